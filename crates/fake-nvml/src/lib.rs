@@ -1,0 +1,125 @@
+//! A stand-in `libnvidia-ml.so` for tests, driven by a scenario file.
+//!
+//! It exports the NVML functions gpulse calls, with NVML's real C ABI (types from
+//! nvml-wrapper-sys), so that gpulse, pynvml, gpustat and nvitop load it as they would load the
+//! driver's library. `GPULSE_FAKE_NVML_SCENARIO` names the scenario (see [`scenario`]); without
+//! it `nvmlInit` answers `NVML_ERROR_DRIVER_NOT_LOADED`. Functions it does not export come back
+//! from NVML clients as `FUNCTION_NOT_FOUND`.
+
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
+
+mod api;
+mod gpm;
+pub mod scenario;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use nvml_wrapper_sys::bindings::*;
+
+use scenario::{Device, Scenario, State};
+
+pub(crate) const SUCCESS: nvmlReturn_t = nvmlReturn_enum_NVML_SUCCESS;
+pub(crate) const UNINITIALIZED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_UNINITIALIZED;
+pub(crate) const INVALID_ARGUMENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+pub(crate) const NOT_SUPPORTED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+pub(crate) const NOT_FOUND: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
+pub(crate) const INSUFFICIENT_SIZE: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+pub(crate) const DRIVER_NOT_LOADED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED;
+pub(crate) const FUNCTION_NOT_FOUND: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND;
+pub(crate) const GPU_IS_LOST: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
+pub(crate) const UNKNOWN: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+
+/// The loaded scenario and the clock it runs on.
+pub(crate) struct World {
+    pub scenario: Scenario,
+    pub devices: Vec<Device>,
+    pub started: Instant,
+    pub init_count: u32,
+}
+
+impl World {
+    /// Scenario time now, in seconds.
+    pub fn now_s(&self) -> f64 {
+        self.scenario.start_s + self.started.elapsed().as_secs_f64() * self.scenario.speed
+    }
+
+    /// Maps scenario time to Unix microseconds, for timestamps NVML hands out.
+    pub fn unix_us(&self, scenario_s: f64) -> u64 {
+        let wall_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let back_s = (self.now_s() - scenario_s) / self.scenario.speed.max(1e-9);
+        ((wall_now.as_secs_f64() - back_s).max(0.0) * 1e6) as u64
+    }
+}
+
+static WORLD: Mutex<Option<World>> = Mutex::new(None);
+
+pub(crate) fn world() -> MutexGuard<'static, Option<World>> {
+    WORLD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` with the device behind `handle` and its state now, after the checks every device
+/// call makes: initialized, a valid handle, the function supported, not lost, no scripted error.
+pub(crate) fn with_device(
+    call: &str,
+    handle: nvmlDevice_t,
+    f: impl FnOnce(&World, usize, &State) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    let guard = world();
+    let Some(w) = guard.as_ref() else { return UNINITIALIZED };
+    if w.scenario.unsupported_functions.iter().any(|n| n == call) {
+        return FUNCTION_NOT_FOUND;
+    }
+    let idx = (handle as usize).wrapping_sub(1);
+    let Some(dev) = w.devices.get(idx) else { return INVALID_ARGUMENT };
+    let t = w.now_s();
+    if dev.spec.lost_at_s.is_some_and(|l| t >= l) {
+        return GPU_IS_LOST;
+    }
+    if let Some(e) = dev.spec.errors.iter().find(|e| e.call == call && e.from_s <= t && e.until_s.is_none_or(|u| t < u)) {
+        return e.code;
+    }
+    f(w, idx, dev.state(t))
+}
+
+/// Runs `f` with the world, after checking initialization and that the function is supported.
+pub(crate) fn with_world(call: &str, f: impl FnOnce(&World) -> nvmlReturn_t) -> nvmlReturn_t {
+    let guard = world();
+    let Some(w) = guard.as_ref() else { return UNINITIALIZED };
+    if w.scenario.unsupported_functions.iter().any(|n| n == call) {
+        return FUNCTION_NOT_FOUND;
+    }
+    f(w)
+}
+
+/// Writes `v` through `out` when it is non-null and the value is known.
+pub(crate) fn put<T>(out: *mut T, v: Option<T>) -> nvmlReturn_t {
+    if out.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    match v {
+        Some(v) => {
+            // SAFETY: the caller passed a non-null pointer to a T, as NVML's contract requires.
+            unsafe { out.write(v) };
+            SUCCESS
+        }
+        None => NOT_SUPPORTED,
+    }
+}
+
+/// Copies `s` into a C buffer of `len` bytes, NUL-terminated.
+pub(crate) fn put_str(out: *mut std::os::raw::c_char, len: u32, s: &str) -> nvmlReturn_t {
+    if out.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let bytes = s.as_bytes();
+    if bytes.len() + 1 > len as usize {
+        return INSUFFICIENT_SIZE;
+    }
+    // SAFETY: `out` has room for `len` bytes and we write at most bytes.len() + 1 <= len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.cast::<u8>(), bytes.len());
+        *out.add(bytes.len()) = 0;
+    }
+    SUCCESS
+}

@@ -1,0 +1,283 @@
+//! The scenario file that drives the stand-in library: devices, their values over time,
+//! processes, failing calls and lost GPUs.
+//!
+//! The file is JSON, named by `GPULSE_FAKE_NVML_SCENARIO`. A device's `timeline` is a list of
+//! points; the state at time `t` is every point with `t_s <= t` merged in order, so a point only
+//! names what changes. A value no point ever names is `NVML_ERROR_NOT_SUPPORTED`. A device may
+//! instead (or as well) replay a real trace in the `gpm_<scenario>.csv` format.
+
+use std::collections::BTreeMap;
+
+use gpulse_model::trace;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The whole scenario.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_driver")]
+    pub driver_version: String,
+    #[serde(default = "default_nvml")]
+    pub nvml_version: String,
+    /// CUDA driver API version as NVML encodes it (13000 = 13.0).
+    #[serde(default = "default_cuda")]
+    pub cuda_driver_version: i32,
+    /// An NVML return code for `nvmlInit` to fail with (9 = driver not loaded).
+    #[serde(default)]
+    pub init_error: Option<u32>,
+    /// Functions that answer `NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver's do.
+    #[serde(default)]
+    pub unsupported_functions: Vec<String>,
+    /// Scenario seconds per wall-clock second.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Start the clock this many scenario seconds in.
+    #[serde(default)]
+    pub start_s: f64,
+    pub devices: Vec<DeviceSpec>,
+}
+
+fn default_driver() -> String {
+    "580.159.04".into()
+}
+fn default_nvml() -> String {
+    "13.580.159.04".into()
+}
+fn default_cuda() -> i32 {
+    13000
+}
+fn one() -> f64 {
+    1.0
+}
+
+/// One GPU.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub uuid: String,
+    pub pci_bus_id: String,
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Static facts and starting values, in the same keys as timeline points.
+    #[serde(default)]
+    pub base: Map<String, Value>,
+    #[serde(default)]
+    pub timeline: Vec<Map<String, Value>>,
+    /// Path of a `gpm_*.csv` trace to replay; relative paths are relative to the scenario file.
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// Which `gpu` column of the trace to replay (default: this device's position).
+    #[serde(default)]
+    pub trace_gpu: Option<u32>,
+    #[serde(default)]
+    pub processes: Vec<ProcessSpec>,
+    #[serde(default)]
+    pub errors: Vec<ErrorSpec>,
+    /// From this scenario time on, every call about the device answers `GPU_IS_LOST`.
+    #[serde(default)]
+    pub lost_at_s: Option<f64>,
+}
+
+/// A process holding a context on the GPU for a while.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSpec {
+    pub pid: u32,
+    #[serde(default)]
+    pub used_memory_mib: Option<u64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub sm_util_pct: Option<u32>,
+    #[serde(default)]
+    pub mem_util_pct: Option<u32>,
+    #[serde(default)]
+    pub from_s: f64,
+    #[serde(default)]
+    pub until_s: Option<f64>,
+}
+
+/// A call that fails with `code` between `from_s` and `until_s`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorSpec {
+    pub call: String,
+    pub code: u32,
+    #[serde(default)]
+    pub from_s: f64,
+    #[serde(default)]
+    pub until_s: Option<f64>,
+}
+
+/// The device's state from one time on, with every earlier point merged in.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct State {
+    pub util_gpu_pct: Option<u32>,
+    pub util_mem_pct: Option<u32>,
+    pub memory_total_mib: Option<u64>,
+    pub memory_reserved_mib: Option<u64>,
+    pub memory_used_mib: Option<u64>,
+    pub temperature_gpu_c: Option<u32>,
+    pub temperature_memory_c: Option<u32>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub enforced_power_limit_w: Option<f64>,
+    pub energy_j: Option<f64>,
+    pub clock_graphics_mhz: Option<u32>,
+    pub clock_sm_mhz: Option<u32>,
+    pub clock_mem_mhz: Option<u32>,
+    pub clock_max_sm_mhz: Option<u32>,
+    pub clock_max_graphics_mhz: Option<u32>,
+    pub clock_max_mem_mhz: Option<u32>,
+    pub pstate: Option<u32>,
+    pub fan_speed_pct: Option<u32>,
+    pub clocks_event_reasons: Option<u64>,
+    pub clocks_event_reasons_supported: Option<u64>,
+    pub pcie_tx_kib_s: Option<u32>,
+    pub pcie_rx_kib_s: Option<u32>,
+    pub pcie_link_gen: Option<u32>,
+    pub pcie_link_width: Option<u32>,
+    pub ecc_enabled: Option<bool>,
+    pub ecc_uncorrected_volatile: Option<u64>,
+    pub ecc_corrected_volatile: Option<u64>,
+    pub persistence_mode: Option<bool>,
+    pub compute_mode: Option<u32>,
+    pub gpm_supported: Option<bool>,
+    pub cuda_cc: Option<(i32, i32)>,
+    /// GPM metric values by NVML metric id (2 = SM util, …), over the interval ending now.
+    #[serde(default)]
+    pub gpm: BTreeMap<u32, f64>,
+}
+
+/// A device ready to answer calls: its spec and its states in time order.
+#[derive(Debug)]
+pub struct Device {
+    pub spec: DeviceSpec,
+    /// `(from scenario time, state)`, sorted by time.
+    pub states: Vec<(f64, State)>,
+}
+
+impl Device {
+    /// The state at scenario time `t` (the first state before the first point).
+    pub fn state(&self, t: f64) -> &State {
+        let i = self.states.partition_point(|s| s.0 <= t);
+        &self.states[i.saturating_sub(1)].1
+    }
+}
+
+/// GPM metric ids by the trace's column names.
+const GPM_COLUMNS: [(&str, u32); 13] = [
+    ("graphics", 1),
+    ("sm", 2),
+    ("occupancy", 3),
+    ("any_tensor", 5),
+    ("hmma", 7),
+    ("dram", 10),
+    ("fp64", 11),
+    ("fp32", 12),
+    ("fp16", 13),
+    ("pcie_tx", 20),
+    ("pcie_rx", 21),
+    ("nvlink_rx", 60),
+    ("nvlink_tx", 61),
+];
+
+/// Loads and checks a scenario; `dir` resolves relative trace paths.
+pub fn load(text: &str, dir: &std::path::Path) -> Result<(Scenario, Vec<Device>), String> {
+    let mut sc: Scenario = serde_json::from_str(text).map_err(|e| format!("bad scenario: {e}"))?;
+    let specs = std::mem::take(&mut sc.devices);
+    let mut devices = Vec::new();
+    for (pos, spec) in specs.into_iter().enumerate() {
+        let mut points: Vec<(f64, Map<String, Value>)> = Vec::new();
+        for p in &spec.timeline {
+            let t = p.get("t_s").and_then(Value::as_f64).ok_or("every timeline point needs t_s")?;
+            points.push((t, p.clone()));
+        }
+        if let Some(path) = &spec.trace {
+            let full = dir.join(path);
+            let text = std::fs::read_to_string(&full).map_err(|e| format!("{}: {e}", full.display()))?;
+            let rows = trace::parse(&text).map_err(|e| format!("{}: {e}", full.display()))?;
+            let gpu = spec.trace_gpu.unwrap_or(pos as u32);
+            let rows: Vec<_> = rows.into_iter().filter(|r| r.gpu == gpu).collect();
+            let t0 = rows.first().map_or(0.0, |r| r.t_s);
+            points.extend(rows.iter().map(|r| (r.t_s - t0, trace_point(r))));
+        }
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut merged = spec.base.clone();
+        let mut states = vec![(f64::NEG_INFINITY, state_of(&merged)?)];
+        for (t, p) in points {
+            for (k, v) in p {
+                if k == "gpm" {
+                    let gpm = merged.entry("gpm").or_insert_with(|| Value::Object(Map::new()));
+                    if let (Value::Object(into), Value::Object(from)) = (gpm, v) {
+                        into.extend(from);
+                    }
+                } else {
+                    merged.insert(k, v);
+                }
+            }
+            states.push((t, state_of(&merged)?));
+        }
+        devices.push(Device { spec, states });
+    }
+    Ok((sc, devices))
+}
+
+fn state_of(m: &Map<String, Value>) -> Result<State, String> {
+    let mut m = m.clone();
+    m.remove("t_s");
+    // GPM metrics may be named by column name or by NVML id.
+    if let Some(Value::Object(g)) = m.get_mut("gpm") {
+        let named: Vec<(String, Value)> = std::mem::take(g).into_iter().collect();
+        for (k, v) in named {
+            let id = GPM_COLUMNS.iter().find(|c| c.0 == k).map(|c| c.1.to_string()).unwrap_or(k);
+            g.insert(id, v);
+        }
+    }
+    serde_json::from_value(Value::Object(m)).map_err(|e| format!("bad device state: {e}"))
+}
+
+/// A trace row as a timeline point.
+fn trace_point(r: &trace::TraceRow) -> Map<String, Value> {
+    let mut p = Map::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            p.insert(k.into(), v);
+        }
+    };
+    put("util_gpu_pct", r.util_gpu_pct.map(Value::from));
+    put("util_mem_pct", r.util_mem_pct.map(Value::from));
+    put("memory_used_mib", r.memory_used_mib.map(Value::from));
+    put("temperature_gpu_c", r.temperature_gpu_c.map(Value::from));
+    put("power_w", r.power_draw_w.map(Value::from));
+    put("clock_sm_mhz", r.clock_sm_mhz.map(Value::from));
+    put("clocks_event_reasons", r.clocks_event_reasons.map(Value::from));
+    if let Some(g) = &r.gpm {
+        let mib = 1024.0 * 1024.0;
+        let vals = [
+            g.graphics_util_pct,
+            g.sm_util_pct,
+            g.sm_occupancy_pct,
+            g.any_tensor_util_pct,
+            g.hmma_tensor_util_pct,
+            g.dram_bw_util_pct,
+            g.fp64_util_pct,
+            g.fp32_util_pct,
+            g.fp16_util_pct,
+            g.pcie_tx_bytes_per_s.map(|v| v / mib),
+            g.pcie_rx_bytes_per_s.map(|v| v / mib),
+            g.nvlink_rx_bytes_per_s.map(|v| v / mib),
+            g.nvlink_tx_bytes_per_s.map(|v| v / mib),
+        ];
+        let mut gpm = Map::new();
+        for ((_, id), v) in GPM_COLUMNS.iter().zip(vals) {
+            if let Some(v) = v {
+                gpm.insert(id.to_string(), Value::from(v));
+            }
+        }
+        p.insert("gpm".into(), Value::Object(gpm));
+    }
+    p
+}

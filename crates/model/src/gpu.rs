@@ -1,0 +1,181 @@
+//! One reading of one GPU.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ProcessSample;
+
+/// Whether the device answered at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceStatus {
+    /// The device answered; individual fields may still be `None`.
+    #[default]
+    Ok,
+    /// NVML reported `GPU_IS_LOST`: the GPU fell off the bus. Every field is `None`.
+    Lost,
+}
+
+/// Why a field is `None`. Renderers that must match nvidia-smi need the distinction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Absence {
+    /// NVML answered `NOT_SUPPORTED`: the device does not have this. nvidia-smi: `[Not Supported]`.
+    NotSupported,
+    /// NVML answered `NO_PERMISSION`. nvidia-smi: `[Insufficient Permissions]`.
+    NoPermission,
+    /// The GPU is lost. nvidia-smi: `[GPU is lost]`.
+    GpuLost,
+    /// Any other failure, or a value that does not apply. nvidia-smi: `[N/A]`.
+    NotAvailable,
+    /// NVML failed in an unexpected way. nvidia-smi: `[Unknown Error]`.
+    Unknown,
+}
+
+/// The GPU fields a source reads, named so that an absence can say which one it concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Utilization,
+    Memory,
+    TemperatureGpu,
+    TemperatureMemory,
+    PowerDraw,
+    PowerLimit,
+    EnforcedPowerLimit,
+    Energy,
+    ClockSm,
+    ClockMem,
+    ClockGraphics,
+    Pstate,
+    FanSpeed,
+    ClocksEventReasons,
+    PcieThroughput,
+    PcieLink,
+    EccErrors,
+    Processes,
+    Gpm,
+}
+
+/// One reading of NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UtilSample {
+    /// When the driver took it, in microseconds since the Unix epoch.
+    pub timestamp_us: i64,
+    /// GPU utilization over the driver's sampling period, in percent.
+    pub util_pct: u32,
+}
+
+/// GPM performance counters over one interval (Hopper and newer; `nvmlGpmMetricsGet`).
+/// Percentages are 0–100 over the interval; rates are per second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpmMetrics {
+    /// Length of the interval the metrics cover, in milliseconds.
+    pub interval_ms: f64,
+    /// Share of time the graphics engine was busy (`NVML_GPM_METRIC_GRAPHICS_UTIL`).
+    pub graphics_util_pct: Option<f64>,
+    /// Share of SMs busy, averaged over time (`NVML_GPM_METRIC_SM_UTIL`): what GPU-Util is not.
+    pub sm_util_pct: Option<f64>,
+    /// Resident warps as a share of the maximum (`NVML_GPM_METRIC_SM_OCCUPANCY`).
+    pub sm_occupancy_pct: Option<f64>,
+    /// Tensor-core activity of any kind (`NVML_GPM_METRIC_ANY_TENSOR_UTIL`).
+    pub any_tensor_util_pct: Option<f64>,
+    /// Half-precision tensor-core (HMMA) activity (`NVML_GPM_METRIC_HMMA_TENSOR_UTIL`).
+    pub hmma_tensor_util_pct: Option<f64>,
+    /// DRAM bandwidth used as a share of peak (`NVML_GPM_METRIC_DRAM_BW_UTIL`).
+    pub dram_bw_util_pct: Option<f64>,
+    /// FP64 pipe activity (`NVML_GPM_METRIC_FP64_UTIL`).
+    pub fp64_util_pct: Option<f64>,
+    /// FP32 pipe activity (`NVML_GPM_METRIC_FP32_UTIL`).
+    pub fp32_util_pct: Option<f64>,
+    /// FP16 pipe activity (`NVML_GPM_METRIC_FP16_UTIL`).
+    pub fp16_util_pct: Option<f64>,
+    /// PCIe traffic from the GPU, bytes per second (`NVML_GPM_METRIC_PCIE_TX_PER_SEC`).
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    /// PCIe traffic to the GPU, bytes per second (`NVML_GPM_METRIC_PCIE_RX_PER_SEC`).
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    /// NVLink traffic from the GPU over all links, bytes per second (`NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC`).
+    pub nvlink_tx_bytes_per_s: Option<f64>,
+    /// NVLink traffic to the GPU over all links, bytes per second (`NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC`).
+    pub nvlink_rx_bytes_per_s: Option<f64>,
+}
+
+/// Everything read from one GPU in one poll. Every reading is optional: `None` means the source
+/// could not give it, and `absent` says why when the source knows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    /// NVML index of the device this sample belongs to.
+    pub gpu_index: u32,
+    /// Whether the device answered.
+    pub status: DeviceStatus,
+    /// GPU utilization over the driver's last period, percent (`nvmlDeviceGetUtilizationRates`; `utilization.gpu`).
+    pub util_gpu_pct: Option<u32>,
+    /// Memory-controller utilization, percent (`nvmlDeviceGetUtilizationRates`; `utilization.memory`).
+    pub util_mem_pct: Option<u32>,
+    /// The driver's high-rate GPU-utilization readings since the previous poll (`nvmlDeviceGetSamples`).
+    pub util_gpu_samples: Vec<UtilSample>,
+    /// Memory used, bytes (`nvmlDeviceGetMemoryInfo_v2`; `memory.used`).
+    pub memory_used_bytes: Option<u64>,
+    /// Memory free, bytes (`memory.free`).
+    pub memory_free_bytes: Option<u64>,
+    /// Memory the driver reserves for itself, bytes (`memory.reserved`).
+    pub memory_reserved_bytes: Option<u64>,
+    /// Total memory, bytes (`memory.total`).
+    pub memory_total_bytes: Option<u64>,
+    /// Core temperature, °C (`nvmlDeviceGetTemperature`; `temperature.gpu`).
+    pub temperature_gpu_c: Option<u32>,
+    /// HBM temperature, °C (field `NVML_FI_DEV_MEMORY_TEMP`; `temperature.memory`).
+    pub temperature_memory_c: Option<u32>,
+    /// Board power draw, milliwatts (`nvmlDeviceGetPowerUsage`; `power.draw`).
+    pub power_draw_mw: Option<u32>,
+    /// Power-management limit, milliwatts (`nvmlDeviceGetPowerManagementLimit`; `power.limit`).
+    pub power_limit_mw: Option<u32>,
+    /// Limit actually enforced, milliwatts (`nvmlDeviceGetEnforcedPowerLimit`; `enforced.power.limit`).
+    pub enforced_power_limit_mw: Option<u32>,
+    /// Energy used since the driver loaded, millijoules (`nvmlDeviceGetTotalEnergyConsumption`).
+    pub energy_mj: Option<u64>,
+    /// SM clock, MHz (`nvmlDeviceGetClockInfo(SM)`; `clocks.sm`).
+    pub clock_sm_mhz: Option<u32>,
+    /// Memory clock, MHz (`nvmlDeviceGetClockInfo(MEM)`; `clocks.mem`).
+    pub clock_mem_mhz: Option<u32>,
+    /// Graphics clock, MHz (`nvmlDeviceGetClockInfo(GRAPHICS)`; `clocks.gr`).
+    pub clock_graphics_mhz: Option<u32>,
+    /// Performance state, 0 (P0, fastest) to 15 (`nvmlDeviceGetPerformanceState`; `pstate`).
+    pub pstate: Option<u32>,
+    /// Fan speed, percent of maximum (`nvmlDeviceGetFanSpeed_v2`; `fan.speed`).
+    pub fan_speed_pct: Option<u32>,
+    /// Active clocks-event reasons, NVML bitmask (`nvmlDeviceGetCurrentClocksEventReasons`; `clocks_event_reasons.active`).
+    pub clocks_event_reasons: Option<u64>,
+    /// PCIe bytes per second sent by the GPU (`nvmlDeviceGetPcieThroughput(TX)`, or GPM).
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    /// PCIe bytes per second received by the GPU (`nvmlDeviceGetPcieThroughput(RX)`, or GPM).
+    pub pcie_rx_bytes_per_s: Option<u64>,
+    /// Current PCIe link generation (`nvmlDeviceGetCurrPcieLinkGeneration`; `pcie.link.gen.current`).
+    pub pcie_link_gen: Option<u32>,
+    /// Current PCIe link width in lanes (`nvmlDeviceGetCurrPcieLinkWidth`; `pcie.link.width.current`).
+    pub pcie_link_width: Option<u32>,
+    /// Uncorrected ECC errors since the driver loaded (`nvmlDeviceGetTotalEccErrors`; `ecc.errors.uncorrected.volatile.total`).
+    pub ecc_uncorrected_volatile: Option<u64>,
+    /// Corrected ECC errors since the driver loaded (`ecc.errors.corrected.volatile.total`).
+    pub ecc_corrected_volatile: Option<u64>,
+    /// GPM counters over the interval ending at this sample; `None` off Hopper or with `--no-gpm`.
+    pub gpm: Option<GpmMetrics>,
+    /// Compute processes holding a context on this GPU.
+    pub processes: Vec<ProcessSample>,
+    /// Why fields are `None`, where the source knows.
+    pub absent: Vec<(Metric, Absence)>,
+}
+
+impl GpuSample {
+    /// Why `metric` is missing, if the source said.
+    pub fn absence(&self, metric: Metric) -> Option<Absence> {
+        if self.status == DeviceStatus::Lost {
+            return Some(Absence::GpuLost);
+        }
+        self.absent.iter().find(|a| a.0 == metric).map(|a| a.1)
+    }
+
+    /// SM activity in percent: GPM's SM util when the source has it.
+    pub fn sm_active_pct(&self) -> Option<f64> {
+        self.gpm.as_ref().and_then(|g| g.sm_util_pct)
+    }
+}

@@ -1,0 +1,29 @@
+//! gpulse's data model.
+//!
+//! Everything the samplers produce and everything the renderers consume is defined here, so that
+//! sources (live NVML, replayed traces) and consumers (nvidia-smi query output, the status view)
+//! never depend on each other. A value a source cannot give is `None`, never 0; units live in
+//! field names.
+
+pub mod clocks;
+pub mod device;
+pub mod gpu;
+pub mod process;
+pub mod trace;
+
+pub use clocks::ClocksEventReasons;
+pub use device::DeviceInfo;
+pub use gpu::{Absence, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
+pub use process::ProcessSample;
+
+/// One reading of every device a source knows, taken at one moment.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    /// When the source took the reading, in microseconds since the Unix epoch.
+    pub timestamp_us: i64,
+    /// One sample per device, in the order of the source's `devices()`.
+    pub gpus: Vec<GpuSample>,
+}
+
+/// Bytes in one MiB, the unit nvidia-smi reports memory in.
+pub const MIB: u64 = 1024 * 1024;

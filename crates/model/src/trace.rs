@@ -1,0 +1,143 @@
+//! The per-poll NVML trace format of the reference H200 captures (`gpm_<scenario>.csv`).
+//!
+//! Each row is one poll of one GPU: `t_s,gpu,util_gpu,util_mem,mem_used_mib,temp_c,power_w,
+//! sm_clock_mhz,throttle,nprocs,poll_us,` then GPM metrics by their NVML names. Columns are found by
+//! name, so their order does not matter. Both the demo replay and the stand-in NVML library read it.
+
+use crate::GpmMetrics;
+
+/// One poll of one GPU from a trace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceRow {
+    /// Unix time of the poll, seconds.
+    pub t_s: f64,
+    /// NVML index.
+    pub gpu: u32,
+    pub util_gpu_pct: Option<u32>,
+    pub util_mem_pct: Option<u32>,
+    pub memory_used_mib: Option<u64>,
+    pub temperature_gpu_c: Option<u32>,
+    pub power_draw_w: Option<f64>,
+    pub clock_sm_mhz: Option<u32>,
+    pub clocks_event_reasons: Option<u64>,
+    pub process_count: Option<u32>,
+    /// GPM metrics over the interval ending at this poll, when the trace has them.
+    pub gpm: Option<GpmMetrics>,
+}
+
+/// A malformed trace: which line and why.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TraceError {
+    #[error("trace is empty")]
+    Empty,
+    #[error("trace header lacks the column {0:?}")]
+    MissingColumn(&'static str),
+    #[error("line {line}: {why}")]
+    BadLine { line: usize, why: String },
+}
+
+/// Parses a whole trace. Rows keep the file's order.
+pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or(TraceError::Empty)?;
+    let cols: Vec<&str> = header.trim().split(',').collect();
+    let find = |name: &'static str| cols.iter().position(|c| *c == name);
+    let need = |name: &'static str| find(name).ok_or(TraceError::MissingColumn(name));
+    let (t, gpu) = (need("t_s")?, need("gpu")?);
+    let gpm_cols = [
+        "GraphicsUtil",
+        "SmUtil",
+        "SmOccupancy",
+        "AnyTensorUtil",
+        "HmmaTensorUtil",
+        "DramBwUtil",
+        "Fp64Util",
+        "Fp32Util",
+        "Fp16Util",
+        "PcieTxPerSec",
+        "PcieRxPerSec",
+        "NvlinkTotalTxPerSec",
+        "NvlinkTotalRxPerSec",
+    ]
+    .map(find);
+    let has_gpm = gpm_cols.iter().any(Option::is_some);
+    let mut rows = Vec::new();
+    let mut prev_t: Option<f64> = None;
+    for (i, line) in lines {
+        let cells: Vec<&str> = line.trim().split(',').collect();
+        let bad = |why: String| TraceError::BadLine { line: i + 1, why };
+        if cells.len() != cols.len() {
+            return Err(bad(format!("{} cells, header has {}", cells.len(), cols.len())));
+        }
+        let f = |c: Option<usize>| c.and_then(|c| cells[c].trim().parse::<f64>().ok());
+        let u = |c: Option<usize>| f(c).filter(|v| *v >= 0.0).map(|v| v.round() as u32);
+        let t_s = f(Some(t)).ok_or_else(|| bad(format!("bad t_s {:?}", cells[t])))?;
+        let mib_per_s = 1024.0 * 1024.0;
+        let gpm = has_gpm.then(|| GpmMetrics {
+            interval_ms: prev_t.map_or(0.0, |p| (t_s - p) * 1000.0),
+            graphics_util_pct: f(gpm_cols[0]),
+            sm_util_pct: f(gpm_cols[1]),
+            sm_occupancy_pct: f(gpm_cols[2]),
+            any_tensor_util_pct: f(gpm_cols[3]),
+            hmma_tensor_util_pct: f(gpm_cols[4]),
+            dram_bw_util_pct: f(gpm_cols[5]),
+            fp64_util_pct: f(gpm_cols[6]),
+            fp32_util_pct: f(gpm_cols[7]),
+            fp16_util_pct: f(gpm_cols[8]),
+            pcie_tx_bytes_per_s: f(gpm_cols[9]).map(|v| v * mib_per_s),
+            pcie_rx_bytes_per_s: f(gpm_cols[10]).map(|v| v * mib_per_s),
+            nvlink_tx_bytes_per_s: f(gpm_cols[11]).map(|v| v * mib_per_s),
+            nvlink_rx_bytes_per_s: f(gpm_cols[12]).map(|v| v * mib_per_s),
+        });
+        let throttle = find("throttle").and_then(|c| {
+            let s = cells[c].trim();
+            u64::from_str_radix(s.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
+        });
+        rows.push(TraceRow {
+            t_s,
+            gpu: u(Some(gpu)).ok_or_else(|| bad(format!("bad gpu {:?}", cells[gpu])))?,
+            util_gpu_pct: u(find("util_gpu")),
+            util_mem_pct: u(find("util_mem")),
+            memory_used_mib: u(find("mem_used_mib")).map(u64::from),
+            temperature_gpu_c: u(find("temp_c")),
+            power_draw_w: f(find("power_w")),
+            clock_sm_mhz: u(find("sm_clock_mhz")),
+            clocks_event_reasons: throttle,
+            process_count: u(find("nprocs")),
+            gpm,
+        });
+        prev_t = Some(t_s);
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = "t_s,gpu,util_gpu,util_mem,mem_used_mib,temp_c,power_w,sm_clock_mhz,throttle,nprocs,poll_us,SmUtil,PcieTxPerSec\n\
+        10.0,0,99,50,41772,57,690.5,1980,0x4,2,2209,91.7,7.5\n\
+        10.2,0,98,49,41772,57,691.0,1965,0x0,2,2100,90.0,1.0\n";
+
+    #[test]
+    fn parses_by_column_name() {
+        let rows = parse(TRACE).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].util_gpu_pct, Some(99));
+        assert_eq!(rows[0].clocks_event_reasons, Some(4));
+        assert_eq!(rows[0].power_draw_w, Some(690.5));
+        let g = rows[1].gpm.as_ref().unwrap();
+        assert_eq!(g.sm_util_pct, Some(90.0));
+        assert_eq!(g.pcie_tx_bytes_per_s, Some(1024.0 * 1024.0));
+        assert!((g.interval_ms - 200.0).abs() < 1e-6);
+        assert_eq!(g.sm_occupancy_pct, None);
+    }
+
+    #[test]
+    fn reports_bad_lines_by_number() {
+        let err = parse("t_s,gpu\n1,0\nx,0\n").unwrap_err();
+        assert_eq!(err, TraceError::BadLine { line: 3, why: "bad t_s \"x\"".into() });
+        assert_eq!(parse("gpu\n0\n").unwrap_err(), TraceError::MissingColumn("t_s"));
+        assert_eq!(parse("").unwrap_err(), TraceError::Empty);
+    }
+}

@@ -1,0 +1,44 @@
+//! Where gpulse's samples come from.
+//!
+//! Every source implements [`Source`]: the devices it knows, and one snapshot of all of them.
+//! Consumers never know which source they read, so a replayed trace and the stand-in NVML library
+//! exercise the same code paths as a live GPU. The source stamps each snapshot with its own time.
+
+pub mod nvml;
+pub mod proc_info;
+pub mod replay;
+
+use gpulse_model::{DeviceInfo, Snapshot};
+
+pub use nvml::{NvmlOptions, NvmlSource};
+pub use replay::TraceReplay;
+
+/// Something that can be polled for GPU samples.
+pub trait Source {
+    /// Static facts about every device, in NVML index order.
+    fn devices(&self) -> &[DeviceInfo];
+    /// One reading of every device. Fields a device cannot give are `None`; a lost device is a
+    /// status, not an error. An error means the source itself is gone.
+    fn sample(&mut self) -> Result<Snapshot, SampleError>;
+}
+
+/// A source that cannot be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// The NVML library is missing, or the driver is not loaded.
+    #[error("no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded)")]
+    NoDriver { detail: String },
+    /// NVML loaded but failed for another reason.
+    #[error("NVML failed: {0}")]
+    Nvml(String),
+    /// A replayed trace is malformed or has ended.
+    #[error("{0}")]
+    Replay(String),
+}
+
+/// Microseconds since the Unix epoch, now.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}

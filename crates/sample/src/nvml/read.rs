@@ -1,0 +1,235 @@
+//! One poll of one device, and the mapping of NVML errors to absences.
+
+use std::time::Instant;
+
+use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, Metric, ProcessSample, UtilSample};
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::{Device, Nvml};
+
+use super::{NvmlOptions, Tracked};
+use crate::proc_info;
+
+/// `NVML_FI_DEV_MEMORY_TEMP`: HBM temperature, °C.
+const FI_DEV_MEMORY_TEMP: u32 = 82;
+
+/// Why an NVML error means a value is absent.
+fn absence_of(e: &NvmlError) -> Absence {
+    match e {
+        NvmlError::NotSupported => Absence::NotSupported,
+        NvmlError::NoPermission => Absence::NoPermission,
+        NvmlError::GpuLost => Absence::GpuLost,
+        NvmlError::Unknown => Absence::Unknown,
+        _ => Absence::NotAvailable,
+    }
+}
+
+/// Collects absences while reading one device.
+struct Reader {
+    absent: Vec<(Metric, Absence)>,
+    lost: bool,
+}
+
+impl Reader {
+    /// The value, or `None` with the reason recorded against `metric`.
+    fn get<T>(&mut self, metric: Metric, r: Result<T, NvmlError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let why = absence_of(&e);
+                self.lost |= why == Absence::GpuLost;
+                if !self.absent.iter().any(|a| a.0 == metric) {
+                    self.absent.push((metric, why));
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Reads the facts that do not change while the device is watched.
+pub(super) fn device_info(d: &Device<'static>, index: u32) -> DeviceInfo {
+    DeviceInfo {
+        index: d.index().unwrap_or(index),
+        uuid: d.uuid().unwrap_or_default(),
+        name: d.name().unwrap_or_default(),
+        pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
+        cuda_index: None,
+        memory_total_bytes: d.memory_info().ok().map(|m| m.total),
+        power_limit_mw: d.power_management_limit().ok(),
+        clock_max_sm_mhz: d.max_clock_info(Clock::SM).ok(),
+        clock_max_mem_mhz: d.max_clock_info(Clock::Memory).ok(),
+        clocks_event_reasons_supported: d.supported_throttle_reasons().ok().map(|r| r.bits()),
+        persistence_mode: d.is_in_persistent_mode().ok(),
+        compute_mode: d.compute_mode().ok().map(|m| {
+            use nvml_wrapper::enum_wrappers::device::ComputeMode as M;
+            match m {
+                M::Default => "Default",
+                M::ExclusiveThread => "Exclusive_Thread",
+                M::Prohibited => "Prohibited",
+                M::ExclusiveProcess => "Exclusive_Process",
+            }
+            .to_owned()
+        }),
+        ecc_enabled: d.is_ecc_enabled().ok().map(|e| e.currently_enabled),
+        gpm_supported: None,
+        driver_version: None,
+        cuda_version: None,
+    }
+}
+
+/// Reads everything about one device. Never fails: what cannot be read is `None`.
+pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Tracked, opts: &NvmlOptions) -> GpuSample {
+    let mut s = GpuSample { gpu_index: info.index, ..GpuSample::default() };
+    let Some(d) = t.device.as_ref().filter(|_| !t.lost) else {
+        s.status = DeviceStatus::Lost;
+        return s;
+    };
+    let mut r = Reader { absent: Vec::new(), lost: false };
+    if let Some(u) = r.get(Metric::Utilization, d.utilization_rates()) {
+        s.util_gpu_pct = Some(u.gpu);
+        s.util_mem_pct = Some(u.memory);
+    }
+    if r.lost {
+        return lost(s, t);
+    }
+    if let Some(m) = r.get(Metric::Memory, d.memory_info()) {
+        s.memory_used_bytes = Some(m.used);
+        s.memory_free_bytes = Some(m.free);
+        s.memory_reserved_bytes = Some(m.reserved);
+        s.memory_total_bytes = Some(m.total);
+    }
+    s.temperature_gpu_c = r.get(Metric::TemperatureGpu, d.temperature(TemperatureSensor::Gpu));
+    s.temperature_memory_c = memory_temperature(d, &mut r);
+    s.power_draw_mw = r.get(Metric::PowerDraw, d.power_usage());
+    s.power_limit_mw = r.get(Metric::PowerLimit, d.power_management_limit());
+    s.enforced_power_limit_mw = r.get(Metric::EnforcedPowerLimit, d.enforced_power_limit());
+    s.energy_mj = r.get(Metric::Energy, d.total_energy_consumption());
+    s.clock_sm_mhz = r.get(Metric::ClockSm, d.clock_info(Clock::SM));
+    s.clock_mem_mhz = r.get(Metric::ClockMem, d.clock_info(Clock::Memory));
+    s.clock_graphics_mhz = r.get(Metric::ClockGraphics, d.clock_info(Clock::Graphics));
+    s.pstate = r.get(Metric::Pstate, d.performance_state()).and_then(|p| {
+        use nvml_wrapper::enum_wrappers::device::PerformanceState as P;
+        let all = [P::Zero, P::One, P::Two, P::Three, P::Four, P::Five, P::Six, P::Seven, P::Eight,
+            P::Nine, P::Ten, P::Eleven, P::Twelve, P::Thirteen, P::Fourteen, P::Fifteen];
+        all.iter().position(|x| *x == p).map(|i| i as u32)
+    });
+    s.fan_speed_pct = r.get(Metric::FanSpeed, d.fan_speed(0));
+    s.clocks_event_reasons = r.get(Metric::ClocksEventReasons, d.current_throttle_reasons().map(|b| b.bits()));
+    s.pcie_link_gen = r.get(Metric::PcieLink, d.current_pcie_link_gen());
+    s.pcie_link_width = r.get(Metric::PcieLink, d.current_pcie_link_width());
+    s.ecc_uncorrected_volatile =
+        r.get(Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+    s.ecc_corrected_volatile =
+        r.get(Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+    if r.lost {
+        return lost(s, t);
+    }
+    s.util_gpu_samples = util_samples(d, &mut t.last_util_sample_us);
+    if opts.processes {
+        s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r).unwrap_or_default();
+    }
+    if opts.gpm && info.gpm_supported == Some(true) {
+        s.gpm = r.get(Metric::Gpm, t.gpm.poll(nvml, d)).flatten();
+    }
+    match s.gpm.as_ref().map(|g| (g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s)) {
+        Some((Some(tx), Some(rx))) => {
+            s.pcie_tx_bytes_per_s = Some(tx as u64);
+            s.pcie_rx_bytes_per_s = Some(rx as u64);
+        }
+        _ => {
+            let due = opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
+            if due {
+                t.last_pcie = Some(Instant::now());
+                // NVML reports KB/s.
+                s.pcie_tx_bytes_per_s = r.get(Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024);
+                s.pcie_rx_bytes_per_s = r.get(Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024);
+            }
+        }
+    }
+    if r.lost {
+        return lost(s, t);
+    }
+    s.absent = r.absent;
+    s
+}
+
+/// Marks the device lost for good: NVML does not bring a lost GPU back without a reset.
+fn lost(mut s: GpuSample, t: &mut Tracked) -> GpuSample {
+    t.lost = true;
+    let index = s.gpu_index;
+    s = GpuSample { gpu_index: index, status: DeviceStatus::Lost, ..GpuSample::default() };
+    s
+}
+
+fn memory_temperature(d: &Device<'static>, r: &mut Reader) -> Option<u32> {
+    let values = r.get(Metric::TemperatureMemory, d.field_values_for(&[FieldId(FI_DEV_MEMORY_TEMP)]))?;
+    let v = r.get(Metric::TemperatureMemory, values.into_iter().next()?)?;
+    match r.get(Metric::TemperatureMemory, v.value)? {
+        SampleValue::U32(x) => Some(x),
+        SampleValue::U64(x) => u32::try_from(x).ok(),
+        SampleValue::I64(x) => u32::try_from(x).ok(),
+        SampleValue::F64(x) => (x >= 0.0).then_some(x as u32),
+    }
+    // A value of 0 from an HBM sensor means the sensor is absent.
+    .filter(|c| *c > 0)
+}
+
+/// The driver's high-rate GPU-utilization readings newer than the last poll.
+fn util_samples(d: &Device<'static>, last_seen_us: &mut u64) -> Vec<UtilSample> {
+    let Ok(samples) = d.samples(Sampling::GpuUtilization, *last_seen_us) else {
+        return Vec::new();
+    };
+    let mut out: Vec<UtilSample> = samples
+        .into_iter()
+        .filter(|s| s.timestamp > *last_seen_us)
+        .filter_map(|s| {
+            let v = match s.value {
+                SampleValue::U32(v) => v,
+                SampleValue::U64(v) => v as u32,
+                SampleValue::I64(v) => v as u32,
+                SampleValue::F64(v) => v as u32,
+            };
+            Some(UtilSample { timestamp_us: i64::try_from(s.timestamp).ok()?, util_pct: v })
+        })
+        .collect();
+    out.sort_by_key(|s| s.timestamp_us);
+    if let Some(last) = out.last() {
+        *last_seen_us = last.timestamp_us as u64;
+    }
+    out
+}
+
+fn processes(nvml: &'static Nvml, d: &Device<'static>, last_seen_us: &mut u64, opts: &NvmlOptions, r: &mut Reader) -> Option<Vec<ProcessSample>> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    let list = r.get(Metric::Processes, d.running_compute_processes())?;
+    let util = if opts.process_util && !list.is_empty() {
+        d.process_utilization_stats(*last_seen_us).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
+        *last_seen_us = newest;
+    }
+    Some(
+        list.into_iter()
+            .map(|p| {
+                let u = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp);
+                ProcessSample {
+                    pid: p.pid,
+                    used_memory_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                    name: nvml.sys_process_name(p.pid, 256).ok().filter(|n| !n.is_empty()).or_else(|| proc_info::comm(p.pid)),
+                    cmdline: proc_info::cmdline(p.pid),
+                    user: proc_info::user(p.pid),
+                    sm_util_pct: u.map(|u| u.sm_util),
+                    mem_util_pct: u.map(|u| u.mem_util),
+                }
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,70 @@
+//! What `/proc` says about a process: its command line and its owner.
+
+use std::fs;
+
+/// A process's command line, arguments joined by spaces; `None` if it is gone or hidden.
+pub fn cmdline(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!args.is_empty()).then(|| args.join(" "))
+}
+
+/// The short name the kernel keeps for a process (`/proc/PID/comm`).
+pub fn comm(pid: u32) -> Option<String> {
+    let s = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(s.trim_end().to_owned())
+}
+
+/// The user name that owns a process (its real uid, looked up in the user database); the
+/// numeric uid when the database has no entry.
+pub fn user(pid: u32) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uid: u32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(user_name(uid).unwrap_or_else(|| uid.to_string()))
+}
+
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r succeeded, so pw_name points to a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_process() {
+        let me = std::process::id();
+        assert!(cmdline(me).unwrap().contains("gpulse_sample"));
+        assert!(!comm(me).unwrap().is_empty());
+        let uid = unsafe { libc::getuid() };
+        let expected = user_name(uid).unwrap_or_else(|| uid.to_string());
+        assert_eq!(user(me), Some(expected));
+    }
+
+    #[test]
+    fn missing_process_is_none() {
+        assert_eq!(cmdline(u32::MAX), None);
+        assert_eq!(user(u32::MAX), None);
+    }
+}

@@ -1,0 +1,236 @@
+//! The fields gpulse answers, with nvidia-smi's canonical names, aliases and units.
+
+use crate::QueryError;
+
+/// What a `--query-gpu=` field reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuKey {
+    Timestamp,
+    DriverVersion,
+    Count,
+    Name,
+    Index,
+    Uuid,
+    PciBusId,
+    PersistenceMode,
+    Pstate,
+    ComputeMode,
+    FanSpeed,
+    UtilGpu,
+    UtilMemory,
+    MemoryTotal,
+    MemoryUsed,
+    MemoryFree,
+    MemoryReserved,
+    TemperatureGpu,
+    TemperatureMemory,
+    PowerDraw,
+    PowerLimit,
+    EnforcedPowerLimit,
+    ClockGraphics,
+    ClockSm,
+    ClockMemory,
+    ClockMaxSm,
+    ClockMaxMemory,
+    ReasonsActive,
+    ReasonsSupported,
+    /// One named clocks-event reason, by NVML bit.
+    Reason(u64),
+    PcieLinkGen,
+    PcieLinkWidth,
+    EccModeCurrent,
+    EccUncorrectedVolatileTotal,
+    EccCorrectedVolatileTotal,
+    /// gpulse-only: a GPM metric.
+    Gpm(GpmKey),
+}
+
+/// gpulse-only GPM fields (`gpm.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpmKey {
+    SmActive,
+    SmOccupancy,
+    TensorActive,
+    HmmaActive,
+    DramActive,
+    GraphicsActive,
+    Fp16Active,
+    Fp32Active,
+    Fp64Active,
+    PcieTx,
+    PcieRx,
+    NvlinkTx,
+    NvlinkRx,
+}
+
+/// One requested `--query-gpu=` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuField {
+    pub key: GpuKey,
+    /// The name nvidia-smi prints in the header.
+    pub canonical: &'static str,
+    /// The unit shown in the header and, without `nounits`, after the value.
+    pub unit: Option<&'static str>,
+}
+
+/// (names, canonical first; unit; key).
+type Row = (&'static [&'static str], Option<&'static str>, GpuKey);
+
+const GPU_FIELDS: &[Row] = &[
+    (&["timestamp"], None, GpuKey::Timestamp),
+    (&["driver_version"], None, GpuKey::DriverVersion),
+    (&["count"], None, GpuKey::Count),
+    (&["name", "gpu_name"], None, GpuKey::Name),
+    (&["index"], None, GpuKey::Index),
+    (&["uuid", "gpu_uuid"], None, GpuKey::Uuid),
+    (&["pci.bus_id", "gpu_bus_id"], None, GpuKey::PciBusId),
+    (&["persistence_mode"], None, GpuKey::PersistenceMode),
+    (&["pstate"], None, GpuKey::Pstate),
+    (&["compute_mode"], None, GpuKey::ComputeMode),
+    (&["fan.speed"], Some("%"), GpuKey::FanSpeed),
+    (&["utilization.gpu"], Some("%"), GpuKey::UtilGpu),
+    (&["utilization.memory"], Some("%"), GpuKey::UtilMemory),
+    (&["memory.total"], Some("MiB"), GpuKey::MemoryTotal),
+    (&["memory.used"], Some("MiB"), GpuKey::MemoryUsed),
+    (&["memory.free"], Some("MiB"), GpuKey::MemoryFree),
+    (&["memory.reserved"], Some("MiB"), GpuKey::MemoryReserved),
+    (&["temperature.gpu"], None, GpuKey::TemperatureGpu),
+    (&["temperature.memory"], None, GpuKey::TemperatureMemory),
+    (&["power.draw"], Some("W"), GpuKey::PowerDraw),
+    (&["power.draw.average", "gpu.power.draw.average"], Some("W"), GpuKey::PowerDraw),
+    (&["power.limit", "gpu.power.requested_limit"], Some("W"), GpuKey::PowerLimit),
+    (&["enforced.power.limit", "gpu.power.current_limit"], Some("W"), GpuKey::EnforcedPowerLimit),
+    (&["clocks.current.graphics", "clocks.gr"], Some("MHz"), GpuKey::ClockGraphics),
+    (&["clocks.current.sm", "clocks.sm"], Some("MHz"), GpuKey::ClockSm),
+    (&["clocks.current.memory", "clocks.mem"], Some("MHz"), GpuKey::ClockMemory),
+    (&["clocks.max.sm"], Some("MHz"), GpuKey::ClockMaxSm),
+    (&["clocks.max.memory", "clocks.max.mem"], Some("MHz"), GpuKey::ClockMaxMemory),
+    (&["clocks_event_reasons.active", "clocks_throttle_reasons.active"], None, GpuKey::ReasonsActive),
+    (&["clocks_event_reasons.supported", "clocks_throttle_reasons.supported"], None, GpuKey::ReasonsSupported),
+    (&["clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"], None, GpuKey::Reason(0x1)),
+    (
+        &["clocks_event_reasons.applications_clocks_setting", "clocks_throttle_reasons.applications_clocks_setting"],
+        None,
+        GpuKey::Reason(0x2),
+    ),
+    (&["clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"], None, GpuKey::Reason(0x4)),
+    (&["clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"], None, GpuKey::Reason(0x8)),
+    (&["clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"], None, GpuKey::Reason(0x10)),
+    (&["clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"], None, GpuKey::Reason(0x20)),
+    (&["clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"], None, GpuKey::Reason(0x40)),
+    (
+        &["clocks_event_reasons.hw_power_brake_slowdown", "clocks_throttle_reasons.hw_power_brake_slowdown"],
+        None,
+        GpuKey::Reason(0x80),
+    ),
+    (&["pcie.link.gen.current"], None, GpuKey::PcieLinkGen),
+    (&["pcie.link.width.current"], None, GpuKey::PcieLinkWidth),
+    (&["ecc.mode.current"], None, GpuKey::EccModeCurrent),
+    (&["ecc.errors.uncorrected.volatile.total"], None, GpuKey::EccUncorrectedVolatileTotal),
+    (&["ecc.errors.corrected.volatile.total"], None, GpuKey::EccCorrectedVolatileTotal),
+    (&["gpm.sm_active"], Some("%"), GpuKey::Gpm(GpmKey::SmActive)),
+    (&["gpm.sm_occupancy"], Some("%"), GpuKey::Gpm(GpmKey::SmOccupancy)),
+    (&["gpm.tensor_active"], Some("%"), GpuKey::Gpm(GpmKey::TensorActive)),
+    (&["gpm.hmma_active"], Some("%"), GpuKey::Gpm(GpmKey::HmmaActive)),
+    (&["gpm.dram_active"], Some("%"), GpuKey::Gpm(GpmKey::DramActive)),
+    (&["gpm.graphics_active"], Some("%"), GpuKey::Gpm(GpmKey::GraphicsActive)),
+    (&["gpm.fp16_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp16Active)),
+    (&["gpm.fp32_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp32Active)),
+    (&["gpm.fp64_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp64Active)),
+    (&["gpm.pcie.tx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::PcieTx)),
+    (&["gpm.pcie.rx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::PcieRx)),
+    (&["gpm.nvlink.tx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::NvlinkTx)),
+    (&["gpm.nvlink.rx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::NvlinkRx)),
+];
+
+/// Every `--query-gpu=` name gpulse accepts, canonical names and aliases alike.
+pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
+    GPU_FIELDS.iter().flat_map(|r| r.0.iter().copied())
+}
+
+/// Parses the value of `--query-gpu=`: names separated by commas, exactly as nvidia-smi reads
+/// them (no trimming, case-sensitive, repeats allowed).
+pub fn parse_gpu_fields(list: &str) -> Result<Vec<GpuField>, QueryError> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|name| {
+            GPU_FIELDS
+                .iter()
+                .find(|r| r.0.contains(&name))
+                .map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
+                .ok_or_else(|| QueryError::UnknownField(name.to_owned()))
+        })
+        .collect()
+}
+
+/// What a `--query-compute-apps=` field reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppKey {
+    Timestamp,
+    GpuName,
+    GpuBusId,
+    GpuUuid,
+    Pid,
+    ProcessName,
+    UsedMemory,
+}
+
+/// One requested `--query-compute-apps=` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppField {
+    pub key: AppKey,
+    pub canonical: &'static str,
+    pub unit: Option<&'static str>,
+}
+
+const APP_FIELDS: &[(&[&str], Option<&str>, AppKey)] = &[
+    (&["timestamp"], None, AppKey::Timestamp),
+    (&["gpu_name"], None, AppKey::GpuName),
+    (&["gpu_bus_id"], None, AppKey::GpuBusId),
+    (&["gpu_uuid"], None, AppKey::GpuUuid),
+    (&["pid"], None, AppKey::Pid),
+    (&["process_name", "name"], None, AppKey::ProcessName),
+    (&["used_gpu_memory", "used_memory"], Some("MiB"), AppKey::UsedMemory),
+];
+
+/// Parses the value of `--query-compute-apps=`.
+pub fn parse_app_fields(list: &str) -> Result<Vec<AppField>, QueryError> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|name| {
+            APP_FIELDS
+                .iter()
+                .find(|r| r.0.contains(&name))
+                .map(|r| AppField { key: r.2, canonical: r.0[0], unit: r.1 })
+                .ok_or_else(|| QueryError::UnknownField(name.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve_to_canonical_names() {
+        let f = parse_gpu_fields("clocks.sm,clocks.mem,gpu_name,clocks_throttle_reasons.active").unwrap();
+        let names: Vec<_> = f.iter().map(|f| f.canonical).collect();
+        assert_eq!(names, ["clocks.current.sm", "clocks.current.memory", "name", "clocks_event_reasons.active"]);
+        let a = parse_app_fields("name,used_memory").unwrap();
+        assert_eq!(a[0].canonical, "process_name");
+        assert_eq!(a[1].canonical, "used_gpu_memory");
+    }
+
+    #[test]
+    fn rejects_what_nvidia_smi_rejects() {
+        assert_eq!(parse_gpu_fields("index, name"), Err(QueryError::UnknownField(" name".into())));
+        assert_eq!(parse_gpu_fields("INDEX"), Err(QueryError::UnknownField("INDEX".into())));
+        assert_eq!(parse_app_fields("pid,foo"), Err(QueryError::UnknownField("foo".into())));
+        assert_eq!(parse_gpu_fields("index,index").unwrap().len(), 2);
+        assert!(parse_gpu_fields("").unwrap().is_empty());
+    }
+}

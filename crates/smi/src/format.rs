@@ -1,0 +1,51 @@
+//! `--format=csv[,noheader][,nounits]`.
+
+use crate::QueryError;
+
+/// How query output is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CsvFormat {
+    /// Print the header line.
+    pub header: bool,
+    /// Print units after values (headers keep their units either way, as nvidia-smi does).
+    pub units: bool,
+}
+
+impl Default for CsvFormat {
+    fn default() -> Self {
+        Self { header: true, units: true }
+    }
+}
+
+impl CsvFormat {
+    /// Parses the value of `--format=`.
+    pub fn parse(spec: &str) -> Result<Self, QueryError> {
+        let mut parts = spec.split(',');
+        if parts.next() != Some("csv") {
+            return Err(QueryError::BadFormat);
+        }
+        let mut f = Self::default();
+        for p in parts {
+            match p {
+                "noheader" => f.header = false,
+                "nounits" => f.units = false,
+                _ => return Err(QueryError::BadFormat),
+            }
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_modifiers() {
+        assert_eq!(CsvFormat::parse("csv"), Ok(CsvFormat { header: true, units: true }));
+        assert_eq!(CsvFormat::parse("csv,noheader,nounits"), Ok(CsvFormat { header: false, units: false }));
+        assert_eq!(CsvFormat::parse("csv,nounits"), Ok(CsvFormat { header: true, units: false }));
+        assert_eq!(CsvFormat::parse("xml"), Err(QueryError::BadFormat));
+        assert_eq!(CsvFormat::parse("csv,bogus"), Err(QueryError::BadFormat));
+    }
+}

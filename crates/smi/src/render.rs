@@ -1,0 +1,162 @@
+//! Header and row text for query output.
+
+use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Metric, ProcessSample};
+
+use crate::fields::{AppField, AppKey, GpmKey, GpuField, GpuKey};
+use crate::format::CsvFormat;
+use crate::timestamp;
+
+/// `name [unit]` joined by `", "`, as nvidia-smi prints headers (units stay under `nounits`).
+fn header<'a>(fields: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> String {
+    let names: Vec<String> = fields
+        .map(|(name, unit)| match unit {
+            Some(u) => format!("{name} [{u}]"),
+            None => name.to_owned(),
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// The header line for `--query-gpu=` output, without the newline.
+pub fn gpu_header(fields: &[GpuField]) -> String {
+    header(fields.iter().map(|f| (f.canonical, f.unit)))
+}
+
+/// The header line for `--query-compute-apps=` output, without the newline.
+pub fn app_header(fields: &[AppField]) -> String {
+    header(fields.iter().map(|f| (f.canonical, f.unit)))
+}
+
+/// How nvidia-smi spells a value it does not have.
+fn missing(why: Option<Absence>) -> String {
+    match why {
+        Some(Absence::NotSupported) => "[Not Supported]",
+        Some(Absence::NoPermission) => "[Insufficient Permissions]",
+        Some(Absence::GpuLost) => "[GPU is lost]",
+        Some(Absence::Unknown) => "[Unknown Error]",
+        Some(Absence::NotAvailable) | None => "[N/A]",
+    }
+    .to_owned()
+}
+
+/// A value with its unit when `units` is on.
+fn with_unit(v: String, unit: Option<&str>, units: bool) -> String {
+    match unit {
+        Some(u) if units => format!("{v} {u}"),
+        _ => v,
+    }
+}
+
+fn enabled(b: bool) -> String {
+    if b { "Enabled" } else { "Disabled" }.to_owned()
+}
+
+/// Everything one `--query-gpu=` row may need.
+pub struct GpuRow<'a> {
+    pub info: &'a DeviceInfo,
+    pub sample: &'a GpuSample,
+    /// When the row was read, microseconds since the Unix epoch.
+    pub timestamp_us: i64,
+    /// How many GPUs the system has (nvidia-smi `count`).
+    pub device_count: usize,
+}
+
+/// One `--query-gpu=` row, without the newline.
+pub fn gpu_row(fields: &[GpuField], row: &GpuRow<'_>, fmt: CsvFormat) -> String {
+    let cells: Vec<String> = fields.iter().map(|f| gpu_cell(f, row, fmt)).collect();
+    cells.join(", ")
+}
+
+fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
+    let (info, s) = (row.info, row.sample);
+    let mib = |b: Option<u64>| b.map(|b| (b / MIB).to_string());
+    let watts = |mw: Option<u32>| mw.map(|mw| format!("{:.2}", f64::from(mw) / 1000.0));
+    let num = |v: Option<u32>| v.map(|v| v.to_string());
+    let pct1 = |v: Option<f64>| v.map(|v| format!("{v:.1}"));
+    let mib_s = |v: Option<f64>| v.map(|v| format!("{:.1}", v / MIB as f64));
+    let gpm = s.gpm.as_ref();
+    let (value, metric): (Option<String>, Option<Metric>) = match f.key {
+        GpuKey::Timestamp => (Some(timestamp::format_local(row.timestamp_us)), None),
+        GpuKey::DriverVersion => (info.driver_version.clone(), None),
+        GpuKey::Count => (Some(row.device_count.to_string()), None),
+        GpuKey::Name => (Some(info.name.clone()), None),
+        GpuKey::Index => (Some(info.index.to_string()), None),
+        GpuKey::Uuid => (Some(info.uuid.clone()), None),
+        GpuKey::PciBusId => (info.pci_bus_id.clone(), None),
+        GpuKey::PersistenceMode => (info.persistence_mode.map(enabled), None),
+        GpuKey::Pstate => (s.pstate.map(|p| format!("P{p}")), Some(Metric::Pstate)),
+        GpuKey::ComputeMode => (info.compute_mode.clone(), None),
+        GpuKey::FanSpeed => (num(s.fan_speed_pct), Some(Metric::FanSpeed)),
+        GpuKey::UtilGpu => (num(s.util_gpu_pct), Some(Metric::Utilization)),
+        GpuKey::UtilMemory => (num(s.util_mem_pct), Some(Metric::Utilization)),
+        GpuKey::MemoryTotal => (mib(s.memory_total_bytes.or(info.memory_total_bytes)), Some(Metric::Memory)),
+        GpuKey::MemoryUsed => (mib(s.memory_used_bytes), Some(Metric::Memory)),
+        GpuKey::MemoryFree => (mib(s.memory_free_bytes), Some(Metric::Memory)),
+        GpuKey::MemoryReserved => (mib(s.memory_reserved_bytes), Some(Metric::Memory)),
+        GpuKey::TemperatureGpu => (num(s.temperature_gpu_c), Some(Metric::TemperatureGpu)),
+        GpuKey::TemperatureMemory => (num(s.temperature_memory_c), Some(Metric::TemperatureMemory)),
+        GpuKey::PowerDraw => (watts(s.power_draw_mw), Some(Metric::PowerDraw)),
+        GpuKey::PowerLimit => (watts(s.power_limit_mw.or(info.power_limit_mw)), Some(Metric::PowerLimit)),
+        GpuKey::EnforcedPowerLimit => (watts(s.enforced_power_limit_mw), Some(Metric::EnforcedPowerLimit)),
+        GpuKey::ClockGraphics => (num(s.clock_graphics_mhz), Some(Metric::ClockGraphics)),
+        GpuKey::ClockSm => (num(s.clock_sm_mhz), Some(Metric::ClockSm)),
+        GpuKey::ClockMemory => (num(s.clock_mem_mhz), Some(Metric::ClockMem)),
+        GpuKey::ClockMaxSm => (num(info.clock_max_sm_mhz), None),
+        GpuKey::ClockMaxMemory => (num(info.clock_max_mem_mhz), None),
+        GpuKey::ReasonsActive => (s.clocks_event_reasons.map(|r| format!("0x{r:016X}")), Some(Metric::ClocksEventReasons)),
+        GpuKey::ReasonsSupported => (info.clocks_event_reasons_supported.map(|r| format!("0x{r:016X}")), None),
+        GpuKey::Reason(bit) => (
+            s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned()),
+            Some(Metric::ClocksEventReasons),
+        ),
+        GpuKey::PcieLinkGen => (num(s.pcie_link_gen), Some(Metric::PcieLink)),
+        GpuKey::PcieLinkWidth => (num(s.pcie_link_width), Some(Metric::PcieLink)),
+        GpuKey::EccModeCurrent => (info.ecc_enabled.map(enabled), None),
+        GpuKey::EccUncorrectedVolatileTotal => (s.ecc_uncorrected_volatile.map(|v| v.to_string()), Some(Metric::EccErrors)),
+        GpuKey::EccCorrectedVolatileTotal => (s.ecc_corrected_volatile.map(|v| v.to_string()), Some(Metric::EccErrors)),
+        GpuKey::Gpm(k) => {
+            let v = gpm.and_then(|g| match k {
+                GpmKey::SmActive => pct1(g.sm_util_pct),
+                GpmKey::SmOccupancy => pct1(g.sm_occupancy_pct),
+                GpmKey::TensorActive => pct1(g.any_tensor_util_pct),
+                GpmKey::HmmaActive => pct1(g.hmma_tensor_util_pct),
+                GpmKey::DramActive => pct1(g.dram_bw_util_pct),
+                GpmKey::GraphicsActive => pct1(g.graphics_util_pct),
+                GpmKey::Fp16Active => pct1(g.fp16_util_pct),
+                GpmKey::Fp32Active => pct1(g.fp32_util_pct),
+                GpmKey::Fp64Active => pct1(g.fp64_util_pct),
+                GpmKey::PcieTx => mib_s(g.pcie_tx_bytes_per_s),
+                GpmKey::PcieRx => mib_s(g.pcie_rx_bytes_per_s),
+                GpmKey::NvlinkTx => mib_s(g.nvlink_tx_bytes_per_s),
+                GpmKey::NvlinkRx => mib_s(g.nvlink_rx_bytes_per_s),
+            });
+            (v, Some(Metric::Gpm))
+        }
+    };
+    match value {
+        Some(v) => with_unit(v, f.unit, fmt.units),
+        None => missing(metric.and_then(|m| s.absence(m)).or_else(|| {
+            (s.status == gpulse_model::DeviceStatus::Lost).then_some(Absence::GpuLost)
+        })),
+    }
+}
+
+/// One `--query-compute-apps=` row, without the newline.
+pub fn app_row(fields: &[AppField], info: &DeviceInfo, p: &ProcessSample, timestamp_us: i64, fmt: CsvFormat) -> String {
+    let cells: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            let v = match f.key {
+                AppKey::Timestamp => Some(timestamp::format_local(timestamp_us)),
+                AppKey::GpuName => Some(info.name.clone()),
+                AppKey::GpuBusId => info.pci_bus_id.clone(),
+                AppKey::GpuUuid => Some(info.uuid.clone()),
+                AppKey::Pid => Some(p.pid.to_string()),
+                AppKey::ProcessName => p.name.clone(),
+                AppKey::UsedMemory => p.used_memory_bytes.map(|b| (b / MIB).to_string()),
+            };
+            v.map_or_else(|| missing(None), |v| with_unit(v, f.unit, fmt.units))
+        })
+        .collect();
+    cells.join(", ")
+}

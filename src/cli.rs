@@ -1,0 +1,134 @@
+//! Command-line arguments.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "gpulse", version, about = "See why a PyTorch training run is slow: GPU, GPM and host telemetry.")]
+#[command(after_help = "With no command, gpulse prints `status`. nvidia-smi query flags work directly: \
+`gpulse --query-gpu=utilization.gpu,memory.used --format=csv -l 1`.")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every command that reads GPUs understands.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
+    /// Load this NVML library instead of the driver's libnvidia-ml.so.1.
+    #[arg(long, global = true, env = "GPULSE_NVML_LIB", value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Do not read GPM performance counters (they can disturb DCGM profiling).
+    #[arg(long, global = true)]
+    pub no_gpm: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// nvidia-smi's query mode (--query-gpu, --query-compute-apps), byte for byte.
+    Query(QueryArgs),
+    /// A summary of every GPU and its processes (the default command).
+    Status(StatusArgs),
+    /// One line per GPU per sample: time, GPU-Util, SM activity, memory, temperature, power.
+    Watch(WatchArgs),
+    /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct QueryArgs {
+    /// GPU fields to print, comma-separated (nvidia-smi names, plus gpulse's `gpm.*`).
+    #[arg(long = "query-gpu", value_name = "FIELDS", conflicts_with = "query_apps")]
+    pub query_gpu: Option<String>,
+    /// Compute-process fields to print, comma-separated.
+    #[arg(long = "query-compute-apps", value_name = "FIELDS")]
+    pub query_apps: Option<String>,
+    /// Output format: csv, optionally with noheader and nounits.
+    #[arg(long, value_name = "csv[,noheader][,nounits]", default_value = "csv")]
+    pub format: String,
+    /// Repeat every SEC seconds until interrupted (5 when given without a value).
+    #[arg(short = 'l', long = "loop", value_name = "SEC", num_args = 0..=1, default_missing_value = "5")]
+    pub loop_s: Option<u64>,
+    /// Repeat every MS milliseconds (nvidia-smi's `-lms`).
+    #[arg(long = "loop-ms", value_name = "MS", conflicts_with = "loop_s")]
+    pub loop_ms: Option<u64>,
+    /// Write to FILE instead of standard output.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct StatusArgs {
+    /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Seconds between samples.
+    #[arg(short = 'i', long = "interval", value_name = "SECONDS", default_value = "1")]
+    pub interval_s: f64,
+    /// Stop after this many samples.
+    #[arg(short = 'n', long = "count", value_name = "N")]
+    pub count: Option<u64>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Replay speed: trace seconds per wall-clock second.
+    #[arg(long, default_value = "10")]
+    pub speed: f64,
+}
+
+/// Accepts nvidia-smi's spellings: `-lms` becomes `--loop-ms`, and query flags without a
+/// command run `query`, so `gpulse` can stand in for `nvidia-smi` in existing scripts.
+pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = args
+        .into_iter()
+        .map(|a| match a.to_str() {
+            Some("-lms") => "--loop-ms".into(),
+            Some(s) if s.starts_with("-lms=") => format!("--loop-ms={}", &s[5..]).into(),
+            _ => a,
+        })
+        .collect();
+    let commands = ["query", "status", "watch", "demo", "help"];
+    let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
+    let is_query = out.iter().any(|a| a.to_str().is_some_and(|s| s.starts_with("--query-gpu") || s.starts_with("--query-compute-apps")));
+    if is_query && !has_command && !out.is_empty() {
+        out.insert(1, "query".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_args(args.iter().map(OsString::from)).into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn accepts_nvidia_smi_spellings() {
+        assert_eq!(norm(&["gpulse", "--query-gpu=index", "-lms", "100"]), ["gpulse", "query", "--query-gpu=index", "--loop-ms", "100"]);
+        assert_eq!(norm(&["gpulse", "-i", "0", "--query-gpu=index"]), ["gpulse", "query", "-i", "0", "--query-gpu=index"]);
+        assert_eq!(norm(&["gpulse", "watch", "-i", "1"]), ["gpulse", "watch", "-i", "1"]);
+        assert_eq!(norm(&["gpulse", "query", "--query-gpu=x"]), ["gpulse", "query", "--query-gpu=x"]);
+    }
+
+    #[test]
+    fn parses_query_flags() {
+        let cli = Cli::try_parse_from(norm(&["gpulse", "--query-gpu=index", "--format=csv,noheader", "-l"])).unwrap();
+        let Some(Command::Query(q)) = cli.command else { panic!("not a query") };
+        assert_eq!(q.loop_s, Some(5));
+        assert_eq!(q.format, "csv,noheader");
+    }
+}

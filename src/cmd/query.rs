@@ -1,0 +1,84 @@
+//! `gpulse query`: nvidia-smi's `--query-gpu` / `--query-compute-apps` mode.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gpulse_model::{DeviceInfo, Snapshot};
+use gpulse_sample::{NvmlOptions, Source};
+use gpulse_smi::fields::GpuKey;
+use gpulse_smi::{AppField, CsvFormat, GpuField, GpuRow, QueryError};
+
+use crate::cli::{GlobalArgs, QueryArgs};
+use crate::cmd::{Exit, open_nvml};
+use crate::output::Output;
+
+/// What the query prints.
+enum Fields {
+    Gpu(Vec<GpuField>),
+    Apps(Vec<AppField>),
+}
+
+fn smi_error(e: QueryError) -> anyhow::Error {
+    Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: true }.into()
+}
+
+pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
+    let fields = match (&args.query_gpu, &args.query_apps) {
+        (Some(q), _) => Fields::Gpu(gpulse_smi::parse_gpu_fields(q).map_err(smi_error)?),
+        (None, Some(q)) => Fields::Apps(gpulse_smi::parse_app_fields(q).map_err(smi_error)?),
+        (None, None) => anyhow::bail!("nothing to query: give --query-gpu=FIELDS or --query-compute-apps=FIELDS"),
+    };
+    let format = CsvFormat::parse(&args.format).map_err(smi_error)?;
+    let needs_gpm = matches!(&fields, Fields::Gpu(f) if f.iter().any(|f| matches!(f.key, GpuKey::Gpm(_))));
+    let options = NvmlOptions { gpm: needs_gpm, processes: matches!(fields, Fields::Apps(_)), ..NvmlOptions::default() };
+    let mut source = open_nvml(global, options)?;
+    let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;
+    if needs_gpm {
+        // GPM metrics need two samples at least 100 ms apart.
+        source.sample()?;
+        std::thread::sleep(Duration::from_millis(110));
+    }
+    let interval = args.loop_ms.map(Duration::from_millis).or(args.loop_s.map(Duration::from_secs));
+    let mut out = Output::open(args.file.as_deref())?;
+    let header = match &fields {
+        Fields::Gpu(f) => gpulse_smi::gpu_header(f),
+        Fields::Apps(f) => gpulse_smi::app_header(f),
+    };
+    if format.header {
+        out.emit(&format!("{header}\n"))?;
+    }
+    let start = Instant::now();
+    for k in 1u32.. {
+        let snapshot = source.sample()?;
+        out.emit(&render(&fields, source.devices(), &chosen, &snapshot, format))?;
+        let Some(every) = interval else { break };
+        // Keep a fixed cadence, as nvidia-smi does, rather than drifting by the poll time.
+        let next = every.saturating_mul(k);
+        if let Some(wait) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every row of one poll, each ending in a newline.
+fn render(fields: &Fields, devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot, format: CsvFormat) -> String {
+    let mut text = String::new();
+    for &i in chosen {
+        let (info, sample) = (&devices[i], &snap.gpus[i]);
+        match fields {
+            Fields::Gpu(f) => {
+                let row = GpuRow { info, sample, timestamp_us: snap.timestamp_us, device_count: devices.len() };
+                text += &gpulse_smi::gpu_row(f, &row, format);
+                text.push('\n');
+            }
+            Fields::Apps(f) => {
+                for p in &sample.processes {
+                    text += &gpulse_smi::app_row(f, info, p, snap.timestamp_us, format);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    text
+}

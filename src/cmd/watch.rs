@@ -1,0 +1,70 @@
+//! `gpulse watch`: one line per GPU per sample, the loop people write by hand around nvidia-smi.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gpulse_model::{DeviceStatus, GpuSample, MIB};
+use gpulse_sample::{NvmlOptions, Source};
+
+use crate::cli::{GlobalArgs, WatchArgs};
+use crate::cmd::open_nvml;
+use crate::output::Output;
+
+pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(args.interval_s.is_finite() && args.interval_s >= 0.05, "--interval must be at least 0.05 seconds");
+    let options = NvmlOptions { processes: false, ..NvmlOptions::default() };
+    let mut source = open_nvml(global, options)?;
+    source.sample()?; // primes GPM, so the first line already has SM activity
+    std::thread::sleep(Duration::from_millis(110));
+    let every = Duration::from_secs_f64(args.interval_s);
+    stream(&mut source, every, args.count, &mut Output::open(None)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Samples `source` every `pace` (of wall time) and prints lines until `count` samples or the
+/// source ends.
+pub fn stream(source: &mut dyn Source, pace: Duration, count: Option<u64>, out: &mut Output) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let mut k: u64 = 0;
+    while count.is_none_or(|c| k < c) {
+        let Ok(snap) = source.sample() else { break };
+        if k % 20 == 0 {
+            out.emit(&header())?;
+        }
+        let mut text = String::new();
+        for g in &snap.gpus {
+            text += &line(snap.timestamp_us, g);
+        }
+        out.emit(&text)?;
+        k += 1;
+        if let Some(wait) = pace.saturating_mul(k as u32).checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    Ok(())
+}
+
+/// Column titles.
+pub fn header() -> String {
+    format!("{:<12} {:>3} {:>5} {:>6} {:>17} {:>5} {:>6}\n", "time", "gpu", "util", "sm", "memory MiB", "temp", "power")
+}
+
+/// One GPU's line.
+pub fn line(timestamp_us: i64, g: &GpuSample) -> String {
+    let time = gpulse_smi::timestamp::format_local(timestamp_us);
+    let time = time.split(' ').nth(1).unwrap_or(&time).to_owned();
+    if g.status == DeviceStatus::Lost {
+        return format!("{time:<12} {:>3} GPU lost\n", g.gpu_index);
+    }
+    let dash = || "—".to_owned();
+    let util = g.util_gpu_pct.map_or_else(dash, |u| format!("{u}%"));
+    let sm = g.sm_active_pct().map_or_else(dash, |v| format!("{v:.1}%"));
+    let mem = match (g.memory_used_bytes, g.memory_total_bytes) {
+        (Some(u), Some(t)) => format!("{}/{}", u / MIB, t / MIB),
+        (Some(u), None) => format!("{}", u / MIB),
+        _ => dash(),
+    };
+    let temp = g.temperature_gpu_c.map_or_else(dash, |c| format!("{c}C"));
+    let power = g.power_draw_mw.map_or_else(dash, |mw| format!("{}W", mw / 1000));
+    format!("{time:<12} {:>3} {util:>5} {sm:>6} {mem:>17} {temp:>5} {power:>6}\n", g.gpu_index)
+}

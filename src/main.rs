@@ -1,0 +1,34 @@
+//! gpulse: why is my PyTorch training slow?
+//!
+//! `main` parses arguments, runs one command, and maps the result to an exit status. Each
+//! command lives in `cmd/<verb>.rs` and is glue between the library crates.
+
+mod cli;
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse_from(cli::normalize_args(std::env::args_os())) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Status(cli::StatusArgs::default())) {
+        Command::Query(args) => cmd::query::run(&cli.global, &args),
+        Command::Status(args) => cmd::status::run(&cli.global, &args),
+        Command::Watch(args) => cmd::watch::run(&cli.global, &args),
+        Command::Demo(args) => cmd::demo::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => cmd::report_error(&e),
+    }
+}
