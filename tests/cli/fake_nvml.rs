@@ -1,0 +1,112 @@
+//! The NVML code path under failure: old drivers, scripted errors, lost GPUs, several GPUs.
+
+use super::support::*;
+
+const IDLE: &str = "scenarios/h200_idle.json";
+
+fn idle_with(extra_device: &str, extra_top: &str) -> std::path::PathBuf {
+    let json = std::fs::read_to_string(fixture(IDLE)).unwrap();
+    let json = json.replacen(r#""pci_bus_id": "00000000:00:06.0","#, &format!(r#""pci_bus_id": "00000000:00:06.0",{extra_device}"#), 1);
+    let json = json.replacen(r#""driver_version""#, &format!(r#"{extra_top}"driver_version""#), 1);
+    scenario_file(&format!("v{}", json.len()), &json)
+}
+
+#[test]
+fn missing_symbols_of_an_old_driver_read_as_not_available() {
+    let lib = lib_without(&["nvmlGpmMetricsGet", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetFieldValues"]);
+    let (code, out, err) = run(gpulse(Some(IDLE)).env("GPULSE_NVML_LIB", &lib).args([
+        "--query-gpu=index,memory.used,temperature.memory,utilization.gpu,gpm.sm_active",
+        "--format=csv,noheader",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "0, [N/A], [N/A], 0 %, [N/A]\n");
+    let (code, out, _) = run(gpulse(Some(IDLE)).env("GPULSE_NVML_LIB", &lib).arg("status"));
+    assert_eq!(code, 0);
+    assert!(out.contains("Memory   — / — "), "{out}");
+}
+
+#[test]
+fn a_library_without_nvml_init_is_no_driver() {
+    let lib = lib_without(&["nvmlInit_v2"]);
+    let (code, _, err) = run(gpulse(Some(IDLE)).env("GPULSE_NVML_LIB", &lib).arg("status"));
+    assert_eq!(code, 9);
+    assert!(err.contains("no NVIDIA driver found"), "{err}");
+}
+
+#[test]
+fn function_not_found_and_scripted_errors_map_like_nvidia_smi() {
+    let sc = idle_with(
+        r#""errors": [{"call": "nvmlDeviceGetPowerUsage", "code": 3}, {"call": "nvmlDeviceGetTemperature", "code": 4}, {"call": "nvmlDeviceGetClockInfo", "code": 999}],"#,
+        r#""unsupported_functions": ["nvmlDeviceGetCurrPcieLinkGeneration"],"#,
+    );
+    let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args([
+        "--query-gpu=power.draw,temperature.gpu,clocks.sm,pcie.link.gen.current,fan.speed,power.limit",
+        "--format=csv,noheader",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "[Not Supported], [Insufficient Permissions], [Unknown Error], [N/A], [N/A], 700.00 W\n");
+}
+
+#[test]
+fn a_gpu_falling_off_the_bus_is_a_status_not_a_crash() {
+    let sc = idle_with(r#""lost_at_s": 0.3,"#, "");
+    let child = gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .args(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader", "-lms", "100"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    let mut child = child;
+    child.kill().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(String::from_utf8(o.stderr).unwrap().is_empty());
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.first(), Some(&"0, 0 %, 0 MiB"), "{out}");
+    assert_eq!(lines.last(), Some(&"0, [GPU is lost], [GPU is lost]"), "{out}");
+    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &idle_with(r#""lost_at_s": 0.0,"#, "")).arg("status"));
+    assert_eq!(code, 0);
+    assert!(out.contains("LOST"), "{out}");
+}
+
+fn gpus(n: usize) -> std::path::PathBuf {
+    let devices: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"name":"NVIDIA H200","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","pci_bus_id":"00000000:{:02X}:00.0",
+                "base":{{"util_gpu_pct":{},"memory_total_mib":143771,"memory_used_mib":{},"temperature_gpu_c":40}}}}"#,
+                0x18 + i * 0x10,
+                i * 10,
+                1000 * (i + 1)
+            )
+        })
+        .collect();
+    scenario_file(&format!("gpus{n}"), &format!(r#"{{"devices":[{}]}}"#, devices.join(",")))
+}
+
+#[test]
+fn several_gpus_are_listed_and_selected_in_index_order() {
+    for n in [2, 4, 8] {
+        let sc = gpus(n);
+        let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args(["--query-gpu=index,count,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]));
+        assert_eq!(code, 0);
+        let expected: String = (0..n).map(|i| format!("{i}, {n}, {}, {}\n", i * 10, 1000 * (i + 1))).collect();
+        assert_eq!(out, expected);
+    }
+    let sc = gpus(4);
+    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args(["--query-gpu=index,pci.bus_id", "--format=csv,noheader", "-i", "3,GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"]));
+    assert_eq!((code, out.as_str()), (0, "1, 00000000:28:00.0\n3, 00000000:48:00.0\n"));
+    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).env("CUDA_VISIBLE_DEVICES", "2,3").arg("status"));
+    assert_eq!(code, 0);
+    assert!(out.contains("GPU 2 (cuda:0)") && out.contains("GPU 3 (cuda:1)") && out.contains("GPU 0  NVIDIA"), "{out}");
+}
+
+#[test]
+fn a_malformed_scenario_fails_cleanly() {
+    let sc = scenario_file("bad", r#"{"devices": [{"name": 3}]}"#);
+    let (code, _, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).arg("status"));
+    assert_ne!(code, 0);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,0 +1,4 @@
+mod fake_nvml;
+mod query;
+mod status;
+mod support;

@@ -1,0 +1,101 @@
+//! Running gpulse against the stand-in NVML library.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join("tests/fixtures").join(rel)
+}
+
+/// The stand-in `libnvidia-ml.so`, built once per test run with the same profile as gpulse.
+pub fn fake_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_gpulse"));
+        let dir = bin.parent().expect("binary has a directory").to_path_buf();
+        let release = dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "fake-nvml"]).current_dir(root());
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(status.success(), "building the stand-in NVML library failed");
+        dir.join("libnvidia_ml.so")
+    })
+}
+
+/// A gpulse command that loads the stand-in library with `scenario` (relative to the fixtures).
+pub fn gpulse(scenario: Option<&str>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpulse"));
+    cmd.env("GPULSE_NVML_LIB", fake_lib()).env("TZ", "UTC").env_remove("CUDA_VISIBLE_DEVICES");
+    match scenario {
+        Some(s) => cmd.env("GPULSE_FAKE_NVML_SCENARIO", fixture(s)),
+        None => cmd.env_remove("GPULSE_FAKE_NVML_SCENARIO"),
+    };
+    cmd
+}
+
+/// Runs and returns (exit status, stdout, stderr).
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let Output { status, stdout, stderr } = cmd.output().expect("gpulse starts");
+    (status.code().unwrap_or(-1), String::from_utf8_lossy(&stdout).into(), String::from_utf8_lossy(&stderr).into())
+}
+
+/// Writes a scenario to a fresh temporary directory and returns its path.
+pub fn scenario_file(name: &str, json: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpulse-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, json).unwrap();
+    path
+}
+
+/// Cells of a CSV line as nvidia-smi separates them.
+pub fn cells(line: &str) -> Vec<&str> {
+    line.split(", ").collect()
+}
+
+/// Whether `s` looks like nvidia-smi's `YYYY/MM/DD HH:MM:SS.mmm`.
+pub fn is_smi_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 23
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'/',
+            10 => *c == b' ',
+            13 | 16 => *c == b':',
+            19 => *c == b'.',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// A copy of the stand-in library in which `symbols` cannot be found by `dlsym`, as in an older
+/// driver: each name is renamed in the dynamic string table, so lookups of it fail.
+pub fn lib_without(symbols: &[&str]) -> PathBuf {
+    let mut bytes = std::fs::read(fake_lib()).unwrap();
+    for sym in symbols {
+        let needle: Vec<u8> = [&[0u8][..], sym.as_bytes(), &[0u8][..]].concat();
+        let mut hits = 0;
+        let mut i = 0;
+        while i + needle.len() <= bytes.len() {
+            if bytes[i..i + needle.len()] == needle[..] {
+                bytes[i + 1] = b'X';
+                hits += 1;
+            }
+            i += 1;
+        }
+        assert!(hits > 0, "{sym} is not exported");
+    }
+    let dir = std::env::temp_dir().join(format!("gpulse-oldlib-{}-{}", std::process::id(), symbols.join("-")));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("libnvidia-ml.so.1");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
