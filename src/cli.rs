@@ -66,6 +66,9 @@ pub struct QueryArgs {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct StatusArgs {
+    /// Print the devices and one snapshot as JSON (every field, in the model's units).
+    #[arg(long)]
+    pub json: bool,
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,

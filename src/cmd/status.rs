@@ -21,7 +21,14 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     source.sample()?;
     std::thread::sleep(Duration::from_millis(200));
     let snap = source.sample()?;
-    let text = render(source.devices(), &chosen, &snap);
+    let text = if args.json {
+        let devices: Vec<_> = chosen.iter().map(|&i| &source.devices()[i]).collect();
+        let gpus: Vec<_> = chosen.iter().map(|&i| &snap.gpus[i]).collect();
+        let doc = serde_json::json!({ "timestamp_us": snap.timestamp_us, "devices": devices, "gpus": gpus });
+        format!("{}\n", serde_json::to_string_pretty(&doc)?)
+    } else {
+        render(source.devices(), &chosen, &snap)
+    };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Verifies gpulse against nvidia-smi on a GPU machine. Usage: OUT=dir tools/device/verify.sh [gpulse-binary]
+# Writes verify.txt (comparisons), trace.csv (a gpulse query trace through the load phases) and
+# cpu.txt (CPU cost side by side) under $OUT.
+set -u
+G=${1:-carry/gpulse}; o=${OUT:-/tmp/verify}; mkdir -p "$o"
+RICH=timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed
+ALL=timestamp,driver_version,count,name,index,uuid,pci.bus_id,persistence_mode,pstate,compute_mode,fan.speed,utilization.gpu,utilization.memory,memory.total,memory.used,memory.free,memory.reserved,temperature.gpu,temperature.memory,power.draw,power.limit,enforced.power.limit,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks_event_reasons.active,clocks_event_reasons.supported,clocks_event_reasons.gpu_idle,clocks_event_reasons.sw_power_cap,clocks_event_reasons.hw_slowdown,pcie.link.gen.current,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,ecc.mode.current,clocks.gr,power.draw.average
+GPM=timestamp,utilization.gpu,gpm.sm_active,gpm.sm_occupancy,gpm.tensor_active,gpm.dram_active,gpm.fp16_active,gpm.pcie.tx,gpm.pcie.rx,power.draw,clocks.sm,clocks_event_reasons.active
+ms() { date +%s%N | cut -c1-13; }
+cpu_s() { awk '{print ($14+$15+$16+$17)/100}' /proc/$1/stat; }
+{
+echo "### idle: rich fields, side by side (nvidia-smi first)"
+for i in 1 2 3; do nvidia-smi --query-gpu=$RICH --format=csv; $G query --query-gpu=$RICH --format=csv; done
+echo "### idle: all fields, every format"
+for f in csv csv,noheader,nounits; do nvidia-smi --query-gpu=$ALL --format=$f; $G --query-gpu=$ALL --format=$f; done
+echo "### memory rounding: raw bytes, then both tools"
+$G status --json | grep -E '"memory_(total|used|free|reserved)_bytes"'
+nvidia-smi --query-gpu=memory.total,memory.used,memory.free,memory.reserved --format=csv,noheader
+$G --query-gpu=memory.total,memory.used,memory.free,memory.reserved --format=csv,noheader
+echo "### unknown field: stdout only (stderr dropped)"
+nvidia-smi --query-gpu=foo --format=csv 2>/dev/null; echo "rc=$?"
+echo "### unknown field: stderr only (stdout dropped)"
+nvidia-smi --query-gpu=foo --format=csv 2>&1 >/dev/null; echo "rc=$?"
+nvidia-smi --query-gpu=index -i 7 --format=csv 2>/dev/null; echo "no-device stdout rc=$?"
+nvidia-smi --query-gpu=index --format=bogus 2>/dev/null; echo "bad-format stdout rc=$?"
+echo "### one-shot wall time, 20 runs each, interleaved (ms)"
+F5=timestamp,utilization.gpu,memory.used,temperature.gpu,power.draw
+for i in $(seq 20); do
+  a=$(ms); nvidia-smi --query-gpu=$F5 --format=csv,noheader,nounits >/dev/null; b=$(ms)
+  $G query --query-gpu=$F5 --format=csv,noheader,nounits >/dev/null; c=$(ms)
+  echo "smi $((b-a)) gpulse $((c-b))"
+done
+} > "$o/verify.txt" 2>&1
+
+# Load phases, with both tools polling at 100 ms for 60 s side by side, and a gpulse trace.
+python3 tools/device/load.py 25 15 > "$o/phases.jsonl" 2>"$o/load.err" &
+LOAD=$!
+sleep 1
+START=$(date +%s)
+nvidia-smi --query-gpu=$RICH --format=csv -lms 100 > /dev/null & SMI=$!
+$G query --query-gpu=$RICH,gpm.sm_active,gpm.tensor_active,gpm.dram_active --format=csv -lms 100 > /dev/null & GP=$!
+$G query --query-gpu=$GPM --format=csv -lms 500 > "$o/trace.csv" & TR=$!
+{
+sleep 12
+echo "### during matmul: side by side"
+nvidia-smi --query-gpu=$RICH --format=csv,noheader; $G --query-gpu=$RICH,gpm.sm_active,gpm.tensor_active --format=csv,noheader
+nvidia-smi --query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_memory --format=csv
+$G --query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_memory --format=csv
+$G status
+sleep 20
+echo "### during single-SM spin kernel"
+nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader; $G --query-gpu=utilization.gpu,gpm.sm_active,gpm.sm_occupancy --format=csv,noheader
+$G watch -i 0.5 -n 3
+} >> "$o/verify.txt" 2>&1
+wait $LOAD
+sleep 5
+echo "### idle again" >> "$o/verify.txt"; $G --query-gpu=utilization.gpu,gpm.sm_active,gpm.tensor_active --format=csv,noheader >> "$o/verify.txt" 2>&1
+while [ $(( $(date +%s) - START )) -lt 60 ]; do sleep 0.2; done
+{ echo "CPU seconds over $(( $(date +%s) - START )) s at 100 ms:"; echo "nvidia-smi $(cpu_s $SMI)"; echo "gpulse(+3 gpm fields) $(cpu_s $GP)"; echo "gpulse trace at 500 ms $(cpu_s $TR)"; } > "$o/cpu.txt"
+kill $SMI $GP $TR
+wait 2>/dev/null
+cat "$o/cpu.txt"
