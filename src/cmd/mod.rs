@@ -54,9 +54,13 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Opens the live NVML source with the global options applied.
-pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions) -> anyhow::Result<NvmlSource> {
+/// Opens the live NVML source with the global options applied. `one_shot` views take a single
+/// short GPM window; continuous ones default to one window a second.
+pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions, one_shot: bool) -> anyhow::Result<NvmlSource> {
     options.lib_path = global.nvml_lib.clone();
     options.gpm &= !global.no_gpm;
+    let gpm_s = global.gpm_interval.unwrap_or(if one_shot { 0.1 } else { 1.0 });
+    anyhow::ensure!(gpm_s.is_finite() && gpm_s >= 0.1, "--gpm-interval must be at least 0.1 seconds");
+    options.gpm_every = std::time::Duration::from_secs_f64(gpm_s);
     Ok(NvmlSource::open(options)?)
 }

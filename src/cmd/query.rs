@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{DeviceInfo, Snapshot};
+use gpulse_model::{DeviceInfo, Metric, Snapshot};
 use gpulse_sample::{NvmlOptions, Source};
 use gpulse_smi::fields::GpuKey;
 use gpulse_smi::{AppField, CsvFormat, GpuField, GpuRow, QueryError};
@@ -30,8 +30,14 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
     };
     let format = CsvFormat::parse(&args.format).map_err(smi_error)?;
     let needs_gpm = matches!(&fields, Fields::Gpu(f) if f.iter().any(|f| matches!(f.key, GpuKey::Gpm(_))));
-    let options = NvmlOptions { gpm: needs_gpm, processes: matches!(fields, Fields::Apps(_)), ..NvmlOptions::default() };
-    let mut source = open_nvml(global, options)?;
+    // Read only what the fields show: a one-shot query then costs little more than NVML's start.
+    let metrics = match &fields {
+        Fields::Gpu(f) => f.iter().filter_map(|f| f.key.metric()).collect(),
+        Fields::Apps(_) => vec![Metric::Processes],
+    };
+    let options = NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), ..NvmlOptions::default() };
+    let one_shot = args.loop_ms.is_none() && args.loop_s.is_none();
+    let mut source = open_nvml(global, options, one_shot)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;
     if needs_gpm {
         // GPM metrics need two samples at least 100 ms apart.

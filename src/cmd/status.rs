@@ -14,7 +14,7 @@ use crate::output::Output;
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let options = NvmlOptions { process_util: true, ..NvmlOptions::default() };
-    let mut source = open_nvml(global, options)?;
+    let mut source = open_nvml(global, options, true)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref())
         .map_err(|e| Exit { code: 6, message: e.to_string(), to_stdout: false })?;
     // One priming sample so that GPM and process utilization cover a real interval.
@@ -86,10 +86,10 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
     let _ = writeln!(
         s,
         "  Memory   {} / {}{}   reserved {}",
-        opt(g.memory_used_bytes.map(|b| b / MIB), ""),
-        opt(total.map(|b| b / MIB), " MiB"),
+        opt(g.memory_used_bytes.map(gpulse_smi::render_mib), ""),
+        opt(total.map(gpulse_smi::render_mib), " MiB"),
         used_pct.unwrap_or_default(),
-        opt(g.memory_reserved_bytes.map(|b| b / MIB), " MiB")
+        opt(g.memory_reserved_bytes.map(gpulse_smi::render_mib), " MiB")
     );
     let reasons = g.clocks_event_reasons.map(ClocksEventReasons);
     let reason_text = match reasons {
@@ -136,7 +136,7 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
             "  {:>8}  {:<10} {:>10}  {:>4}  {}",
             p.pid,
             p.user.as_deref().unwrap_or("?"),
-            opt(p.used_memory_bytes.map(|b| b / MIB), " MiB"),
+            opt(p.used_memory_bytes.map(gpulse_smi::render_mib), " MiB"),
             opt(p.sm_util_pct, ""),
             cmd
         );

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{DeviceStatus, GpuSample, MIB};
+use gpulse_model::{DeviceStatus, GpuSample};
 use gpulse_sample::{NvmlOptions, Source};
 
 use crate::cli::{GlobalArgs, WatchArgs};
@@ -13,7 +13,7 @@ use crate::output::Output;
 pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.interval_s.is_finite() && args.interval_s >= 0.05, "--interval must be at least 0.05 seconds");
     let options = NvmlOptions { processes: false, ..NvmlOptions::default() };
-    let mut source = open_nvml(global, options)?;
+    let mut source = open_nvml(global, options, false)?;
     source.sample()?; // primes GPM, so the first line already has SM activity
     std::thread::sleep(Duration::from_millis(110));
     let every = Duration::from_secs_f64(args.interval_s);
@@ -60,8 +60,8 @@ pub fn line(timestamp_us: i64, g: &GpuSample) -> String {
     let util = g.util_gpu_pct.map_or_else(dash, |u| format!("{u}%"));
     let sm = g.sm_active_pct().map_or_else(dash, |v| format!("{v:.1}%"));
     let mem = match (g.memory_used_bytes, g.memory_total_bytes) {
-        (Some(u), Some(t)) => format!("{}/{}", u / MIB, t / MIB),
-        (Some(u), None) => format!("{}", u / MIB),
+        (Some(u), Some(t)) => format!("{}/{}", gpulse_smi::render_mib(u), gpulse_smi::render_mib(t)),
+        (Some(u), None) => gpulse_smi::render_mib(u).to_string(),
         _ => dash(),
     };
     let temp = g.temperature_gpu_c.map_or_else(dash, |c| format!("{c}C"));

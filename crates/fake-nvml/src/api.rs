@@ -225,9 +225,9 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v2(device: nvmlDevice_t, pci: *mut nvmlPc
 
 /// Memory as NVML reports it: free = total - reserved - used.
 fn memory(s: &State) -> Option<(u64, u64, u64, u64)> {
-    let total = s.memory_total_mib? * MIB;
-    let reserved = s.memory_reserved_mib.unwrap_or(0) * MIB;
-    let used = s.memory_used_mib? * MIB;
+    let total = s.memory_total_bytes.or(s.memory_total_mib.map(|m| m * MIB))?;
+    let reserved = s.memory_reserved_bytes.or(s.memory_reserved_mib.map(|m| m * MIB)).unwrap_or(0);
+    let used = s.memory_used_bytes.or(s.memory_used_mib.map(|m| m * MIB))?;
     Some((total, reserved, total.saturating_sub(reserved + used), used))
 }
 

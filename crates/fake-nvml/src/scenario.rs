@@ -119,6 +119,10 @@ pub struct State {
     pub memory_total_mib: Option<u64>,
     pub memory_reserved_mib: Option<u64>,
     pub memory_used_mib: Option<u64>,
+    /// Exact byte counts, where MiB are too coarse to reproduce a real device; they win over MiB.
+    pub memory_total_bytes: Option<u64>,
+    pub memory_reserved_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
     pub temperature_gpu_c: Option<u32>,
     pub temperature_memory_c: Option<u32>,
     pub power_w: Option<f64>,

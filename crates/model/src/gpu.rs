@@ -36,6 +36,8 @@ pub enum Absence {
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     Utilization,
+    /// NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
+    UtilSamples,
     Memory,
     TemperatureGpu,
     TemperatureMemory,

@@ -1,5 +1,7 @@
 //! The fields gpulse answers, with nvidia-smi's canonical names, aliases and units.
 
+use gpulse_model::Metric;
+
 use crate::QueryError;
 
 /// What a `--query-gpu=` field reads.
@@ -43,6 +45,43 @@ pub enum GpuKey {
     EccCorrectedVolatileTotal,
     /// gpulse-only: a GPM metric.
     Gpm(GpmKey),
+}
+
+impl GpuKey {
+    /// The sampled metric this field shows; `None` for static facts and the timestamp.
+    pub fn metric(self) -> Option<Metric> {
+        Some(match self {
+            GpuKey::Timestamp
+            | GpuKey::DriverVersion
+            | GpuKey::Count
+            | GpuKey::Name
+            | GpuKey::Index
+            | GpuKey::Uuid
+            | GpuKey::PciBusId
+            | GpuKey::PersistenceMode
+            | GpuKey::ComputeMode
+            | GpuKey::ClockMaxSm
+            | GpuKey::ClockMaxMemory
+            | GpuKey::ReasonsSupported
+            | GpuKey::EccModeCurrent => return None,
+            GpuKey::Pstate => Metric::Pstate,
+            GpuKey::FanSpeed => Metric::FanSpeed,
+            GpuKey::UtilGpu | GpuKey::UtilMemory => Metric::Utilization,
+            GpuKey::MemoryTotal | GpuKey::MemoryUsed | GpuKey::MemoryFree | GpuKey::MemoryReserved => Metric::Memory,
+            GpuKey::TemperatureGpu => Metric::TemperatureGpu,
+            GpuKey::TemperatureMemory => Metric::TemperatureMemory,
+            GpuKey::PowerDraw => Metric::PowerDraw,
+            GpuKey::PowerLimit => Metric::PowerLimit,
+            GpuKey::EnforcedPowerLimit => Metric::EnforcedPowerLimit,
+            GpuKey::ClockGraphics => Metric::ClockGraphics,
+            GpuKey::ClockSm => Metric::ClockSm,
+            GpuKey::ClockMemory => Metric::ClockMem,
+            GpuKey::ReasonsActive | GpuKey::Reason(_) => Metric::ClocksEventReasons,
+            GpuKey::PcieLinkGen | GpuKey::PcieLinkWidth => Metric::PcieLink,
+            GpuKey::EccUncorrectedVolatileTotal | GpuKey::EccCorrectedVolatileTotal => Metric::EccErrors,
+            GpuKey::Gpm(_) => Metric::Gpm,
+        })
+    }
 }
 
 /// gpulse-only GPM fields (`gpm.*`).

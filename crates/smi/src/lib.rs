@@ -14,7 +14,7 @@ pub mod timestamp;
 
 pub use fields::{AppField, GpuField, parse_app_fields, parse_gpu_fields};
 pub use format::CsvFormat;
-pub use render::{GpuRow, app_header, app_row, gpu_header, gpu_row};
+pub use render::{GpuRow, app_header, app_row, gpu_header, gpu_row, mib_ceil as render_mib};
 
 /// A query nvidia-smi would refuse, with the message and exit status it uses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

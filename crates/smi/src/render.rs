@@ -1,6 +1,6 @@
 //! Header and row text for query output.
 
-use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Metric, ProcessSample};
+use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, ProcessSample};
 
 use crate::fields::{AppField, AppKey, GpmKey, GpuField, GpuKey};
 use crate::format::CsvFormat;
@@ -25,6 +25,12 @@ pub fn gpu_header(fields: &[GpuField]) -> String {
 /// The header line for `--query-compute-apps=` output, without the newline.
 pub fn app_header(fields: &[AppField]) -> String {
     header(fields.iter().map(|f| (f.canonical, f.unit)))
+}
+
+/// Bytes to MiB as nvidia-smi rounds them: up. Seen on an H200: 644939776 reserved bytes
+/// (615.06 MiB) print as `616 MiB`, 150109880320 free bytes (143155.94 MiB) as `143156 MiB`.
+pub fn mib_ceil(bytes: u64) -> u64 {
+    bytes.div_ceil(MIB)
 }
 
 /// How nvidia-smi spells a value it does not have.
@@ -69,51 +75,48 @@ pub fn gpu_row(fields: &[GpuField], row: &GpuRow<'_>, fmt: CsvFormat) -> String 
 
 fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
     let (info, s) = (row.info, row.sample);
-    let mib = |b: Option<u64>| b.map(|b| (b / MIB).to_string());
+    let mib = |b: Option<u64>| b.map(|b| mib_ceil(b).to_string());
     let watts = |mw: Option<u32>| mw.map(|mw| format!("{:.2}", f64::from(mw) / 1000.0));
     let num = |v: Option<u32>| v.map(|v| v.to_string());
     let pct1 = |v: Option<f64>| v.map(|v| format!("{v:.1}"));
     let mib_s = |v: Option<f64>| v.map(|v| format!("{:.1}", v / MIB as f64));
     let gpm = s.gpm.as_ref();
-    let (value, metric): (Option<String>, Option<Metric>) = match f.key {
-        GpuKey::Timestamp => (Some(timestamp::format_local(row.timestamp_us)), None),
-        GpuKey::DriverVersion => (info.driver_version.clone(), None),
-        GpuKey::Count => (Some(row.device_count.to_string()), None),
-        GpuKey::Name => (Some(info.name.clone()), None),
-        GpuKey::Index => (Some(info.index.to_string()), None),
-        GpuKey::Uuid => (Some(info.uuid.clone()), None),
-        GpuKey::PciBusId => (info.pci_bus_id.clone(), None),
-        GpuKey::PersistenceMode => (info.persistence_mode.map(enabled), None),
-        GpuKey::Pstate => (s.pstate.map(|p| format!("P{p}")), Some(Metric::Pstate)),
-        GpuKey::ComputeMode => (info.compute_mode.clone(), None),
-        GpuKey::FanSpeed => (num(s.fan_speed_pct), Some(Metric::FanSpeed)),
-        GpuKey::UtilGpu => (num(s.util_gpu_pct), Some(Metric::Utilization)),
-        GpuKey::UtilMemory => (num(s.util_mem_pct), Some(Metric::Utilization)),
-        GpuKey::MemoryTotal => (mib(s.memory_total_bytes.or(info.memory_total_bytes)), Some(Metric::Memory)),
-        GpuKey::MemoryUsed => (mib(s.memory_used_bytes), Some(Metric::Memory)),
-        GpuKey::MemoryFree => (mib(s.memory_free_bytes), Some(Metric::Memory)),
-        GpuKey::MemoryReserved => (mib(s.memory_reserved_bytes), Some(Metric::Memory)),
-        GpuKey::TemperatureGpu => (num(s.temperature_gpu_c), Some(Metric::TemperatureGpu)),
-        GpuKey::TemperatureMemory => (num(s.temperature_memory_c), Some(Metric::TemperatureMemory)),
-        GpuKey::PowerDraw => (watts(s.power_draw_mw), Some(Metric::PowerDraw)),
-        GpuKey::PowerLimit => (watts(s.power_limit_mw.or(info.power_limit_mw)), Some(Metric::PowerLimit)),
-        GpuKey::EnforcedPowerLimit => (watts(s.enforced_power_limit_mw), Some(Metric::EnforcedPowerLimit)),
-        GpuKey::ClockGraphics => (num(s.clock_graphics_mhz), Some(Metric::ClockGraphics)),
-        GpuKey::ClockSm => (num(s.clock_sm_mhz), Some(Metric::ClockSm)),
-        GpuKey::ClockMemory => (num(s.clock_mem_mhz), Some(Metric::ClockMem)),
-        GpuKey::ClockMaxSm => (num(info.clock_max_sm_mhz), None),
-        GpuKey::ClockMaxMemory => (num(info.clock_max_mem_mhz), None),
-        GpuKey::ReasonsActive => (s.clocks_event_reasons.map(|r| format!("0x{r:016X}")), Some(Metric::ClocksEventReasons)),
-        GpuKey::ReasonsSupported => (info.clocks_event_reasons_supported.map(|r| format!("0x{r:016X}")), None),
-        GpuKey::Reason(bit) => (
-            s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned()),
-            Some(Metric::ClocksEventReasons),
-        ),
-        GpuKey::PcieLinkGen => (num(s.pcie_link_gen), Some(Metric::PcieLink)),
-        GpuKey::PcieLinkWidth => (num(s.pcie_link_width), Some(Metric::PcieLink)),
-        GpuKey::EccModeCurrent => (info.ecc_enabled.map(enabled), None),
-        GpuKey::EccUncorrectedVolatileTotal => (s.ecc_uncorrected_volatile.map(|v| v.to_string()), Some(Metric::EccErrors)),
-        GpuKey::EccCorrectedVolatileTotal => (s.ecc_corrected_volatile.map(|v| v.to_string()), Some(Metric::EccErrors)),
+    let value: Option<String> = match f.key {
+        GpuKey::Timestamp => Some(timestamp::format_local(row.timestamp_us)),
+        GpuKey::DriverVersion => info.driver_version.clone(),
+        GpuKey::Count => Some(row.device_count.to_string()),
+        GpuKey::Name => Some(info.name.clone()),
+        GpuKey::Index => Some(info.index.to_string()),
+        GpuKey::Uuid => Some(info.uuid.clone()),
+        GpuKey::PciBusId => info.pci_bus_id.clone(),
+        GpuKey::PersistenceMode => info.persistence_mode.map(enabled),
+        GpuKey::Pstate => s.pstate.map(|p| format!("P{p}")),
+        GpuKey::ComputeMode => info.compute_mode.clone(),
+        GpuKey::FanSpeed => num(s.fan_speed_pct),
+        GpuKey::UtilGpu => num(s.util_gpu_pct),
+        GpuKey::UtilMemory => num(s.util_mem_pct),
+        GpuKey::MemoryTotal => mib(s.memory_total_bytes.or(info.memory_total_bytes)),
+        GpuKey::MemoryUsed => mib(s.memory_used_bytes),
+        GpuKey::MemoryFree => mib(s.memory_free_bytes),
+        GpuKey::MemoryReserved => mib(s.memory_reserved_bytes),
+        GpuKey::TemperatureGpu => num(s.temperature_gpu_c),
+        GpuKey::TemperatureMemory => num(s.temperature_memory_c),
+        GpuKey::PowerDraw => watts(s.power_draw_mw),
+        GpuKey::PowerLimit => watts(s.power_limit_mw.or(info.power_limit_mw)),
+        GpuKey::EnforcedPowerLimit => watts(s.enforced_power_limit_mw),
+        GpuKey::ClockGraphics => num(s.clock_graphics_mhz),
+        GpuKey::ClockSm => num(s.clock_sm_mhz),
+        GpuKey::ClockMemory => num(s.clock_mem_mhz),
+        GpuKey::ClockMaxSm => num(info.clock_max_sm_mhz),
+        GpuKey::ClockMaxMemory => num(info.clock_max_mem_mhz),
+        GpuKey::ReasonsActive => s.clocks_event_reasons.map(|r| format!("0x{r:016X}")),
+        GpuKey::ReasonsSupported => info.clocks_event_reasons_supported.map(|r| format!("0x{r:016X}")),
+        GpuKey::Reason(bit) => s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned()),
+        GpuKey::PcieLinkGen => num(s.pcie_link_gen),
+        GpuKey::PcieLinkWidth => num(s.pcie_link_width),
+        GpuKey::EccModeCurrent => info.ecc_enabled.map(enabled),
+        GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile.map(|v| v.to_string()),
+        GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile.map(|v| v.to_string()),
         GpuKey::Gpm(k) => {
             let v = gpm.and_then(|g| match k {
                 GpmKey::SmActive => pct1(g.sm_util_pct),
@@ -130,12 +133,12 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
                 GpmKey::NvlinkTx => mib_s(g.nvlink_tx_bytes_per_s),
                 GpmKey::NvlinkRx => mib_s(g.nvlink_rx_bytes_per_s),
             });
-            (v, Some(Metric::Gpm))
+            v
         }
     };
     match value {
         Some(v) => with_unit(v, f.unit, fmt.units),
-        None => missing(metric.and_then(|m| s.absence(m)).or_else(|| {
+        None => missing(f.key.metric().and_then(|m| s.absence(m)).or_else(|| {
             (s.status == gpulse_model::DeviceStatus::Lost).then_some(Absence::GpuLost)
         })),
     }
@@ -153,7 +156,7 @@ pub fn app_row(fields: &[AppField], info: &DeviceInfo, p: &ProcessSample, timest
                 AppKey::GpuUuid => Some(info.uuid.clone()),
                 AppKey::Pid => Some(p.pid.to_string()),
                 AppKey::ProcessName => p.name.clone(),
-                AppKey::UsedMemory => p.used_memory_bytes.map(|b| (b / MIB).to_string()),
+                AppKey::UsedMemory => p.used_memory_bytes.map(|b| mib_ceil(b).to_string()),
             };
             v.map_or_else(|| missing(None), |v| with_unit(v, f.unit, fmt.units))
         })

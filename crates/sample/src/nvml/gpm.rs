@@ -29,29 +29,35 @@ const METRICS: [GpmMetricId; 13] = [
     GpmMetricId::NvlinkTotalRxPerSec,
 ];
 
-/// The previous sample of one device, kept until the next one is far enough away.
+/// The previous sample of one device, and the metrics of the last completed window.
 #[derive(Default)]
 pub(super) struct GpmPair {
     prev: Option<(GpmSample<'static>, Instant)>,
+    last: Option<GpmMetrics>,
 }
 
 impl GpmPair {
-    /// Takes a sample and returns the metrics since the previous one; `Ok(None)` for the first
-    /// sample, or when the previous one is less than [`MIN_INTERVAL`] old (it is kept).
-    pub(super) fn poll(&mut self, nvml: &'static Nvml, d: &Device<'static>) -> Result<Option<GpmMetrics>, NvmlError> {
-        if self.prev.as_ref().is_some_and(|p| p.1.elapsed() < MIN_INTERVAL) {
-            return Ok(None);
+    /// Returns the metrics of the latest completed window. A new window is closed (a sample
+    /// taken and metrics computed between it and the previous one) once the previous sample is
+    /// `every` old, and never sooner than [`MIN_INTERVAL`]; the first closes after
+    /// [`MIN_INTERVAL`]. `Ok(None)` until then.
+    pub(super) fn poll(&mut self, nvml: &'static Nvml, d: &Device<'static>, every: Duration) -> Result<Option<GpmMetrics>, NvmlError> {
+        // The first window closes as soon as it can, so a view has SM activity at once.
+        let span = if self.last.is_none() { MIN_INTERVAL } else { every.max(MIN_INTERVAL) };
+        if self.prev.as_ref().is_some_and(|p| p.1.elapsed() < span) {
+            return Ok(self.last.clone());
         }
         let now = Instant::now();
-        let sample = d.gpm_sample()?;
+        let sample = super::profile::timed("gpm_sample", || d.gpm_sample())?;
         let Some((prev, at)) = self.prev.replace((sample, now)) else {
             return Ok(None);
         };
         let current = &self.prev.as_ref().expect("just stored").0;
-        let values = gpm_metrics_get(nvml, &prev, current, &METRICS)?;
+        let values = super::profile::timed("gpm_metrics_get(13)", || gpm_metrics_get(nvml, &prev, current, &METRICS))?;
+        super::profile::per_metric(|ids| gpm_metrics_get(nvml, &prev, current, ids).map(drop), &METRICS);
         let v = |i: usize| values.get(i).and_then(|r| r.as_ref().ok()).map(|m| m.value).filter(|x| x.is_finite());
         const MIB: f64 = 1024.0 * 1024.0;
-        Ok(Some(GpmMetrics {
+        self.last = Some(GpmMetrics {
             interval_ms: now.duration_since(at).as_secs_f64() * 1000.0,
             graphics_util_pct: v(0),
             sm_util_pct: v(1),
@@ -67,6 +73,7 @@ impl GpmPair {
             pcie_rx_bytes_per_s: v(10).map(|x| x * MIB),
             nvlink_tx_bytes_per_s: v(11).map(|x| x * MIB),
             nvlink_rx_bytes_per_s: v(12).map(|x| x * MIB),
-        }))
+        });
+        Ok(self.last.clone())
     }
 }

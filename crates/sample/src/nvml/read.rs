@@ -27,15 +27,25 @@ fn absence_of(e: &NvmlError) -> Absence {
 }
 
 /// Collects absences while reading one device.
-struct Reader {
+struct Reader<'a> {
     absent: Vec<(Metric, Absence)>,
     lost: bool,
+    wanted: Option<&'a [Metric]>,
 }
 
-impl Reader {
-    /// The value, or `None` with the reason recorded against `metric`.
-    fn get<T>(&mut self, metric: Metric, r: Result<T, NvmlError>) -> Option<T> {
-        match r {
+impl Reader<'_> {
+    /// Whether the caller asked for `metric`.
+    fn wants(&self, metric: Metric) -> bool {
+        self.wanted.is_none_or(|w| w.contains(&metric))
+    }
+
+    /// Calls NVML for `metric` when it is wanted and the device is not lost; the value, or `None`
+    /// with the reason recorded.
+    fn get<T>(&mut self, metric: Metric, call: &'static str, f: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+        if self.lost || !self.wants(metric) {
+            return None;
+        }
+        match super::profile::timed(call, f) {
             Ok(v) => Some(v),
             Err(e) => {
                 let why = absence_of(&e);
@@ -49,21 +59,28 @@ impl Reader {
     }
 }
 
+/// `read!(r, Metric::X, d.call())`: an NVML call, named for profiles by its own text.
+macro_rules! read {
+    ($r:expr, $metric:expr, $call:expr) => {
+        $r.get($metric, stringify!($call), || $call)
+    };
+}
+
 /// Reads the facts that do not change while the device is watched.
 pub(super) fn device_info(d: &Device<'static>, index: u32) -> DeviceInfo {
     DeviceInfo {
-        index: d.index().unwrap_or(index),
-        uuid: d.uuid().unwrap_or_default(),
-        name: d.name().unwrap_or_default(),
-        pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
+        index: super::profile::timed("index", || d.index()).unwrap_or(index),
+        uuid: super::profile::timed("uuid", || d.uuid()).unwrap_or_default(),
+        name: super::profile::timed("name", || d.name()).unwrap_or_default(),
+        pci_bus_id: super::profile::timed("pci_info", || d.pci_info()).ok().map(|p| p.bus_id),
         cuda_index: None,
-        memory_total_bytes: d.memory_info().ok().map(|m| m.total),
-        power_limit_mw: d.power_management_limit().ok(),
-        clock_max_sm_mhz: d.max_clock_info(Clock::SM).ok(),
-        clock_max_mem_mhz: d.max_clock_info(Clock::Memory).ok(),
-        clocks_event_reasons_supported: d.supported_throttle_reasons().ok().map(|r| r.bits()),
-        persistence_mode: d.is_in_persistent_mode().ok(),
-        compute_mode: d.compute_mode().ok().map(|m| {
+        memory_total_bytes: super::profile::timed("memory_info", || d.memory_info()).ok().map(|m| m.total),
+        power_limit_mw: super::profile::timed("power_management_limit", || d.power_management_limit()).ok(),
+        clock_max_sm_mhz: super::profile::timed("max_clock_info", || d.max_clock_info(Clock::SM)).ok(),
+        clock_max_mem_mhz: super::profile::timed("max_clock_info", || d.max_clock_info(Clock::Memory)).ok(),
+        clocks_event_reasons_supported: super::profile::timed("supported_throttle_reasons", || d.supported_throttle_reasons()).ok().map(|r| r.bits()),
+        persistence_mode: super::profile::timed("is_in_persistent_mode", || d.is_in_persistent_mode()).ok(),
+        compute_mode: super::profile::timed("compute_mode", || d.compute_mode()).ok().map(|m| {
             use nvml_wrapper::enum_wrappers::device::ComputeMode as M;
             match m {
                 M::Default => "Default",
@@ -73,7 +90,7 @@ pub(super) fn device_info(d: &Device<'static>, index: u32) -> DeviceInfo {
             }
             .to_owned()
         }),
-        ecc_enabled: d.is_ecc_enabled().ok().map(|e| e.currently_enabled),
+        ecc_enabled: super::profile::timed("is_ecc_enabled", || d.is_ecc_enabled()).ok().map(|e| e.currently_enabled),
         gpm_supported: None,
         driver_version: None,
         cuda_version: None,
@@ -87,52 +104,56 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
         s.status = DeviceStatus::Lost;
         return s;
     };
-    let mut r = Reader { absent: Vec::new(), lost: false };
-    if let Some(u) = r.get(Metric::Utilization, d.utilization_rates()) {
+    let mut r = Reader { absent: Vec::new(), lost: false, wanted: opts.metrics.as_deref() };
+    if let Some(u) = read!(r, Metric::Utilization, d.utilization_rates()) {
         s.util_gpu_pct = Some(u.gpu);
         s.util_mem_pct = Some(u.memory);
     }
     if r.lost {
         return lost(s, t);
     }
-    if let Some(m) = r.get(Metric::Memory, d.memory_info()) {
+    if let Some(m) = read!(r, Metric::Memory, d.memory_info()) {
         s.memory_used_bytes = Some(m.used);
         s.memory_free_bytes = Some(m.free);
         s.memory_reserved_bytes = Some(m.reserved);
         s.memory_total_bytes = Some(m.total);
     }
-    s.temperature_gpu_c = r.get(Metric::TemperatureGpu, d.temperature(TemperatureSensor::Gpu));
-    s.temperature_memory_c = memory_temperature(d, &mut r);
-    s.power_draw_mw = r.get(Metric::PowerDraw, d.power_usage());
-    s.power_limit_mw = r.get(Metric::PowerLimit, d.power_management_limit());
-    s.enforced_power_limit_mw = r.get(Metric::EnforcedPowerLimit, d.enforced_power_limit());
-    s.energy_mj = r.get(Metric::Energy, d.total_energy_consumption());
-    s.clock_sm_mhz = r.get(Metric::ClockSm, d.clock_info(Clock::SM));
-    s.clock_mem_mhz = r.get(Metric::ClockMem, d.clock_info(Clock::Memory));
-    s.clock_graphics_mhz = r.get(Metric::ClockGraphics, d.clock_info(Clock::Graphics));
-    s.pstate = r.get(Metric::Pstate, d.performance_state()).and_then(|p| {
+    s.temperature_gpu_c = read!(r, Metric::TemperatureGpu, d.temperature(TemperatureSensor::Gpu));
+    if r.wants(Metric::TemperatureMemory) {
+        s.temperature_memory_c = memory_temperature(d, &mut r);
+    }
+    s.power_draw_mw = read!(r, Metric::PowerDraw, d.power_usage());
+    s.power_limit_mw = read!(r, Metric::PowerLimit, d.power_management_limit());
+    s.enforced_power_limit_mw = read!(r, Metric::EnforcedPowerLimit, d.enforced_power_limit());
+    s.energy_mj = read!(r, Metric::Energy, d.total_energy_consumption());
+    s.clock_sm_mhz = read!(r, Metric::ClockSm, d.clock_info(Clock::SM));
+    s.clock_mem_mhz = read!(r, Metric::ClockMem, d.clock_info(Clock::Memory));
+    s.clock_graphics_mhz = read!(r, Metric::ClockGraphics, d.clock_info(Clock::Graphics));
+    s.pstate = read!(r, Metric::Pstate, d.performance_state()).and_then(|p| {
         use nvml_wrapper::enum_wrappers::device::PerformanceState as P;
         let all = [P::Zero, P::One, P::Two, P::Three, P::Four, P::Five, P::Six, P::Seven, P::Eight,
             P::Nine, P::Ten, P::Eleven, P::Twelve, P::Thirteen, P::Fourteen, P::Fifteen];
         all.iter().position(|x| *x == p).map(|i| i as u32)
     });
-    s.fan_speed_pct = r.get(Metric::FanSpeed, d.fan_speed(0));
-    s.clocks_event_reasons = r.get(Metric::ClocksEventReasons, d.current_throttle_reasons().map(|b| b.bits()));
-    s.pcie_link_gen = r.get(Metric::PcieLink, d.current_pcie_link_gen());
-    s.pcie_link_width = r.get(Metric::PcieLink, d.current_pcie_link_width());
+    s.fan_speed_pct = read!(r, Metric::FanSpeed, d.fan_speed(0));
+    s.clocks_event_reasons = read!(r, Metric::ClocksEventReasons, d.current_throttle_reasons().map(|b| b.bits()));
+    s.pcie_link_gen = read!(r, Metric::PcieLink, d.current_pcie_link_gen());
+    s.pcie_link_width = read!(r, Metric::PcieLink, d.current_pcie_link_width());
     s.ecc_uncorrected_volatile =
-        r.get(Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+        read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
     s.ecc_corrected_volatile =
-        r.get(Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+        read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
     if r.lost {
         return lost(s, t);
     }
-    s.util_gpu_samples = util_samples(d, &mut t.last_util_sample_us);
-    if opts.processes {
+    if r.wants(Metric::UtilSamples) {
+        s.util_gpu_samples = super::profile::timed("samples", || util_samples(d, &mut t.last_util_sample_us));
+    }
+    if opts.processes && r.wants(Metric::Processes) {
         s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r).unwrap_or_default();
     }
-    if opts.gpm && info.gpm_supported == Some(true) {
-        s.gpm = r.get(Metric::Gpm, t.gpm.poll(nvml, d)).flatten();
+    if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {
+        s.gpm = read!(r, Metric::Gpm, t.gpm.poll(nvml, d, opts.gpm_every)).flatten();
     }
     match s.gpm.as_ref().map(|g| (g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s)) {
         Some((Some(tx), Some(rx))) => {
@@ -140,12 +161,12 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
             s.pcie_rx_bytes_per_s = Some(rx as u64);
         }
         _ => {
-            let due = opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
+            let due = r.wants(Metric::PcieThroughput) && opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
             if due {
                 t.last_pcie = Some(Instant::now());
                 // NVML reports KB/s.
-                s.pcie_tx_bytes_per_s = r.get(Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024);
-                s.pcie_rx_bytes_per_s = r.get(Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024);
+                s.pcie_tx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024);
+                s.pcie_rx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024);
             }
         }
     }
@@ -165,9 +186,9 @@ fn lost(mut s: GpuSample, t: &mut Tracked) -> GpuSample {
 }
 
 fn memory_temperature(d: &Device<'static>, r: &mut Reader) -> Option<u32> {
-    let values = r.get(Metric::TemperatureMemory, d.field_values_for(&[FieldId(FI_DEV_MEMORY_TEMP)]))?;
-    let v = r.get(Metric::TemperatureMemory, values.into_iter().next()?)?;
-    match r.get(Metric::TemperatureMemory, v.value)? {
+    let values = read!(r, Metric::TemperatureMemory, d.field_values_for(&[FieldId(FI_DEV_MEMORY_TEMP)]))?;
+    let v = read!(r, Metric::TemperatureMemory, values.into_iter().next().ok_or(NvmlError::Unknown)?)?;
+    match read!(r, Metric::TemperatureMemory, v.value)? {
         SampleValue::U32(x) => Some(x),
         SampleValue::U64(x) => u32::try_from(x).ok(),
         SampleValue::I64(x) => u32::try_from(x).ok(),
@@ -204,9 +225,9 @@ fn util_samples(d: &Device<'static>, last_seen_us: &mut u64) -> Vec<UtilSample> 
 
 fn processes(nvml: &'static Nvml, d: &Device<'static>, last_seen_us: &mut u64, opts: &NvmlOptions, r: &mut Reader) -> Option<Vec<ProcessSample>> {
     use nvml_wrapper::enums::device::UsedGpuMemory;
-    let list = r.get(Metric::Processes, d.running_compute_processes())?;
+    let list = read!(r, Metric::Processes, d.running_compute_processes())?;
     let util = if opts.process_util && !list.is_empty() {
-        d.process_utilization_stats(*last_seen_us).unwrap_or_default()
+        super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us)).unwrap_or_default()
     } else {
         Vec::new()
     };
@@ -223,7 +244,7 @@ fn processes(nvml: &'static Nvml, d: &Device<'static>, last_seen_us: &mut u64, o
                         UsedGpuMemory::Used(b) => Some(b),
                         UsedGpuMemory::Unavailable => None,
                     },
-                    name: nvml.sys_process_name(p.pid, 256).ok().filter(|n| !n.is_empty()).or_else(|| proc_info::comm(p.pid)),
+                    name: super::profile::timed("sys_process_name", || nvml.sys_process_name(p.pid, 256)).ok().filter(|n| !n.is_empty()).or_else(|| proc_info::comm(p.pid)),
                     cmdline: proc_info::cmdline(p.pid),
                     user: proc_info::user(p.pid),
                     sm_util_pct: u.map(|u| u.sm_util),
