@@ -35,7 +35,8 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
         Fields::Gpu(f) => f.iter().filter_map(|f| f.key.metric()).collect(),
         Fields::Apps(_) => vec![Metric::Processes],
     };
-    let options = NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), ..NvmlOptions::default() };
+    let device_facts = matches!(&fields, Fields::Gpu(f) if f.iter().any(|f| f.key.is_device_fact()));
+    let options = NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), device_facts, ..NvmlOptions::default() };
     let one_shot = args.loop_ms.is_none() && args.loop_s.is_none();
     let mut source = open_nvml(global, options, one_shot)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;
@@ -57,7 +58,12 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
     for k in 1u32.. {
         let snapshot = source.sample()?;
         out.emit(&render(&fields, source.devices(), &chosen, &snapshot, format))?;
-        let Some(every) = interval else { break };
+        let Some(every) = interval else {
+            // A one-shot query exits now: skipping nvmlShutdown saves ~3 ms, and the driver
+            // releases everything when the process ends.
+            std::mem::forget(source);
+            break;
+        };
         // Keep a fixed cadence, as nvidia-smi does, rather than drifting by the poll time.
         let next = every.saturating_mul(k);
         if let Some(wait) = next.checked_sub(start.elapsed()) {

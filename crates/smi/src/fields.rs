@@ -48,6 +48,20 @@ pub enum GpuKey {
 }
 
 impl GpuKey {
+    /// Whether the field shows a static fact that costs a driver round trip to read
+    /// (see `NvmlOptions::device_facts`).
+    pub fn is_device_fact(self) -> bool {
+        matches!(
+            self,
+            GpuKey::PersistenceMode
+                | GpuKey::ComputeMode
+                | GpuKey::ClockMaxSm
+                | GpuKey::ClockMaxMemory
+                | GpuKey::ReasonsSupported
+                | GpuKey::EccModeCurrent
+        )
+    }
+
     /// The sampled metric this field shows; `None` for static facts and the timestamp.
     pub fn metric(self) -> Option<Metric> {
         Some(match self {

@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{DeviceInfo, Metric, Snapshot};
+use gpulse_model::{Absence, DeviceInfo, Metric, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -37,11 +37,18 @@ pub struct NvmlOptions {
     pub pcie_every: Option<Duration>,
     /// Read only these metrics; `None` reads everything. One-shot queries ask for what they print.
     pub metrics: Option<Vec<Metric>>,
+    /// Read the static facts that cost milliseconds on first access (maximum clocks, ECC mode,
+    /// power limit, persistence and compute modes). Identity (index, UUID, name, bus id) is
+    /// always read.
+    pub device_facts: bool,
 }
+
+/// How long a device setting read during polling (the power limit) is reused.
+pub const SETTING_REFRESH: Duration = Duration::from_secs(2);
 
 impl Default for NvmlOptions {
     fn default() -> Self {
-        Self { lib_path: None, gpm: true, gpm_every: Duration::from_secs(1), processes: true, process_util: false, pcie_every: None, metrics: None }
+        Self { lib_path: None, gpm: true, gpm_every: Duration::from_secs(1), processes: true, process_util: false, pcie_every: None, metrics: None, device_facts: true }
     }
 }
 
@@ -52,6 +59,9 @@ struct Tracked {
     last_util_sample_us: u64,
     last_proc_util_us: u64,
     last_pcie: Option<Instant>,
+    /// The power-management limit and when it was read: a setting that costs ~0.5 ms to read
+    /// on an H200, so it is re-read every [`SETTING_REFRESH`].
+    power_limit: Option<(Instant, Option<u32>, Option<Absence>)>,
     lost: bool,
 }
 
@@ -84,15 +94,22 @@ impl NvmlSource {
         })?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
         let mut source = Self { nvml, infos: Vec::new(), tracked: Vec::new(), options };
-        let count = nvml.device_count().map_err(|e| SampleError::Nvml(e.to_string()))?;
-        let driver = nvml.sys_driver_version().ok();
-        let cuda = nvml.sys_cuda_driver_version().ok().map(|v| format!("{}.{}", v / 1000, v % 1000 / 10));
+        let count = profile::timed("device_count", || nvml.device_count()).map_err(|e| SampleError::Nvml(e.to_string()))?;
+        let driver = profile::timed("sys_driver_version", || nvml.sys_driver_version()).ok();
+        // NVML asks the CUDA driver for this, which costs ~10 ms: only for views that show it.
+        let cuda = if source.options.device_facts {
+            profile::timed("sys_cuda_driver_version", || nvml.sys_cuda_driver_version())
+                .ok()
+                .map(|v| format!("{}.{}", v / 1000, v % 1000 / 10))
+        } else {
+            None
+        };
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         for index in 0..count {
             let device = nvml.device_by_index(index).ok();
             let mut info = device.as_ref().map_or_else(
                 || DeviceInfo { index, ..DeviceInfo::default() },
-                |d| profile::timed("device_info", || read::device_info(d, index)),
+                |d| profile::timed("device_info", || read::device_info(d, index, source.options.device_facts)),
             );
             info.driver_version = driver.clone();
             info.cuda_version = cuda.clone();
@@ -108,6 +125,7 @@ impl NvmlSource {
                 last_util_sample_us: 0,
                 last_proc_util_us: 0,
                 last_pcie: None,
+                power_limit: None,
             });
         }
         let ids: Vec<(u32, String)> = source.infos.iter().map(|i| (i.index, i.uuid.clone())).collect();
@@ -143,7 +161,8 @@ impl Drop for NvmlSource {
         // GPM samples and device handles borrow the library: release them first.
         self.tracked.clear();
         // SAFETY: `nvml` came from `Box::leak` in `open`, and nothing borrows it any more.
-        drop(unsafe { Box::from_raw(self.nvml as *const Nvml as *mut Nvml) });
+        let nvml = unsafe { Box::from_raw(self.nvml as *const Nvml as *mut Nvml) };
+        profile::timed("nvmlShutdown", || drop(nvml));
     }
 }
 

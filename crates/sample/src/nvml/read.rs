@@ -67,13 +67,18 @@ macro_rules! read {
 }
 
 /// Reads the facts that do not change while the device is watched.
-pub(super) fn device_info(d: &Device<'static>, index: u32) -> DeviceInfo {
-    DeviceInfo {
+pub(super) fn device_info(d: &Device<'static>, index: u32, facts: bool) -> DeviceInfo {
+    let identity = DeviceInfo {
         index: super::profile::timed("index", || d.index()).unwrap_or(index),
         uuid: super::profile::timed("uuid", || d.uuid()).unwrap_or_default(),
         name: super::profile::timed("name", || d.name()).unwrap_or_default(),
         pci_bus_id: super::profile::timed("pci_info", || d.pci_info()).ok().map(|p| p.bus_id),
-        cuda_index: None,
+        ..DeviceInfo::default()
+    };
+    if !facts {
+        return identity;
+    }
+    DeviceInfo {
         memory_total_bytes: super::profile::timed("memory_info", || d.memory_info()).ok().map(|m| m.total),
         power_limit_mw: super::profile::timed("power_management_limit", || d.power_management_limit()).ok(),
         clock_max_sm_mhz: super::profile::timed("max_clock_info", || d.max_clock_info(Clock::SM)).ok(),
@@ -91,9 +96,7 @@ pub(super) fn device_info(d: &Device<'static>, index: u32) -> DeviceInfo {
             .to_owned()
         }),
         ecc_enabled: super::profile::timed("is_ecc_enabled", || d.is_ecc_enabled()).ok().map(|e| e.currently_enabled),
-        gpm_supported: None,
-        driver_version: None,
-        cuda_version: None,
+        ..identity
     }
 }
 
@@ -123,7 +126,18 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
         s.temperature_memory_c = memory_temperature(d, &mut r);
     }
     s.power_draw_mw = read!(r, Metric::PowerDraw, d.power_usage());
-    s.power_limit_mw = read!(r, Metric::PowerLimit, d.power_management_limit());
+    s.power_limit_mw = match t.power_limit {
+        Some((at, v, why)) if at.elapsed() < super::SETTING_REFRESH => {
+            r.absent.extend(why.map(|w| (Metric::PowerLimit, w)));
+            v
+        }
+        _ => {
+            let v = read!(r, Metric::PowerLimit, d.power_management_limit());
+            let why = r.absent.iter().find(|a| a.0 == Metric::PowerLimit).map(|a| a.1);
+            t.power_limit = r.wants(Metric::PowerLimit).then(|| (Instant::now(), v, why));
+            v
+        }
+    };
     s.enforced_power_limit_mw = read!(r, Metric::EnforcedPowerLimit, d.enforced_power_limit());
     s.energy_mj = read!(r, Metric::Energy, d.total_energy_consumption());
     s.clock_sm_mhz = read!(r, Metric::ClockSm, d.clock_info(Clock::SM));
