@@ -2,3 +2,4 @@ mod fake_nvml;
 mod query;
 mod status;
 mod support;
+mod python_clients;

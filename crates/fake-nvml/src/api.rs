@@ -528,3 +528,19 @@ pub extern "C" fn nvmlDeviceGetSamples(
         fill_list(count, samples, items)
     })
 }
+
+macro_rules! not_supported {
+    ($name:ident($($arg:ident: $ty:ty),*)) => {
+        /// Exported so that NVML clients get the driver's `NOT_SUPPORTED`, as on a Linux
+        /// data-centre GPU, rather than a missing symbol.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(device: nvmlDevice_t, $($arg: $ty),*) -> nvmlReturn_t {
+            $(let _ = $arg;)*
+            with_device(stringify!($name), device, |_, _, _| NOT_SUPPORTED)
+        }
+    };
+}
+not_supported!(nvmlDeviceGetEncoderUtilization(util: *mut c_uint, period_us: *mut c_uint));
+not_supported!(nvmlDeviceGetDecoderUtilization(util: *mut c_uint, period_us: *mut c_uint));
+not_supported!(nvmlDeviceGetDisplayActive(active: *mut nvmlEnableState_t));
+not_supported!(nvmlDeviceGetDriverModel(current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t));
