@@ -108,7 +108,9 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
         .collect();
     let commands = ["query", "status", "watch", "demo", "help"];
     let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
-    let is_query = out.iter().any(|a| a.to_str().is_some_and(|s| s.starts_with("--query-gpu") || s.starts_with("--query-compute-apps")));
+    let is_query = out
+        .iter()
+        .any(|a| a.to_str().is_some_and(|s| s.starts_with("--query-gpu") || s.starts_with("--query-compute-apps")));
     if is_query && !has_command && !out.is_empty() {
         out.insert(1, "query".into());
     }
@@ -125,8 +127,14 @@ mod tests {
 
     #[test]
     fn accepts_nvidia_smi_spellings() {
-        assert_eq!(norm(&["gpulse", "--query-gpu=index", "-lms", "100"]), ["gpulse", "query", "--query-gpu=index", "--loop-ms", "100"]);
-        assert_eq!(norm(&["gpulse", "-i", "0", "--query-gpu=index"]), ["gpulse", "query", "-i", "0", "--query-gpu=index"]);
+        assert_eq!(
+            norm(&["gpulse", "--query-gpu=index", "-lms", "100"]),
+            ["gpulse", "query", "--query-gpu=index", "--loop-ms", "100"]
+        );
+        assert_eq!(
+            norm(&["gpulse", "-i", "0", "--query-gpu=index"]),
+            ["gpulse", "query", "-i", "0", "--query-gpu=index"]
+        );
         assert_eq!(norm(&["gpulse", "watch", "-i", "1"]), ["gpulse", "watch", "-i", "1"]);
         assert_eq!(norm(&["gpulse", "query", "--query-gpu=x"]), ["gpulse", "query", "--query-gpu=x"]);
     }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use gpulse_model::{DeviceInfo, MIB, ProcessSample};
-use gpulse_sample::replay::{ReplayProcess, TraceReplay};
 use gpulse_sample::Source;
+use gpulse_sample::replay::{ReplayProcess, TraceReplay};
 
 use crate::cli::DemoArgs;
 use crate::output::Output;

@@ -36,7 +36,8 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
         Fields::Apps(_) => vec![Metric::Processes],
     };
     let device_facts = matches!(&fields, Fields::Gpu(f) if f.iter().any(|f| f.key.is_device_fact()));
-    let options = NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), device_facts, ..NvmlOptions::default() };
+    let options =
+        NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), device_facts, ..NvmlOptions::default() };
     let one_shot = args.loop_ms.is_none() && args.loop_s.is_none();
     let mut source = open_nvml(global, options, one_shot)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;

@@ -15,8 +15,11 @@ use crate::output::Output;
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let options = NvmlOptions { process_util: true, ..NvmlOptions::default() };
     let mut source = open_nvml(global, options, true)?;
-    let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref())
-        .map_err(|e| Exit { code: 6, message: e.to_string(), to_stdout: false })?;
+    let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(|e| Exit {
+        code: 6,
+        message: e.to_string(),
+        to_stdout: false,
+    })?;
     // One priming sample so that GPM and process utilization cover a real interval.
     source.sample()?;
     std::thread::sleep(Duration::from_millis(200));
@@ -82,7 +85,11 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
     };
     let _ = writeln!(s, "  GPU-Util {:>4}   {}", opt(g.util_gpu_pct, "%"), gpm_line);
     let total = g.memory_total_bytes.or(d.memory_total_bytes);
-    let used_pct = g.memory_used_bytes.zip(total).filter(|(_, t)| *t > 0).map(|(u, t)| format!(" ({:.0}%)", u as f64 * 100.0 / t as f64));
+    let used_pct = g
+        .memory_used_bytes
+        .zip(total)
+        .filter(|(_, t)| *t > 0)
+        .map(|(u, t)| format!(" ({:.0}%)", u as f64 * 100.0 / t as f64));
     let _ = writeln!(
         s,
         "  Memory   {} / {}{}   reserved {}",
@@ -130,7 +137,8 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
     let _ = writeln!(s, "  {:>8}  {:<10} {:>10}  {:>4}  COMMAND", "PID", "USER", "GPU MEM", "SM%");
     for p in &g.processes {
         let cmd = p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("?");
-        let cmd: String = if cmd.chars().count() > 80 { cmd.chars().take(79).chain(['…']).collect() } else { cmd.to_owned() };
+        let cmd: String =
+            if cmd.chars().count() > 80 { cmd.chars().take(79).chain(['…']).collect() } else { cmd.to_owned() };
         let _ = writeln!(
             s,
             "  {:>8}  {:<10} {:>10}  {:>4}  {}",

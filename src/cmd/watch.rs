@@ -14,7 +14,8 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.interval_s.is_finite() && args.interval_s >= 0.05, "--interval must be at least 0.05 seconds");
     // Only what the line shows.
     let metrics = vec![Metric::Utilization, Metric::Memory, Metric::TemperatureGpu, Metric::PowerDraw, Metric::Gpm];
-    let options = NvmlOptions { processes: false, metrics: Some(metrics), device_facts: false, ..NvmlOptions::default() };
+    let options =
+        NvmlOptions { processes: false, metrics: Some(metrics), device_facts: false, ..NvmlOptions::default() };
     let mut source = open_nvml(global, options, false)?;
     source.sample()?; // primes GPM, so the first line already has SM activity
     std::thread::sleep(Duration::from_millis(110));

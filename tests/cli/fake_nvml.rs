@@ -6,7 +6,11 @@ const IDLE: &str = "scenarios/h200_idle.json";
 
 fn idle_with(extra_device: &str, extra_top: &str) -> std::path::PathBuf {
     let json = std::fs::read_to_string(fixture(IDLE)).unwrap();
-    let json = json.replacen(r#""pci_bus_id": "00000000:00:06.0","#, &format!(r#""pci_bus_id": "00000000:00:06.0",{extra_device}"#), 1);
+    let json = json.replacen(
+        r#""pci_bus_id": "00000000:00:06.0","#,
+        &format!(r#""pci_bus_id": "00000000:00:06.0",{extra_device}"#),
+        1,
+    );
     let json = json.replacen(r#""driver_version""#, &format!(r#"{extra_top}"driver_version""#), 1);
     scenario_file(&format!("v{}", json.len()), &json)
 }
@@ -66,7 +70,8 @@ fn a_gpu_falling_off_the_bus_is_a_status_not_a_crash() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.first(), Some(&"0, 0 %, 0 MiB"), "{out}");
     assert_eq!(lines.last(), Some(&"0, [GPU is lost], [GPU is lost]"), "{out}");
-    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &idle_with(r#""lost_at_s": 0.0,"#, "")).arg("status"));
+    let (code, out, _) =
+        run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", idle_with(r#""lost_at_s": 0.0,"#, "")).arg("status"));
     assert_eq!(code, 0);
     assert!(out.contains("LOST"), "{out}");
 }
@@ -90,15 +95,23 @@ fn gpus(n: usize) -> std::path::PathBuf {
 fn several_gpus_are_listed_and_selected_in_index_order() {
     for n in [2, 4, 8] {
         let sc = gpus(n);
-        let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args(["--query-gpu=index,count,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]));
+        let (code, out, _) = run(gpulse(None)
+            .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+            .args(["--query-gpu=index,count,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]));
         assert_eq!(code, 0);
         let expected: String = (0..n).map(|i| format!("{i}, {n}, {}, {}\n", i * 10, 1000 * (i + 1))).collect();
         assert_eq!(out, expected);
     }
     let sc = gpus(4);
-    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args(["--query-gpu=index,pci.bus_id", "--format=csv,noheader", "-i", "3,GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"]));
+    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).args([
+        "--query-gpu=index,pci.bus_id",
+        "--format=csv,noheader",
+        "-i",
+        "3,GPU-00000001-aaaa-bbbb-cccc-dddddddddddd",
+    ]));
     assert_eq!((code, out.as_str()), (0, "1, 00000000:28:00.0\n3, 00000000:48:00.0\n"));
-    let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).env("CUDA_VISIBLE_DEVICES", "2,3").arg("status"));
+    let (code, out, _) =
+        run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).env("CUDA_VISIBLE_DEVICES", "2,3").arg("status"));
     assert_eq!(code, 0);
     assert!(out.contains("GPU 2 (cuda:0)") && out.contains("GPU 3 (cuda:1)") && out.contains("GPU 0  NVIDIA"), "{out}");
 }

@@ -1,5 +1,5 @@
 mod fake_nvml;
+mod python_clients;
 mod query;
 mod status;
 mod support;
-mod python_clients;

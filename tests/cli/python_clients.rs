@@ -15,7 +15,8 @@ const SCENARIO: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-11111111
 
 /// A Python with `module` importable, or `None` (and a note) when it may be skipped.
 fn python_with(module: &str) -> Option<&'static str> {
-    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    let ok =
+        Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
     if ok {
         return Some("python3");
     }
@@ -65,7 +66,10 @@ fn nvitop_prints_the_scenario() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out.trim(),
-        format!("NVIDIA H200 GPU-11111111-2222-3333-4444-555555555555 00000000:19:00.0 37 {} 45 321500 700000 1755 N/A Enabled P0 [4242]", 20480u64 * 1024 * 1024)
+        format!(
+            "NVIDIA H200 GPU-11111111-2222-3333-4444-555555555555 00000000:19:00.0 37 {} 45 321500 700000 1755 N/A Enabled P0 [4242]",
+            20480u64 * 1024 * 1024
+        )
     );
     let (code, out, err) = run(client(py).args(["-m", "nvitop", "-1"]));
     assert_eq!(code, 0, "{err}");

@@ -20,7 +20,8 @@ const SUPPORTED_SKIP: &[&str] = &["pcie.link.gen.max", "power.draw.instant [W]"]
 fn reference_fields() -> (String, Vec<usize>) {
     let smi_fields = "timestamp,driver_version,count,name,index,uuid,pci.bus_id,persistence_mode,pstate,compute_mode,fan.speed,utilization.gpu,utilization.memory,memory.total,memory.used,memory.free,memory.reserved,temperature.gpu,temperature.memory,power.draw,power.limit,enforced.power.limit,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks_event_reasons.active,clocks_event_reasons.supported,clocks_event_reasons.gpu_idle,clocks_event_reasons.applications_clocks_setting,clocks_event_reasons.sw_power_cap,clocks_event_reasons.hw_slowdown,clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.sync_boost,pcie.link.gen.current,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,gpu_name,gpu_uuid,gpu_bus_id,clocks_throttle_reasons.active,clocks.gr,clocks.current.memory,clocks.max.memory,ecc.mode.current,pcie.link.gen.max,power.draw.instant,power.draw.average";
     let header = section("--format=csv")[0].clone();
-    let keep: Vec<usize> = cells(&header).iter().enumerate().filter(|(_, h)| !SUPPORTED_SKIP.contains(h)).map(|(i, _)| i).collect();
+    let keep: Vec<usize> =
+        cells(&header).iter().enumerate().filter(|(_, h)| !SUPPORTED_SKIP.contains(h)).map(|(i, _)| i).collect();
     let names: Vec<&str> = smi_fields.split(',').collect();
     let list: Vec<&str> = keep.iter().map(|i| names[*i]).collect();
     (list.join(","), keep)
@@ -31,7 +32,12 @@ fn headers_and_rows_match_nvidia_smi_in_every_format() {
     let (fields, keep) = reference_fields();
     let header = section("--format=csv")[0].clone();
     let header: Vec<&str> = cells(&header);
-    let moving: Vec<usize> = keep.iter().enumerate().filter(|(_, i)| header[**i].ends_with("[W]") || header[**i].starts_with("temperature.")).map(|(k, _)| k).collect();
+    let moving: Vec<usize> = keep
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| header[**i].ends_with("[W]") || header[**i].starts_with("temperature."))
+        .map(|(k, _)| k)
+        .collect();
     for format in ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits"] {
         let expected = section(&format!("--format={format}"));
         let expected_lines: Vec<String> = expected
@@ -42,7 +48,11 @@ fn headers_and_rows_match_nvidia_smi_in_every_format() {
                 keep.iter().map(|i| c[*i]).collect::<Vec<_>>().join(", ")
             })
             .collect();
-        let (code, out, err) = run(gpulse(Some("scenarios/h200_idle.json")).args(["query", &format!("--query-gpu={fields}"), &format!("--format={format}")]));
+        let (code, out, err) = run(gpulse(Some("scenarios/h200_idle.json")).args([
+            "query",
+            &format!("--query-gpu={fields}"),
+            &format!("--format={format}"),
+        ]));
         assert_eq!(code, 0, "{err}");
         let got: Vec<&str> = out.lines().collect();
         assert_eq!(got.len(), expected_lines.len(), "{format}: {out}");
@@ -54,7 +64,8 @@ fn headers_and_rows_match_nvidia_smi_in_every_format() {
                     assert!(is_smi_timestamp(gc), "{format}: timestamp {gc:?}");
                 } else if moving.contains(&k) {
                     // Power and temperature moved between nvidia-smi's calls in the capture; the format must not.
-                    let shape = |s: &str| s.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect::<String>();
+                    let shape =
+                        |s: &str| s.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect::<String>();
                     assert_eq!(shape(gc), shape(ec), "{format}: column {k}");
                 } else {
                     assert_eq!(gc, ec, "{format}: column {k}");
@@ -81,7 +92,10 @@ fn rich_log_row_matches_real_capture() {
         c[2], c[3]
     );
     let sc = scenario_file("rich", &json);
-    let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).arg(format!("--query-gpu={fields}")).arg("--format=csv"));
+    let (code, out, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .arg(format!("--query-gpu={fields}"))
+        .arg("--format=csv"));
     assert_eq!(code, 0, "{err}");
     let mut got = out.lines();
     assert_eq!(got.next().unwrap(), header);
@@ -94,12 +108,15 @@ fn rich_log_row_matches_real_capture() {
 #[test]
 fn unknown_field_matches_nvidia_smi() {
     let expected = section("unknown field");
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=timestamp,foo", "--format=csv"]));
+    let (code, out, _) =
+        run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=timestamp,foo", "--format=csv"]));
     assert_eq!(code, 2);
     assert_eq!(out.lines().collect::<Vec<_>>(), expected[..expected.len() - 1]);
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index, name", "--format=csv"]));
+    let (code, out, _) =
+        run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index, name", "--format=csv"]));
     assert_eq!((code, out.as_str()), (2, "Field \" name\" is not a valid field to query.\n\n"));
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-compute-apps=pid,foo", "--format=csv"]));
+    let (code, out, _) =
+        run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-compute-apps=pid,foo", "--format=csv"]));
     assert_eq!((code, out.as_str()), (2, "Field \"foo\" is not a valid field to query.\n\n"));
 }
 
@@ -108,11 +125,13 @@ fn bad_format_and_missing_device_match_nvidia_smi() {
     let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index", "--format=xml"]));
     assert_eq!((code, out.as_str()), (2, "Format modifier is not recognized.\n"));
     for id in ["5", "GPU-bogus"] {
-        let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index", "--format=csv", "-i", id]));
+        let (code, out, _) =
+            run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index", "--format=csv", "-i", id]));
         assert_eq!((code, out.as_str()), (6, "No devices were found\n"));
     }
     for id in ["GPU-250fffdd-1fec-10a1-5462-9d8a906900cf", "00000000:00:06.0", "0"] {
-        let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index", "--format=csv", "-i", id]));
+        let (code, out, _) =
+            run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index", "--format=csv", "-i", id]));
         assert_eq!((code, out.as_str()), (0, "index\n0\n"), "{id}");
     }
 }
@@ -121,17 +140,21 @@ fn bad_format_and_missing_device_match_nvidia_smi() {
 fn empty_and_repeated_fields_match_nvidia_smi() {
     let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=", "--format=csv"]));
     assert_eq!((code, out.as_str()), (0, "\n\n"));
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index,index", "--format=csv"]));
+    let (code, out, _) =
+        run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=index,index", "--format=csv"]));
     assert_eq!((code, out.as_str()), (0, "index, index\n0, 0\n"));
 }
 
 #[test]
 fn compute_apps_list_processes_like_nvidia_smi() {
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json"))
-        .args(["--query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_memory", "--format=csv"]));
+    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args([
+        "--query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_memory",
+        "--format=csv",
+    ]));
     assert_eq!(code, 0);
     assert_eq!(out, format!("{}\n", section("apps empty")[0]));
-    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader"]));
+    let (code, out, _) = run(gpulse(Some("scenarios/h200_idle.json"))
+        .args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader"]));
     assert_eq!((code, out.as_str()), (0, ""));
     let (code, out, err) = run(gpulse(Some("scenarios/h200_training.json"))
         .args(["--query-compute-apps=pid,process_name,used_gpu_memory,name", "--format=csv,nounits"]));
@@ -164,7 +187,13 @@ fn loop_ms_keeps_printing_rows_under_one_header() {
 fn gpm_fields_follow_a_replayed_h200_trace() {
     // gpm_healthy.csv: a transformer training at ~90% SM activity after a short warm-up.
     let child = gpulse(Some("scenarios/h200_training.json"))
-        .args(["query", "--query-gpu=gpm.sm_active,gpm.tensor_active,gpm.dram_active,gpm.pcie.rx", "--format=csv,nounits", "-lms", "200"])
+        .args([
+            "query",
+            "--query-gpu=gpm.sm_active,gpm.tensor_active,gpm.dram_active,gpm.pcie.rx",
+            "--format=csv,nounits",
+            "-lms",
+            "200",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -8,14 +8,17 @@ fn status_shows_sm_activity_and_process_command_lines() {
     let me = std::process::id();
     let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
         .unwrap()
-        .replace(r#""cuda_cc": [9, 0],"#, &format!(r#""cuda_cc": [9, 0], "util_gpu_pct": 97,"#))
+        .replace(r#""cuda_cc": [9, 0],"#, r#""cuda_cc": [9, 0], "util_gpu_pct": 97,"#)
         .replace(r#""pci_bus_id": "00000000:00:06.0","#, &format!(r#""pci_bus_id": "00000000:00:06.0", "processes": [{{"pid": {me}, "used_memory_mib": 20480, "sm_util_pct": 42}}],"#))
         .replace(r#""sm": 0.0"#, r#""sm": 12.5"#);
     let sc = scenario_file("status", &json);
     let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).arg("status"));
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("1 GPU · driver 580.159.04 · CUDA 13.0 · "), "{out}");
-    assert!(out.contains("GPU 0 (cuda:0)  NVIDIA H200  GPU-250fffdd-1fec-10a1-5462-9d8a906900cf  00000000:00:06.0"), "{out}");
+    assert!(
+        out.contains("GPU 0 (cuda:0)  NVIDIA H200  GPU-250fffdd-1fec-10a1-5462-9d8a906900cf  00000000:00:06.0"),
+        "{out}"
+    );
     assert!(out.contains("GPU-Util  97%   SM active 12.5%"), "{out}");
     assert!(out.contains("Memory   0 / 143771 MiB (0%)   reserved 616 MiB"), "{out}");
     let row = out.lines().find(|l| l.trim_start().starts_with(&me.to_string())).expect("process row");

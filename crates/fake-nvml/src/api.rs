@@ -101,7 +101,8 @@ pub extern "C" fn nvmlSystemGetCudaDriverVersion(v: *mut c_int) -> nvmlReturn_t 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
     with_world("nvmlSystemGetProcessName", |w| {
-        let scripted = w.devices.iter().flat_map(|d| &d.spec.processes).find(|p| p.pid == pid).and_then(|p| p.name.clone());
+        let scripted =
+            w.devices.iter().flat_map(|d| &d.spec.processes).find(|p| p.pid == pid).and_then(|p| p.name.clone());
         let from_proc = || std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_owned());
         match scripted.or_else(from_proc) {
             Some(n) => put_str(name, length, &n),
@@ -261,12 +262,22 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, u: *mut nv
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensor: nvmlTemperatureSensors_t, t: *mut c_uint) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetTemperature", device, |_, _, s| if sensor == 0 { put(t, s.temperature_gpu_c) } else { INVALID_ARGUMENT })
+pub extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor: nvmlTemperatureSensors_t,
+    t: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetTemperature", device, |_, _, s| {
+        if sensor == 0 { put(t, s.temperature_gpu_c) } else { INVALID_ARGUMENT }
+    })
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, count: c_int, values: *mut nvmlFieldValue_t) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetFieldValues(
+    device: nvmlDevice_t,
+    count: c_int,
+    values: *mut nvmlFieldValue_t,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetFieldValues", device, |w, _, s| {
         if values.is_null() || count < 0 {
             return INVALID_ARGUMENT;
@@ -334,7 +345,11 @@ pub extern "C" fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, sp
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlEnableState_t, pending: *mut nvmlEnableState_t) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetEccMode(
+    device: nvmlDevice_t,
+    current: *mut nvmlEnableState_t,
+    pending: *mut nvmlEnableState_t,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetEccMode", device, |_, _, s| {
         let v = s.ecc_enabled.map(c_uint::from);
         match put(current, v) {
@@ -345,7 +360,11 @@ pub extern "C" fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlE
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetClockInfo", device, |_, _, s| match kind {
         0 => put(clock, s.clock_graphics_mhz.or(s.clock_sm_mhz)),
         1 => put(clock, s.clock_sm_mhz),
@@ -355,7 +374,11 @@ pub extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvmlClockTy
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetMaxClockInfo", device, |_, _, s| match kind {
         0 => put(clock, s.clock_max_graphics_mhz.or(s.clock_max_sm_mhz)),
         1 => put(clock, s.clock_max_sm_mhz),
@@ -365,7 +388,11 @@ pub extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, kind: nvmlCloc
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetPcieThroughput(device: nvmlDevice_t, counter: nvmlPcieUtilCounter_t, value: *mut c_uint) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetPcieThroughput(
+    device: nvmlDevice_t,
+    counter: nvmlPcieUtilCounter_t,
+    value: *mut c_uint,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetPcieThroughput", device, |_, _, s| match counter {
         0 => put(value, s.pcie_tx_kib_s),
         1 => put(value, s.pcie_rx_kib_s),
@@ -389,7 +416,11 @@ pub extern "C" fn nvmlDeviceGetTotalEccErrors(
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetCudaComputeCapability(device: nvmlDevice_t, major: *mut c_int, minor: *mut c_int) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: nvmlDevice_t,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetCudaComputeCapability", device, |_, _, s| match put(major, s.cuda_cc.map(|c| c.0)) {
         SUCCESS => put(minor, s.cuda_cc.map(|c| c.1)),
         e => e,
@@ -423,7 +454,11 @@ fn fill_list<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> nvmlReturn_t 
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(device: nvmlDevice_t, count: *mut c_uint, infos: *mut nvmlProcessInfo_t) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
     with_device("nvmlDeviceGetComputeRunningProcesses_v3", device, |w, i, _| {
         let items = live_processes(w, i, w.now_s())
             .into_iter()
@@ -442,7 +477,11 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(device: nvmlDevice_t, 
 macro_rules! no_processes {
     ($name:ident) => {
         #[unsafe(no_mangle)]
-        pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut nvmlProcessInfo_t) -> nvmlReturn_t {
+        pub extern "C" fn $name(
+            device: nvmlDevice_t,
+            count: *mut c_uint,
+            infos: *mut nvmlProcessInfo_t,
+        ) -> nvmlReturn_t {
             with_device(stringify!($name), device, |_, _, _| fill_list(count, infos, Vec::new()))
         }
     };

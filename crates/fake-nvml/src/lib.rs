@@ -76,7 +76,8 @@ pub(crate) fn with_device(
     if dev.spec.lost_at_s.is_some_and(|l| t >= l) {
         return GPU_IS_LOST;
     }
-    if let Some(e) = dev.spec.errors.iter().find(|e| e.call == call && e.from_s <= t && e.until_s.is_none_or(|u| t < u)) {
+    if let Some(e) = dev.spec.errors.iter().find(|e| e.call == call && e.from_s <= t && e.until_s.is_none_or(|u| t < u))
+    {
         return e.code;
     }
     f(w, idx, dev.state(t))

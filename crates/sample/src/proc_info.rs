@@ -5,11 +5,8 @@ use std::fs;
 /// A process's command line, arguments joined by spaces; `None` if it is gone or hidden.
 pub fn cmdline(pid: u32) -> Option<String> {
     let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let args: Vec<String> =
+        raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     (!args.is_empty()).then(|| args.join(" "))
 }
 
@@ -23,13 +20,7 @@ pub fn comm(pid: u32) -> Option<String> {
 /// numeric uid when the database has no entry.
 pub fn user(pid: u32) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let uid: u32 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
+    let uid: u32 = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()?;
     Some(user_name(uid).unwrap_or_else(|| uid.to_string()))
 }
 
@@ -38,8 +29,7 @@ fn user_name(uid: u32) -> Option<String> {
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
-    let rc =
-        unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
     if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
         return None;
     }

@@ -32,11 +32,20 @@ pub struct TraceReplay {
 impl TraceReplay {
     /// Replays `text` (the trace format of [`gpulse_model::trace`]) for `devices`, advancing
     /// `step_s` seconds of trace time per sample.
-    pub fn new(text: &str, devices: Vec<DeviceInfo>, processes: Vec<ReplayProcess>, step_s: f64) -> Result<Self, SampleError> {
+    pub fn new(
+        text: &str,
+        devices: Vec<DeviceInfo>,
+        processes: Vec<ReplayProcess>,
+        step_s: f64,
+    ) -> Result<Self, SampleError> {
         let rows = trace::parse(text).map_err(|e| SampleError::Replay(format!("bad trace: {e}")))?;
         let first = rows.first().ok_or_else(|| SampleError::Replay("trace has no rows".into()))?.t_s;
         if let Some(r) = rows.iter().find(|r| r.gpu as usize >= devices.len()) {
-            return Err(SampleError::Replay(format!("trace names GPU {} but only {} devices are known", r.gpu, devices.len())));
+            return Err(SampleError::Replay(format!(
+                "trace names GPU {} but only {} devices are known",
+                r.gpu,
+                devices.len()
+            )));
         }
         let last = vec![None; devices.len()];
         Ok(Self { devices, rows, processes, cursor_s: first, step_s: step_s.max(1e-3), next_row: 0, last })
@@ -108,7 +117,8 @@ impl Source for TraceReplay {
 mod tests {
     use super::*;
 
-    const TRACE: &str = "t_s,gpu,util_gpu,mem_used_mib\n100.0,0,10,1000\n100.2,0,20,1000\n100.4,0,30,1024\n100.6,0,40,2048\n";
+    const TRACE: &str =
+        "t_s,gpu,util_gpu,mem_used_mib\n100.0,0,10,1000\n100.2,0,20,1000\n100.4,0,30,1024\n100.6,0,40,2048\n";
 
     fn device() -> DeviceInfo {
         DeviceInfo { index: 0, memory_total_bytes: Some(4096 * MIB), ..DeviceInfo::default() }

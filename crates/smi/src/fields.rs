@@ -169,8 +169,16 @@ const GPU_FIELDS: &[Row] = &[
     (&["clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"], None, GpuKey::Reason(0x4)),
     (&["clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"], None, GpuKey::Reason(0x8)),
     (&["clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"], None, GpuKey::Reason(0x10)),
-    (&["clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"], None, GpuKey::Reason(0x20)),
-    (&["clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"], None, GpuKey::Reason(0x40)),
+    (
+        &["clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"],
+        None,
+        GpuKey::Reason(0x20),
+    ),
+    (
+        &["clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"],
+        None,
+        GpuKey::Reason(0x40),
+    ),
     (
         &["clocks_event_reasons.hw_power_brake_slowdown", "clocks_throttle_reasons.hw_power_brake_slowdown"],
         None,

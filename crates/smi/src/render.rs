@@ -111,36 +111,38 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         GpuKey::ClockMaxMemory => num(info.clock_max_mem_mhz),
         GpuKey::ReasonsActive => s.clocks_event_reasons.map(|r| format!("0x{r:016X}")),
         GpuKey::ReasonsSupported => info.clocks_event_reasons_supported.map(|r| format!("0x{r:016X}")),
-        GpuKey::Reason(bit) => s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned()),
+        GpuKey::Reason(bit) => {
+            s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned())
+        }
         GpuKey::PcieLinkGen => num(s.pcie_link_gen),
         GpuKey::PcieLinkWidth => num(s.pcie_link_width),
         GpuKey::EccModeCurrent => info.ecc_enabled.map(enabled),
         GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile.map(|v| v.to_string()),
         GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile.map(|v| v.to_string()),
-        GpuKey::Gpm(k) => {
-            let v = gpm.and_then(|g| match k {
-                GpmKey::SmActive => pct1(g.sm_util_pct),
-                GpmKey::SmOccupancy => pct1(g.sm_occupancy_pct),
-                GpmKey::TensorActive => pct1(g.any_tensor_util_pct),
-                GpmKey::HmmaActive => pct1(g.hmma_tensor_util_pct),
-                GpmKey::DramActive => pct1(g.dram_bw_util_pct),
-                GpmKey::GraphicsActive => pct1(g.graphics_util_pct),
-                GpmKey::Fp16Active => pct1(g.fp16_util_pct),
-                GpmKey::Fp32Active => pct1(g.fp32_util_pct),
-                GpmKey::Fp64Active => pct1(g.fp64_util_pct),
-                GpmKey::PcieTx => mib_s(g.pcie_tx_bytes_per_s),
-                GpmKey::PcieRx => mib_s(g.pcie_rx_bytes_per_s),
-                GpmKey::NvlinkTx => mib_s(g.nvlink_tx_bytes_per_s),
-                GpmKey::NvlinkRx => mib_s(g.nvlink_rx_bytes_per_s),
-            });
-            v
-        }
+        GpuKey::Gpm(k) => gpm.and_then(|g| match k {
+            GpmKey::SmActive => pct1(g.sm_util_pct),
+            GpmKey::SmOccupancy => pct1(g.sm_occupancy_pct),
+            GpmKey::TensorActive => pct1(g.any_tensor_util_pct),
+            GpmKey::HmmaActive => pct1(g.hmma_tensor_util_pct),
+            GpmKey::DramActive => pct1(g.dram_bw_util_pct),
+            GpmKey::GraphicsActive => pct1(g.graphics_util_pct),
+            GpmKey::Fp16Active => pct1(g.fp16_util_pct),
+            GpmKey::Fp32Active => pct1(g.fp32_util_pct),
+            GpmKey::Fp64Active => pct1(g.fp64_util_pct),
+            GpmKey::PcieTx => mib_s(g.pcie_tx_bytes_per_s),
+            GpmKey::PcieRx => mib_s(g.pcie_rx_bytes_per_s),
+            GpmKey::NvlinkTx => mib_s(g.nvlink_tx_bytes_per_s),
+            GpmKey::NvlinkRx => mib_s(g.nvlink_rx_bytes_per_s),
+        }),
     };
     match value {
         Some(v) => with_unit(v, f.unit, fmt.units),
-        None => missing(f.key.metric().and_then(|m| s.absence(m)).or_else(|| {
-            (s.status == gpulse_model::DeviceStatus::Lost).then_some(Absence::GpuLost)
-        })),
+        None => missing(
+            f.key
+                .metric()
+                .and_then(|m| s.absence(m))
+                .or_else(|| (s.status == gpulse_model::DeviceStatus::Lost).then_some(Absence::GpuLost)),
+        ),
     }
 }
 

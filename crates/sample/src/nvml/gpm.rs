@@ -41,7 +41,12 @@ impl GpmPair {
     /// taken and metrics computed between it and the previous one) once the previous sample is
     /// `every` old, and never sooner than [`MIN_INTERVAL`]; the first closes after
     /// [`MIN_INTERVAL`]. `Ok(None)` until then.
-    pub(super) fn poll(&mut self, nvml: &'static Nvml, d: &Device<'static>, every: Duration) -> Result<Option<GpmMetrics>, NvmlError> {
+    pub(super) fn poll(
+        &mut self,
+        nvml: &'static Nvml,
+        d: &Device<'static>,
+        every: Duration,
+    ) -> Result<Option<GpmMetrics>, NvmlError> {
         // The first window closes as soon as it can, so a view has SM activity at once.
         let span = if self.last.is_none() { MIN_INTERVAL } else { every.max(MIN_INTERVAL) };
         if self.prev.as_ref().is_some_and(|p| p.1.elapsed() < span) {

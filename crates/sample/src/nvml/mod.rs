@@ -8,11 +8,12 @@ mod gpm;
 mod profile;
 mod read;
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{Absence, DeviceInfo, Metric, Snapshot};
+use gpulse_model::{Absence, DeviceInfo, GpuSample, Metric, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -48,7 +49,16 @@ pub const SETTING_REFRESH: Duration = Duration::from_secs(2);
 
 impl Default for NvmlOptions {
     fn default() -> Self {
-        Self { lib_path: None, gpm: true, gpm_every: Duration::from_secs(1), processes: true, process_util: false, pcie_every: None, metrics: None, device_facts: true }
+        Self {
+            lib_path: None,
+            gpm: true,
+            gpm_every: Duration::from_secs(1),
+            processes: true,
+            process_util: false,
+            pcie_every: None,
+            metrics: None,
+            device_facts: true,
+        }
     }
 }
 
@@ -72,6 +82,8 @@ pub struct NvmlSource {
     infos: Vec<DeviceInfo>,
     tracked: Vec<Tracked>,
     options: NvmlOptions,
+    /// Name, command line and owner of each PID holding a context, read when it first appears.
+    identities: HashMap<u32, read::Identity>,
 }
 
 impl NvmlSource {
@@ -93,8 +105,9 @@ impl NvmlSource {
             other => SampleError::Nvml(other.to_string()),
         })?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let mut source = Self { nvml, infos: Vec::new(), tracked: Vec::new(), options };
-        let count = profile::timed("device_count", || nvml.device_count()).map_err(|e| SampleError::Nvml(e.to_string()))?;
+        let mut source = Self { nvml, infos: Vec::new(), tracked: Vec::new(), options, identities: HashMap::new() };
+        let count =
+            profile::timed("device_count", || nvml.device_count()).map_err(|e| SampleError::Nvml(e.to_string()))?;
         let driver = profile::timed("sys_driver_version", || nvml.sys_driver_version()).ok();
         // NVML asks the CUDA driver for this, which costs ~10 ms: only for views that show it.
         let cuda = if source.options.device_facts {
@@ -150,7 +163,11 @@ impl Source for NvmlSource {
         let timestamp_us = now_us();
         let mut gpus = Vec::with_capacity(self.tracked.len());
         for (info, t) in self.infos.iter().zip(self.tracked.iter_mut()) {
-            gpus.push(read::sample_device(self.nvml, info, t, &self.options));
+            gpus.push(read::sample_device(self.nvml, info, t, &self.options, &mut self.identities));
+        }
+        // Forget processes that left, so a reused PID is read afresh.
+        if self.options.processes {
+            self.identities.retain(|pid, _| gpus.iter().any(|g: &GpuSample| g.processes.iter().any(|p| p.pid == *pid)));
         }
         Ok(Snapshot { timestamp_us, gpus })
     }

@@ -1,9 +1,12 @@
 //! One poll of one device, and the mapping of NVML errors to absences.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, Metric, ProcessSample, UtilSample};
-use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor,
+};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
@@ -83,7 +86,11 @@ pub(super) fn device_info(d: &Device<'static>, index: u32, facts: bool) -> Devic
         power_limit_mw: super::profile::timed("power_management_limit", || d.power_management_limit()).ok(),
         clock_max_sm_mhz: super::profile::timed("max_clock_info", || d.max_clock_info(Clock::SM)).ok(),
         clock_max_mem_mhz: super::profile::timed("max_clock_info", || d.max_clock_info(Clock::Memory)).ok(),
-        clocks_event_reasons_supported: super::profile::timed("supported_throttle_reasons", || d.supported_throttle_reasons()).ok().map(|r| r.bits()),
+        clocks_event_reasons_supported: super::profile::timed("supported_throttle_reasons", || {
+            d.supported_throttle_reasons()
+        })
+        .ok()
+        .map(|r| r.bits()),
         persistence_mode: super::profile::timed("is_in_persistent_mode", || d.is_in_persistent_mode()).ok(),
         compute_mode: super::profile::timed("compute_mode", || d.compute_mode()).ok().map(|m| {
             use nvml_wrapper::enum_wrappers::device::ComputeMode as M;
@@ -101,7 +108,20 @@ pub(super) fn device_info(d: &Device<'static>, index: u32, facts: bool) -> Devic
 }
 
 /// Reads everything about one device. Never fails: what cannot be read is `None`.
-pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Tracked, opts: &NvmlOptions) -> GpuSample {
+/// What a process is, read once per PID while it holds a GPU context.
+pub(super) struct Identity {
+    name: Option<String>,
+    cmdline: Option<String>,
+    user: Option<String>,
+}
+
+pub(super) fn sample_device(
+    nvml: &'static Nvml,
+    info: &DeviceInfo,
+    t: &mut Tracked,
+    opts: &NvmlOptions,
+    ids: &mut HashMap<u32, Identity>,
+) -> GpuSample {
     let mut s = GpuSample { gpu_index: info.index, ..GpuSample::default() };
     let Some(d) = t.device.as_ref().filter(|_| !t.lost) else {
         s.status = DeviceStatus::Lost;
@@ -145,8 +165,24 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
     s.clock_graphics_mhz = read!(r, Metric::ClockGraphics, d.clock_info(Clock::Graphics));
     s.pstate = read!(r, Metric::Pstate, d.performance_state()).and_then(|p| {
         use nvml_wrapper::enum_wrappers::device::PerformanceState as P;
-        let all = [P::Zero, P::One, P::Two, P::Three, P::Four, P::Five, P::Six, P::Seven, P::Eight,
-            P::Nine, P::Ten, P::Eleven, P::Twelve, P::Thirteen, P::Fourteen, P::Fifteen];
+        let all = [
+            P::Zero,
+            P::One,
+            P::Two,
+            P::Three,
+            P::Four,
+            P::Five,
+            P::Six,
+            P::Seven,
+            P::Eight,
+            P::Nine,
+            P::Ten,
+            P::Eleven,
+            P::Twelve,
+            P::Thirteen,
+            P::Fourteen,
+            P::Fifteen,
+        ];
         all.iter().position(|x| *x == p).map(|i| i as u32)
     });
     s.fan_speed_pct = read!(r, Metric::FanSpeed, d.fan_speed(0));
@@ -164,7 +200,7 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
         s.util_gpu_samples = super::profile::timed("samples", || util_samples(d, &mut t.last_util_sample_us));
     }
     if opts.processes && r.wants(Metric::Processes) {
-        s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r).unwrap_or_default();
+        s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r, ids).unwrap_or_default();
     }
     if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {
         s.gpm = read!(r, Metric::Gpm, t.gpm.poll(nvml, d, opts.gpm_every)).flatten();
@@ -175,12 +211,15 @@ pub(super) fn sample_device(nvml: &'static Nvml, info: &DeviceInfo, t: &mut Trac
             s.pcie_rx_bytes_per_s = Some(rx as u64);
         }
         _ => {
-            let due = r.wants(Metric::PcieThroughput) && opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
+            let due = r.wants(Metric::PcieThroughput)
+                && opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
             if due {
                 t.last_pcie = Some(Instant::now());
                 // NVML reports KB/s.
-                s.pcie_tx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024);
-                s.pcie_rx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024);
+                s.pcie_tx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send))
+                    .map(|k| u64::from(k) * 1024);
+                s.pcie_rx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive))
+                    .map(|k| u64::from(k) * 1024);
             }
         }
     }
@@ -237,11 +276,19 @@ fn util_samples(d: &Device<'static>, last_seen_us: &mut u64) -> Vec<UtilSample> 
     out
 }
 
-fn processes(nvml: &'static Nvml, d: &Device<'static>, last_seen_us: &mut u64, opts: &NvmlOptions, r: &mut Reader) -> Option<Vec<ProcessSample>> {
+fn processes(
+    nvml: &'static Nvml,
+    d: &Device<'static>,
+    last_seen_us: &mut u64,
+    opts: &NvmlOptions,
+    r: &mut Reader,
+    ids: &mut HashMap<u32, Identity>,
+) -> Option<Vec<ProcessSample>> {
     use nvml_wrapper::enums::device::UsedGpuMemory;
     let list = read!(r, Metric::Processes, d.running_compute_processes())?;
     let util = if opts.process_util && !list.is_empty() {
-        super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us)).unwrap_or_default()
+        super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us))
+            .unwrap_or_default()
     } else {
         Vec::new()
     };
@@ -252,15 +299,23 @@ fn processes(nvml: &'static Nvml, d: &Device<'static>, last_seen_us: &mut u64, o
         list.into_iter()
             .map(|p| {
                 let u = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp);
+                let id = ids.entry(p.pid).or_insert_with(|| Identity {
+                    name: super::profile::timed("sys_process_name", || nvml.sys_process_name(p.pid, 256))
+                        .ok()
+                        .filter(|n| !n.is_empty())
+                        .or_else(|| proc_info::comm(p.pid)),
+                    cmdline: proc_info::cmdline(p.pid),
+                    user: proc_info::user(p.pid),
+                });
                 ProcessSample {
                     pid: p.pid,
                     used_memory_bytes: match p.used_gpu_memory {
                         UsedGpuMemory::Used(b) => Some(b),
                         UsedGpuMemory::Unavailable => None,
                     },
-                    name: super::profile::timed("sys_process_name", || nvml.sys_process_name(p.pid, 256)).ok().filter(|n| !n.is_empty()).or_else(|| proc_info::comm(p.pid)),
-                    cmdline: proc_info::cmdline(p.pid),
-                    user: proc_info::user(p.pid),
+                    name: id.name.clone(),
+                    cmdline: id.cmdline.clone(),
+                    user: id.user.clone(),
                     sm_util_pct: u.map(|u| u.sm_util),
                     mem_util_pct: u.map(|u| u.mem_util),
                 }
