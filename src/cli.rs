@@ -68,14 +68,24 @@ pub struct QueryArgs {
     pub id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
     /// Print the devices and one snapshot as JSON (every field, in the model's units).
     #[arg(long)]
     pub json: bool,
+    /// Seconds to measure over: GPM counters, per-process utilization and NVML's utilization
+    /// buffer cover this window.
+    #[arg(long, value_name = "SECONDS", default_value = "0.2")]
+    pub wait: f64,
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
+}
+
+impl Default for StatusArgs {
+    fn default() -> Self {
+        Self { json: false, wait: 0.2, id: None }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -20,9 +20,10 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         message: e.to_string(),
         to_stdout: false,
     })?;
+    anyhow::ensure!(args.wait.is_finite() && (0.1..=60.0).contains(&args.wait), "--wait must be between 0.1 and 60 seconds");
     // One priming sample so that GPM and process utilization cover a real interval.
     source.sample()?;
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_secs_f64(args.wait));
     let snap = source.sample()?;
     let text = if args.json {
         let devices: Vec<_> = chosen.iter().map(|&i| &source.devices()[i]).collect();
