@@ -20,7 +20,10 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         message: e.to_string(),
         to_stdout: false,
     })?;
-    anyhow::ensure!(args.wait.is_finite() && (0.1..=60.0).contains(&args.wait), "--wait must be between 0.1 and 60 seconds");
+    anyhow::ensure!(
+        args.wait.is_finite() && (0.1..=60.0).contains(&args.wait),
+        "--wait must be between 0.1 and 60 seconds"
+    );
     // One priming sample so that GPM and process utilization cover a real interval.
     source.sample()?;
     std::thread::sleep(Duration::from_secs_f64(args.wait));

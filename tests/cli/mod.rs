@@ -1,4 +1,5 @@
 mod fake_nvml;
+mod hardware;
 mod python_clients;
 mod query;
 mod status;

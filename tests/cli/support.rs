@@ -32,9 +32,22 @@ pub fn fake_lib() -> &'static Path {
     })
 }
 
+/// The gpulse binary under test: `GPULSE_BIN` when set (a test binary carried to a GPU machine),
+/// else the one cargo built.
+pub fn gpulse_bin() -> PathBuf {
+    std::env::var_os("GPULSE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpulse")), PathBuf::from)
+}
+
+/// gpulse on the machine's real NVML.
+pub fn gpulse_live() -> Command {
+    let mut cmd = Command::new(gpulse_bin());
+    cmd.env_remove("GPULSE_NVML_LIB").env_remove("GPULSE_FAKE_NVML_SCENARIO");
+    cmd
+}
+
 /// A gpulse command that loads the stand-in library with `scenario` (relative to the fixtures).
 pub fn gpulse(scenario: Option<&str>) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpulse"));
+    let mut cmd = Command::new(gpulse_bin());
     cmd.env("GPULSE_NVML_LIB", fake_lib()).env("TZ", "UTC").env_remove("CUDA_VISIBLE_DEVICES");
     match scenario {
         Some(s) => cmd.env("GPULSE_FAKE_NVML_SCENARIO", fixture(s)),

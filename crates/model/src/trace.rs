@@ -141,3 +141,34 @@ mod tests {
         assert_eq!(parse("").unwrap_err(), TraceError::Empty);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const HEADER: &str =
+        "t_s,gpu,util_gpu,util_mem,mem_used_mib,temp_c,power_w,sm_clock_mhz,throttle,nprocs,poll_us,SmUtil\n";
+
+    proptest! {
+        /// Any text is either parsed or refused with a line number; it never panics.
+        #[test]
+        fn never_panics(text in "\\PC*") {
+            let _ = parse(&text);
+        }
+
+        /// Rows that look almost right (numbers, junk, missing cells) never panic either, and every
+        /// parsed row keeps the file's order.
+        #[test]
+        fn near_misses_never_panic(rows in proptest::collection::vec(
+            proptest::collection::vec(prop_oneof!["-?[0-9]{1,6}(\\.[0-9]{1,3})?", "0x[0-9A-Fa-f]{0,17}", "[a-z]{0,3}", Just(String::new())], 0..14),
+            0..20,
+        )) {
+            let text: String = HEADER.to_owned() + &rows.iter().map(|r| r.join(",")).collect::<Vec<_>>().join("\n");
+            if let Ok(parsed) = parse(&text) {
+                prop_assert_eq!(parsed.len(), rows.iter().filter(|r| !r.join(",").trim().is_empty()).count());
+            }
+        }
+    }
+}

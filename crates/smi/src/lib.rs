@@ -36,3 +36,36 @@ impl QueryError {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use gpulse_model::{DeviceInfo, GpuSample};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Field lists, formats and device ids from any text are accepted or refused, never a panic.
+        #[test]
+        fn parsers_never_panic(text in "\\PC*") {
+            let _ = parse_gpu_fields(&text);
+            let _ = parse_app_fields(&text);
+            let _ = CsvFormat::parse(&text);
+            let devices = vec![DeviceInfo { uuid: "GPU-x".into(), pci_bus_id: Some("00000000:01:00.0".into()), ..DeviceInfo::default() }];
+            let _ = select::select(&devices, Some(&text));
+        }
+
+        /// Every accepted GPU field list renders a header and a row with one cell per field, even
+        /// when every reading is absent.
+        #[test]
+        fn one_cell_per_field(names in proptest::collection::vec(proptest::sample::select(fields::gpu_field_names().collect::<Vec<_>>()), 1..12)) {
+            let list = names.join(",");
+            let f = parse_gpu_fields(&list).unwrap();
+            let info = DeviceInfo::default();
+            let sample = GpuSample::default();
+            let row = GpuRow { info: &info, sample: &sample, timestamp_us: 0, device_count: 1 };
+            prop_assert_eq!(gpu_header(&f).split(", ").count(), names.len());
+            prop_assert_eq!(gpu_row(&f, &row, CsvFormat::default()).split(", ").count(), names.len());
+        }
+    }
+}
