@@ -57,7 +57,8 @@ nvidia-smi --query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,proce
 $G --query-compute-apps=timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_memory --format=csv
 $G status
 echo "### hardware tests, under load"; hw_tests
-sleep 14
+# wait for the spin phase (phases.jsonl has the load's own clock)
+until grep -q '"spin"' "$o/phases.jsonl"; do sleep 0.2; done; sleep 3
 echo "### during single-SM spin kernel"
 nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader; $G --query-gpu=utilization.gpu,gpm.sm_active,gpm.sm_occupancy --format=csv,noheader
 $G watch -i 0.5 -n 3
