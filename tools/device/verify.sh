@@ -7,6 +7,10 @@
 # cpu.txt (CPU cost side by side) under $OUT.
 set -u
 G=${1:-carry/gpulse}; T=${2:-carry/gpulse-tests}; o=${OUT:-/tmp/verify}; mkdir -p "$o"
+# gpustat and nvitop from carried wheels (the GPU machine has no network), for side-by-side figures.
+PYC=/tmp/pyclients
+[ -d carry/wheels ] && python3 -m pip install -q --no-index --find-links carry/wheels --target $PYC gpustat nvitop >/dev/null 2>&1
+export PYTHONPATH=$PYC${PYTHONPATH:+:$PYTHONPATH}
 hw_tests() { [ -x "$T" ] && GPULSE_BIN=$G "$T" --ignored --test-threads 1 hardware 2>&1 | grep -E "^test |test result|panicked|left|right"; }
 RICH=timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed
 ALL=timestamp,driver_version,count,name,index,uuid,pci.bus_id,persistence_mode,pstate,compute_mode,fan.speed,utilization.gpu,utilization.memory,memory.total,memory.used,memory.free,memory.reserved,temperature.gpu,temperature.memory,power.draw,power.limit,enforced.power.limit,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks_event_reasons.active,clocks_event_reasons.supported,clocks_event_reasons.gpu_idle,clocks_event_reasons.sw_power_cap,clocks_event_reasons.hw_slowdown,pcie.link.gen.current,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,ecc.mode.current,clocks.gr,power.draw.average
@@ -37,6 +41,12 @@ for i in $(seq 20); do
   $G query --query-gpu=$F5 --format=csv,noheader,nounits >/dev/null; c=$(ms)
   echo "smi $((b-a)) gpulse $((c-b))"
 done
+echo "### status views, one shot (ms): gpustat, nvitop -1, gpulse status --wait 0.1, plain nvidia-smi"
+for i in $(seq 8); do
+  a=$(ms); python3 -m gpustat >/dev/null 2>&1; b=$(ms); python3 -m nvitop -1 >/dev/null 2>&1; c=$(ms)
+  $G status --wait 0.1 >/dev/null; d=$(ms); nvidia-smi >/dev/null; e=$(ms)
+  echo "gpustat $((b-a)) nvitop $((c-b)) gpulse $((d-c)) nvidia-smi $((e-d))"
+done
 } > "$o/verify.txt" 2>&1
 
 # Load phases, with both tools polling at 100 ms for 60 s side by side, and a gpulse trace.
@@ -48,6 +58,7 @@ nvidia-smi --query-gpu=$RICH --format=csv -lms 100 > /dev/null & SMI=$!
 $G query --query-gpu=$RICH,gpm.sm_active,gpm.tensor_active,gpm.dram_active --format=csv -lms 100 > /dev/null & GP=$!
 $G query --query-gpu=$RICH --format=csv -lms 100 > /dev/null & GR=$!
 $G watch -i 0.1 > /dev/null & GW=$!
+python3 -m gpustat -i 0.1 > /dev/null 2>&1 & GS=$!
 $G query --query-gpu=$GPM --format=csv -lms 500 > "$o/trace.csv" & TR=$!
 {
 sleep 12
@@ -67,7 +78,7 @@ wait $LOAD
 sleep 5
 echo "### idle again" >> "$o/verify.txt"; $G --query-gpu=utilization.gpu,gpm.sm_active,gpm.tensor_active --format=csv,noheader >> "$o/verify.txt" 2>&1
 while [ $(( $(date +%s) - START )) -lt 60 ]; do sleep 0.2; done
-{ echo "CPU seconds over $(( $(date +%s) - START )) s at 100 ms:"; echo "nvidia-smi $(cpu_s $SMI)"; echo "gpulse same fields $(cpu_s $GR)"; echo "gpulse same + 3 gpm fields $(cpu_s $GP)"; echo "gpulse watch -i 0.1 $(cpu_s $GW)"; echo "gpulse trace at 500 ms $(cpu_s $TR)"; } > "$o/cpu.txt"
-kill $SMI $GP $GR $GW $TR
+{ echo "CPU seconds over $(( $(date +%s) - START )) s at 100 ms:"; echo "nvidia-smi $(cpu_s $SMI)"; echo "gpulse same fields $(cpu_s $GR)"; echo "gpulse same + 3 gpm fields $(cpu_s $GP)"; echo "gpulse watch -i 0.1 $(cpu_s $GW)"; echo "gpustat -i 0.1 $(cpu_s $GS)"; echo "gpulse trace at 500 ms $(cpu_s $TR)"; } > "$o/cpu.txt"
+kill $SMI $GP $GR $GW $GS $TR
 wait 2>/dev/null
 cat "$o/cpu.txt"
