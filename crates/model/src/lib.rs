@@ -8,11 +8,13 @@
 pub mod clocks;
 pub mod device;
 pub mod gpu;
+pub mod host;
 pub mod process;
 pub mod trace;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
+pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use gpu::{Absence, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use process::ProcessSample;
 

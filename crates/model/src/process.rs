@@ -20,4 +20,6 @@ pub struct ProcessSample {
     pub sm_util_pct: Option<u32>,
     /// Share of memory-controller time this process used, in percent (`nvmlDeviceGetProcessUtilization`).
     pub mem_util_pct: Option<u32>,
+    /// How the process relates to the watched process tree, when there is one.
+    pub class: Option<crate::GpuProcessClass>,
 }

@@ -4,6 +4,7 @@
 //! Consumers never know which source they read, so a replayed trace and the stand-in NVML library
 //! exercise the same code paths as a live GPU. The source stamps each snapshot with its own time.
 
+pub mod host;
 pub mod nvml;
 pub mod proc_info;
 pub mod replay;

@@ -318,6 +318,7 @@ fn processes(
                     user: id.user.clone(),
                     sm_util_pct: u.map(|u| u.sm_util),
                     mem_util_pct: u.map(|u| u.mem_util),
+                    class: None,
                 }
             })
             .collect(),

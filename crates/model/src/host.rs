@@ -1,0 +1,66 @@
+//! The host side of a training run: whole-machine CPU and memory, and the training's process tree.
+
+use serde::{Deserialize, Serialize};
+
+/// One reading of the whole machine (`/proc/stat`, `/proc/meminfo`, `/proc/loadavg`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostSample {
+    /// When it was read, microseconds since the Unix epoch.
+    pub timestamp_us: i64,
+    /// Busy share of all CPUs since the previous reading, percent of the whole machine (0–100).
+    pub cpu_busy_pct: Option<f32>,
+    /// Share of CPU time spent waiting for I/O, percent of the whole machine.
+    pub cpu_iowait_pct: Option<f32>,
+    /// Share of CPU time stolen by the hypervisor, percent of the whole machine.
+    pub cpu_steal_pct: Option<f32>,
+    /// Busy share of each core since the previous reading, percent (0–100).
+    pub cpu_core_busy_pct: Vec<f32>,
+    /// Memory in use (total − available), bytes.
+    pub memory_used_bytes: Option<u64>,
+    /// Total memory, bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// One-minute load average.
+    pub load_1m: Option<f32>,
+}
+
+/// Where a GPU process stands against the watched process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuProcessClass {
+    /// In the watched tree.
+    Tree,
+    /// Alive, holds GPU memory, and is outside the tree.
+    Foreign,
+    /// NVML lists it, but `/proc` has no such process (another PID namespace, or already dead).
+    Gone,
+}
+
+/// One process of the watched tree at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeProcess {
+    pub pid: u32,
+    pub ppid: u32,
+    /// CPU used since the previous reading, percent of one core (100 = one core busy).
+    pub cpu_pct: Option<f32>,
+    /// Resident memory, bytes.
+    pub rss_bytes: Option<u64>,
+    pub threads: Option<u32>,
+    /// Scheduler state letter from `/proc/PID/stat` (`R`, `S`, `D`, `Z`, …).
+    pub state: Option<char>,
+    /// Command line, arguments joined by spaces.
+    pub cmdline: Option<String>,
+}
+
+/// The watched process tree at one moment, with its totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeSample {
+    pub timestamp_us: i64,
+    /// The root PID the tree hangs from.
+    pub root_pid: u32,
+    /// Every live process of the tree, root first.
+    pub processes: Vec<TreeProcess>,
+    /// Sum of the processes' CPU, percent of one core.
+    pub cpu_pct: Option<f32>,
+    /// Sum of the processes' resident memory, bytes.
+    pub rss_bytes: Option<u64>,
+}

@@ -1,0 +1,254 @@
+//! Reading a recording back into the model: the inverse of [`crate::Writer`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use gpulse_model::{
+    DeviceInfo, DeviceStatus, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeProcess,
+    TreeSample, UtilSample,
+};
+use rusqlite::{Connection, OpenFlags, Row};
+
+use crate::schema::SCHEMA_VERSION;
+use crate::units::{bytes, pct};
+use crate::{Event, RecordError};
+
+/// Everything a recording holds, in time order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recording {
+    pub meta: BTreeMap<String, String>,
+    pub devices: Vec<DeviceInfo>,
+    pub snapshots: Vec<Snapshot>,
+    pub host: Vec<HostSample>,
+    pub trees: Vec<TreeSample>,
+    pub events: Vec<Event>,
+}
+
+/// Opens `path` read-only (also while it is being written) and reads it whole.
+pub fn read(path: &Path) -> Result<Recording, RecordError> {
+    let name = path.display().to_string();
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let version: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+        .map_err(|_| RecordError::NotARecording(name.clone()))?;
+    let found: u32 = version.and_then(|v| v.parse().ok()).ok_or_else(|| RecordError::NotARecording(name.clone()))?;
+    if found > SCHEMA_VERSION {
+        return Err(RecordError::TooNew { path: name, found, supported: SCHEMA_VERSION });
+    }
+    let meta: BTreeMap<String, String> = rows(&conn, "SELECT key, value FROM meta", |r| Ok((r.get(0)?, r.get(1)?)))?.into_iter().collect();
+    let devices = rows(&conn, "SELECT info_json FROM devices ORDER BY gpu", |r| r.get::<_, String>(0))?
+        .iter()
+        .map(|j| serde_json::from_str(j))
+        .collect::<Result<Vec<DeviceInfo>, _>>()?;
+    let snapshots = snapshots(&conn, devices.len())?;
+    let host = rows(&conn, "SELECT * FROM host_samples ORDER BY t_ms", |r| {
+        let cores: Option<Vec<u8>> = r.get(4)?;
+        Ok(HostSample {
+            timestamp_us: r.get::<_, i64>(0)? * 1000,
+            cpu_busy_pct: r.get::<_, Option<i64>>(1)?.map(|v| pct(v) as f32),
+            cpu_iowait_pct: r.get::<_, Option<i64>>(2)?.map(|v| pct(v) as f32),
+            cpu_steal_pct: r.get::<_, Option<i64>>(3)?.map(|v| pct(v) as f32),
+            cpu_core_busy_pct: cores.unwrap_or_default().into_iter().map(f32::from).collect(),
+            memory_used_bytes: r.get::<_, Option<i64>>(5)?.map(bytes),
+            memory_total_bytes: r.get::<_, Option<i64>>(6)?.map(bytes),
+            load_1m: r.get::<_, Option<i64>>(7)?.map(|v| v as f32 / 100.0),
+        })
+    })?;
+    let root = meta.get("root_pid").and_then(|p: &String| p.parse().ok());
+    let trees = trees(&conn, root)?;
+    let events = rows(&conn, "SELECT t_ms, kind, payload FROM events ORDER BY t_ms, rowid", |r| {
+        let payload: String = r.get(2)?;
+        Ok(Event { t_ms: r.get(0)?, kind: r.get(1)?, payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)) })
+    })?;
+    Ok(Recording { meta, devices, snapshots, host, trees, events })
+}
+
+fn rows<T>(conn: &Connection, sql: &str, f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>) -> Result<Vec<T>, RecordError> {
+    let mut stmt = conn.prepare(sql)?;
+    let out = stmt.query_map([], f)?.collect::<Result<Vec<T>, _>>()?;
+    Ok(out)
+}
+
+/// Rows keyed by `(t_ms, gpu)` in time order, for as-of joins.
+type Timeline<T> = HashMap<u32, Vec<(i64, T)>>;
+
+/// The latest entry at or before `t`, advancing `cursor`.
+fn as_of<'a, T>(line: Option<&'a Vec<(i64, T)>>, cursor: &mut usize, t: i64) -> Option<&'a T> {
+    let line = line?;
+    while *cursor + 1 < line.len() && line[*cursor + 1].0 <= t {
+        *cursor += 1;
+    }
+    line.get(*cursor).filter(|e| e.0 <= t).map(|e| &e.1)
+}
+
+fn timeline<T>(conn: &Connection, sql: &str, mut f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>) -> Result<Timeline<T>, RecordError> {
+    let mut out: Timeline<T> = HashMap::new();
+    for (t, gpu, v) in rows(conn, sql, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, f(r)?)))? {
+        out.entry(gpu).or_default().push((t, v));
+    }
+    Ok(out)
+}
+
+fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordError> {
+    let opt_u32 = |r: &Row<'_>, i: usize| r.get::<_, Option<u32>>(i);
+    let state = timeline(conn, "SELECT * FROM gpu_state ORDER BY t_ms", |r| {
+        let v = |i: usize| r.get::<_, Option<i64>>(i);
+        Ok(([v(2)?, v(3)?, v(4)?, v(5)?, v(6)?, v(7)?, v(8)?, v(9)?, v(10)?, v(11)?, v(12)?, v(13)?], r.get::<_, Option<String>>(14)?))
+    })?;
+    let gpm = timeline(conn, "SELECT * FROM gpm_samples ORDER BY t_ms", |r| {
+        let p = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(pct));
+        let rate = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(|k| k as f64 * 1024.0));
+        Ok(GpmMetrics {
+            interval_ms: r.get::<_, i64>(2)? as f64,
+            graphics_util_pct: p(3)?,
+            sm_util_pct: p(4)?,
+            sm_occupancy_pct: p(5)?,
+            any_tensor_util_pct: p(6)?,
+            hmma_tensor_util_pct: p(7)?,
+            dram_bw_util_pct: p(8)?,
+            fp64_util_pct: p(9)?,
+            fp32_util_pct: p(10)?,
+            fp16_util_pct: p(11)?,
+            pcie_tx_bytes_per_s: rate(12)?,
+            pcie_rx_bytes_per_s: rate(13)?,
+            nvlink_tx_bytes_per_s: rate(14)?,
+            nvlink_rx_bytes_per_s: rate(15)?,
+        })
+    })?;
+    let polls = timeline(conn, "SELECT t_ms, gpu FROM process_polls ORDER BY t_ms", |_| Ok(()))?;
+    let identities: HashMap<u32, (Option<String>, Option<String>, Option<String>)> =
+        rows(conn, "SELECT pid, name, cmdline, user FROM processes ORDER BY first_ms", |r| {
+            Ok((r.get::<_, u32>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+        })?
+        .into_iter()
+        .collect();
+    let mut procs: HashMap<(i64, u32), Vec<ProcessSample>> = HashMap::new();
+    for (t, gpu, p) in rows(conn, "SELECT * FROM gpu_processes ORDER BY t_ms, gpu, pid", |r| {
+        let class: Option<String> = r.get(6)?;
+        let pid: u32 = r.get(2)?;
+        let id = identities.get(&pid).cloned().unwrap_or_default();
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, u32>(1)?,
+            ProcessSample {
+                pid,
+                used_memory_bytes: r.get::<_, Option<i64>>(3)?.map(bytes),
+                name: id.0,
+                cmdline: id.1,
+                user: id.2,
+                sm_util_pct: opt_u32(r, 4)?,
+                mem_util_pct: opt_u32(r, 5)?,
+                class: class.as_deref().and_then(|c| match c {
+                    "tree" => Some(GpuProcessClass::Tree),
+                    "foreign" => Some(GpuProcessClass::Foreign),
+                    "gone" => Some(GpuProcessClass::Gone),
+                    _ => None,
+                }),
+            },
+        ))
+    })? {
+        procs.entry((t, gpu)).or_default().push(p);
+    }
+    let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
+    let base = rows(conn, "SELECT * FROM gpu_samples ORDER BY t_ms, gpu", |r| {
+        let t: i64 = r.get(0)?;
+        Ok((
+            t,
+            GpuSample {
+                gpu_index: r.get(1)?,
+                status: if r.get::<_, Option<i64>>(2)?.is_some() { DeviceStatus::Lost } else { DeviceStatus::Ok },
+                util_gpu_pct: opt_u32(r, 3)?,
+                util_mem_pct: opt_u32(r, 4)?,
+                memory_used_bytes: r.get::<_, Option<i64>>(5)?.map(bytes),
+                temperature_gpu_c: opt_u32(r, 6)?,
+                temperature_memory_c: opt_u32(r, 7)?,
+                power_draw_mw: opt_u32(r, 8)?,
+                clock_sm_mhz: opt_u32(r, 9)?,
+                clock_mem_mhz: opt_u32(r, 10)?,
+                pstate: opt_u32(r, 11)?,
+                clocks_event_reasons: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+                fan_speed_pct: opt_u32(r, 13)?,
+                ..GpuSample::default()
+            },
+        ))
+    })?;
+    let (mut state_pos, mut gpm_pos, mut poll_pos) = (HashMap::new(), HashMap::new(), HashMap::new());
+    let mut hires_pos: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<Snapshot> = Vec::new();
+    for (t, mut g) in base {
+        let gpu = g.gpu_index;
+        if let Some((v, absent)) = as_of(state.get(&gpu), state_pos.entry(gpu).or_insert(0), t) {
+            g.memory_total_bytes = v[0].map(bytes);
+            g.memory_reserved_bytes = v[1].map(bytes);
+            g.memory_free_bytes = g.memory_total_bytes.zip(g.memory_used_bytes).map(|(tot, used)| {
+                tot.saturating_sub(used).saturating_sub(g.memory_reserved_bytes.unwrap_or(0))
+            });
+            g.power_limit_mw = v[2].map(|x| x as u32);
+            g.enforced_power_limit_mw = v[3].map(|x| x as u32);
+            g.clock_graphics_mhz = v[4].map(|x| x as u32);
+            g.pcie_link_gen = v[5].map(|x| x as u32);
+            g.pcie_link_width = v[6].map(|x| x as u32);
+            g.pcie_tx_bytes_per_s = v[7].map(bytes);
+            g.pcie_rx_bytes_per_s = v[8].map(bytes);
+            g.ecc_uncorrected_volatile = v[9].map(|x| x as u64);
+            g.ecc_corrected_volatile = v[10].map(|x| x as u64);
+            g.energy_mj = v[11].map(|x| x as u64);
+            if let Some(a) = absent {
+                g.absent = serde_json::from_str(a)?;
+            }
+        }
+        g.gpm = as_of(gpm.get(&gpu), gpm_pos.entry(gpu).or_insert(0), t).cloned();
+        let poll = poll_pos.entry(gpu).or_insert(0);
+        if as_of(polls.get(&gpu), poll, t).is_some() {
+            let poll_t = polls[&gpu][*poll].0;
+            g.processes = procs.get(&(poll_t, gpu)).cloned().unwrap_or_default();
+        }
+        if let Some(line) = hires.get(&gpu) {
+            let pos = hires_pos.entry(gpu).or_insert(0);
+            while *pos < line.len() && line[*pos].0 <= t {
+                g.util_gpu_samples.push(UtilSample { timestamp_us: line[*pos].0 * 1000, util_pct: line[*pos].1 });
+                *pos += 1;
+            }
+        }
+        match out.last_mut() {
+            Some(s) if s.timestamp_us == t * 1000 => s.gpus.push(g),
+            _ => out.push(Snapshot { timestamp_us: t * 1000, gpus: vec![g] }),
+        }
+    }
+    debug_assert!(out.iter().all(|s| s.gpus.len() <= devices.max(s.gpus.len())));
+    Ok(out)
+}
+
+fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, RecordError> {
+    let cmdlines: HashMap<u32, Option<String>> =
+        rows(conn, "SELECT pid, cmdline FROM processes", |r| Ok((r.get::<_, u32>(0)?, r.get(1)?)))?.into_iter().collect();
+    let mut out: Vec<TreeSample> = Vec::new();
+    for (t, p) in rows(conn, "SELECT * FROM tree_samples ORDER BY t_ms, pid", |r| {
+        let state: Option<String> = r.get(6)?;
+        let pid: u32 = r.get(1)?;
+        Ok((
+            r.get::<_, i64>(0)?,
+            TreeProcess {
+                pid,
+                ppid: r.get(2)?,
+                cpu_pct: r.get::<_, Option<i64>>(3)?.map(|v| pct(v) as f32),
+                rss_bytes: r.get::<_, Option<i64>>(4)?.map(bytes),
+                threads: r.get(5)?,
+                state: state.and_then(|s| s.chars().next()),
+                cmdline: cmdlines.get(&pid).cloned().flatten(),
+            },
+        ))
+    })? {
+        match out.last_mut() {
+            Some(s) if s.timestamp_us == t * 1000 => s.processes.push(p),
+            _ => out.push(TreeSample { timestamp_us: t * 1000, root_pid: root.unwrap_or(p.pid), processes: vec![p], ..TreeSample::default() }),
+        }
+    }
+    for s in &mut out {
+        // The root first, as the sampler lists it.
+        s.processes.sort_by_key(|p| (p.pid != s.root_pid, p.pid));
+        s.cpu_pct = s.processes.iter().map(|p| p.cpu_pct).sum();
+        s.rss_bytes = s.processes.iter().map(|p| p.rss_bytes).sum();
+    }
+    Ok(out)
+}

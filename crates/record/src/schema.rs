@@ -1,0 +1,148 @@
+//! The recording's SQLite schema. `docs/recording-format.md` documents it for readers.
+//!
+//! Units are in column names. Percentages of GPM and host CPU are stored in per-mille integers,
+//! memory in KiB rounded up (so MiB rounded up, as nvidia-smi prints it, is exact), times in
+//! milliseconds since the Unix epoch. Tables that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the
+//! key is the only index and a GPU-sample of the base fields stays under 48 bytes on disk.
+
+/// Bumped whenever a table or column changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub const CREATE: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE devices (
+    gpu                INTEGER PRIMARY KEY,
+    uuid               TEXT NOT NULL,
+    name               TEXT NOT NULL,
+    pci_bus_id         TEXT,
+    cuda_index         INTEGER,
+    memory_total_bytes INTEGER,
+    power_limit_mw     INTEGER,
+    clock_max_sm_mhz   INTEGER,
+    clock_max_mem_mhz  INTEGER,
+    gpm_supported      INTEGER,
+    info_json          TEXT NOT NULL
+);
+
+CREATE TABLE gpu_samples (
+    t_ms         INTEGER NOT NULL,
+    gpu          INTEGER NOT NULL,
+    lost         INTEGER,
+    util_gpu_pct INTEGER,
+    util_mem_pct INTEGER,
+    mem_used_kib INTEGER,
+    temp_gpu_c   INTEGER,
+    temp_mem_c   INTEGER,
+    power_mw     INTEGER,
+    sm_mhz       INTEGER,
+    mem_mhz      INTEGER,
+    pstate       INTEGER,
+    reasons      INTEGER,
+    fan_pct      INTEGER,
+    PRIMARY KEY (t_ms, gpu)
+) WITHOUT ROWID;
+
+CREATE TABLE gpu_state (
+    t_ms                    INTEGER NOT NULL,
+    gpu                     INTEGER NOT NULL,
+    mem_total_kib           INTEGER,
+    mem_reserved_kib        INTEGER,
+    power_limit_mw          INTEGER,
+    enforced_power_limit_mw INTEGER,
+    graphics_mhz            INTEGER,
+    pcie_link_gen           INTEGER,
+    pcie_link_width         INTEGER,
+    pcie_tx_kib_s           INTEGER,
+    pcie_rx_kib_s           INTEGER,
+    ecc_uncorrected         INTEGER,
+    ecc_corrected           INTEGER,
+    energy_mj               INTEGER,
+    absent_json             TEXT,
+    PRIMARY KEY (t_ms, gpu)
+) WITHOUT ROWID;
+
+CREATE TABLE gpu_util_hires (
+    t_ms     INTEGER NOT NULL,
+    gpu      INTEGER NOT NULL,
+    util_pct INTEGER NOT NULL,
+    PRIMARY KEY (t_ms, gpu)
+) WITHOUT ROWID;
+
+CREATE TABLE gpm_samples (
+    t_ms              INTEGER NOT NULL,
+    gpu               INTEGER NOT NULL,
+    interval_ms       INTEGER NOT NULL,
+    graphics_pm       INTEGER,
+    sm_pm             INTEGER,
+    occupancy_pm      INTEGER,
+    tensor_pm         INTEGER,
+    hmma_pm           INTEGER,
+    dram_pm           INTEGER,
+    fp64_pm           INTEGER,
+    fp32_pm           INTEGER,
+    fp16_pm           INTEGER,
+    pcie_tx_kib_s     INTEGER,
+    pcie_rx_kib_s     INTEGER,
+    nvlink_tx_kib_s   INTEGER,
+    nvlink_rx_kib_s   INTEGER,
+    PRIMARY KEY (t_ms, gpu)
+) WITHOUT ROWID;
+
+CREATE TABLE process_polls (
+    t_ms INTEGER NOT NULL,
+    gpu  INTEGER NOT NULL,
+    PRIMARY KEY (t_ms, gpu)
+) WITHOUT ROWID;
+
+CREATE TABLE gpu_processes (
+    t_ms         INTEGER NOT NULL,
+    gpu          INTEGER NOT NULL,
+    pid          INTEGER NOT NULL,
+    used_mem_kib INTEGER,
+    sm_util_pct  INTEGER,
+    mem_util_pct INTEGER,
+    class        TEXT,
+    PRIMARY KEY (t_ms, gpu, pid)
+) WITHOUT ROWID;
+
+CREATE TABLE processes (
+    pid      INTEGER NOT NULL,
+    first_ms INTEGER NOT NULL,
+    name     TEXT,
+    cmdline  TEXT,
+    user     TEXT,
+    PRIMARY KEY (pid, first_ms)
+) WITHOUT ROWID;
+
+CREATE TABLE host_samples (
+    t_ms           INTEGER PRIMARY KEY,
+    cpu_busy_pm    INTEGER,
+    cpu_iowait_pm  INTEGER,
+    cpu_steal_pm   INTEGER,
+    cores_busy_pct BLOB,
+    mem_used_kib   INTEGER,
+    mem_total_kib  INTEGER,
+    load_1m_centi  INTEGER
+);
+
+CREATE TABLE tree_samples (
+    t_ms    INTEGER NOT NULL,
+    pid     INTEGER NOT NULL,
+    ppid    INTEGER NOT NULL,
+    cpu_pm  INTEGER,
+    rss_kib INTEGER,
+    threads INTEGER,
+    state   TEXT,
+    PRIMARY KEY (t_ms, pid)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+    t_ms    INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+"#;

@@ -1,0 +1,337 @@
+//! Writing a recording: one transaction a second, slow-changing fields only when they change.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use gpulse_model::{DeviceInfo, GpmMetrics, GpuProcessClass, GpuSample, HostSample, Snapshot, TreeSample};
+use rusqlite::{Connection, params};
+
+use crate::schema::{CREATE, SCHEMA_VERSION};
+use crate::units::{kib, ms, pm};
+use crate::{Event, RecordError, RunMeta};
+
+/// How often the writer commits: the most a crash can lose.
+pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
+
+/// The slow-changing fields of one GPU, as last written.
+#[derive(Debug, Clone, PartialEq)]
+struct State {
+    values: [Option<i64>; 12],
+    absent: Option<String>,
+}
+
+/// Appends samples to a new recording.
+pub struct Writer {
+    conn: Connection,
+    last_commit: Instant,
+    in_tx: bool,
+    state: HashMap<u32, State>,
+    gpm: HashMap<u32, GpmMetrics>,
+    processes: HashMap<u32, (i64, Vec<(u32, Option<u64>)>)>,
+    /// pid → (first seen, whether NVML's name and the owner are written).
+    identities: HashMap<u32, (i64, bool)>,
+    last_hires_ms: HashMap<u32, i64>,
+}
+
+impl Writer {
+    /// Creates `path` (which must not exist) with the schema, the run's facts and its devices.
+    pub fn create(path: &Path, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_CREATE,
+        )?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(CREATE)?;
+        let mut w = Self {
+            conn,
+            last_commit: Instant::now(),
+            in_tx: false,
+            state: HashMap::new(),
+            gpm: HashMap::new(),
+            processes: HashMap::new(),
+            identities: HashMap::new(),
+            last_hires_ms: HashMap::new(),
+        };
+        w.begin()?;
+        let put = |k: &str, v: &str| w.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![k, v]);
+        put("schema_version", &SCHEMA_VERSION.to_string())?;
+        put("gpulse_version", &meta.gpulse_version)?;
+        put("started_at_us", &meta.started_at_us.to_string())?;
+        put("source", &meta.source)?;
+        if let Some(h) = &meta.host {
+            put("host", h)?;
+        }
+        if let Some(c) = &meta.command {
+            put("command", c)?;
+        }
+        if let Some(i) = meta.interval_ms {
+            put("interval_ms", &i.to_string())?;
+        }
+        if let Some(d) = devices.first() {
+            if let Some(v) = &d.driver_version {
+                put("driver_version", v)?;
+            }
+            if let Some(v) = &d.cuda_version {
+                put("cuda_version", v)?;
+            }
+        }
+        for (k, v) in &meta.extra {
+            put(k, v)?;
+        }
+        for d in devices {
+            w.conn.execute(
+                "INSERT INTO devices VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    d.index,
+                    d.uuid,
+                    d.name,
+                    d.pci_bus_id,
+                    d.cuda_index,
+                    d.memory_total_bytes.map(|b| b as i64),
+                    d.power_limit_mw,
+                    d.clock_max_sm_mhz,
+                    d.clock_max_mem_mhz,
+                    d.gpm_supported,
+                    serde_json::to_string(d)?
+                ],
+            )?;
+        }
+        w.commit()?;
+        Ok(w)
+    }
+
+    fn begin(&mut self) -> Result<(), RecordError> {
+        if !self.in_tx {
+            self.conn.execute_batch("BEGIN")?;
+            self.in_tx = true;
+        }
+        Ok(())
+    }
+
+    /// Commits what has been written so far.
+    pub fn commit(&mut self) -> Result<(), RecordError> {
+        if self.in_tx {
+            self.conn.execute_batch("COMMIT")?;
+            self.in_tx = false;
+        }
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Commits when the last commit is [`COMMIT_EVERY`] old.
+    pub fn commit_if_due(&mut self) -> Result<(), RecordError> {
+        if self.last_commit.elapsed() >= COMMIT_EVERY { self.commit() } else { Ok(()) }
+    }
+
+    /// Writes one snapshot of every GPU.
+    pub fn snapshot(&mut self, snap: &Snapshot) -> Result<(), RecordError> {
+        self.begin()?;
+        let t = ms(snap.timestamp_us);
+        for g in &snap.gpus {
+            self.gpu(t, g)?;
+        }
+        self.commit_if_due()
+    }
+
+    fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
+        let lost = (g.status == gpulse_model::DeviceStatus::Lost).then_some(1);
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO gpu_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")?
+            .execute(params![
+                t,
+                g.gpu_index,
+                lost,
+                g.util_gpu_pct,
+                g.util_mem_pct,
+                g.memory_used_bytes.map(kib),
+                g.temperature_gpu_c,
+                g.temperature_memory_c,
+                g.power_draw_mw,
+                g.clock_sm_mhz,
+                g.clock_mem_mhz,
+                g.pstate,
+                g.clocks_event_reasons.map(|r| r as i64),
+                g.fan_speed_pct
+            ])?;
+        let state = State {
+            values: [
+                g.memory_total_bytes.map(kib),
+                g.memory_reserved_bytes.map(kib),
+                g.power_limit_mw.map(i64::from),
+                g.enforced_power_limit_mw.map(i64::from),
+                g.clock_graphics_mhz.map(i64::from),
+                g.pcie_link_gen.map(i64::from),
+                g.pcie_link_width.map(i64::from),
+                g.pcie_tx_bytes_per_s.map(kib),
+                g.pcie_rx_bytes_per_s.map(kib),
+                g.ecc_uncorrected_volatile.map(|v| v as i64),
+                g.ecc_corrected_volatile.map(|v| v as i64),
+                g.energy_mj.map(|v| v as i64),
+            ],
+            absent: (!g.absent.is_empty()).then(|| serde_json::to_string(&g.absent)).transpose()?,
+        };
+        if self.state.get(&g.gpu_index) != Some(&state) {
+            let v = &state.values;
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO gpu_state VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)")?
+                .execute(params![
+                    t,
+                    g.gpu_index,
+                    v[0],
+                    v[1],
+                    v[2],
+                    v[3],
+                    v[4],
+                    v[5],
+                    v[6],
+                    v[7],
+                    v[8],
+                    v[9],
+                    v[10],
+                    v[11],
+                    state.absent
+                ])?;
+            self.state.insert(g.gpu_index, state);
+        }
+        let last_hires = self.last_hires_ms.get(&g.gpu_index).copied().unwrap_or(i64::MIN);
+        for u in &g.util_gpu_samples {
+            let ut = ms(u.timestamp_us);
+            if ut > last_hires {
+                self.conn
+                    .prepare_cached("INSERT OR REPLACE INTO gpu_util_hires VALUES (?1, ?2, ?3)")?
+                    .execute(params![ut, g.gpu_index, u.util_pct])?;
+                self.last_hires_ms.insert(g.gpu_index, ut);
+            }
+        }
+        if let Some(m) = &g.gpm
+            && self.gpm.get(&g.gpu_index) != Some(m)
+        {
+            let r = |v: Option<f64>| v.map(pm);
+            let rate = |v: Option<f64>| v.map(|b| (b / 1024.0).round() as i64);
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO gpm_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)")?
+                .execute(params![
+                    t,
+                    g.gpu_index,
+                    m.interval_ms.round() as i64,
+                    r(m.graphics_util_pct),
+                    r(m.sm_util_pct),
+                    r(m.sm_occupancy_pct),
+                    r(m.any_tensor_util_pct),
+                    r(m.hmma_tensor_util_pct),
+                    r(m.dram_bw_util_pct),
+                    r(m.fp64_util_pct),
+                    r(m.fp32_util_pct),
+                    r(m.fp16_util_pct),
+                    rate(m.pcie_tx_bytes_per_s),
+                    rate(m.pcie_rx_bytes_per_s),
+                    rate(m.nvlink_tx_bytes_per_s),
+                    rate(m.nvlink_rx_bytes_per_s)
+                ])?;
+            self.gpm.insert(g.gpu_index, m.clone());
+        }
+        self.gpu_processes(t, g)
+    }
+
+    /// Process listings are written when they change, and at least once a second.
+    fn gpu_processes(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
+        if g.absence(gpulse_model::Metric::Processes).is_some() {
+            return Ok(());
+        }
+        let key: Vec<(u32, Option<u64>)> = g.processes.iter().map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)))).collect();
+        if let Some((last_t, last)) = self.processes.get(&g.gpu_index)
+            && *last == key
+            && t - last_t < 1000
+        {
+            return Ok(());
+        }
+        self.conn.prepare_cached("INSERT OR REPLACE INTO process_polls VALUES (?1, ?2)")?.execute(params![t, g.gpu_index])?;
+        for p in &g.processes {
+            let class = p.class.map(|c| match c {
+                GpuProcessClass::Tree => "tree",
+                GpuProcessClass::Foreign => "foreign",
+                GpuProcessClass::Gone => "gone",
+            });
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO gpu_processes VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+                .execute(params![t, g.gpu_index, p.pid, p.used_memory_bytes.map(kib), p.sm_util_pct, p.mem_util_pct, class])?;
+            self.identity(t, p.pid, p.name.as_deref(), p.cmdline.as_deref(), p.user.as_deref(), true)?;
+        }
+        self.processes.insert(g.gpu_index, (t, key));
+        Ok(())
+    }
+
+    /// Writes what a process is the first time it is seen, and completes it with NVML's name and
+    /// the owner when it first shows up on a GPU.
+    fn identity(&mut self, t: i64, pid: u32, name: Option<&str>, cmdline: Option<&str>, user: Option<&str>, gpu: bool) -> Result<(), RecordError> {
+        match self.identities.get(&pid).copied() {
+            None => {
+                self.conn
+                    .prepare_cached("INSERT OR REPLACE INTO processes VALUES (?1, ?2, ?3, ?4, ?5)")?
+                    .execute(params![pid, t, name, cmdline, user])?;
+                self.identities.insert(pid, (t, gpu));
+            }
+            Some((first, false)) if gpu => {
+                self.conn
+                    .prepare_cached("UPDATE processes SET name = ?3, user = ?4 WHERE pid = ?1 AND first_ms = ?2")?
+                    .execute(params![pid, first, name, user])?;
+                self.identities.insert(pid, (first, true));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Writes one reading of the machine.
+    pub fn host(&mut self, h: &HostSample) -> Result<(), RecordError> {
+        self.begin()?;
+        let cores: Vec<u8> = h.cpu_core_busy_pct.iter().map(|c| c.round().clamp(0.0, 100.0) as u8).collect();
+        let f = |v: Option<f32>| v.map(|v| pm(f64::from(v)));
+        self.conn.prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(params![
+            ms(h.timestamp_us),
+            f(h.cpu_busy_pct),
+            f(h.cpu_iowait_pct),
+            f(h.cpu_steal_pct),
+            (!cores.is_empty()).then_some(cores),
+            h.memory_used_bytes.map(kib),
+            h.memory_total_bytes.map(kib),
+            h.load_1m.map(|l| (l * 100.0).round() as i64)
+        ])?;
+        self.commit_if_due()
+    }
+
+    /// Writes one reading of the watched process tree.
+    pub fn tree(&mut self, tree: &TreeSample) -> Result<(), RecordError> {
+        self.begin()?;
+        let t = ms(tree.timestamp_us);
+        for p in &tree.processes {
+            self.conn.prepare_cached("INSERT OR REPLACE INTO tree_samples VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(params![
+                t,
+                p.pid,
+                p.ppid,
+                p.cpu_pct.map(|c| pm(f64::from(c))),
+                p.rss_bytes.map(kib),
+                p.threads,
+                p.state.map(String::from)
+            ])?;
+            self.identity(t, p.pid, None, p.cmdline.as_deref(), None, false)?;
+        }
+        self.commit_if_due()
+    }
+
+    /// Records an event and commits at once: events are rare and worth keeping.
+    pub fn event(&mut self, e: &Event) -> Result<(), RecordError> {
+        self.begin()?;
+        self.conn.execute("INSERT INTO events VALUES (?1, ?2, ?3)", params![e.t_ms, e.kind, e.payload.to_string()])?;
+        self.commit()
+    }
+
+    /// Commits and closes the file, folding the write-ahead log back into it.
+    pub fn finish(mut self) -> Result<(), RecordError> {
+        self.commit()?;
+        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! The process tree under a root PID, and how GPU processes relate to it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use gpulse_model::{GpuProcessClass, TreeProcess, TreeSample};
+use procfs::process::Process;
+
+use crate::{now_us, proc_info};
+
+/// CPU ticks a process had used at a moment.
+struct Seen {
+    ticks: u64,
+    at: Instant,
+}
+
+/// Follows a root PID and everything it spawns.
+pub struct TreeSampler {
+    root: u32,
+    seen: HashMap<u32, Seen>,
+    cmdlines: HashMap<u32, Option<String>>,
+    ticks_per_s: f64,
+    page_bytes: u64,
+}
+
+/// The children of `pid`, from `/proc/PID/task/*/children`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+impl TreeSampler {
+    pub fn new(root: u32) -> Self {
+        Self {
+            root,
+            seen: HashMap::new(),
+            cmdlines: HashMap::new(),
+            ticks_per_s: procfs::ticks_per_second() as f64,
+            page_bytes: procfs::page_size(),
+        }
+    }
+
+    /// The root PID.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    /// PIDs of the tree now, root first, parents before children.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut queue = vec![self.root];
+        let mut visited = HashSet::new();
+        while let Some(pid) = queue.pop() {
+            if !visited.insert(pid) || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            out.push(pid);
+            let mut kids = children(pid);
+            kids.sort_unstable_by(|a, b| b.cmp(a));
+            queue.extend(kids);
+        }
+        out
+    }
+
+    /// One reading of the tree; `None` once the root has exited.
+    pub fn sample(&mut self) -> Option<TreeSample> {
+        let pids = self.pids();
+        if pids.first() != Some(&self.root) {
+            return None;
+        }
+        let now = Instant::now();
+        let mut processes = Vec::with_capacity(pids.len());
+        for pid in pids {
+            let Ok(stat) = Process::new(pid as i32).and_then(|p| p.stat()) else { continue };
+            let ticks = stat.utime + stat.stime;
+            let cpu_pct = self.seen.get(&pid).and_then(|s| {
+                let dt = now.duration_since(s.at).as_secs_f64();
+                (dt > 0.0).then(|| (ticks.saturating_sub(s.ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
+            });
+            self.seen.insert(pid, Seen { ticks, at: now });
+            let cmdline = self.cmdlines.entry(pid).or_insert_with(|| proc_info::cmdline(pid)).clone();
+            processes.push(TreeProcess {
+                pid,
+                ppid: stat.ppid as u32,
+                cpu_pct,
+                rss_bytes: Some(stat.rss * self.page_bytes),
+                threads: u32::try_from(stat.num_threads).ok(),
+                state: Some(stat.state),
+                cmdline,
+            });
+        }
+        let live: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
+        self.seen.retain(|pid, _| live.contains(pid));
+        self.cmdlines.retain(|pid, _| live.contains(pid));
+        let cpu_pct = processes.iter().map(|p| p.cpu_pct).sum::<Option<f32>>();
+        let rss_bytes = processes.iter().map(|p| p.rss_bytes).sum::<Option<u64>>();
+        Some(TreeSample { timestamp_us: now_us(), root_pid: self.root, processes, cpu_pct, rss_bytes })
+    }
+}
+
+/// Where a GPU process stands: in the tree, foreign (alive elsewhere), or gone from `/proc`.
+pub fn classify(pid: u32, tree: &HashSet<u32>) -> GpuProcessClass {
+    if tree.contains(&pid) {
+        GpuProcessClass::Tree
+    } else if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        GpuProcessClass::Foreign
+    } else {
+        GpuProcessClass::Gone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_children_and_their_cpu() {
+        // A shell that starts a CPU-bound child and a sleeping one.
+        let mut root = std::process::Command::new("sh")
+            .args(["-c", "(while :; do :; done) & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut t = TreeSampler::new(root.id());
+        let first = t.sample().unwrap();
+        assert_eq!(first.processes[0].pid, root.id());
+        assert_eq!(first.processes.len(), 3, "{first:?}");
+        assert!(first.cpu_pct.is_none(), "no interval yet");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let second = t.sample().unwrap();
+        let busy = second.processes.iter().filter_map(|p| p.cpu_pct).fold(0.0f32, f32::max);
+        assert!(busy > 50.0, "the spinning child uses most of a core: {second:?}");
+        assert!(second.rss_bytes.unwrap() > 0);
+        let tree: HashSet<u32> = t.pids().into_iter().collect();
+        assert_eq!(classify(root.id(), &tree), GpuProcessClass::Tree);
+        assert_eq!(classify(1, &tree), GpuProcessClass::Foreign);
+        assert_eq!(classify(u32::MAX - 1, &tree), GpuProcessClass::Gone);
+        // Killing the shell leaves its children orphaned; the root is gone.
+        for p in t.pids().into_iter().rev() {
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+        root.wait().unwrap();
+        assert!(t.sample().is_none());
+    }
+}
