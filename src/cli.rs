@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -39,8 +40,81 @@ pub enum Command {
     Status(StatusArgs),
     /// One line per GPU per sample: time, GPU-Util, SM activity, memory, temperature, power.
     Watch(WatchArgs),
+    /// Record every GPU, the host and a process tree to a crash-safe file.
+    Record(RecordArgs),
+    /// Turn nvidia-smi CSV logs into a recording.
+    Import(ImportArgs),
+    /// Write a recording (or an nvidia-smi log) as the CSV nvidia-smi would have written.
+    Export(ExportArgs),
     /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// The recording to create (SQLite; it must not exist yet).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Time between samples: `1s`, `100ms`, `2m`, or plain seconds.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Stop after this long (default: until Ctrl-C, SIGTERM, or the --pid process exits).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Also record this process and everything it spawns (DataLoader workers, torchrun ranks),
+    /// and tell its GPU processes from foreign ones.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// nvidia-smi CSV logs (`--query-gpu` and `--query-compute-apps`), in any order.
+    #[arg(required = true, value_name = "LOG.csv")]
+    pub logs: Vec<PathBuf>,
+    /// The recording to create.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// The --query-gpu list of logs written with `noheader`.
+    #[arg(long, value_name = "FIELDS")]
+    pub fields: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// A recording, or an nvidia-smi CSV log.
+    #[arg(value_name = "FILE")]
+    pub input: PathBuf,
+    /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format.
+    #[arg(long, default_value = "csv", value_name = "csv[,noheader][,nounits]")]
+    pub format: String,
+    /// GPU fields to write (default: the fields an imported log had, else a rich set).
+    #[arg(long = "query-gpu", value_name = "FIELDS")]
+    pub query_gpu: Option<String>,
+    /// Write here instead of standard output (atomically: the file appears complete or not at all).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// Parses `1s`, `250ms`, `2m`, `1h` or plain seconds (`0.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration (try 1s, 100ms, 2m)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("{s:?} must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
 }
 
 #[derive(Debug, Clone, Default, Args)]
@@ -116,7 +190,7 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             _ => a,
         })
         .collect();
-    let commands = ["query", "status", "watch", "demo", "help"];
+    let commands = ["query", "status", "watch", "record", "import", "export", "demo", "help"];
     let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
     let is_query = out
         .iter()
@@ -147,6 +221,15 @@ mod tests {
         );
         assert_eq!(norm(&["gpulse", "watch", "-i", "1"]), ["gpulse", "watch", "-i", "1"]);
         assert_eq!(norm(&["gpulse", "query", "--query-gpu=x"]), ["gpulse", "query", "--query-gpu=x"]);
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod output;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,9 @@ fn main() -> ExitCode {
         Command::Query(args) => cmd::query::run(&cli.global, &args),
         Command::Status(args) => cmd::status::run(&cli.global, &args),
         Command::Watch(args) => cmd::watch::run(&cli.global, &args),
+        Command::Record(args) => cmd::record::run(&cli.global, &args),
+        Command::Import(args) => cmd::import::run(&args),
+        Command::Export(args) => cmd::export::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
     };
     match result {

@@ -1,7 +1,11 @@
 //! One module per command; shared helpers for opening sources and reporting errors.
 
 pub mod demo;
+pub mod export;
+pub mod import;
+pub mod input;
 pub mod query;
+pub mod record;
 pub mod status;
 pub mod watch;
 

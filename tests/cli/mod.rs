@@ -2,5 +2,6 @@ mod fake_nvml;
 mod hardware;
 mod python_clients;
 mod query;
+mod record;
 mod status;
 mod support;

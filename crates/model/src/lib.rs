@@ -14,8 +14,8 @@ pub mod trace;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
-pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use gpu::{Absence, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
+pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use process::ProcessSample;
 
 /// One reading of every device a source knows, taken at one moment.

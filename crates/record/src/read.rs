@@ -35,7 +35,8 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
     if found > SCHEMA_VERSION {
         return Err(RecordError::TooNew { path: name, found, supported: SCHEMA_VERSION });
     }
-    let meta: BTreeMap<String, String> = rows(&conn, "SELECT key, value FROM meta", |r| Ok((r.get(0)?, r.get(1)?)))?.into_iter().collect();
+    let meta: BTreeMap<String, String> =
+        rows(&conn, "SELECT key, value FROM meta", |r| Ok((r.get(0)?, r.get(1)?)))?.into_iter().collect();
     let devices = rows(&conn, "SELECT info_json FROM devices ORDER BY gpu", |r| r.get::<_, String>(0))?
         .iter()
         .map(|j| serde_json::from_str(j))
@@ -58,12 +59,20 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
     let trees = trees(&conn, root)?;
     let events = rows(&conn, "SELECT t_ms, kind, payload FROM events ORDER BY t_ms, rowid", |r| {
         let payload: String = r.get(2)?;
-        Ok(Event { t_ms: r.get(0)?, kind: r.get(1)?, payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)) })
+        Ok(Event {
+            t_ms: r.get(0)?,
+            kind: r.get(1)?,
+            payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        })
     })?;
     Ok(Recording { meta, devices, snapshots, host, trees, events })
 }
 
-fn rows<T>(conn: &Connection, sql: &str, f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>) -> Result<Vec<T>, RecordError> {
+fn rows<T>(
+    conn: &Connection,
+    sql: &str,
+    f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, RecordError> {
     let mut stmt = conn.prepare(sql)?;
     let out = stmt.query_map([], f)?.collect::<Result<Vec<T>, _>>()?;
     Ok(out)
@@ -81,7 +90,11 @@ fn as_of<'a, T>(line: Option<&'a Vec<(i64, T)>>, cursor: &mut usize, t: i64) -> 
     line.get(*cursor).filter(|e| e.0 <= t).map(|e| &e.1)
 }
 
-fn timeline<T>(conn: &Connection, sql: &str, mut f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>) -> Result<Timeline<T>, RecordError> {
+fn timeline<T>(
+    conn: &Connection,
+    sql: &str,
+    mut f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Timeline<T>, RecordError> {
     let mut out: Timeline<T> = HashMap::new();
     for (t, gpu, v) in rows(conn, sql, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, f(r)?)))? {
         out.entry(gpu).or_default().push((t, v));
@@ -93,7 +106,10 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
     let opt_u32 = |r: &Row<'_>, i: usize| r.get::<_, Option<u32>>(i);
     let state = timeline(conn, "SELECT * FROM gpu_state ORDER BY t_ms", |r| {
         let v = |i: usize| r.get::<_, Option<i64>>(i);
-        Ok(([v(2)?, v(3)?, v(4)?, v(5)?, v(6)?, v(7)?, v(8)?, v(9)?, v(10)?, v(11)?, v(12)?, v(13)?], r.get::<_, Option<String>>(14)?))
+        Ok((
+            [v(2)?, v(3)?, v(4)?, v(5)?, v(6)?, v(7)?, v(8)?, v(9)?, v(10)?, v(11)?, v(12)?, v(13)?],
+            r.get::<_, Option<String>>(14)?,
+        ))
     })?;
     let gpm = timeline(conn, "SELECT * FROM gpm_samples ORDER BY t_ms", |r| {
         let p = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(pct));
@@ -116,7 +132,9 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
         })
     })?;
     let polls = timeline(conn, "SELECT t_ms, gpu FROM process_polls ORDER BY t_ms", |_| Ok(()))?;
-    let identities: HashMap<u32, (Option<String>, Option<String>, Option<String>)> =
+    // pid → (name, command line, user)
+    type Identity = (Option<String>, Option<String>, Option<String>);
+    let identities: HashMap<u32, Identity> =
         rows(conn, "SELECT pid, name, cmdline, user FROM processes ORDER BY first_ms", |r| {
             Ok((r.get::<_, u32>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
         })?
@@ -180,9 +198,10 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
         if let Some((v, absent)) = as_of(state.get(&gpu), state_pos.entry(gpu).or_insert(0), t) {
             g.memory_total_bytes = v[0].map(bytes);
             g.memory_reserved_bytes = v[1].map(bytes);
-            g.memory_free_bytes = g.memory_total_bytes.zip(g.memory_used_bytes).map(|(tot, used)| {
-                tot.saturating_sub(used).saturating_sub(g.memory_reserved_bytes.unwrap_or(0))
-            });
+            g.memory_free_bytes = g
+                .memory_total_bytes
+                .zip(g.memory_used_bytes)
+                .map(|(tot, used)| tot.saturating_sub(used).saturating_sub(g.memory_reserved_bytes.unwrap_or(0)));
             g.power_limit_mw = v[2].map(|x| x as u32);
             g.enforced_power_limit_mw = v[3].map(|x| x as u32);
             g.clock_graphics_mhz = v[4].map(|x| x as u32);
@@ -221,7 +240,9 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
 
 fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, RecordError> {
     let cmdlines: HashMap<u32, Option<String>> =
-        rows(conn, "SELECT pid, cmdline FROM processes", |r| Ok((r.get::<_, u32>(0)?, r.get(1)?)))?.into_iter().collect();
+        rows(conn, "SELECT pid, cmdline FROM processes", |r| Ok((r.get::<_, u32>(0)?, r.get(1)?)))?
+            .into_iter()
+            .collect();
     let mut out: Vec<TreeSample> = Vec::new();
     for (t, p) in rows(conn, "SELECT * FROM tree_samples ORDER BY t_ms, pid", |r| {
         let state: Option<String> = r.get(6)?;
@@ -241,7 +262,12 @@ fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, Record
     })? {
         match out.last_mut() {
             Some(s) if s.timestamp_us == t * 1000 => s.processes.push(p),
-            _ => out.push(TreeSample { timestamp_us: t * 1000, root_pid: root.unwrap_or(p.pid), processes: vec![p], ..TreeSample::default() }),
+            _ => out.push(TreeSample {
+                timestamp_us: t * 1000,
+                root_pid: root.unwrap_or(p.pid),
+                processes: vec![p],
+                ..TreeSample::default()
+            }),
         }
     }
     for s in &mut out {

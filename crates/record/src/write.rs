@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{DeviceInfo, GpmMetrics, GpuProcessClass, GpuSample, HostSample, Snapshot, TreeSample};
+use gpulse_model::{
+    DeviceInfo, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeSample,
+};
 use rusqlite::{Connection, params};
 
 use crate::schema::{CREATE, SCHEMA_VERSION};
@@ -21,6 +23,9 @@ struct State {
     absent: Option<String>,
 }
 
+/// A process listing reduced to what decides whether it changed: PIDs and KiB held.
+type Listing = Vec<(u32, Option<u64>)>;
+
 /// Appends samples to a new recording.
 pub struct Writer {
     conn: Connection,
@@ -28,7 +33,8 @@ pub struct Writer {
     in_tx: bool,
     state: HashMap<u32, State>,
     gpm: HashMap<u32, GpmMetrics>,
-    processes: HashMap<u32, (i64, Vec<(u32, Option<u64>)>)>,
+    /// gpu → when its process listing was last written, and what it held.
+    processes: HashMap<u32, (i64, Listing)>,
     /// pid → (first seen, whether NVML's name and the owner are written).
     identities: HashMap<u32, (i64, bool)>,
     last_hires_ms: HashMap<u32, i64>,
@@ -138,7 +144,9 @@ impl Writer {
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
         let lost = (g.status == gpulse_model::DeviceStatus::Lost).then_some(1);
         self.conn
-            .prepare_cached("INSERT OR REPLACE INTO gpu_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")?
+            .prepare_cached(
+                "INSERT OR REPLACE INTO gpu_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+            )?
             .execute(params![
                 t,
                 g.gpu_index,
@@ -175,7 +183,9 @@ impl Writer {
         if self.state.get(&g.gpu_index) != Some(&state) {
             let v = &state.values;
             self.conn
-                .prepare_cached("INSERT OR REPLACE INTO gpu_state VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)")?
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO gpu_state VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+                )?
                 .execute(params![
                     t,
                     g.gpu_index,
@@ -240,15 +250,35 @@ impl Writer {
         if g.absence(gpulse_model::Metric::Processes).is_some() {
             return Ok(());
         }
-        let key: Vec<(u32, Option<u64>)> = g.processes.iter().map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)))).collect();
+        let key: Vec<(u32, Option<u64>)> =
+            g.processes.iter().map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)))).collect();
         if let Some((last_t, last)) = self.processes.get(&g.gpu_index)
             && *last == key
             && t - last_t < 1000
         {
             return Ok(());
         }
-        self.conn.prepare_cached("INSERT OR REPLACE INTO process_polls VALUES (?1, ?2)")?.execute(params![t, g.gpu_index])?;
-        for p in &g.processes {
+        self.write_processes(t, g.gpu_index, &g.processes)?;
+        self.processes.insert(g.gpu_index, (t, key));
+        Ok(())
+    }
+
+    /// Writes one process listing of one GPU, taken at `timestamp_us` (as a
+    /// `--query-compute-apps` log has them, apart from GPU samples).
+    pub fn process_poll(
+        &mut self,
+        timestamp_us: i64,
+        gpu: u32,
+        processes: &[ProcessSample],
+    ) -> Result<(), RecordError> {
+        self.begin()?;
+        self.write_processes(ms(timestamp_us), gpu, processes)?;
+        self.commit_if_due()
+    }
+
+    fn write_processes(&mut self, t: i64, gpu: u32, processes: &[ProcessSample]) -> Result<(), RecordError> {
+        self.conn.prepare_cached("INSERT OR REPLACE INTO process_polls VALUES (?1, ?2)")?.execute(params![t, gpu])?;
+        for p in processes {
             let class = p.class.map(|c| match c {
                 GpuProcessClass::Tree => "tree",
                 GpuProcessClass::Foreign => "foreign",
@@ -256,16 +286,23 @@ impl Writer {
             });
             self.conn
                 .prepare_cached("INSERT OR REPLACE INTO gpu_processes VALUES (?1,?2,?3,?4,?5,?6,?7)")?
-                .execute(params![t, g.gpu_index, p.pid, p.used_memory_bytes.map(kib), p.sm_util_pct, p.mem_util_pct, class])?;
+                .execute(params![t, gpu, p.pid, p.used_memory_bytes.map(kib), p.sm_util_pct, p.mem_util_pct, class])?;
             self.identity(t, p.pid, p.name.as_deref(), p.cmdline.as_deref(), p.user.as_deref(), true)?;
         }
-        self.processes.insert(g.gpu_index, (t, key));
         Ok(())
     }
 
     /// Writes what a process is the first time it is seen, and completes it with NVML's name and
     /// the owner when it first shows up on a GPU.
-    fn identity(&mut self, t: i64, pid: u32, name: Option<&str>, cmdline: Option<&str>, user: Option<&str>, gpu: bool) -> Result<(), RecordError> {
+    fn identity(
+        &mut self,
+        t: i64,
+        pid: u32,
+        name: Option<&str>,
+        cmdline: Option<&str>,
+        user: Option<&str>,
+        gpu: bool,
+    ) -> Result<(), RecordError> {
         match self.identities.get(&pid).copied() {
             None => {
                 self.conn
@@ -289,16 +326,18 @@ impl Writer {
         self.begin()?;
         let cores: Vec<u8> = h.cpu_core_busy_pct.iter().map(|c| c.round().clamp(0.0, 100.0) as u8).collect();
         let f = |v: Option<f32>| v.map(|v| pm(f64::from(v)));
-        self.conn.prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(params![
-            ms(h.timestamp_us),
-            f(h.cpu_busy_pct),
-            f(h.cpu_iowait_pct),
-            f(h.cpu_steal_pct),
-            (!cores.is_empty()).then_some(cores),
-            h.memory_used_bytes.map(kib),
-            h.memory_total_bytes.map(kib),
-            h.load_1m.map(|l| (l * 100.0).round() as i64)
-        ])?;
+        self.conn.prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
+            params![
+                ms(h.timestamp_us),
+                f(h.cpu_busy_pct),
+                f(h.cpu_iowait_pct),
+                f(h.cpu_steal_pct),
+                (!cores.is_empty()).then_some(cores),
+                h.memory_used_bytes.map(kib),
+                h.memory_total_bytes.map(kib),
+                h.load_1m.map(|l| (l * 100.0).round() as i64)
+            ],
+        )?;
         self.commit_if_due()
     }
 
@@ -307,15 +346,17 @@ impl Writer {
         self.begin()?;
         let t = ms(tree.timestamp_us);
         for p in &tree.processes {
-            self.conn.prepare_cached("INSERT OR REPLACE INTO tree_samples VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(params![
-                t,
-                p.pid,
-                p.ppid,
-                p.cpu_pct.map(|c| pm(f64::from(c))),
-                p.rss_bytes.map(kib),
-                p.threads,
-                p.state.map(String::from)
-            ])?;
+            self.conn.prepare_cached("INSERT OR REPLACE INTO tree_samples VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
+                params![
+                    t,
+                    p.pid,
+                    p.ppid,
+                    p.cpu_pct.map(|c| pm(f64::from(c))),
+                    p.rss_bytes.map(kib),
+                    p.threads,
+                    p.state.map(String::from)
+                ],
+            )?;
             self.identity(t, p.pid, None, p.cmdline.as_deref(), None, false)?;
         }
         self.commit_if_due()

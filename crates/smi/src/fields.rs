@@ -209,21 +209,18 @@ pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
     GPU_FIELDS.iter().flat_map(|r| r.0.iter().copied())
 }
 
+/// The GPU field called `name` (canonical or alias).
+pub fn gpu_field(name: &str) -> Option<GpuField> {
+    GPU_FIELDS.iter().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
+}
+
 /// Parses the value of `--query-gpu=`: names separated by commas, exactly as nvidia-smi reads
 /// them (no trimming, case-sensitive, repeats allowed).
 pub fn parse_gpu_fields(list: &str) -> Result<Vec<GpuField>, QueryError> {
     if list.is_empty() {
         return Ok(Vec::new());
     }
-    list.split(',')
-        .map(|name| {
-            GPU_FIELDS
-                .iter()
-                .find(|r| r.0.contains(&name))
-                .map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
-                .ok_or_else(|| QueryError::UnknownField(name.to_owned()))
-        })
-        .collect()
+    list.split(',').map(|name| gpu_field(name).ok_or_else(|| QueryError::UnknownField(name.to_owned()))).collect()
 }
 
 /// What a `--query-compute-apps=` field reads.
@@ -256,20 +253,17 @@ const APP_FIELDS: &[(&[&str], Option<&str>, AppKey)] = &[
     (&["used_gpu_memory", "used_memory"], Some("MiB"), AppKey::UsedMemory),
 ];
 
+/// The compute-app field called `name` (canonical or alias).
+pub fn app_field(name: &str) -> Option<AppField> {
+    APP_FIELDS.iter().find(|r| r.0.contains(&name)).map(|r| AppField { key: r.2, canonical: r.0[0], unit: r.1 })
+}
+
 /// Parses the value of `--query-compute-apps=`.
 pub fn parse_app_fields(list: &str) -> Result<Vec<AppField>, QueryError> {
     if list.is_empty() {
         return Ok(Vec::new());
     }
-    list.split(',')
-        .map(|name| {
-            APP_FIELDS
-                .iter()
-                .find(|r| r.0.contains(&name))
-                .map(|r| AppField { key: r.2, canonical: r.0[0], unit: r.1 })
-                .ok_or_else(|| QueryError::UnknownField(name.to_owned()))
-        })
-        .collect()
+    list.split(',').map(|name| app_field(name).ok_or_else(|| QueryError::UnknownField(name.to_owned()))).collect()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 pub mod fields;
 pub mod format;
+pub mod log;
 mod render;
 pub mod select;
 pub mod timestamp;

@@ -1,7 +1,7 @@
 //! Whole-machine CPU (total, per core, iowait, steal), memory and load.
 
 use gpulse_model::HostSample;
-use procfs::{Current, CurrentSI, CpuTime, KernelStats, LoadAverage, Meminfo};
+use procfs::{CpuTime, Current, CurrentSI, KernelStats, LoadAverage, Meminfo};
 
 use crate::now_us;
 
@@ -52,11 +52,8 @@ impl HostSampler {
                 s.cpu_busy_pct = share(total.busy, pt.busy, total.total, pt.total);
                 s.cpu_iowait_pct = share(total.iowait, pt.iowait, total.total, pt.total);
                 s.cpu_steal_pct = share(total.steal, pt.steal, total.total, pt.total);
-                s.cpu_core_busy_pct = cores
-                    .iter()
-                    .zip(pc)
-                    .map(|(c, p)| share(c.busy, p.busy, c.total, p.total).unwrap_or(0.0))
-                    .collect();
+                s.cpu_core_busy_pct =
+                    cores.iter().zip(pc).map(|(c, p)| share(c.busy, p.busy, c.total, p.total).unwrap_or(0.0)).collect();
             }
             self.prev = Some((total, cores));
         }
@@ -87,6 +84,9 @@ mod tests {
         let second = h.sample();
         let busy = second.cpu_busy_pct.expect("an interval");
         assert!((0.0..=100.0).contains(&busy));
-        assert_eq!(second.cpu_core_busy_pct.len(), std::thread::available_parallelism().map_or(0, |n| n.get()).max(second.cpu_core_busy_pct.len()));
+        assert_eq!(
+            second.cpu_core_busy_pct.len(),
+            std::thread::available_parallelism().map_or(0, |n| n.get()).max(second.cpu_core_busy_pct.len())
+        );
     }
 }

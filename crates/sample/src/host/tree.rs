@@ -68,16 +68,22 @@ impl TreeSampler {
         out
     }
 
-    /// One reading of the tree; `None` once the root has exited.
+    /// One reading of the tree; `None` once the root has exited (a zombie counts as exited).
     pub fn sample(&mut self) -> Option<TreeSample> {
         let pids = self.pids();
         if pids.first() != Some(&self.root) {
+            return None;
+        }
+        if Process::new(self.root as i32).and_then(|p| p.stat()).is_ok_and(|s| s.state == 'Z') {
             return None;
         }
         let now = Instant::now();
         let mut processes = Vec::with_capacity(pids.len());
         for pid in pids {
             let Ok(stat) = Process::new(pid as i32).and_then(|p| p.stat()) else { continue };
+            if stat.state == 'Z' {
+                continue;
+            }
             let ticks = stat.utime + stat.stime;
             let cpu_pct = self.seen.get(&pid).and_then(|s| {
                 let dt = now.duration_since(s.at).as_secs_f64();
@@ -122,10 +128,8 @@ mod tests {
     #[test]
     fn follows_children_and_their_cpu() {
         // A shell that starts a CPU-bound child and a sleeping one.
-        let mut root = std::process::Command::new("sh")
-            .args(["-c", "(while :; do :; done) & sleep 30 & wait"])
-            .spawn()
-            .unwrap();
+        let mut root =
+            std::process::Command::new("sh").args(["-c", "(while :; do :; done) & sleep 30 & wait"]).spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let mut t = TreeSampler::new(root.id());
         let first = t.sample().unwrap();

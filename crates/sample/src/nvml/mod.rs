@@ -38,6 +38,10 @@ pub struct NvmlOptions {
     pub pcie_every: Option<Duration>,
     /// Read only these metrics; `None` reads everything. One-shot queries ask for what they print.
     pub metrics: Option<Vec<Metric>>,
+    /// How often to read the calls that cost milliseconds on every call on an H200: the energy
+    /// counter (3.3 ms) and NVML's utilization buffer (2.8 ms; it holds several seconds of
+    /// readings, so nothing is lost). `None` reads them every poll.
+    pub costly_every: Option<Duration>,
     /// Read the static facts that cost milliseconds on first access (maximum clocks, ECC mode,
     /// power limit, persistence and compute modes). Identity (index, UUID, name, bus id) is
     /// always read.
@@ -58,6 +62,7 @@ impl Default for NvmlOptions {
             pcie_every: None,
             metrics: None,
             device_facts: true,
+            costly_every: None,
         }
     }
 }
@@ -72,6 +77,8 @@ struct Tracked {
     /// The power-management limit and when it was read: a setting that costs ~0.5 ms to read
     /// on an H200, so it is re-read every [`SETTING_REFRESH`].
     power_limit: Option<(Instant, Option<u32>, Option<Absence>)>,
+    /// When the costly calls (`NvmlOptions::costly_every`) were last made.
+    last_costly: Option<Instant>,
     lost: bool,
 }
 
@@ -139,6 +146,7 @@ impl NvmlSource {
                 last_proc_util_us: 0,
                 last_pcie: None,
                 power_limit: None,
+                last_costly: None,
             });
         }
         let ids: Vec<(u32, String)> = source.infos.iter().map(|i| (i.index, i.uuid.clone())).collect();

@@ -128,6 +128,10 @@ pub(super) fn sample_device(
         return s;
     };
     let mut r = Reader { absent: Vec::new(), lost: false, wanted: opts.metrics.as_deref() };
+    let costly_due = opts.costly_every.is_none_or(|every| t.last_costly.is_none_or(|l| l.elapsed() >= every));
+    if costly_due {
+        t.last_costly = Some(Instant::now());
+    }
     if let Some(u) = read!(r, Metric::Utilization, d.utilization_rates()) {
         s.util_gpu_pct = Some(u.gpu);
         s.util_mem_pct = Some(u.memory);
@@ -159,7 +163,9 @@ pub(super) fn sample_device(
         }
     };
     s.enforced_power_limit_mw = read!(r, Metric::EnforcedPowerLimit, d.enforced_power_limit());
-    s.energy_mj = read!(r, Metric::Energy, d.total_energy_consumption());
+    if costly_due {
+        s.energy_mj = read!(r, Metric::Energy, d.total_energy_consumption());
+    }
     s.clock_sm_mhz = read!(r, Metric::ClockSm, d.clock_info(Clock::SM));
     s.clock_mem_mhz = read!(r, Metric::ClockMem, d.clock_info(Clock::Memory));
     s.clock_graphics_mhz = read!(r, Metric::ClockGraphics, d.clock_info(Clock::Graphics));
@@ -196,10 +202,13 @@ pub(super) fn sample_device(
     if r.lost {
         return lost(s, t);
     }
-    if r.wants(Metric::UtilSamples) {
+    if costly_due && r.wants(Metric::UtilSamples) {
         s.util_gpu_samples = super::profile::timed("samples", || util_samples(d, &mut t.last_util_sample_us));
     }
-    if opts.processes && r.wants(Metric::Processes) {
+    if !opts.processes || !r.wants(Metric::Processes) {
+        // Not listed is unknown, not "no processes".
+        r.absent.push((Metric::Processes, Absence::NotAvailable));
+    } else {
         s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r, ids).unwrap_or_default();
     }
     if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {

@@ -1,0 +1,449 @@
+//! Reading logs that nvidia-smi's CSV mode wrote: `--query-gpu` and `--query-compute-apps`,
+//! any fields in any order, with or without header or units, appended across restarts (headers
+//! repeat), several GPUs interleaved, CRLF, and a last line cut short by a crash.
+//!
+//! Lines that cannot be read are counted with their line numbers, never dropped silently.
+
+use std::collections::HashMap;
+
+use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, Metric, ProcessSample};
+
+use crate::fields::{AppKey, GpuKey, app_field, gpu_field};
+
+/// One line that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    /// 1-based line number in its file.
+    pub line: usize,
+    pub why: String,
+}
+
+/// A process listing from a `--query-compute-apps` log: every process one GPU showed at one poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessPoll {
+    pub timestamp_us: i64,
+    pub gpu_index: u32,
+    pub processes: Vec<ProcessSample>,
+}
+
+/// What a log held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogImport {
+    pub devices: Vec<DeviceInfo>,
+    /// One sample per GPU row, with the row's own timestamp, in file order.
+    pub samples: Vec<(i64, GpuSample)>,
+    pub process_polls: Vec<ProcessPoll>,
+    /// The `--query-gpu` fields of the last GPU header, canonical names, for a faithful export.
+    pub gpu_fields: Vec<String>,
+    /// Header columns gpulse does not read (valid nvidia-smi fields it has no use for).
+    pub ignored_columns: Vec<String>,
+    pub rows: usize,
+    pub malformed: Vec<Malformed>,
+}
+
+/// A file that is not an nvidia-smi CSV log at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogError {
+    #[error("not an nvidia-smi CSV log: {0}")]
+    NotALog(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Col {
+    Gpu(GpuKey),
+    App(AppKey),
+    Ignored,
+}
+
+/// Splits a line the way nvidia-smi joins it (`", "`); a bare `,` also separates.
+fn split(line: &str) -> impl Iterator<Item = &str> {
+    line.split(',').map(|c| c.strip_prefix(' ').unwrap_or(c))
+}
+
+/// The field name of a header cell, without ` [unit]`.
+fn header_name(cell: &str) -> &str {
+    cell.split_once(" [").map_or(cell, |(n, _)| n).trim()
+}
+
+/// Whether a line is a header: every cell is a lowercase field name, and at least one is known.
+fn parse_header(line: &str) -> Option<Vec<(Col, String)>> {
+    let mut cols = Vec::new();
+    let mut known = 0;
+    let apps =
+        split(line).any(|c| matches!(header_name(c), "pid" | "used_gpu_memory" | "used_memory" | "process_name"));
+    for cell in split(line) {
+        let name = header_name(cell);
+        if name.is_empty()
+            || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
+        {
+            return None;
+        }
+        let col =
+            if apps { app_field(name).map(|f| Col::App(f.key)) } else { gpu_field(name).map(|f| Col::Gpu(f.key)) };
+        known += usize::from(col.is_some() && !name.bytes().all(|b| b.is_ascii_digit()));
+        cols.push((col.unwrap_or(Col::Ignored), name.to_owned()));
+    }
+    (known > 0).then_some(cols)
+}
+
+/// A cell that holds no value, and why.
+fn absence(cell: &str) -> Option<Absence> {
+    match cell {
+        "[N/A]" | "N/A" | "" => Some(Absence::NotAvailable),
+        "[Not Supported]" => Some(Absence::NotSupported),
+        "[Insufficient Permissions]" => Some(Absence::NoPermission),
+        "[GPU is lost]" => Some(Absence::GpuLost),
+        "[Unknown Error]" | "[Unknown]" => Some(Absence::Unknown),
+        _ => None,
+    }
+}
+
+/// The number in a cell, with its unit (if any) removed.
+fn number(cell: &str) -> Option<f64> {
+    let n = cell.split_once(' ').map_or(cell, |(n, _)| n);
+    n.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+fn uint(cell: &str) -> Option<u32> {
+    let n = cell.split_once(' ').map_or(cell, |(n, _)| n);
+    n.parse::<u32>().ok()
+}
+
+/// Reads one log. `fields`, when given, is the `--query-gpu` list of a log written with `noheader`.
+pub fn parse(text: &str, fields: Option<&str>) -> Result<LogImport, LogError> {
+    let mut out = LogImport::default();
+    let mut header: Option<Vec<(Col, String)>> = match fields {
+        Some(f) => Some(
+            parse_header(&f.replace(',', ", ")).ok_or_else(|| LogError::NotALog(format!("unknown fields {f:?}")))?,
+        ),
+        None => None,
+    };
+    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut tz = None;
+    let mut polls: HashMap<(i64, u32), usize> = HashMap::new();
+    let mut lines_seen = 0usize;
+    // Without an id column, rows of one poll cycle through the GPUs in index order.
+    let mut positional = 0u32;
+    let mut last_t: Option<i64> = None;
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines_seen += 1;
+        if let Some(h) = parse_header(line) {
+            if h.iter().any(|c| matches!(c.0, Col::Gpu(_))) {
+                out.gpu_fields = h.iter().map(|c| c.1.clone()).collect();
+            }
+            for c in &h {
+                if c.0 == Col::Ignored && !out.ignored_columns.contains(&c.1) {
+                    out.ignored_columns.push(c.1.clone());
+                }
+            }
+            header = Some(h);
+            positional = 0;
+            last_t = None;
+            continue;
+        }
+        let bad = |why: String| Malformed { line: i + 1, why };
+        let Some(cols) = header.as_ref() else {
+            out.malformed
+                .push(bad("data before any header (give the field list for logs written with noheader)".into()));
+            continue;
+        };
+        let cells: Vec<&str> = split(line).collect();
+        if cells.len() != cols.len() {
+            out.malformed.push(bad(format!("{} cells where the header has {}", cells.len(), cols.len())));
+            continue;
+        }
+        let row = if cols.iter().any(|c| matches!(c.0, Col::App(_))) {
+            app_row(cols, &cells, &mut tz, &mut ids, &mut out)
+        } else {
+            gpu_row(cols, &cells, &mut tz, &mut ids, &mut positional, &mut last_t, &mut out)
+        };
+        match row {
+            Ok(Row::Gpu(t, s)) => out.samples.push((t, *s)),
+            Ok(Row::App(t, gpu, p)) => {
+                let k = *polls.entry((t, gpu)).or_insert_with(|| {
+                    out.process_polls.push(ProcessPoll { timestamp_us: t, gpu_index: gpu, processes: Vec::new() });
+                    out.process_polls.len() - 1
+                });
+                out.process_polls[k].processes.push(p);
+            }
+            Err(why) => {
+                out.malformed.push(bad(why));
+                continue;
+            }
+        }
+        out.rows += 1;
+    }
+    if out.rows == 0 {
+        let why = if lines_seen == 0 {
+            "the file is empty".to_owned()
+        } else if header.is_none() {
+            "no nvidia-smi header line, and no field list given".to_owned()
+        } else {
+            format!("none of its {} lines could be read", out.malformed.len())
+        };
+        return Err(LogError::NotALog(why));
+    }
+    Ok(out)
+}
+
+enum Row {
+    Gpu(i64, Box<GpuSample>),
+    App(i64, u32, ProcessSample),
+}
+
+/// The GPU a row names by UUID, bus id or index (in that order of preference), registering it.
+fn device_for(out: &mut LogImport, ids: &mut HashMap<String, u32>, key: String, info: DeviceInfo) -> u32 {
+    if let Some(&g) = ids.get(&key) {
+        let d = &mut out.devices[g as usize];
+        if d.name.is_empty() {
+            d.name = info.name;
+        }
+        if d.uuid.is_empty() {
+            d.uuid = info.uuid;
+        }
+        if d.pci_bus_id.is_none() {
+            d.pci_bus_id = info.pci_bus_id;
+        }
+        return g;
+    }
+    let g = out.devices.len() as u32;
+    out.devices.push(DeviceInfo { index: info.index, ..info });
+    ids.insert(key, g);
+    g
+}
+
+fn gpu_row(
+    cols: &[(Col, String)],
+    cells: &[&str],
+    tz: &mut Option<(i64, i64)>,
+    ids: &mut HashMap<String, u32>,
+    positional: &mut u32,
+    last_t: &mut Option<i64>,
+    out: &mut LogImport,
+) -> Result<Row, String> {
+    // A --query-gpu log does not list processes; that is unknown, not "none".
+    let mut s = GpuSample { absent: vec![(Metric::Processes, Absence::NotAvailable)], ..GpuSample::default() };
+    let mut info = DeviceInfo::default();
+    let mut t = None;
+    let mut index = None;
+    let mut reason_bits: Option<u64> = None;
+    for ((col, name), &cell) in cols.iter().zip(cells) {
+        let Col::Gpu(key) = *col else { continue };
+        if let Some(why) = absence(cell) {
+            if let Some(m) = key.metric()
+                && !s.absent.iter().any(|a| a.0 == m)
+            {
+                s.absent.push((m, why));
+            }
+            if why == Absence::GpuLost {
+                s.status = DeviceStatus::Lost;
+            }
+            continue;
+        }
+        let bad = || format!("{name}: cannot read {cell:?}");
+        let u = || uint(cell).ok_or_else(bad);
+        let mib = || number(cell).map(|v| (v * MIB as f64).round() as u64).ok_or_else(bad);
+        let mw = || number(cell).map(|v| (v * 1000.0).round() as u32).ok_or_else(bad);
+        match key {
+            GpuKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
+            GpuKey::DriverVersion => info.driver_version = Some(cell.to_owned()),
+            GpuKey::Count => {}
+            GpuKey::Name => info.name = cell.to_owned(),
+            GpuKey::Index => index = Some(u()?),
+            GpuKey::Uuid => info.uuid = cell.to_owned(),
+            GpuKey::PciBusId => info.pci_bus_id = Some(cell.to_owned()),
+            GpuKey::PersistenceMode => info.persistence_mode = Some(cell == "Enabled"),
+            GpuKey::ComputeMode => info.compute_mode = Some(cell.to_owned()),
+            GpuKey::EccModeCurrent => info.ecc_enabled = Some(cell == "Enabled"),
+            GpuKey::ClockMaxSm => info.clock_max_sm_mhz = Some(u()?),
+            GpuKey::ClockMaxMemory => info.clock_max_mem_mhz = Some(u()?),
+            GpuKey::ReasonsSupported => {
+                info.clocks_event_reasons_supported =
+                    Some(u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?)
+            }
+            GpuKey::Pstate => s.pstate = Some(cell.strip_prefix('P').and_then(|p| p.parse().ok()).ok_or_else(bad)?),
+            GpuKey::FanSpeed => s.fan_speed_pct = Some(u()?),
+            GpuKey::UtilGpu => s.util_gpu_pct = Some(u()?),
+            GpuKey::UtilMemory => s.util_mem_pct = Some(u()?),
+            GpuKey::MemoryTotal => s.memory_total_bytes = Some(mib()?),
+            GpuKey::MemoryUsed => s.memory_used_bytes = Some(mib()?),
+            GpuKey::MemoryFree => s.memory_free_bytes = Some(mib()?),
+            GpuKey::MemoryReserved => s.memory_reserved_bytes = Some(mib()?),
+            GpuKey::TemperatureGpu => s.temperature_gpu_c = Some(u()?),
+            GpuKey::TemperatureMemory => s.temperature_memory_c = Some(u()?),
+            GpuKey::PowerDraw => s.power_draw_mw = Some(mw()?),
+            GpuKey::PowerLimit => s.power_limit_mw = Some(mw()?),
+            GpuKey::EnforcedPowerLimit => s.enforced_power_limit_mw = Some(mw()?),
+            GpuKey::ClockGraphics => s.clock_graphics_mhz = Some(u()?),
+            GpuKey::ClockSm => s.clock_sm_mhz = Some(u()?),
+            GpuKey::ClockMemory => s.clock_mem_mhz = Some(u()?),
+            GpuKey::ReasonsActive => {
+                s.clocks_event_reasons =
+                    Some(u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?)
+            }
+            GpuKey::Reason(bit) => {
+                let on = match cell {
+                    "Active" => true,
+                    "Not Active" => false,
+                    _ => return Err(bad()),
+                };
+                *reason_bits.get_or_insert(0) |= if on { bit } else { 0 };
+            }
+            GpuKey::PcieLinkGen => s.pcie_link_gen = Some(u()?),
+            GpuKey::PcieLinkWidth => s.pcie_link_width = Some(u()?),
+            GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile = Some(u64::from(u()?)),
+            GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile = Some(u64::from(u()?)),
+            GpuKey::Gpm(_) => {}
+        }
+    }
+    if s.clocks_event_reasons.is_none() {
+        s.clocks_event_reasons = reason_bits;
+    }
+    let t = t.ok_or("no timestamp: the log needs the timestamp field")?;
+    // Identify the GPU; a log without an id column cycles through GPUs within one poll.
+    let key = if !info.uuid.is_empty() {
+        info.uuid.clone()
+    } else if let Some(b) = &info.pci_bus_id {
+        b.clone()
+    } else if let Some(i) = index {
+        format!("index {i}")
+    } else {
+        // A new poll starts when time moves on by more than the spread of one poll's rows.
+        if last_t.is_some_and(|l| t - l > 50_000) {
+            *positional = 0;
+        }
+        *last_t = Some(t);
+        let p = *positional;
+        *positional += 1;
+        format!("position {p}")
+    };
+    info.index = index.unwrap_or(ids.get(&key).copied().unwrap_or(out.devices.len() as u32));
+    info.memory_total_bytes = s.memory_total_bytes;
+    info.power_limit_mw = s.power_limit_mw;
+    let g = device_for(out, ids, key, info);
+    s.gpu_index = out.devices[g as usize].index;
+    Ok(Row::Gpu(t, Box::new(s)))
+}
+
+fn app_row(
+    cols: &[(Col, String)],
+    cells: &[&str],
+    tz: &mut Option<(i64, i64)>,
+    ids: &mut HashMap<String, u32>,
+    out: &mut LogImport,
+) -> Result<Row, String> {
+    let mut p = ProcessSample::default();
+    let mut info = DeviceInfo::default();
+    let mut t = None;
+    let mut pid = None;
+    for ((col, name), &cell) in cols.iter().zip(cells) {
+        let Col::App(key) = *col else { continue };
+        if absence(cell).is_some() {
+            continue;
+        }
+        let bad = || format!("{name}: cannot read {cell:?}");
+        match key {
+            AppKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
+            AppKey::GpuName => info.name = cell.to_owned(),
+            AppKey::GpuBusId => info.pci_bus_id = Some(cell.to_owned()),
+            AppKey::GpuUuid => info.uuid = cell.to_owned(),
+            AppKey::Pid => pid = Some(cell.parse::<u32>().map_err(|_| bad())?),
+            AppKey::ProcessName => p.name = Some(cell.to_owned()),
+            AppKey::UsedMemory => {
+                p.used_memory_bytes = Some(number(cell).map(|v| (v * MIB as f64).round() as u64).ok_or_else(bad)?)
+            }
+        }
+    }
+    p.pid = pid.ok_or("no pid")?;
+    let t = t.ok_or("no timestamp: the log needs the timestamp field")?;
+    let key = if !info.uuid.is_empty() {
+        info.uuid.clone()
+    } else if let Some(b) = &info.pci_bus_id {
+        b.clone()
+    } else {
+        // One GPU, named or not.
+        ids.keys().next().cloned().unwrap_or_else(|| "position 0".to_owned())
+    };
+    info.index = ids.get(&key).copied().unwrap_or(out.devices.len() as u32);
+    let g = device_for(out, ids, key, info);
+    Ok(Row::App(t, out.devices[g as usize].index, p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc() {
+        // SAFETY: every test here wants UTC; no thread reads TZ differently.
+        unsafe { std::env::set_var("TZ", "UTC") };
+    }
+
+    #[test]
+    fn reads_units_absences_and_repeated_headers() {
+        utc();
+        let log = "timestamp, index, utilization.gpu [%], memory.used [MiB], power.draw [W], fan.speed [%], pstate, clocks_event_reasons.active\r\n\
+            2026/11/29 14:43:16.706, 0, 9 %, 21099 MiB, 98.44 W, [N/A], P0, 0x0000000000000004\r\n\
+            timestamp, index, utilization.gpu [%], memory.used [MiB], power.draw [W], fan.speed [%], pstate, clocks_event_reasons.active\r\n\
+            2026/11/29 14:43:17.706, 0, [Not Supported], 21100 MiB, 99.00 W, 30 %, P2, 0x0000000000000000\r\n\
+            2026/11/29 14:43:18.7";
+        let r = parse(log, None).unwrap();
+        assert_eq!(r.rows, 2);
+        assert_eq!(r.malformed, [Malformed { line: 5, why: "1 cells where the header has 8".into() }]);
+        let (t, s) = &r.samples[0];
+        assert_eq!(*t, 1_795_963_396_706_000);
+        assert_eq!((s.util_gpu_pct, s.memory_used_bytes, s.power_draw_mw), (Some(9), Some(21099 * MIB), Some(98_440)));
+        assert_eq!(s.absence(Metric::FanSpeed), Some(Absence::NotAvailable));
+        assert_eq!(s.clocks_event_reasons, Some(4));
+        let s2 = &r.samples[1].1;
+        assert_eq!(s2.absence(Metric::Utilization), Some(Absence::NotSupported));
+        assert_eq!((s2.fan_speed_pct, s2.pstate), (Some(30), Some(2)));
+        assert_eq!(r.devices.len(), 1);
+    }
+
+    #[test]
+    fn interleaved_gpus_without_ids_and_without_units() {
+        utc();
+        let log = "timestamp, utilization.gpu [%], memory.used [MiB]\n\
+            2026/11/29 00:00:00.000, 10, 100\n2026/11/29 00:00:00.004, 20, 200\n\
+            2026/11/29 00:00:01.000, 11, 101\n2026/11/29 00:00:01.003, 21, 201\n";
+        let r = parse(log, None).unwrap();
+        let gpus: Vec<u32> = r.samples.iter().map(|s| s.1.gpu_index).collect();
+        assert_eq!(gpus, [0, 1, 0, 1]);
+        assert_eq!(r.devices.len(), 2);
+        assert_eq!(r.samples[3].1.util_gpu_pct, Some(21));
+    }
+
+    #[test]
+    fn headerless_logs_need_their_field_list() {
+        utc();
+        let log = "2026/11/29 00:00:00.000, 5 %, 1 MiB\n";
+        assert!(matches!(parse(log, None), Err(LogError::NotALog(_))));
+        let r = parse(log, Some("timestamp,utilization.gpu,memory.used")).unwrap();
+        assert_eq!(r.samples[0].1.util_gpu_pct, Some(5));
+    }
+
+    #[test]
+    fn compute_app_logs_become_process_polls() {
+        utc();
+        let log = "timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n\
+            2026/11/29 14:43:16.706, GPU-a, 1250, python3, 21090 MiB\n\
+            2026/11/29 14:43:16.706, GPU-a, 1280, python3, [N/A]\n\
+            2026/11/29 14:43:18.706, GPU-a, 1250, python3, 21090 MiB\n";
+        let r = parse(log, None).unwrap();
+        assert_eq!(r.process_polls.len(), 2);
+        assert_eq!(r.process_polls[0].processes.len(), 2);
+        assert_eq!(r.process_polls[0].processes[1].used_memory_bytes, None);
+        assert_eq!(r.devices[0].uuid, "GPU-a");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_log() {
+        for text in ["", "\n\n", "hello, world\n1, 2\n", "{\"json\": true}"] {
+            assert!(matches!(parse(text, None), Err(LogError::NotALog(_))), "{text:?}");
+        }
+    }
+}

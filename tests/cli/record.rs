@@ -1,0 +1,217 @@
+//! `gpulse record`, `import` and `export`, against the stand-in NVML library and real logs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::support::*;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpulse-rec-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Rows of a SQL query through Python's standard `sqlite3`, as a user would read the file.
+fn python_sql(db: &Path, sql: &str) -> String {
+    let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute({sql:?}).fetchall())");
+    let o = Command::new("python3").arg("-c").arg(script).arg(db).output().expect("python3 runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+/// A scenario whose GPU processes are a PID in the watched tree, a live foreign PID, and a PID
+/// that does not exist.
+fn tree_scenario(tree_pid: u32, foreign_pid: u32) -> PathBuf {
+    let json = format!(
+        r#"{{"devices":[{{"name":"NVIDIA H200","uuid":"GPU-aaaaaaaa-0000-0000-0000-000000000000","pci_bus_id":"00000000:19:00.0",
+        "base":{{"util_gpu_pct":9,"util_mem_pct":2,"memory_total_mib":143771,"memory_used_mib":28522,"memory_reserved_mib":615,
+        "temperature_gpu_c":40,"power_w":151.5,"power_limit_w":700,"clock_sm_mhz":1980,"clock_mem_mhz":3201,"pstate":0,
+        "clocks_event_reasons":0,"gpm_supported":true,"gpm":{{"sm":6.0,"occupancy":3.0,"any_tensor":1.0,"dram":3.0}}}},
+        "processes":[{{"pid":{tree_pid},"used_memory_mib":7418,"sm_util_pct":6}},{{"pid":{foreign_pid},"used_memory_mib":21090}},
+                     {{"pid":4000000,"used_memory_mib":512}}]}}]}}"#
+    );
+    scenario_file(&format!("tree{tree_pid}"), &json)
+}
+
+#[test]
+fn record_follows_the_tree_and_flags_foreign_processes() {
+    let dir = tmp("tree");
+    let db = dir.join("run.db");
+    // The "training": a shell with two children, like a script and its DataLoader workers.
+    let mut job = Command::new("sh").args(["-c", "sleep 30 & sleep 30 & wait"]).spawn().unwrap();
+    let mut foreign = Command::new("sleep").arg("30").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let sc = tree_scenario(job.id(), foreign.id());
+    let (code, _, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .args(["record", "--interval", "100ms", "--duration", "1s", "--pid"])
+        .arg(job.id().to_string())
+        .arg("-o")
+        .arg(&db));
+    let _ = (job.kill(), foreign.kill(), job.wait(), foreign.wait());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recorded") && err.contains("duration reached"), "{err}");
+    let classes = python_sql(&db, "select pid, class from gpu_processes group by pid order by class");
+    assert_eq!(classes, format!("[({}, 'foreign'), (4000000, 'gone'), ({}, 'tree')]", foreign.id(), job.id()));
+    // The tree holds the shell and both children.
+    let tree = python_sql(&db, "select count(distinct pid) from tree_samples");
+    assert_eq!(tree, "[(3,)]");
+    let n: usize = python_sql(&db, "select count(*) from gpu_samples")
+        .trim_matches(|c| c == '[' || c == ']' || c == '(' || c == ')' || c == ',')
+        .parse()
+        .unwrap();
+    assert!((8..=12).contains(&n), "about 10 samples in 1 s at 100 ms: {n}");
+    assert_eq!(python_sql(&db, "select count(*) > 0 from host_samples where cpu_busy_pm is not null"), "[(1,)]");
+    assert_eq!(python_sql(&db, "select value from meta where key = 'root_pid'"), format!("[('{}',)]", job.id()));
+    // The recording reads back through gpulse, too.
+    let (code, out, err) = run(gpulse(None)
+        .args(["export", "--query-gpu=index,utilization.gpu,gpm.sm_active,memory.used", "--format=csv,noheader"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    // The first sample precedes the first GPM window; the rest carry it.
+    assert_eq!(out.lines().next(), Some("0, 9 %, [N/A], 28522 MiB"));
+    assert_eq!(out.lines().last(), Some("0, 9 %, 6.0 %, 28522 MiB"));
+}
+
+#[test]
+fn record_stops_when_the_process_exits_and_on_sigterm() {
+    let dir = tmp("stop");
+    let db = dir.join("a.db");
+    let job = Command::new("sleep").arg("0.5").spawn().unwrap();
+    let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--interval", "100ms", "--pid"])
+        .arg(job.id().to_string())
+        .arg("-o")
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("process {} exited", job.id())), "{err}");
+    let db2 = dir.join("b.db");
+    let child = gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--interval", "100ms", "-o"])
+        .arg(&db2)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("signal 15"));
+    assert_eq!(python_sql(&db2, "select kind from events"), "[('stop',)]");
+    // The write-ahead log was folded back: one self-contained file.
+    assert!(!dir.join("b.db-wal").exists() || std::fs::metadata(dir.join("b.db-wal")).unwrap().len() == 0);
+}
+
+#[test]
+fn kill_9_loses_at_most_the_last_second() {
+    let dir = tmp("kill");
+    let db = dir.join("run.db");
+    let mut child = gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--interval", "100ms", "-o"])
+        .arg(&db)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let killed_at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A reader opens it as it was left, with the write-ahead log beside it.
+    let last: i64 =
+        python_sql(&db, "select max(t_ms) from gpu_samples").trim_matches(|c| "[](),".contains(c)).parse().unwrap();
+    assert!(killed_at_ms - last <= 1200, "lost {} ms", killed_at_ms - last);
+    let (code, out, err) = run(gpulse(None).args(["export", "--format=csv,noheader", "--query-gpu=index"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().count() >= 12, "{out}");
+}
+
+#[test]
+fn record_refuses_an_existing_file_and_a_dead_pid() {
+    let dir = tmp("refuse");
+    let db = dir.join("exists.db");
+    std::fs::write(&db, "keep me").unwrap();
+    let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json")).args(["record", "-o"]).arg(&db));
+    assert_eq!(code, 1);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), "keep me");
+    let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--pid", "4000000", "-o"])
+        .arg(dir.join("new.db")));
+    assert_eq!(code, 1);
+    assert!(err.contains("no process 4000000"), "{err}");
+    assert!(!dir.join("new.db").exists());
+}
+
+#[test]
+fn import_then_export_gives_back_the_real_logs_byte_for_byte() {
+    let dir = tmp("roundtrip");
+    for scenario in ["dl_bound", "dl_tuned", "leak", "tiny", "healthy", "stall"] {
+        for kind in ["rich", "seed"] {
+            let log = fixture(&format!("h200-2026-11-29/{kind}_{scenario}.csv"));
+            let db = dir.join(format!("{kind}_{scenario}.db"));
+            let (code, _, err) = run(gpulse(None)
+                .arg("import")
+                .arg(&log)
+                .arg(fixture(&format!("h200-2026-11-29/apps_{scenario}.csv")))
+                .arg("-o")
+                .arg(&db));
+            assert_eq!(code, 0, "{err}");
+            let out = dir.join(format!("{kind}_{scenario}.csv"));
+            let (code, _, err) = run(gpulse(None).arg("export").arg(&db).arg("-o").arg(&out));
+            assert_eq!(code, 0, "{err}");
+            let original = std::fs::read_to_string(&log).unwrap();
+            assert_eq!(std::fs::read_to_string(&out).unwrap(), original, "{kind}_{scenario}");
+            // And the export imports to the same samples.
+            let again = dir.join(format!("{kind}_{scenario}.again.db"));
+            let (code, _, _) = run(gpulse(None).arg("import").arg(&out).arg("-o").arg(&again));
+            assert_eq!(code, 0);
+            let q = "select * from gpu_samples order by t_ms, gpu";
+            assert_eq!(python_sql(&db, q), python_sql(&again, q), "{kind}_{scenario}");
+        }
+    }
+    // The idle process of every scenario came in from the compute-apps log.
+    let db = dir.join("rich_healthy.db");
+    assert!(python_sql(&db, "select distinct pid from gpu_processes").contains("1250"));
+}
+
+#[test]
+fn import_survives_what_real_logs_go_through() {
+    let dir = tmp("messy");
+    let rich = std::fs::read_to_string(fixture("h200-2026-11-29/rich_stall.csv")).unwrap();
+    let lines: Vec<&str> = rich.lines().collect();
+    // Appended across a restart (the header repeats), CRLF, and cut short by a crash.
+    let mut messy = lines[..20].join("\r\n") + "\r\n" + &lines[0..1].join("") + "\r\n" + &lines[20..30].join("\r\n");
+    messy += "\r\n2026/11/29 14:51:10.0";
+    let log = dir.join("messy.csv");
+    std::fs::write(&log, messy).unwrap();
+    let (code, _, err) = run(gpulse(None).arg("import").arg(&log).arg("-o").arg(dir.join("m.db")));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("imported 29 rows"), "{err}");
+    assert!(
+        err.contains("1 malformed line skipped") && err.contains("messy.csv:32: 1 cells where the header has 17"),
+        "{err}"
+    );
+    // Something that is not a log at all.
+    let junk = dir.join("junk.csv");
+    std::fs::write(&junk, "name,age\nalice,3\n").unwrap();
+    let (code, _, err) = run(gpulse(None).arg("import").arg(&junk).arg("-o").arg(dir.join("j.db")));
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not an nvidia-smi CSV log"), "{err}");
+    assert!(!dir.join("j.db").exists(), "nothing half-written");
+    let (code, _, err) = run(gpulse(None).arg("import").arg(dir.join("missing.csv")).arg("-o").arg(dir.join("x.db")));
+    assert_eq!(code, 1);
+    assert!(err.contains("missing.csv"), "{err}");
+}
+
+#[test]
+fn export_reads_nvidia_smi_logs_directly() {
+    let (code, out, err) = run(gpulse(None)
+        .args(["export", "--query-gpu=timestamp,utilization.gpu", "--format=csv,noheader,nounits"])
+        .arg(fixture("h200-2026-11-29/seed_tiny.csv")));
+    assert_eq!(code, 0, "{err}");
+    let seed = std::fs::read_to_string(fixture("h200-2026-11-29/seed_tiny.csv")).unwrap();
+    let first = seed.lines().nth(1).unwrap().replace(" %", "");
+    assert!(first.starts_with(out.lines().next().unwrap()), "{first} / {out}");
+}
