@@ -79,12 +79,14 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
 fn record_stops_when_the_process_exits_and_on_sigterm() {
     let dir = tmp("stop");
     let db = dir.join("a.db");
-    let job = Command::new("sleep").arg("0.5").spawn().unwrap();
+    // Not waited for until gpulse is done: the exited child stays a zombie, which counts as gone.
+    let mut job = Command::new("sleep").arg("0.5").spawn().unwrap();
     let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
         .args(["record", "--interval", "100ms", "--pid"])
         .arg(job.id().to_string())
         .arg("-o")
         .arg(&db));
+    job.wait().unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(&format!("process {} exited", job.id())), "{err}");
     let db2 = dir.join("b.db");
