@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use gpulse_record::{Recording, RunMeta, Writer};
-use gpulse_smi::log::LogImport;
+use gpulse_smi::log::{LogRow, LogSummary, Registry};
 
 /// The first bytes of every SQLite database.
 const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
@@ -68,106 +68,80 @@ pub struct ImportSummary {
     pub ignored_columns: Vec<String>,
 }
 
-/// Parses every log and writes one recording to `out` (which must not exist).
+/// Rows handed from the parsing thread to the writing one at a time.
+const BATCH: usize = 8192;
+
+/// Parses every log and writes one recording to `out` (which must not exist). One thread parses
+/// while the other writes, and rows stream through in batches, so a log of any size imports in
+/// bounded memory.
 pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow::Result<ImportSummary> {
-    let mut parsed: Vec<(PathBuf, LogImport)> = Vec::new();
-    for path in logs {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let text = String::from_utf8_lossy(&bytes);
-        let log = gpulse_smi::log::parse(&text, fields).with_context(|| format!("{}", path.display()))?;
-        parsed.push((path.clone(), log));
-    }
-    // Devices are one set across files, matched by UUID, then bus id, then index.
-    let mut devices: Vec<gpulse_model::DeviceInfo> = Vec::new();
-    let mut remaps: Vec<Vec<u32>> = Vec::new();
-    for (_, log) in &parsed {
-        let mut remap = Vec::new();
-        for d in &log.devices {
-            let same = devices.iter().position(|e| {
-                (!d.uuid.is_empty() && e.uuid == d.uuid)
-                    || (d.uuid.is_empty() && d.pci_bus_id.is_some() && e.pci_bus_id == d.pci_bus_id)
-                    || (d.uuid.is_empty() && d.pci_bus_id.is_none() && e.index == d.index)
-            });
-            let pos = same.unwrap_or_else(|| {
-                devices.push(d.clone());
-                devices.len() - 1
-            });
-            let e = &mut devices[pos];
-            if e.uuid.is_empty() {
-                e.uuid.clone_from(&d.uuid);
-            }
-            if e.name.is_empty() {
-                e.name.clone_from(&d.name);
-            }
-            e.pci_bus_id = e.pci_bus_id.clone().or_else(|| d.pci_bus_id.clone());
-            e.memory_total_bytes = e.memory_total_bytes.or(d.memory_total_bytes);
-            e.power_limit_mw = e.power_limit_mw.or(d.power_limit_mw);
-            remap.push(pos as u32);
-        }
-        remaps.push(remap);
-    }
-    // Keep the logs' own GPU indices unless two devices claim one.
-    let mut seen = std::collections::HashSet::new();
-    if !devices.iter().all(|d| seen.insert(d.index)) {
-        for (i, d) in devices.iter_mut().enumerate() {
-            d.index = i as u32;
-        }
-    }
-    let remaps: Vec<Vec<u32>> =
-        remaps.iter().map(|r| r.iter().map(|&pos| devices[pos as usize].index).collect()).collect();
-    let gpu_fields = parsed.iter().rev().map(|p| &p.1.gpu_fields).find(|f| !f.is_empty()).cloned().unwrap_or_default();
+    let texts: Vec<(PathBuf, Vec<u8>)> = logs
+        .iter()
+        .map(|p| std::fs::read(p).map(|b| (p.clone(), b)).with_context(|| format!("cannot read {}", p.display())))
+        .collect::<anyhow::Result<_>>()?;
     let meta = RunMeta {
         host: None,
         gpulse_version: env!("CARGO_PKG_VERSION").to_owned(),
         command: None,
-        started_at_us: parsed.iter().flat_map(|p| p.1.samples.first().map(|s| s.0)).min().unwrap_or(0),
+        started_at_us: 0,
         source: format!(
             "nvidia-smi csv: {}",
             logs.iter().map(|l| l.display().to_string()).collect::<Vec<_>>().join(", ")
         ),
         interval_ms: None,
-        extra: [("nvidia_smi_fields".to_owned(), gpu_fields.join(","))]
-            .into_iter()
-            .filter(|e| !e.1.is_empty())
-            .collect(),
+        extra: Default::default(),
     };
     let mut writer =
-        Writer::create(out, &meta, &devices).with_context(|| format!("cannot create {}", out.display()))?;
-    // Samples in time order; a stable sort keeps each file's order for equal times.
-    let mut samples: Vec<(i64, gpulse_model::GpuSample)> = Vec::new();
-    let mut polls = Vec::new();
-    let mut summary =
-        ImportSummary { rows: 0, gpus: devices.len(), malformed: Vec::new(), ignored_columns: Vec::new() };
-    for ((path, log), remap) in parsed.into_iter().zip(&remaps) {
-        summary.rows += log.rows;
-        summary.malformed.extend(log.malformed.into_iter().map(|m| (path.clone(), m)));
-        summary.ignored_columns.extend(log.ignored_columns);
-        let at = |g: u32| log.devices.iter().position(|d| d.index == g).map_or(g, |p| remap[p]);
-        samples.extend(log.samples.into_iter().map(|(t, mut s)| {
-            s.gpu_index = at(s.gpu_index);
-            (t, s)
-        }));
-        polls.extend(log.process_polls.into_iter().map(|mut p| {
-            p.gpu_index = at(p.gpu_index);
-            p
-        }));
-    }
-    samples.sort_by_key(|s| s.0);
-    polls.sort_by_key(|p| p.timestamp_us);
-    let mut i = 0;
-    while i < samples.len() {
-        let t = samples[i].0;
-        let mut gpus = Vec::new();
-        while i < samples.len() && samples[i].0 == t {
-            gpus.push(samples[i].1.clone());
-            i += 1;
+        Writer::create_bulk(out, &meta, &[]).with_context(|| format!("cannot create {}", out.display()))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(4);
+    let fields = fields.map(str::to_owned);
+    let parser = std::thread::spawn(move || -> anyhow::Result<(Registry, Vec<(PathBuf, LogSummary)>)> {
+        let mut registry = Registry::default();
+        let mut summaries = Vec::new();
+        for (path, bytes) in &texts {
+            let text =
+                std::str::from_utf8(bytes).map_or_else(|_| String::from_utf8_lossy(bytes), std::borrow::Cow::Borrowed);
+            let mut batch = Vec::with_capacity(BATCH);
+            let summary = gpulse_smi::log::parse_each(&text, fields.as_deref(), &mut registry, &mut |row| {
+                batch.push(row);
+                if batch.len() == BATCH {
+                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                }
+            })
+            .with_context(|| format!("{}", path.display()))?;
+            let _ = tx.send(batch);
+            summaries.push((path.clone(), summary));
         }
-        writer.snapshot(&gpulse_model::Snapshot { timestamp_us: t, gpus })?;
+        Ok((registry, summaries))
+    });
+    let mut first_t: Option<i64> = None;
+    for batch in rx {
+        for row in batch {
+            match row {
+                LogRow::Gpu(t, s) => {
+                    first_t = Some(first_t.map_or(t, |f| f.min(t)));
+                    writer.gpu_sample(t, &s)?;
+                }
+                LogRow::App(t, gpu, p) => writer.process_poll(t, gpu, std::slice::from_ref(&p))?,
+            }
+        }
     }
-    for p in &polls {
-        writer.process_poll(p.timestamp_us, p.gpu_index, &p.processes)?;
+    let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
+    writer.set_devices(&registry.devices)?;
+    writer.set_meta("started_at_us", &first_t.unwrap_or(0).to_string())?;
+    let gpu_fields =
+        summaries.iter().rev().map(|s| &s.1.gpu_fields).find(|f| !f.is_empty()).cloned().unwrap_or_default();
+    if !gpu_fields.is_empty() {
+        writer.set_meta("nvidia_smi_fields", &gpu_fields.join(","))?;
     }
     writer.finish()?;
+    let mut summary =
+        ImportSummary { rows: 0, gpus: registry.devices.len(), malformed: Vec::new(), ignored_columns: Vec::new() };
+    for (path, s) in summaries {
+        summary.rows += s.rows;
+        summary.malformed.extend(s.malformed.into_iter().map(|m| (path.clone(), m)));
+        summary.ignored_columns.extend(s.ignored_columns);
+    }
     summary.ignored_columns.sort();
     summary.ignored_columns.dedup();
     Ok(summary)

@@ -168,7 +168,9 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
         procs.entry((t, gpu)).or_default().push(p);
     }
     let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
-    let base = rows(conn, "SELECT * FROM gpu_samples ORDER BY t_ms, gpu", |r| {
+    let sql = "SELECT t_ms, gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, temp_mem_c, power_mw, \
+               sm_mhz, mem_mhz, pstate, reasons, fan_pct FROM gpu_samples ORDER BY id";
+    let base = rows(conn, sql, |r| {
         let t: i64 = r.get(0)?;
         Ok((
             t,

@@ -2,8 +2,10 @@
 //!
 //! Units are in column names. Percentages of GPM and host CPU are stored in per-mille integers,
 //! memory in KiB rounded up (so MiB rounded up, as nvidia-smi prints it, is exact), times in
-//! milliseconds since the Unix epoch. Tables that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the
-//! key is the only index and a GPU-sample of the base fields stays under 48 bytes on disk.
+//! milliseconds since the Unix epoch. `gpu_samples`, the largest table, keys on one integer,
+//! `t_ms << 8 | gpu`, with `t_ms` and `gpu` as virtual columns: appends then fill B-tree pages
+//! densely, and a GPU-sample of the base fields stays under 48 bytes on disk. The other tables
+//! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
 
 /// Bumped whenever a table or column changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -29,8 +31,9 @@ CREATE TABLE devices (
 );
 
 CREATE TABLE gpu_samples (
-    t_ms         INTEGER NOT NULL,
-    gpu          INTEGER NOT NULL,
+    id           INTEGER PRIMARY KEY,
+    t_ms         INTEGER GENERATED ALWAYS AS (id >> 8) VIRTUAL,
+    gpu          INTEGER GENERATED ALWAYS AS (id & 255) VIRTUAL,
     lost         INTEGER,
     util_gpu_pct INTEGER,
     util_mem_pct INTEGER,
@@ -42,9 +45,8 @@ CREATE TABLE gpu_samples (
     mem_mhz      INTEGER,
     pstate       INTEGER,
     reasons      INTEGER,
-    fan_pct      INTEGER,
-    PRIMARY KEY (t_ms, gpu)
-) WITHOUT ROWID;
+    fan_pct      INTEGER
+);
 
 CREATE TABLE gpu_state (
     t_ms                    INTEGER NOT NULL,

@@ -20,7 +20,7 @@ pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq)]
 struct State {
     values: [Option<i64>; 12],
-    absent: Option<String>,
+    absent: Vec<(gpulse_model::Metric, gpulse_model::Absence)>,
 }
 
 /// A process listing reduced to what decides whether it changed: PIDs and KiB held.
@@ -33,8 +33,8 @@ pub struct Writer {
     in_tx: bool,
     state: HashMap<u32, State>,
     gpm: HashMap<u32, GpmMetrics>,
-    /// gpu → when its process listing was last written, and what it held.
-    processes: HashMap<u32, (i64, Listing)>,
+    /// gpu → the process listing last written.
+    processes: HashMap<u32, Listing>,
     /// pid → (first seen, whether NVML's name and the owner are written).
     identities: HashMap<u32, (i64, bool)>,
     last_hires_ms: HashMap<u32, i64>,
@@ -43,12 +43,34 @@ pub struct Writer {
 impl Writer {
     /// Creates `path` (which must not exist) with the schema, the run's facts and its devices.
     pub fn create(path: &Path, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
+        Self::open(path, meta, devices, false)
+    }
+
+    /// Like [`Writer::create`], for a file that is written in one go and renamed into place only
+    /// when complete (an import): no crash safety, large pages, and no journal. Readers see an
+    /// ordinary recording.
+    pub fn create_bulk(path: &Path, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
+        Self::open(path, meta, devices, true)
+    }
+
+    fn open(path: &Path, meta: &RunMeta, devices: &[DeviceInfo], bulk: bool) -> Result<Self, RecordError> {
         let conn = Connection::open_with_flags(
             path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_CREATE,
+            // One thread owns the connection: SQLite's own locking is not needed.
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        if bulk {
+            conn.pragma_update(None, "page_size", 65536)?;
+            conn.pragma_update(None, "journal_mode", "OFF")?;
+            conn.pragma_update(None, "synchronous", "OFF")?;
+            conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+            conn.pragma_update(None, "cache_size", -262_144)?;
+        } else {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
         conn.execute_batch(CREATE)?;
         let mut w = Self {
             conn,
@@ -75,35 +97,13 @@ impl Writer {
         if let Some(i) = meta.interval_ms {
             put("interval_ms", &i.to_string())?;
         }
-        if let Some(d) = devices.first() {
-            if let Some(v) = &d.driver_version {
-                put("driver_version", v)?;
-            }
-            if let Some(v) = &d.cuda_version {
-                put("cuda_version", v)?;
-            }
+        if let Some(v) = devices.first().and_then(|d| d.cuda_version.as_ref()) {
+            put("cuda_version", v)?;
         }
         for (k, v) in &meta.extra {
             put(k, v)?;
         }
-        for d in devices {
-            w.conn.execute(
-                "INSERT INTO devices VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    d.index,
-                    d.uuid,
-                    d.name,
-                    d.pci_bus_id,
-                    d.cuda_index,
-                    d.memory_total_bytes.map(|b| b as i64),
-                    d.power_limit_mw,
-                    d.clock_max_sm_mhz,
-                    d.clock_max_mem_mhz,
-                    d.gpm_supported,
-                    serde_json::to_string(d)?
-                ],
-            )?;
-        }
+        w.set_devices(devices)?;
         w.commit()?;
         Ok(w)
     }
@@ -141,15 +141,57 @@ impl Writer {
         self.commit_if_due()
     }
 
+    /// Writes one GPU's sample taken at `timestamp_us` (a log row, which has its own time).
+    pub fn gpu_sample(&mut self, timestamp_us: i64, g: &GpuSample) -> Result<(), RecordError> {
+        self.begin()?;
+        self.gpu(ms(timestamp_us), g)?;
+        self.commit_if_due()
+    }
+
+    /// Adds or replaces devices, for imports that learn them while reading.
+    pub fn set_devices(&mut self, devices: &[DeviceInfo]) -> Result<(), RecordError> {
+        self.begin()?;
+        for d in devices {
+            self.conn.execute(
+                "INSERT OR REPLACE INTO devices VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    d.index,
+                    d.uuid,
+                    d.name,
+                    d.pci_bus_id,
+                    d.cuda_index,
+                    d.memory_total_bytes.map(|b| b as i64),
+                    d.power_limit_mw,
+                    d.clock_max_sm_mhz,
+                    d.clock_max_mem_mhz,
+                    d.gpm_supported,
+                    serde_json::to_string(d)?
+                ],
+            )?;
+        }
+        if let Some(v) = devices.first().and_then(|d| d.driver_version.as_ref()) {
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('driver_version', ?1)", params![v])?;
+        }
+        Ok(())
+    }
+
+    /// Adds meta entries.
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<(), RecordError> {
+        self.begin()?;
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![key, value])?;
+        Ok(())
+    }
+
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
         let lost = (g.status == gpulse_model::DeviceStatus::Lost).then_some(1);
         self.conn
             .prepare_cached(
-                "INSERT OR REPLACE INTO gpu_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+                "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, \
+                 temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
             )?
             .execute(params![
-                t,
-                g.gpu_index,
+                (t << 8) | i64::from(g.gpu_index & 0xff),
                 lost,
                 g.util_gpu_pct,
                 g.util_mem_pct,
@@ -163,24 +205,23 @@ impl Writer {
                 g.clocks_event_reasons.map(|r| r as i64),
                 g.fan_speed_pct
             ])?;
-        let state = State {
-            values: [
-                g.memory_total_bytes.map(kib),
-                g.memory_reserved_bytes.map(kib),
-                g.power_limit_mw.map(i64::from),
-                g.enforced_power_limit_mw.map(i64::from),
-                g.clock_graphics_mhz.map(i64::from),
-                g.pcie_link_gen.map(i64::from),
-                g.pcie_link_width.map(i64::from),
-                g.pcie_tx_bytes_per_s.map(kib),
-                g.pcie_rx_bytes_per_s.map(kib),
-                g.ecc_uncorrected_volatile.map(|v| v as i64),
-                g.ecc_corrected_volatile.map(|v| v as i64),
-                g.energy_mj.map(|v| v as i64),
-            ],
-            absent: (!g.absent.is_empty()).then(|| serde_json::to_string(&g.absent)).transpose()?,
-        };
-        if self.state.get(&g.gpu_index) != Some(&state) {
+        let values = [
+            g.memory_total_bytes.map(kib),
+            g.memory_reserved_bytes.map(kib),
+            g.power_limit_mw.map(i64::from),
+            g.enforced_power_limit_mw.map(i64::from),
+            g.clock_graphics_mhz.map(i64::from),
+            g.pcie_link_gen.map(i64::from),
+            g.pcie_link_width.map(i64::from),
+            g.pcie_tx_bytes_per_s.map(kib),
+            g.pcie_rx_bytes_per_s.map(kib),
+            g.ecc_uncorrected_volatile.map(|v| v as i64),
+            g.ecc_corrected_volatile.map(|v| v as i64),
+            g.energy_mj.map(|v| v as i64),
+        ];
+        let unchanged = self.state.get(&g.gpu_index).is_some_and(|st| st.values == values && st.absent == g.absent);
+        if !unchanged {
+            let state = State { values, absent: g.absent.clone() };
             let v = &state.values;
             self.conn
                 .prepare_cached(
@@ -201,7 +242,7 @@ impl Writer {
                     v[9],
                     v[10],
                     v[11],
-                    state.absent
+                    (!state.absent.is_empty()).then(|| serde_json::to_string(&state.absent)).transpose()?
                 ])?;
             self.state.insert(g.gpu_index, state);
         }
@@ -245,21 +286,18 @@ impl Writer {
         self.gpu_processes(t, g)
     }
 
-    /// Process listings are written when they change, and at least once a second.
+    /// Process listings are written when they change; a reader carries the last one forward.
     fn gpu_processes(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
         if g.absence(gpulse_model::Metric::Processes).is_some() {
             return Ok(());
         }
         let key: Vec<(u32, Option<u64>)> =
             g.processes.iter().map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)))).collect();
-        if let Some((last_t, last)) = self.processes.get(&g.gpu_index)
-            && *last == key
-            && t - last_t < 1000
-        {
+        if self.processes.get(&g.gpu_index) == Some(&key) {
             return Ok(());
         }
         self.write_processes(t, g.gpu_index, &g.processes)?;
-        self.processes.insert(g.gpu_index, (t, key));
+        self.processes.insert(g.gpu_index, key);
         Ok(())
     }
 
@@ -373,6 +411,12 @@ impl Writer {
     pub fn finish(mut self) -> Result<(), RecordError> {
         self.commit()?;
         self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        // A bulk file becomes an ordinary recording that readers can open alongside a writer.
+        let mode: String = self.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if mode == "off" {
+            self.conn.pragma_update(None, "locking_mode", "NORMAL")?;
+            self.conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        }
         Ok(())
     }
 }

@@ -109,29 +109,90 @@ fn uint(cell: &str) -> Option<u32> {
     n.parse::<u32>().ok()
 }
 
-/// Reads one log. `fields`, when given, is the `--query-gpu` list of a log written with `noheader`.
+/// The GPUs seen so far, shared by every log of one import so that they agree on indices.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub devices: Vec<DeviceInfo>,
+    ids: HashMap<String, u32>,
+}
+
+/// One row of a log, as it is read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogRow {
+    /// A `--query-gpu` row: its timestamp and the GPU's sample.
+    Gpu(i64, Box<GpuSample>),
+    /// A `--query-compute-apps` row: its timestamp, the GPU index and the process.
+    App(i64, u32, ProcessSample),
+}
+
+/// What reading a log found, apart from its rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogSummary {
+    pub gpu_fields: Vec<String>,
+    pub ignored_columns: Vec<String>,
+    pub rows: usize,
+    pub malformed: Vec<Malformed>,
+}
+
+/// Reads one log whole. `fields`, when given, is the `--query-gpu` list of a log written with
+/// `noheader`.
 pub fn parse(text: &str, fields: Option<&str>) -> Result<LogImport, LogError> {
-    let mut out = LogImport::default();
+    let mut registry = Registry::default();
+    let mut samples = Vec::new();
+    let mut process_polls: Vec<ProcessPoll> = Vec::new();
+    let mut polls: HashMap<(i64, u32), usize> = HashMap::new();
+    let summary = parse_each(text, fields, &mut registry, &mut |row| match row {
+        LogRow::Gpu(t, s) => samples.push((t, *s)),
+        LogRow::App(t, gpu, p) => {
+            let k = *polls.entry((t, gpu)).or_insert_with(|| {
+                process_polls.push(ProcessPoll { timestamp_us: t, gpu_index: gpu, processes: Vec::new() });
+                process_polls.len() - 1
+            });
+            process_polls[k].processes.push(p);
+        }
+    })?;
+    Ok(LogImport {
+        devices: registry.devices,
+        samples,
+        process_polls,
+        gpu_fields: summary.gpu_fields,
+        ignored_columns: summary.ignored_columns,
+        rows: summary.rows,
+        malformed: summary.malformed,
+    })
+}
+
+/// Reads one log row by row, handing each row to `on_row` as soon as it is read, so a large
+/// log never has to be held in memory. GPUs are registered in `registry`.
+pub fn parse_each(
+    text: &str,
+    fields: Option<&str>,
+    registry: &mut Registry,
+    on_row: &mut dyn FnMut(LogRow),
+) -> Result<LogSummary, LogError> {
+    let mut out = LogSummary::default();
     let mut header: Option<Vec<(Col, String)>> = match fields {
         Some(f) => Some(
             parse_header(&f.replace(',', ", ")).ok_or_else(|| LogError::NotALog(format!("unknown fields {f:?}")))?,
         ),
         None => None,
     };
-    let mut ids: HashMap<String, u32> = HashMap::new();
     let mut tz = None;
-    let mut polls: HashMap<(i64, u32), usize> = HashMap::new();
     let mut lines_seen = 0usize;
     // Without an id column, rows of one poll cycle through the GPUs in index order.
     let mut positional = 0u32;
     let mut last_t: Option<i64> = None;
+    let mut cells: Vec<&str> = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if line.trim().is_empty() {
             continue;
         }
         lines_seen += 1;
-        if let Some(h) = parse_header(line) {
+        // Headers start with a lowercase field name; data rows never do.
+        if line.as_bytes()[0].is_ascii_lowercase()
+            && let Some(h) = parse_header(line)
+        {
             if h.iter().any(|c| matches!(c.0, Col::Gpu(_))) {
                 out.gpu_fields = h.iter().map(|c| c.1.clone()).collect();
             }
@@ -151,25 +212,19 @@ pub fn parse(text: &str, fields: Option<&str>) -> Result<LogImport, LogError> {
                 .push(bad("data before any header (give the field list for logs written with noheader)".into()));
             continue;
         };
-        let cells: Vec<&str> = split(line).collect();
+        cells.clear();
+        cells.extend(split(line));
         if cells.len() != cols.len() {
             out.malformed.push(bad(format!("{} cells where the header has {}", cells.len(), cols.len())));
             continue;
         }
         let row = if cols.iter().any(|c| matches!(c.0, Col::App(_))) {
-            app_row(cols, &cells, &mut tz, &mut ids, &mut out)
+            app_row(cols, &cells, &mut tz, registry)
         } else {
-            gpu_row(cols, &cells, &mut tz, &mut ids, &mut positional, &mut last_t, &mut out)
+            gpu_row(cols, &cells, &mut tz, registry, &mut positional, &mut last_t)
         };
         match row {
-            Ok(Row::Gpu(t, s)) => out.samples.push((t, *s)),
-            Ok(Row::App(t, gpu, p)) => {
-                let k = *polls.entry((t, gpu)).or_insert_with(|| {
-                    out.process_polls.push(ProcessPoll { timestamp_us: t, gpu_index: gpu, processes: Vec::new() });
-                    out.process_polls.len() - 1
-                });
-                out.process_polls[k].processes.push(p);
-            }
+            Ok(r) => on_row(r),
             Err(why) => {
                 out.malformed.push(bad(why));
                 continue;
@@ -190,15 +245,10 @@ pub fn parse(text: &str, fields: Option<&str>) -> Result<LogImport, LogError> {
     Ok(out)
 }
 
-enum Row {
-    Gpu(i64, Box<GpuSample>),
-    App(i64, u32, ProcessSample),
-}
-
 /// The GPU a row names by UUID, bus id or index (in that order of preference), registering it.
-fn device_for(out: &mut LogImport, ids: &mut HashMap<String, u32>, key: String, info: DeviceInfo) -> u32 {
-    if let Some(&g) = ids.get(&key) {
-        let d = &mut out.devices[g as usize];
+fn device_for(reg: &mut Registry, key: String, info: DeviceInfo) -> u32 {
+    if let Some(&g) = reg.ids.get(&key) {
+        let d = &mut reg.devices[g as usize];
         if d.name.is_empty() {
             d.name = info.name;
         }
@@ -210,9 +260,9 @@ fn device_for(out: &mut LogImport, ids: &mut HashMap<String, u32>, key: String, 
         }
         return g;
     }
-    let g = out.devices.len() as u32;
-    out.devices.push(DeviceInfo { index: info.index, ..info });
-    ids.insert(key, g);
+    let g = reg.devices.len() as u32;
+    reg.devices.push(info);
+    reg.ids.insert(key, g);
     g
 }
 
@@ -220,14 +270,15 @@ fn gpu_row(
     cols: &[(Col, String)],
     cells: &[&str],
     tz: &mut Option<(i64, i64)>,
-    ids: &mut HashMap<String, u32>,
+    reg: &mut Registry,
     positional: &mut u32,
     last_t: &mut Option<i64>,
-    out: &mut LogImport,
-) -> Result<Row, String> {
+) -> Result<LogRow, String> {
     // A --query-gpu log does not list processes; that is unknown, not "none".
     let mut s = GpuSample { absent: vec![(Metric::Processes, Absence::NotAvailable)], ..GpuSample::default() };
     let mut info = DeviceInfo::default();
+    // Identity cells, borrowed: a row of a known GPU allocates nothing for them.
+    let (mut name_cell, mut uuid_cell, mut bus_cell, mut driver_cell) = (None, None, None, None);
     let mut t = None;
     let mut index = None;
     let mut reason_bits: Option<u64> = None;
@@ -250,12 +301,12 @@ fn gpu_row(
         let mw = || number(cell).map(|v| (v * 1000.0).round() as u32).ok_or_else(bad);
         match key {
             GpuKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
-            GpuKey::DriverVersion => info.driver_version = Some(cell.to_owned()),
+            GpuKey::DriverVersion => driver_cell = Some(cell),
             GpuKey::Count => {}
-            GpuKey::Name => info.name = cell.to_owned(),
+            GpuKey::Name => name_cell = Some(cell),
             GpuKey::Index => index = Some(u()?),
-            GpuKey::Uuid => info.uuid = cell.to_owned(),
-            GpuKey::PciBusId => info.pci_bus_id = Some(cell.to_owned()),
+            GpuKey::Uuid => uuid_cell = Some(cell),
+            GpuKey::PciBusId => bus_cell = Some(cell),
             GpuKey::PersistenceMode => info.persistence_mode = Some(cell == "Enabled"),
             GpuKey::ComputeMode => info.compute_mode = Some(cell.to_owned()),
             GpuKey::EccModeCurrent => info.ecc_enabled = Some(cell == "Enabled"),
@@ -305,12 +356,12 @@ fn gpu_row(
     }
     let t = t.ok_or("no timestamp: the log needs the timestamp field")?;
     // Identify the GPU; a log without an id column cycles through GPUs within one poll.
-    let key = if !info.uuid.is_empty() {
-        info.uuid.clone()
-    } else if let Some(b) = &info.pci_bus_id {
-        b.clone()
+    let key: std::borrow::Cow<'_, str> = if let Some(u) = uuid_cell {
+        u.into()
+    } else if let Some(b) = bus_cell {
+        b.into()
     } else if let Some(i) = index {
-        format!("index {i}")
+        format!("index {i}").into()
     } else {
         // A new poll starts when time moves on by more than the spread of one poll's rows.
         if last_t.is_some_and(|l| t - l > 50_000) {
@@ -319,23 +370,38 @@ fn gpu_row(
         *last_t = Some(t);
         let p = *positional;
         *positional += 1;
-        format!("position {p}")
+        format!("position {p}").into()
     };
-    info.index = index.unwrap_or(ids.get(&key).copied().unwrap_or(out.devices.len() as u32));
+    // The common case: a GPU already known, with nothing new about it.
+    if let Some(&g) = reg.ids.get(key.as_ref()) {
+        let d = &reg.devices[g as usize];
+        let complete = name_cell.is_none_or(|_| !d.name.is_empty())
+            && uuid_cell.is_none_or(|_| !d.uuid.is_empty())
+            && bus_cell.is_none_or(|_| d.pci_bus_id.is_some());
+        if complete {
+            s.gpu_index = d.index;
+            return Ok(LogRow::Gpu(t, Box::new(s)));
+        }
+    }
+    info.name = name_cell.unwrap_or_default().to_owned();
+    info.uuid = uuid_cell.unwrap_or_default().to_owned();
+    info.pci_bus_id = bus_cell.map(str::to_owned);
+    info.driver_version = driver_cell.map(str::to_owned);
+    let known = reg.ids.get(key.as_ref()).map(|&g| reg.devices[g as usize].index);
+    info.index = index.or(known).unwrap_or(reg.devices.len() as u32);
     info.memory_total_bytes = s.memory_total_bytes;
     info.power_limit_mw = s.power_limit_mw;
-    let g = device_for(out, ids, key, info);
-    s.gpu_index = out.devices[g as usize].index;
-    Ok(Row::Gpu(t, Box::new(s)))
+    let g = device_for(reg, key.into_owned(), info);
+    s.gpu_index = reg.devices[g as usize].index;
+    Ok(LogRow::Gpu(t, Box::new(s)))
 }
 
 fn app_row(
     cols: &[(Col, String)],
     cells: &[&str],
     tz: &mut Option<(i64, i64)>,
-    ids: &mut HashMap<String, u32>,
-    out: &mut LogImport,
-) -> Result<Row, String> {
+    reg: &mut Registry,
+) -> Result<LogRow, String> {
     let mut p = ProcessSample::default();
     let mut info = DeviceInfo::default();
     let mut t = None;
@@ -366,11 +432,12 @@ fn app_row(
         b.clone()
     } else {
         // One GPU, named or not.
-        ids.keys().next().cloned().unwrap_or_else(|| "position 0".to_owned())
+        reg.ids.keys().next().cloned().unwrap_or_else(|| "position 0".to_owned())
     };
-    info.index = ids.get(&key).copied().unwrap_or(out.devices.len() as u32);
-    let g = device_for(out, ids, key, info);
-    Ok(Row::App(t, out.devices[g as usize].index, p))
+    let known = reg.ids.get(&key).map(|&g| reg.devices[g as usize].index);
+    info.index = known.unwrap_or(reg.devices.len() as u32);
+    let g = device_for(reg, key, info);
+    Ok(LogRow::App(t, reg.devices[g as usize].index, p))
 }
 
 #[cfg(test)]
@@ -444,6 +511,44 @@ mod tests {
     fn refuses_what_is_not_a_log() {
         for text in ["", "\n\n", "hello, world\n1, 2\n", "{\"json\": true}"] {
             assert!(matches!(parse(text, None), Err(LogError::NotALog(_))), "{text:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const HEADER: &str = "timestamp, index, name, uuid, utilization.gpu [%], memory.used [MiB], power.draw [W], pstate, clocks_event_reasons.active, fan.speed [%]";
+
+    proptest! {
+        /// Any text is imported or refused; never a panic.
+        #[test]
+        fn never_panics(text in "\\PC*") {
+            let _ = parse(&text, None);
+        }
+
+        /// Lines that look nearly like a log (real cells shuffled, cut and mixed with junk) never
+        /// panic, and every line is either a row, a header or reported as malformed.
+        #[test]
+        fn every_line_is_accounted_for(lines in proptest::collection::vec(
+            proptest::collection::vec(prop_oneof![
+                Just("2026/11/29 14:43:16.706".to_owned()), Just("0".to_owned()), Just("NVIDIA H200".to_owned()),
+                Just("GPU-dc089148".to_owned()), Just("9 %".to_owned()), Just("21099 MiB".to_owned()), Just("98.44 W".to_owned()),
+                Just("P0".to_owned()), Just("0x0000000000000004".to_owned()), Just("[N/A]".to_owned()),
+                Just("[Not Supported]".to_owned()), "[ -~]{0,12}",
+            ], 0..12),
+            0..30,
+        )) {
+            let body: Vec<String> = lines.iter().map(|l| l.join(", ")).collect();
+            let text = format!("{HEADER}\n{}", body.join("\n"));
+            if let Ok(r) = parse(&text, None) {
+                let nonblank = body.iter().filter(|l| !l.trim().is_empty()).count();
+                let headers = body.iter().filter(|l| parse_header(l).is_some()).count();
+                prop_assert_eq!(r.rows + r.malformed.len() + headers, nonblank);
+            }
         }
     }
 }
