@@ -96,7 +96,9 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(1500));
+    // Python's sqlite3 reads the file while gpulse is still writing it.
+    assert_ne!(python_sql(&db2, "select count(*) from gpu_samples"), "[(0,)]");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());

@@ -1,0 +1,41 @@
+//! A recording made on an H200 by `gpulse record --pid` (tests/fixtures/h200-gpulse/README.md):
+//! a ResNet-18 training with four DataLoader workers, beside an idle process holding 4 GiB.
+
+use std::path::PathBuf;
+
+use gpulse_model::GpuProcessClass;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse/training_workers.db")
+}
+
+#[test]
+fn the_training_tree_holds_its_dataloader_workers() {
+    let rec = gpulse_record::read(&fixture()).unwrap();
+    assert_eq!(rec.meta["schema_version"], "1");
+    let root: u32 = rec.meta["root_pid"].parse().unwrap();
+    let widest = rec.trees.iter().map(|t| t.processes.len()).max().unwrap();
+    assert_eq!(widest, 5, "the script and its four workers");
+    let t = rec.trees.iter().find(|t| t.processes.len() == 5).unwrap();
+    assert_eq!(t.processes[0].pid, root);
+    assert!(t.processes[1..].iter().all(|p| p.ppid == root), "workers are children of the script");
+    // Four workers doing augmentation keep several cores busy.
+    assert!(rec.trees.iter().filter_map(|t| t.cpu_pct).fold(0.0, f32::max) > 200.0);
+}
+
+#[test]
+fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
+    let rec = gpulse_record::read(&fixture()).unwrap();
+    let root: u32 = rec.meta["root_pid"].parse().unwrap();
+    let procs: Vec<_> = rec.snapshots.iter().flat_map(|s| &s.gpus).flat_map(|g| &g.processes).collect();
+    let trainer = procs.iter().find(|p| p.pid == root).expect("the trainer holds a context");
+    assert_eq!(trainer.class, Some(GpuProcessClass::Tree));
+    let holder = procs.iter().find(|p| p.pid != root).expect("the idle holder shows");
+    assert_eq!(holder.class, Some(GpuProcessClass::Foreign));
+    assert!(holder.used_memory_bytes.unwrap() >= 4 << 30);
+    // GPU, GPM and host samples all came through.
+    assert!(rec.snapshots.len() >= 60);
+    assert!(rec.snapshots.iter().flat_map(|s| &s.gpus).any(|g| g.gpm.as_ref().and_then(|m| m.sm_util_pct).is_some()));
+    assert_eq!(rec.host.len(), rec.snapshots.len());
+    assert_eq!(rec.events.last().unwrap().kind, "stop");
+}
