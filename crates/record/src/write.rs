@@ -23,6 +23,47 @@ struct State {
     absent: Vec<(gpulse_model::Metric, gpulse_model::Absence)>,
 }
 
+const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
+     temp_gpu_c, temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
+     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
+
+/// The base row of a GPU sample taken at `t` (ms): its key and the fast-changing fields.
+#[allow(clippy::type_complexity)]
+fn base_params(
+    t: i64,
+    g: &GpuSample,
+) -> (
+    i64,
+    Option<i64>,
+    Option<u32>,
+    Option<u32>,
+    Option<i64>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<i64>,
+    Option<u32>,
+) {
+    (
+        (t << 8) | i64::from(g.gpu_index & 0xff),
+        (g.status == gpulse_model::DeviceStatus::Lost).then_some(1),
+        g.util_gpu_pct,
+        g.util_mem_pct,
+        g.memory_used_bytes.map(kib),
+        g.temperature_gpu_c,
+        g.temperature_memory_c,
+        g.power_draw_mw,
+        g.clock_sm_mhz,
+        g.clock_mem_mhz,
+        g.pstate,
+        g.clocks_event_reasons.map(|r| r as i64),
+        g.fan_speed_pct,
+    )
+}
+
 /// A process listing reduced to what decides whether it changed: PIDs and KiB held.
 type Listing = Vec<(u32, Option<u64>)>;
 
@@ -183,28 +224,30 @@ impl Writer {
     }
 
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
-        let lost = (g.status == gpulse_model::DeviceStatus::Lost).then_some(1);
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, \
-                 temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-            )?
-            .execute(params![
-                (t << 8) | i64::from(g.gpu_index & 0xff),
-                lost,
-                g.util_gpu_pct,
-                g.util_mem_pct,
-                g.memory_used_bytes.map(kib),
-                g.temperature_gpu_c,
-                g.temperature_memory_c,
-                g.power_draw_mw,
-                g.clock_sm_mhz,
-                g.clock_mem_mhz,
-                g.pstate,
-                g.clocks_event_reasons.map(|r| r as i64),
-                g.fan_speed_pct
-            ])?;
+        self.conn.prepare_cached(GPU_SAMPLE_SQL)?.execute(base_params(t, g))?;
+        self.gpu_rest(t, g, true)
+    }
+
+    /// Writes many GPUs' samples, each at its own time, with one prepared statement: the fast path
+    /// for imports. These rows carry no process listing (a log lists processes separately, through
+    /// [`Writer::process_poll`]), so their empty `processes` is not written as "none".
+    pub fn gpu_samples(&mut self, rows: &[(i64, GpuSample)]) -> Result<(), RecordError> {
+        self.begin()?;
+        {
+            let mut stmt = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
+            for (t, g) in rows {
+                stmt.execute(base_params(ms(*t), g))?;
+            }
+        }
+        for (t, g) in rows {
+            self.gpu_rest(ms(*t), g, false)?;
+        }
+        self.commit_if_due()
+    }
+
+    /// Everything of a GPU sample but its base row: slow fields, the utilization buffer, GPM and
+    /// the process listing, each written only when it changed.
+    fn gpu_rest(&mut self, t: i64, g: &GpuSample, listed: bool) -> Result<(), RecordError> {
         let values = [
             g.memory_total_bytes.map(kib),
             g.memory_reserved_bytes.map(kib),
@@ -283,7 +326,7 @@ impl Writer {
                 ])?;
             self.gpm.insert(g.gpu_index, m.clone());
         }
-        self.gpu_processes(t, g)
+        if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 
     /// Process listings are written when they change; a reader carries the last one forward.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, Metric, ProcessSample};
+use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, ProcessSample};
 
 use crate::fields::{AppKey, GpuKey, app_field, gpu_field};
 
@@ -88,6 +88,9 @@ fn parse_header(line: &str) -> Option<Vec<(Col, String)>> {
 
 /// A cell that holds no value, and why.
 fn absence(cell: &str) -> Option<Absence> {
+    if !matches!(cell.as_bytes().first(), None | Some(b'[' | b'N')) {
+        return None;
+    }
     match cell {
         "[N/A]" | "N/A" | "" => Some(Absence::NotAvailable),
         "[Not Supported]" => Some(Absence::NotSupported),
@@ -98,15 +101,68 @@ fn absence(cell: &str) -> Option<Absence> {
     }
 }
 
-/// The number in a cell, with its unit (if any) removed.
-fn number(cell: &str) -> Option<f64> {
-    let n = cell.split_once(' ').map_or(cell, |(n, _)| n);
-    n.parse::<f64>().ok().filter(|v| v.is_finite())
+/// A cell without its unit: the text before the first space.
+fn strip_unit(cell: &str) -> &str {
+    match cell.bytes().position(|b| b == b' ') {
+        Some(i) => &cell[..i],
+        None => cell,
+    }
 }
 
+/// The number in a cell, with its unit (if any) removed.
+fn number(cell: &str) -> Option<f64> {
+    strip_unit(cell).parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A whole number in a cell, with its unit (if any) removed.
 fn uint(cell: &str) -> Option<u32> {
-    let n = cell.split_once(' ').map_or(cell, |(n, _)| n);
-    n.parse::<u32>().ok()
+    let digits = strip_unit(cell).as_bytes();
+    if digits.is_empty() || digits.len() > 9 {
+        return strip_unit(cell).parse().ok();
+    }
+    let mut v = 0u32;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u32::from(d - b'0');
+    }
+    Some(v)
+}
+
+/// A decimal with at most three fraction digits, in thousandths (`98.44 W` → 98440), read without
+/// going through floating point.
+fn milli(cell: &str) -> Option<u32> {
+    let n = strip_unit(cell);
+    let (whole, frac) = n.split_once('.').unwrap_or((n, ""));
+    if frac.len() > 3 || whole.is_empty() || whole.len() > 6 {
+        return None;
+    }
+    let mut v = uint(whole)?;
+    for i in 0..3 {
+        let d = frac.as_bytes().get(i).copied().unwrap_or(b'0');
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u32::from(d - b'0');
+    }
+    Some(v)
+}
+
+/// Splits a data line into `cells` at commas, dropping the space nvidia-smi puts after each.
+fn split_into<'a>(line: &'a str, cells: &mut Vec<&'a str>) {
+    let bytes = line.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b',' {
+            cells.push(&line[start..i]);
+            start = i + 1;
+            if bytes.get(start) == Some(&b' ') {
+                start += 1;
+            }
+        }
+    }
+    cells.push(&line[start..]);
 }
 
 /// The GPUs seen so far, shared by every log of one import so that they agree on indices.
@@ -116,11 +172,13 @@ pub struct Registry {
     ids: HashMap<String, u32>,
 }
 
-/// One row of a log, as it is read.
+/// One row of a log, as it is read. Rows travel in batches, so the GPU sample is not boxed: a
+/// copy is cheaper than an allocation per row.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum LogRow {
     /// A `--query-gpu` row: its timestamp and the GPU's sample.
-    Gpu(i64, Box<GpuSample>),
+    Gpu(i64, GpuSample),
     /// A `--query-compute-apps` row: its timestamp, the GPU index and the process.
     App(i64, u32, ProcessSample),
 }
@@ -142,7 +200,7 @@ pub fn parse(text: &str, fields: Option<&str>) -> Result<LogImport, LogError> {
     let mut process_polls: Vec<ProcessPoll> = Vec::new();
     let mut polls: HashMap<(i64, u32), usize> = HashMap::new();
     let summary = parse_each(text, fields, &mut registry, &mut |row| match row {
-        LogRow::Gpu(t, s) => samples.push((t, *s)),
+        LogRow::Gpu(t, s) => samples.push((t, s)),
         LogRow::App(t, gpu, p) => {
             let k = *polls.entry((t, gpu)).or_insert_with(|| {
                 process_polls.push(ProcessPoll { timestamp_us: t, gpu_index: gpu, processes: Vec::new() });
@@ -213,7 +271,7 @@ pub fn parse_each(
             continue;
         };
         cells.clear();
-        cells.extend(split(line));
+        split_into(line, &mut cells);
         if cells.len() != cols.len() {
             out.malformed.push(bad(format!("{} cells where the header has {}", cells.len(), cols.len())));
             continue;
@@ -274,8 +332,9 @@ fn gpu_row(
     positional: &mut u32,
     last_t: &mut Option<i64>,
 ) -> Result<LogRow, String> {
-    // A --query-gpu log does not list processes; that is unknown, not "none".
-    let mut s = GpuSample { absent: vec![(Metric::Processes, Absence::NotAvailable)], ..GpuSample::default() };
+    // A --query-gpu row lists no processes: `processes` stays empty, and importers must not read
+    // that as "none" (the recording writes such rows without a process listing).
+    let mut s = GpuSample::default();
     let mut info = DeviceInfo::default();
     // Identity cells, borrowed: a row of a known GPU allocates nothing for them.
     let (mut name_cell, mut uuid_cell, mut bus_cell, mut driver_cell) = (None, None, None, None);
@@ -297,8 +356,13 @@ fn gpu_row(
         }
         let bad = || format!("{name}: cannot read {cell:?}");
         let u = || uint(cell).ok_or_else(bad);
-        let mib = || number(cell).map(|v| (v * MIB as f64).round() as u64).ok_or_else(bad);
-        let mw = || number(cell).map(|v| (v * 1000.0).round() as u32).ok_or_else(bad);
+        let mib = || {
+            uint(cell)
+                .map(|m| u64::from(m) * MIB)
+                .or_else(|| number(cell).map(|v| (v * MIB as f64).round() as u64))
+                .ok_or_else(bad)
+        };
+        let mw = || milli(cell).or_else(|| number(cell).map(|v| (v * 1000.0).round() as u32)).ok_or_else(bad);
         match key {
             GpuKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
             GpuKey::DriverVersion => driver_cell = Some(cell),
@@ -380,7 +444,7 @@ fn gpu_row(
             && bus_cell.is_none_or(|_| d.pci_bus_id.is_some());
         if complete {
             s.gpu_index = d.index;
-            return Ok(LogRow::Gpu(t, Box::new(s)));
+            return Ok(LogRow::Gpu(t, s));
         }
     }
     info.name = name_cell.unwrap_or_default().to_owned();
@@ -393,7 +457,7 @@ fn gpu_row(
     info.power_limit_mw = s.power_limit_mw;
     let g = device_for(reg, key.into_owned(), info);
     s.gpu_index = reg.devices[g as usize].index;
-    Ok(LogRow::Gpu(t, Box::new(s)))
+    Ok(LogRow::Gpu(t, s))
 }
 
 fn app_row(
@@ -442,6 +506,8 @@ fn app_row(
 
 #[cfg(test)]
 mod tests {
+    use gpulse_model::Metric;
+
     use super::*;
 
     fn utc() {
