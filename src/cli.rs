@@ -46,8 +46,26 @@ pub enum Command {
     Import(ImportArgs),
     /// Write a recording (or an nvidia-smi log) as the CSV nvidia-smi would have written.
     Export(ExportArgs),
+    /// Explain why a run is slow, with evidence and advice, from a recording or an nvidia-smi log.
+    Diagnose(DiagnoseArgs),
     /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DiagnoseArgs {
+    /// A recording, or an nvidia-smi CSV log.
+    #[arg(value_name = "FILE")]
+    pub input: PathBuf,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -190,7 +208,7 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             _ => a,
         })
         .collect();
-    let commands = ["query", "status", "watch", "record", "import", "export", "demo", "help"];
+    let commands = ["query", "status", "watch", "record", "import", "export", "diagnose", "demo", "help"];
     let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
     let is_query = out
         .iter()

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(&cli.global, &args),
         Command::Import(args) => cmd::import::run(&args),
         Command::Export(args) => cmd::export::run(&args),
+        Command::Diagnose(args) => cmd::diagnose::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
     };
     match result {

@@ -1,6 +1,7 @@
 //! One module per command; shared helpers for opening sources and reporting errors.
 
 pub mod demo;
+pub mod diagnose;
 pub mod export;
 pub mod import;
 pub mod input;

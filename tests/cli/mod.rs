@@ -1,3 +1,4 @@
+mod diagnose;
 mod fake_nvml;
 mod hardware;
 mod python_clients;

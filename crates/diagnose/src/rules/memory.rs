@@ -1,0 +1,163 @@
+//! Memory near its limit, memory that keeps growing (with a forecast of the OOM), and OOMs.
+
+use super::GIB;
+use crate::{Finding, GpuSeries, Run, Severity, round};
+
+/// Above this share of the usable memory, PyTorch's caching allocator runs out of headroom for
+/// fragmentation and new block sizes.
+const PRESSURE: f64 = 0.90;
+/// A fall of this share of total memory from near the limit within a few seconds is a process
+/// dying and its memory being freed.
+const OOM_DROP: f64 = 0.20;
+
+/// Segments between sudden drops (a process ending frees its memory at once).
+fn segments(t: &[f64], m: &[Option<f64>], total: f64) -> Vec<(Vec<f64>, Vec<f64>)> {
+    let mut out = vec![(Vec::new(), Vec::new())];
+    let mut last: Option<f64> = None;
+    for (ti, mi) in t.iter().zip(m) {
+        let Some(v) = *mi else { continue };
+        if last.is_some_and(|l| l - v > 0.05 * total) {
+            out.push((Vec::new(), Vec::new()));
+        }
+        let seg = out.last_mut().expect("one segment");
+        seg.0.push(*ti);
+        seg.1.push(v);
+        last = Some(v);
+    }
+    out
+}
+
+/// Sustained growth: each third of the segment higher than the one before, by a fifth of the
+/// total rise at least. A model loading (one step up, then flat) is not growth.
+fn sustained(y: &[f64]) -> bool {
+    let n = y.len();
+    if n < 9 {
+        return false;
+    }
+    let third = |k: usize| {
+        let s = &y[k * n / 3..(k + 1) * n / 3];
+        s.iter().sum::<f64>() / s.len() as f64
+    };
+    let (a, b, c) = (third(0), third(1), third(2));
+    let rise = y[n - 1] - y[0];
+    rise > 0.0 && b - a >= 0.2 * rise && c - b >= 0.2 * rise
+}
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in &run.gpus {
+        out.extend(for_gpu(run, g));
+    }
+    out
+}
+
+fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let used: Vec<f64> = g.mem_used_bytes.iter().flatten().copied().collect();
+    let Some(peak) = used.iter().copied().reduce(f64::max) else { return out };
+    let total = g.mem_total_bytes;
+    let oom_event = run.events.iter().find(|e| e.0 == "oom");
+    let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
+    if let Some(total) = total {
+        // A fall from near the limit: memory freed by a process that died.
+        for w in g.t_s.iter().zip(&g.mem_used_bytes).collect::<Vec<_>>().windows(6) {
+            let (Some(first), Some(last)) = (w[0].1, w[w.len() - 1].1) else { continue };
+            if oom_at.is_none() && *first >= 0.95 * total && first - last >= OOM_DROP * total {
+                oom_at = Some(*w[0].0);
+            }
+        }
+        if peak >= PRESSURE * total && oom_at.is_none() {
+            out.push(
+                Finding::new(
+                    "memory_pressure",
+                    Severity::Warning,
+                    format!("GPU {}: memory peaked at {:.0}% of {:.0} GiB", g.gpu, 100.0 * peak / total, total / GIB),
+                )
+                .with("gpu", g.gpu)
+                .with("peak_gib", round(peak / GIB, 2))
+                .with("total_gib", round(total / GIB, 2))
+                .advise(&[
+                    "lower the batch size and keep the effective batch with gradient accumulation",
+                    "train in bf16 with torch.autocast; enable activation checkpointing for the largest blocks",
+                    "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation",
+                ]),
+            );
+        }
+    }
+    // Growth: the segment with the largest sustained rise.
+    let scale = total.unwrap_or(peak.max(GIB));
+    let segs = segments(&g.t_s, &g.mem_used_bytes, scale);
+    let last_seg = segs.len() - 1;
+    let best = segs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.1.len() >= 9 && sustained(&s.1))
+        .max_by(|a, b| (a.1.1.last().unwrap() - a.1.1[0]).total_cmp(&(b.1.1.last().unwrap() - b.1.1[0])));
+    if let Some((k, (t, y))) = best {
+        let rise = y[y.len() - 1] - y[0];
+        let span = t[t.len() - 1] - t[0];
+        // Growth that ends in a sudden fall of most of what it gained: the process died, most
+        // likely out of memory, even when the log has no memory.total to compare with.
+        if oom_at.is_none()
+            && let Some((_, next)) = segs.get(k + 1)
+            && next.first().is_some_and(|first| y[y.len() - 1] - first >= 0.5 * rise)
+        {
+            oom_at = Some(t[t.len() - 1]);
+        }
+        // Growth worth a finding: 5 % of the GPU, over 10 s at least.
+        if rise >= 0.05 * scale && span >= 10.0 {
+            let limit = total.unwrap_or(f64::INFINITY);
+            let mut f = Finding::new(
+                "memory_growth",
+                Severity::Warning,
+                format!("GPU {}: memory grew {:.1} GiB in {span:.0} s ({:.2} GiB/min)", g.gpu, rise / GIB, rise / span * 60.0 / GIB),
+            )
+            .with("gpu", g.gpu)
+            .with("window_s", vec![round(t[0], 1), round(t[t.len() - 1], 1)])
+            .with("growth_gib_per_min", round(rise / span * 60.0 / GIB, 3))
+            .advise(&[
+                "accumulate the loss as a number: total += loss.item() (or loss.detach()), not total += loss, which keeps every step's graph alive",
+                "do not keep tensors that require grad in lists across steps; detach what you log",
+                "if memory is needed: smaller batch with gradient accumulation, torch.autocast(bf16), activation checkpointing",
+            ]);
+            if k == last_seg && oom_at.is_none() {
+                // Fit the ramp itself, not the flat stretch (or model load) before it.
+                let from = y.iter().rposition(|v| *v <= y[0] + 0.1 * rise).unwrap_or(0).min(y.len().saturating_sub(3));
+                match (total, crate::time_to_full(&t[from..], &y[from..], limit)) {
+                    (Some(_), Some(fc)) => {
+                        f.title += &format!("; out of memory in about {:.0} s", fc.seconds);
+                        f = f
+                            .with("time_to_oom_s", round(fc.seconds, 1))
+                            .with("time_to_oom_range_s", vec![Some(round(fc.low_s, 1)), fc.high_s.map(|h| round(h, 1))])
+                            .with("fit_r2", round(fc.r2, 3));
+                        if fc.seconds < 600.0 {
+                            f.severity = Severity::Critical;
+                        }
+                    }
+                    (None, _) => {
+                        f = f.limit("memory.total is not in the input: no time-to-OOM forecast; log memory.total too")
+                    }
+                    _ => {}
+                }
+            }
+            out.push(f);
+        }
+    }
+    if let Some(at) = oom_at {
+        let mut f = Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
+            .with("gpu", g.gpu)
+            .with("at_s", round(at, 1))
+            .with("peak_gib", round(peak / GIB, 2))
+            .advise(&[
+                "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
+                "torch.cuda.memory_summary() at the failing step shows what holds the memory",
+            ]);
+        if let Some(e) = oom_event {
+            f = f.with("message", e.2.clone());
+        } else {
+            f = f.limit("inferred from memory falling from the limit; `gpulse run` catches the CUDA out-of-memory message itself");
+        }
+        out.push(f);
+    }
+    out
+}

@@ -1,0 +1,40 @@
+//! The rules. Each takes the run and returns its findings.
+
+mod memory;
+mod processes;
+mod stall;
+mod throttle;
+mod utilization;
+
+use crate::{Finding, Run};
+
+pub fn all(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(utilization::findings(run));
+    out.extend(memory::findings(run));
+    out.extend(stall::findings(run));
+    out.extend(throttle::findings(run));
+    out.extend(processes::findings(run));
+    out.extend(utilization::imbalance(run));
+    // Other processes' memory says nothing about how well the job itself runs.
+    let troubled = out
+        .iter()
+        .any(|f| f.severity <= crate::Severity::Warning && !matches!(f.id, "idle_holder" | "foreign_process"));
+    if !troubled {
+        out.extend(utilization::healthy(run));
+    }
+    out
+}
+
+/// Mean of a slice; `None` when empty.
+pub fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// Population standard deviation.
+pub fn stdev(v: &[f64]) -> Option<f64> {
+    let m = mean(v)?;
+    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -1,0 +1,69 @@
+//! Clocks held down: power cap, thermal or hardware slowdown.
+
+use gpulse_model::ClocksEventReasons;
+
+use crate::{Finding, Run, Severity, round};
+
+/// Clocks-event reasons that are not the GPU's choice: thermal and hardware slowdowns.
+const THERMAL_OR_HW: u64 = 0x8 | 0x20 | 0x40 | 0x80;
+/// The power cap holds clocks down in many well-fed runs; it matters when clocks lose this much.
+const POWER_CAP_CLOCK_LOSS: f64 = 0.10;
+/// Reasons present in less than this share of the active samples are transients.
+const MIN_SHARE: f64 = 0.10;
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in &run.gpus {
+        let (a, b) = g.active;
+        let idx: Vec<usize> = (a..b).filter(|&i| g.reasons[i].is_some()).collect();
+        if idx.is_empty() {
+            continue;
+        }
+        let share = |mask: u64| {
+            idx.iter().filter(|&&i| g.reasons[i].is_some_and(|r| r & mask != 0)).count() as f64 / idx.len() as f64
+        };
+        let (hw, cap) = (share(THERMAL_OR_HW), share(0x4));
+        let clocks_under = |mask: u64| -> Option<f64> {
+            let v: Vec<f64> = idx
+                .iter()
+                .filter(|&&i| g.reasons[i].is_some_and(|r| r & mask != 0))
+                .filter_map(|&i| g.sm_clock_mhz[i])
+                .collect();
+            super::mean(&v)
+        };
+        let max_clock = g.max_sm_clock_mhz.or_else(|| g.sm_clock_mhz.iter().flatten().copied().reduce(f64::max));
+        let names: Vec<&str> = {
+            let all = idx.iter().fold(0u64, |acc, &i| acc | g.reasons[i].unwrap_or(0));
+            ClocksEventReasons(all).names().into_iter().filter(|n| *n != "gpu_idle").collect()
+        };
+        if hw >= MIN_SHARE {
+            let mut f = Finding::new("throttling", Severity::Warning, format!("GPU {}: thermal or hardware slowdown in {:.0}% of the run", g.gpu, hw * 100.0))
+                .with("gpu", g.gpu)
+                .with("share", round(hw, 3))
+                .with("reasons", names.clone())
+                .advise(&["check cooling and airflow, and the GPU temperature against its slowdown threshold (nvidia-smi -q -d TEMPERATURE)", "a hardware slowdown can also mean a failing power supply: report it to the cluster admins"]);
+            if let (Some(c), Some(m)) = (clocks_under(THERMAL_OR_HW), max_clock) {
+                f = f
+                    .with("sm_clock_mean_mhz", round(c, 0))
+                    .with("sm_clock_max_mhz", m)
+                    .with("clock_lost_share", round(1.0 - c / m, 3));
+            }
+            out.push(f);
+        } else if cap >= MIN_SHARE
+            && let (Some(c), Some(m)) = (clocks_under(0x4), max_clock)
+            && 1.0 - c / m >= POWER_CAP_CLOCK_LOSS
+        {
+            out.push(
+                Finding::new("throttling", Severity::Info, format!("GPU {}: at its power limit {:.0}% of the time, SM clock {:.0}% below maximum", g.gpu, cap * 100.0, 100.0 * (1.0 - c / m)))
+                    .with("gpu", g.gpu)
+                    .with("share", round(cap, 3))
+                    .with("reasons", names)
+                    .with("sm_clock_mean_mhz", round(c, 0))
+                    .with("sm_clock_max_mhz", m)
+                    .with("clock_lost_share", round(1.0 - c / m, 3))
+                    .advise(&["the GPU uses its whole power budget: expected for dense bf16 matmuls; a higher power limit (nvidia-smi -pl) or lower precision work would raise clocks"]),
+            );
+        }
+    }
+    out
+}

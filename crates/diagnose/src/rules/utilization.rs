@@ -1,0 +1,132 @@
+//! Low utilization (input- or host-bound), GPU-Util that misleads, imbalance, and health.
+
+use super::{mean, stdev};
+use crate::{Finding, Run, Severity, round};
+
+/// Below this mean GPU-Util a training job leaves most of the GPU unused: above it, the remaining
+/// gap is usually one of the other findings (stalls, imbalance) rather than a steady bottleneck.
+const LOW_UTIL_PCT: f64 = 60.0;
+/// An on/off duty cycle `d` has a coefficient of variation `sqrt((1 - d) / d)`: at or above 0.8
+/// the GPU is busy at most ~60 % of the time in bursts, which is how a loop that waits for each
+/// batch looks. A launch-bound loop trickles small kernels continuously and varies far less.
+const BURSTY_CV: f64 = 0.8;
+/// Windows shorter than this hold too few samples to judge a steady state.
+const MIN_ACTIVE_S: f64 = 10.0;
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in &run.gpus {
+        let util = g.active_values(&g.util_pct);
+        let (Some(mu), Some(sd)) = (mean(&util), stdev(&util)) else { continue };
+        if g.active_s() < MIN_ACTIVE_S || mu <= 0.0 {
+            continue;
+        }
+        let sm = mean(&g.active_values(&g.sm_pct));
+        if let Some(sm) = sm
+            && mu >= 50.0
+            && sm <= mu / 2.0
+        {
+            out.push(
+                Finding::new(
+                    "util_misleading",
+                    Severity::Warning,
+                    format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
+                )
+                .with("gpu", g.gpu)
+                .with("window_s", g.window().to_vec())
+                .with("util_gpu_mean_pct", round(mu, 1))
+                .with("sm_active_mean_pct", round(sm, 1))
+                .advise(&[
+                    "GPU-Util counts time in which any kernel runs, however few SMs it uses: the work is too small or too serial to fill the GPU",
+                    "raise the batch size, or fuse small kernels with torch.compile",
+                    "check for single-block kernels (custom CUDA, torch.cuda._sleep, tiny matmuls) with the PyTorch profiler",
+                ]),
+            );
+        }
+        if mu >= LOW_UTIL_PCT {
+            continue;
+        }
+        let cv = sd / mu;
+        let window = g.window().to_vec();
+        let one_core_loader = run.tree_width == 1
+            && mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 80.0);
+        let host_saturated = mean(&run.host_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 90.0);
+        let bursty = cv >= BURSTY_CV;
+        let mut f = if bursty || one_core_loader || host_saturated {
+            Finding::new("input_bound", Severity::Warning, format!("GPU {}: waits for data; GPU-Util {mu:.0}%, busy in bursts", g.gpu))
+                .advise(&[
+                    "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)",
+                    "pin_memory=True, and .to(device, non_blocking=True) in the loop",
+                    "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
+                    "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
+                ])
+        } else {
+            Finding::new("host_bound", Severity::Warning, format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu))
+                .advise(&[
+                    "do more work per launch: a larger batch, or gradient accumulation over larger micro-batches",
+                    "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs",
+                    "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
+                ])
+        };
+        f = f
+            .with("gpu", g.gpu)
+            .with("window_s", window)
+            .with("util_gpu_mean_pct", round(mu, 1))
+            .with("util_gpu_cv", round(cv, 2));
+        if let Some(sm) = sm {
+            f = f.with("sm_active_mean_pct", round(sm, 1));
+        }
+        if !run.tree_cpu.is_empty() {
+            f = f.with("tree_processes", run.tree_width as u64).with(
+                "tree_cpu_mean_pct",
+                round(mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap_or(0.0), 0),
+            );
+        } else {
+            f = f.limit(
+                "no host data: record with `gpulse record --pid PID` to see the training's CPU and DataLoader workers",
+            );
+        }
+        f = f.limit("no step markers: the share of each step spent waiting for data was not measured");
+        out.push(f);
+    }
+    out
+}
+
+/// GPUs loaded unevenly: the spread of their mean utilization.
+pub fn imbalance(run: &Run) -> Vec<Finding> {
+    let means: Vec<(u32, f64)> =
+        run.gpus.iter().filter_map(|g| Some((g.gpu, mean(&g.active_values(&g.util_pct))?))).collect();
+    if means.len() < 2 {
+        return Vec::new();
+    }
+    let (lo, hi) = means.iter().fold((f64::MAX, f64::MIN), |(lo, hi), m| (lo.min(m.1), hi.max(m.1)));
+    // Data-parallel ranks do the same work: 30 points apart means one waits on the other.
+    if hi < 40.0 || hi - lo < 30.0 {
+        return Vec::new();
+    }
+    let f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: GPU-Util {lo:.0}% to {hi:.0}%"))
+        .with("util_gpu_mean_pct", means.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
+        .with("spread_pct", round(hi - lo, 1))
+        .advise(&[
+            "nn.DataParallel drives all GPUs from one process and gathers on GPU 0: use DistributedDataParallel with torchrun",
+            "give each rank the same amount of data: DistributedSampler, drop_last=True",
+            "call torch.cuda.set_device(local_rank) before creating the model",
+        ]);
+    vec![f]
+}
+
+/// Nothing wrong, and the GPU is busy.
+pub fn healthy(run: &Run) -> Vec<Finding> {
+    let best = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.util_pct))).fold(f64::MIN, f64::max);
+    if best < 80.0 {
+        return Vec::new();
+    }
+    let mut f = Finding::new("healthy", Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
+    f = f.with("util_gpu_mean_pct", round(best, 1));
+    if let Some(sm) = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max) {
+        f = f.with("sm_active_mean_pct", round(sm, 1));
+    } else {
+        f = f.limit("no GPM data: SM activity unknown; record on Hopper or newer with gpulse to see it");
+    }
+    vec![f]
+}

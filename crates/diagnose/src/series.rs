@@ -1,0 +1,127 @@
+//! The samples a rule reads: per-GPU series in seconds, cut to the window the job was active.
+
+use gpulse_model::ProcessSample;
+use gpulse_record::Recording;
+
+/// One GPU over the run.
+#[derive(Debug, Clone, Default)]
+pub struct GpuSeries {
+    pub gpu: u32,
+    /// Seconds since the first sample of the run.
+    pub t_s: Vec<f64>,
+    pub util_pct: Vec<Option<f64>>,
+    pub sm_pct: Vec<Option<f64>>,
+    pub mem_used_bytes: Vec<Option<f64>>,
+    pub mem_total_bytes: Option<f64>,
+    pub power_w: Vec<Option<f64>>,
+    pub sm_clock_mhz: Vec<Option<f64>>,
+    pub max_sm_clock_mhz: Option<f64>,
+    pub reasons: Vec<Option<u64>>,
+    pub processes: Vec<Vec<ProcessSample>>,
+    /// Indices `[start, end)` of the active window: from the first to the last sample in which
+    /// the GPU did any work.
+    pub active: (usize, usize),
+}
+
+impl GpuSeries {
+    /// Values of `v` inside the active window that are present.
+    pub fn active_values(&self, v: &[Option<f64>]) -> Vec<f64> {
+        v[self.active.0..self.active.1].iter().flatten().copied().collect()
+    }
+
+    /// Seconds the active window lasts.
+    pub fn active_s(&self) -> f64 {
+        match self.active {
+            (a, b) if b > a => self.t_s[b - 1] - self.t_s[a],
+            _ => 0.0,
+        }
+    }
+
+    /// `[start, end]` of the active window in seconds since the run started.
+    pub fn window(&self) -> [f64; 2] {
+        match self.active {
+            (a, b) if b > a => [crate::round(self.t_s[a], 1), crate::round(self.t_s[b - 1], 1)],
+            _ => [0.0, 0.0],
+        }
+    }
+}
+
+/// Everything the rules read.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    pub gpus: Vec<GpuSeries>,
+    /// Unix time of the first sample, microseconds.
+    pub start_us: i64,
+    /// Whether the input had GPM (SM activity).
+    pub has_gpm: bool,
+    /// Whether processes were listed.
+    pub has_processes: bool,
+    /// The watched tree's CPU, percent of one core, over time (seconds, value).
+    pub tree_cpu: Vec<(f64, f64)>,
+    /// Most processes the tree had at once.
+    pub tree_width: usize,
+    /// Whole-machine CPU busy, percent, and the core count.
+    pub host_cpu: Vec<(f64, f64)>,
+    pub cores: usize,
+    /// Events by kind and time (seconds since the start).
+    pub events: Vec<(String, f64, serde_json::Value)>,
+}
+
+impl Run {
+    pub fn from_recording(rec: &Recording) -> Self {
+        let start_us = rec.snapshots.first().map_or(0, |s| s.timestamp_us);
+        let t = |us: i64| (us - start_us) as f64 / 1e6;
+        let mut gpus: Vec<GpuSeries> = Vec::new();
+        for snap in &rec.snapshots {
+            for g in &snap.gpus {
+                let pos = match gpus.iter().position(|s| s.gpu == g.gpu_index) {
+                    Some(p) => p,
+                    None => {
+                        let info = rec.devices.iter().find(|d| d.index == g.gpu_index);
+                        gpus.push(GpuSeries {
+                            gpu: g.gpu_index,
+                            mem_total_bytes: info.and_then(|d| d.memory_total_bytes).map(|b| b as f64),
+                            max_sm_clock_mhz: info.and_then(|d| d.clock_max_sm_mhz).map(f64::from),
+                            ..GpuSeries::default()
+                        });
+                        gpus.len() - 1
+                    }
+                };
+                let s = &mut gpus[pos];
+                s.t_s.push(t(snap.timestamp_us));
+                s.util_pct.push(g.util_gpu_pct.map(f64::from));
+                s.sm_pct.push(g.sm_active_pct());
+                s.mem_used_bytes.push(g.memory_used_bytes.map(|b| b as f64));
+                if let Some(total) = g.memory_total_bytes {
+                    s.mem_total_bytes = Some(total as f64);
+                }
+                s.power_w.push(g.power_draw_mw.map(|mw| f64::from(mw) / 1000.0));
+                s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
+                s.reasons.push(g.clocks_event_reasons);
+                s.processes.push(g.processes.clone());
+            }
+        }
+        for s in &mut gpus {
+            s.active = active_window(s);
+        }
+        let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));
+        let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
+        let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
+        let tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
+        let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
+        let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
+        let events = rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms * 1000), e.payload.clone())).collect();
+        Self { gpus, start_us, has_gpm, has_processes, tree_cpu, tree_width, host_cpu, cores, events }
+    }
+}
+
+/// From the first to the last sample in which the GPU did work (utilization or SM activity above
+/// zero); the whole series when it never did.
+fn active_window(s: &GpuSeries) -> (usize, usize) {
+    let busy = |i: usize| s.util_pct[i].is_some_and(|u| u > 0.0) || s.sm_pct[i].is_some_and(|v| v > 0.5);
+    let n = s.t_s.len();
+    match ((0..n).find(|&i| busy(i)), (0..n).rev().find(|&i| busy(i))) {
+        (Some(a), Some(b)) => (a, b + 1),
+        _ => (0, n),
+    }
+}

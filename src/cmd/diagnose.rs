@@ -1,0 +1,56 @@
+//! `gpulse diagnose`: why a run was slow, worst first, from a recording or an nvidia-smi log.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use gpulse_diagnose::{Finding, Severity};
+
+use crate::cli::{DiagnoseArgs, ReportFormat};
+use crate::cmd::input::load;
+use crate::output::Output;
+
+pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    let recording = load(&args.input)?;
+    anyhow::ensure!(!recording.snapshots.is_empty(), "{} holds no GPU samples", args.input.display());
+    let findings = gpulse_diagnose::diagnose(&recording);
+    let text = match args.format {
+        ReportFormat::Json => {
+            let doc = serde_json::json!({
+                "input": args.input.display().to_string(),
+                "gpus": recording.devices.len(),
+                "samples": recording.snapshots.len(),
+                "findings": findings,
+            });
+            format!("{}\n", serde_json::to_string_pretty(&doc)?)
+        }
+        ReportFormat::Text => render_text(&findings),
+    };
+    Output::open(None)?.emit(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Findings for a terminal: a headline each, then evidence, advice and limits.
+pub fn render_text(findings: &[Finding]) -> String {
+    let mut s = String::new();
+    if findings.is_empty() {
+        s += "No findings: the input is too short or too idle to judge.\n";
+    }
+    for f in findings {
+        let tag = match f.severity {
+            Severity::Critical => "CRITICAL",
+            Severity::Warning => "WARNING",
+            Severity::Info => "INFO",
+        };
+        let _ = writeln!(s, "{tag:<8} {}  [{}]", f.title, f.id);
+        let evidence: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(s, "         evidence: {}", evidence.join(", "));
+        for a in &f.advice {
+            let _ = writeln!(s, "         - {a}");
+        }
+        for l in &f.limits {
+            let _ = writeln!(s, "         ? {l}");
+        }
+        s.push('\n');
+    }
+    s
+}

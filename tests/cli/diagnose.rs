@@ -1,0 +1,105 @@
+//! `gpulse diagnose` against the real H200 traces and their ground truth
+//! (tests/fixtures/h200-2026-11-29/README.md).
+
+use std::path::PathBuf;
+
+use super::support::*;
+
+const SCENARIOS: [&str; 6] = ["dl_bound", "dl_tuned", "tiny", "leak", "healthy", "stall"];
+
+/// The finding ids `gpulse diagnose --format json` reports for `inputs` (imported together).
+fn ids(inputs: &[PathBuf]) -> (Vec<String>, serde_json::Value) {
+    let input = if inputs.len() == 1 {
+        inputs[0].clone()
+    } else {
+        let db = std::env::temp_dir().join(format!(
+            "gpulse-diag-{}-{}.db",
+            std::process::id(),
+            inputs[0].file_name().unwrap().to_string_lossy()
+        ));
+        let _ = std::fs::remove_file(&db);
+        let (code, _, err) = run(gpulse(None).arg("import").args(inputs).arg("-o").arg(&db));
+        assert_eq!(code, 0, "{err}");
+        db
+    };
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&input));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ids = v["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap().to_owned()).collect();
+    (ids, v)
+}
+
+fn has(ids: &[String], id: &str) -> bool {
+    ids.iter().any(|i| i == id)
+}
+
+#[test]
+fn every_scenario_reads_as_its_ground_truth_from_each_kind_of_log() {
+    for s in SCENARIOS {
+        let seed = vec![fixture(&format!("h200-2026-11-29/seed_{s}.csv"))];
+        let rich =
+            vec![fixture(&format!("h200-2026-11-29/rich_{s}.csv")), fixture(&format!("h200-2026-11-29/apps_{s}.csv"))];
+        for (kind, input) in [("seed", seed), ("rich+apps", rich)] {
+            let (ids, v) = ids(&input);
+            let ctx = format!("{s} from {kind}: {ids:?}");
+            match s {
+                "dl_bound" => assert!(has(&ids, "input_bound") && !has(&ids, "host_bound"), "{ctx}"),
+                "dl_tuned" => assert!(!has(&ids, "input_bound") && has(&ids, "host_bound"), "{ctx}"),
+                "tiny" => assert!(has(&ids, "host_bound") && !has(&ids, "input_bound"), "{ctx}"),
+                "leak" => assert!(has(&ids, "memory_growth") && has(&ids, "oom"), "{ctx}"),
+                "healthy" => {
+                    assert!(has(&ids, "healthy") && !has(&ids, "input_bound") && !has(&ids, "host_bound"), "{ctx}")
+                }
+                "stall" => {
+                    assert!(has(&ids, "periodic_stall"), "{ctx}");
+                    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "periodic_stall").unwrap();
+                    let period = f["evidence"]["period_s"].as_f64().unwrap();
+                    // Ground truth: about 3 s of pause every ~11 s.
+                    assert!((9.0..=13.0).contains(&period), "{ctx}: period {period}");
+                    assert!((2.0..=4.5).contains(&f["evidence"]["pause_s"].as_f64().unwrap()), "{ctx}");
+                }
+                _ => unreachable!(),
+            }
+            // The idle 20 GiB process is flagged wherever the process log is given.
+            assert_eq!(has(&ids, "idle_holder"), kind == "rich+apps", "{ctx}");
+            for f in v["findings"].as_array().unwrap() {
+                assert!(f["title"].is_string() && f["evidence"].is_object() && f["advice"].is_array(), "{f}");
+                assert!(["critical", "warning", "info"].contains(&f["severity"].as_str().unwrap()));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_three_column_log_says_what_it_could_not_tell() {
+    let (code, out, _) = run(gpulse(None).arg("diagnose").arg(fixture("h200-2026-11-29/seed_dl_bound.csv")));
+    assert_eq!(code, 0);
+    assert!(out.contains("[input_bound]") && out.contains("num_workers") && out.contains("pin_memory"), "{out}");
+    assert!(out.contains("gpulse record --pid"), "names what to record: {out}");
+}
+
+#[test]
+fn the_oom_is_forecast_from_half_the_ramp() {
+    // rich_leak.csv: memory climbs from the first training step (14:45:28.4) until the
+    // out-of-memory error at 14:46:07.14 (steps_leak.jsonl). Keep the log up to half the ramp.
+    let text = std::fs::read_to_string(fixture("h200-2026-11-29/rich_leak.csv")).unwrap();
+    let cut = "2026/11/29 14:45:47.800";
+    let half: Vec<&str> = text.lines().take_while(|l| l.starts_with("timestamp") || l[..23] < *cut).collect();
+    let path = std::env::temp_dir().join(format!("gpulse-half-leak-{}.csv", std::process::id()));
+    std::fs::write(&path, half.join("\n") + "\n").unwrap();
+    let last = half.last().unwrap();
+    let (_, v) = ids(&[path]);
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "memory_growth").expect("memory_growth");
+    let forecast = f["evidence"]["time_to_oom_s"].as_f64().unwrap();
+    let range = f["evidence"]["time_to_oom_range_s"].as_array().unwrap();
+    // Seconds from the last row kept to the real OOM.
+    let last_s = |l: &str| {
+        let t = &l[11..23];
+        let p: Vec<f64> = t.split(':').map(|x| x.parse().unwrap()).collect();
+        p[0] * 3600.0 + p[1] * 60.0 + p[2]
+    };
+    let real = last_s("2026/11/29 14:46:07.140") - last_s(last);
+    assert!((forecast - real).abs() <= 0.2 * real, "forecast {forecast:.1} s, real {real:.1} s");
+    assert!(range[0].as_f64().unwrap() <= forecast && range[1].as_f64().is_none_or(|h| h >= forecast));
+    assert_eq!(f["severity"], "critical");
+}
