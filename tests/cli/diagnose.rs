@@ -103,3 +103,56 @@ fn the_oom_is_forecast_from_half_the_ramp() {
     assert!(range[0].as_f64().unwrap() <= forecast && range[1].as_f64().is_none_or(|h| h >= forecast));
     assert_eq!(f["severity"], "critical");
 }
+
+#[test]
+fn gpu_util_that_misleads_is_caught_on_a_real_trace() {
+    // matmul_spin_idle.csv: a bf16 matmul (GPU-Util 99 %, SM 96 %), then a kernel spinning on one
+    // SM (GPU-Util 100 %, SM 0.8 %), then idle; recorded by gpulse query on an H200.
+    let (ids, v) = ids(&[fixture("h200-gpulse/matmul_spin_idle.csv")]);
+    assert!(has(&ids, "util_misleading"), "{ids:?}");
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "util_misleading").unwrap();
+    assert!(f["evidence"]["sm_active_mean_pct"].as_f64().unwrap() < 5.0);
+    // The power cap held the matmul's clocks ~25 % down: worth knowing, not a fault.
+    let t = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "throttling").expect("power cap");
+    assert_eq!(t["severity"], "info");
+}
+
+/// Records `secs` of a scenario through the stand-in NVML library and diagnoses the recording.
+fn record_and_diagnose(scenario: &std::path::Path, secs: &str) -> Vec<String> {
+    let db = std::env::temp_dir().join(format!(
+        "gpulse-diag-rec-{}-{}.db",
+        std::process::id(),
+        scenario.file_stem().unwrap().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&db);
+    let (code, _, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", scenario)
+        .args(["record", "--interval", "100ms", "--duration", secs, "-o"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    ids(&[db]).0
+}
+
+#[test]
+fn a_replayed_healthy_h200_trace_reads_healthy() {
+    // gpm_healthy.csv replayed at 20x by the stand-in NVML library: GPU-Util ~97 %, SM ~90 %.
+    let ids = record_and_diagnose(&fixture("scenarios/h200_training.json"), "3s");
+    assert!(has(&ids, "healthy"), "{ids:?}");
+    assert!(!has(&ids, "util_misleading") && !has(&ids, "input_bound") && !has(&ids, "host_bound"), "{ids:?}");
+}
+
+#[test]
+fn uneven_gpus_read_as_imbalance() {
+    let dev = |i: u32, util: u32| {
+        format!(
+            r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","base":{{"util_gpu_pct":{util},
+            "memory_total_mib":143771,"memory_used_mib":40000,"temperature_gpu_c":50,"power_w":400}}}}"#,
+            0x18 + i
+        )
+    };
+    let sc = scenario_file("imbalance", &format!(r#"{{"devices":[{},{}]}}"#, dev(0, 92), dev(1, 21)));
+    let ids = record_and_diagnose(&sc, "1s");
+    assert!(has(&ids, "gpu_imbalance"), "{ids:?}");
+    let even = scenario_file("even", &format!(r#"{{"devices":[{},{}]}}"#, dev(0, 92), dev(1, 88)));
+    assert!(!has(&record_and_diagnose(&even, "1s"), "gpu_imbalance"));
+}

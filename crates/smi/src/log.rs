@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, ProcessSample};
 
-use crate::fields::{AppKey, GpuKey, app_field, gpu_field};
+use crate::fields::{AppKey, GpmKey, GpuKey, app_field, gpu_field};
 
 /// One line that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -412,7 +412,26 @@ fn gpu_row(
             GpuKey::PcieLinkWidth => s.pcie_link_width = Some(u()?),
             GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile = Some(u64::from(u()?)),
             GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile = Some(u64::from(u()?)),
-            GpuKey::Gpm(_) => {}
+            GpuKey::Gpm(k) => {
+                let v = number(cell).ok_or_else(bad)?;
+                let g = s.gpm.get_or_insert_with(gpulse_model::GpmMetrics::default);
+                let rate = v * MIB as f64;
+                match k {
+                    GpmKey::SmActive => g.sm_util_pct = Some(v),
+                    GpmKey::SmOccupancy => g.sm_occupancy_pct = Some(v),
+                    GpmKey::TensorActive => g.any_tensor_util_pct = Some(v),
+                    GpmKey::HmmaActive => g.hmma_tensor_util_pct = Some(v),
+                    GpmKey::DramActive => g.dram_bw_util_pct = Some(v),
+                    GpmKey::GraphicsActive => g.graphics_util_pct = Some(v),
+                    GpmKey::Fp16Active => g.fp16_util_pct = Some(v),
+                    GpmKey::Fp32Active => g.fp32_util_pct = Some(v),
+                    GpmKey::Fp64Active => g.fp64_util_pct = Some(v),
+                    GpmKey::PcieTx => g.pcie_tx_bytes_per_s = Some(rate),
+                    GpmKey::PcieRx => g.pcie_rx_bytes_per_s = Some(rate),
+                    GpmKey::NvlinkTx => g.nvlink_tx_bytes_per_s = Some(rate),
+                    GpmKey::NvlinkRx => g.nvlink_rx_bytes_per_s = Some(rate),
+                }
+            }
         }
     }
     if s.clocks_event_reasons.is_none() {

@@ -22,27 +22,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             continue;
         }
         let sm = mean(&g.active_values(&g.sm_pct));
-        if let Some(sm) = sm
-            && mu >= 50.0
-            && sm <= mu / 2.0
-        {
-            out.push(
-                Finding::new(
-                    "util_misleading",
-                    Severity::Warning,
-                    format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
-                )
-                .with("gpu", g.gpu)
-                .with("window_s", g.window().to_vec())
-                .with("util_gpu_mean_pct", round(mu, 1))
-                .with("sm_active_mean_pct", round(sm, 1))
-                .advise(&[
-                    "GPU-Util counts time in which any kernel runs, however few SMs it uses: the work is too small or too serial to fill the GPU",
-                    "raise the batch size, or fuse small kernels with torch.compile",
-                    "check for single-block kernels (custom CUDA, torch.cuda._sleep, tiny matmuls) with the PyTorch profiler",
-                ]),
-            );
-        }
+        out.extend(misleading(g));
         if mu >= LOW_UTIL_PCT {
             continue;
         }
@@ -90,6 +70,42 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         out.push(f);
     }
     out
+}
+
+/// A sample where GPU-Util says busy (≥ 50 %) and at most half as many SMs work: time counted as
+/// busy while most of the GPU idles.
+fn is_misleading(util: f64, sm: f64) -> bool {
+    util >= 50.0 && sm <= util / 2.0
+}
+
+/// GPU-Util that misleads for a material share of the run: a fifth of the active samples.
+fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
+    let (a, b) = g.active;
+    let both: Vec<(usize, f64, f64)> = (a..b).filter_map(|i| Some((i, g.util_pct[i]?, g.sm_pct[i]?))).collect();
+    let bad: Vec<&(usize, f64, f64)> = both.iter().filter(|x| is_misleading(x.1, x.2)).collect();
+    if bad.len() < 5 || (bad.len() as f64) < 0.2 * both.len() as f64 {
+        return None;
+    }
+    let mu = mean(&bad.iter().map(|x| x.1).collect::<Vec<_>>())?;
+    let sm = mean(&bad.iter().map(|x| x.2).collect::<Vec<_>>())?;
+    let (first, last) = (bad.first()?.0, bad.last()?.0);
+    Some(
+        Finding::new(
+            "util_misleading",
+            Severity::Warning,
+            format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
+        )
+        .with("gpu", g.gpu)
+        .with("window_s", vec![round(g.t_s[first], 1), round(g.t_s[last], 1)])
+        .with("share_of_run", round(bad.len() as f64 / both.len() as f64, 3))
+        .with("util_gpu_mean_pct", round(mu, 1))
+        .with("sm_active_mean_pct", round(sm, 1))
+        .advise(&[
+            "GPU-Util counts time in which any kernel runs, however few SMs it uses: the work is too small or too serial to fill the GPU",
+            "raise the batch size, or fuse small kernels with torch.compile",
+            "look for single-block kernels (custom CUDA, tiny matmuls, busy-wait kernels) with the PyTorch profiler",
+        ]),
+    )
 }
 
 /// GPUs loaded unevenly: the spread of their mean utilization.
