@@ -74,5 +74,13 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let snap = replay.sample()?;
     out.emit("\nStatus 30 s into the run:\n")?;
     out.emit(&super::status::render(replay.devices(), &[0], &snap))?;
+    // The diagnosis of the whole recording, every 200 ms sample of it.
+    let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 0.2)?;
+    let mut recording = gpulse_record::Recording { devices: replay.devices().to_vec(), ..Default::default() };
+    while let Ok(s) = replay.sample() {
+        recording.snapshots.push(s);
+    }
+    out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;
+    out.emit(&super::diagnose::render_text(&gpulse_diagnose::diagnose(&recording)))?;
     Ok(ExitCode::SUCCESS)
 }

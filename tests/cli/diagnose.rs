@@ -156,3 +156,14 @@ fn uneven_gpus_read_as_imbalance() {
     let even = scenario_file("even", &format!(r#"{{"devices":[{},{}]}}"#, dev(0, 92), dev(1, 88)));
     assert!(!has(&record_and_diagnose(&even, "1s"), "gpu_imbalance"));
 }
+
+#[test]
+fn a_real_recording_with_its_process_tree_names_the_busy_workers_and_the_foreign_holder() {
+    // training_workers.db: ResNet-18 with num_workers=4 on an H200, beside an idle 4 GiB process.
+    let (ids, v) = ids(&[fixture("h200-gpulse/training_workers.db")]);
+    assert!(has(&ids, "input_bound") && has(&ids, "foreign_process"), "{ids:?}");
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "input_bound").unwrap();
+    assert_eq!(f["evidence"]["tree_processes"], 5);
+    assert!(f["evidence"]["worker_cpu_mean_pct"].as_f64().unwrap() >= 70.0, "{f}");
+    assert!(f.get("limits").is_none_or(|l| !l.to_string().contains("no host data")), "{f}");
+}

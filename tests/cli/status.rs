@@ -51,6 +51,8 @@ fn demo_replays_the_bundled_recording_without_a_gpu() {
     assert!(out.contains("14:43:16.918   0    0%   0.0%      21098/143771   33C   103W"), "{out}");
     assert!(out.contains("SM active"));
     assert!(out.contains("21090 MiB"), "the idle holder shows: {out}");
+    // The whole pipeline ends in the diagnosis of the recording.
+    assert!(out.contains("[input_bound]") && out.contains("[idle_holder]"), "{out}");
 }
 
 #[test]

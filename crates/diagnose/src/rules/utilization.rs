@@ -10,6 +10,9 @@ const LOW_UTIL_PCT: f64 = 60.0;
 /// the GPU is busy at most ~60 % of the time in bursts, which is how a loop that waits for each
 /// batch looks. A launch-bound loop trickles small kernels continuously and varies far less.
 const BURSTY_CV: f64 = 0.8;
+/// DataLoader workers at this share of a core each are busy all the time: the input pipeline is
+/// the limit, even when the GPU-Util it leaves is steady.
+const WORKERS_BUSY_PCT: f64 = 70.0;
 /// Windows shorter than this hold too few samples to judge a steady state.
 const MIN_ACTIVE_S: f64 = 10.0;
 
@@ -32,8 +35,23 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             && mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 80.0);
         let host_saturated = mean(&run.host_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 90.0);
         let bursty = cv >= BURSTY_CV;
-        let mut f = if bursty || one_core_loader || host_saturated {
-            Finding::new("input_bound", Severity::Warning, format!("GPU {}: waits for data; GPU-Util {mu:.0}%, busy in bursts", g.gpu))
+        // Workers that each keep most of a core busy produce batches as fast as they can.
+        let workers_saturated = run.worker_cpu_mean.is_some_and(|c| c >= WORKERS_BUSY_PCT);
+        let mut f = if bursty || one_core_loader || host_saturated || workers_saturated {
+            let why = if workers_saturated {
+                format!(
+                    "{} DataLoader workers busy {:.0}% of a core each",
+                    run.tree_width.saturating_sub(1),
+                    run.worker_cpu_mean.unwrap_or(0.0)
+                )
+            } else if one_core_loader {
+                "data loaded in the training process itself".to_owned()
+            } else if host_saturated {
+                "the host CPU is saturated".to_owned()
+            } else {
+                "busy in bursts".to_owned()
+            };
+            Finding::new("input_bound", Severity::Warning, format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu))
                 .advise(&[
                     "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)",
                     "pin_memory=True, and .to(device, non_blocking=True) in the loop",
@@ -61,6 +79,9 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 "tree_cpu_mean_pct",
                 round(mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap_or(0.0), 0),
             );
+            if let Some(w) = run.worker_cpu_mean {
+                f = f.with("worker_cpu_mean_pct", round(w, 0));
+            }
         } else {
             f = f.limit(
                 "no host data: record with `gpulse record --pid PID` to see the training's CPU and DataLoader workers",
