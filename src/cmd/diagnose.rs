@@ -6,19 +6,26 @@ use std::process::ExitCode;
 use gpulse_diagnose::{Finding, Severity};
 
 use crate::cli::{DiagnoseArgs, ReportFormat};
-use crate::cmd::input::load;
+use crate::cmd::input::load_each;
 use crate::output::Output;
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let recording = load(&args.input)?;
-    anyhow::ensure!(!recording.snapshots.is_empty(), "{} holds no GPU samples", args.input.display());
-    let findings = gpulse_diagnose::diagnose(&recording);
+    // Snapshots stream into the per-GPU series; a day of 8 GPUs is never held whole.
+    let mut builder = gpulse_diagnose::RunBuilder::default();
+    let mut samples = 0usize;
+    let recording = load_each(&args.input, &mut |snap| {
+        samples += 1;
+        builder.push(&snap);
+    })?;
+    anyhow::ensure!(samples > 0, "{} holds no GPU samples", args.input.display());
+    let run = builder.finish(&recording);
+    let findings = gpulse_diagnose::diagnose_run(&run);
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
                 "input": args.input.display().to_string(),
                 "gpus": recording.devices.len(),
-                "samples": recording.snapshots.len(),
+                "samples": samples,
                 "findings": findings,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)

@@ -28,6 +28,17 @@ pub fn load(path: &Path) -> anyhow::Result<Recording> {
     gpulse_record::read(&tmp.0).with_context(|| format!("cannot read the import of {}", path.display()))
 }
 
+/// Like [`load`], handing snapshots to `on_snapshot` one at a time instead of holding them.
+pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) -> anyhow::Result<Recording> {
+    if is_recording(path)? {
+        return gpulse_record::read_each(path, on_snapshot).with_context(|| format!("cannot read {}", path.display()));
+    }
+    let tmp = TempPath::in_temp_dir(path);
+    import_logs(&[path.to_path_buf()], None, &tmp.0)?;
+    gpulse_record::read_each(&tmp.0, on_snapshot)
+        .with_context(|| format!("cannot read the import of {}", path.display()))
+}
+
 /// A file that is removed when dropped.
 pub struct TempPath(pub PathBuf);
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use forecast::{Forecast, time_to_full};
-pub use series::{GpuSeries, Run};
+pub use series::{GpuSeries, Run, RunBuilder};
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -62,10 +62,14 @@ impl Finding {
     }
 }
 
-/// Every finding for a recording, worst first.
+/// Every finding for a recording held whole, worst first.
 pub fn diagnose(rec: &gpulse_record::Recording) -> Vec<Finding> {
-    let run = Run::from_recording(rec);
-    let mut out = rules::all(&run);
+    diagnose_run(&Run::from_recording(rec))
+}
+
+/// Every finding for a run, worst first.
+pub fn diagnose_run(run: &Run) -> Vec<Finding> {
+    let mut out = rules::all(run);
     out.sort_by_key(|f| f.severity);
     out
 }

@@ -17,7 +17,8 @@ pub struct GpuSeries {
     pub sm_clock_mhz: Vec<Option<f64>>,
     pub max_sm_clock_mhz: Option<f64>,
     pub reasons: Vec<Option<u64>>,
-    pub processes: Vec<Vec<ProcessSample>>,
+    /// The process listing at each sample, shared while it does not change.
+    pub processes: Vec<std::rc::Rc<Vec<ProcessSample>>>,
     /// Indices `[start, end)` of the active window: from the first to the last sample in which
     /// the GPU did any work.
     pub active: (usize, usize),
@@ -71,42 +72,69 @@ pub struct Run {
 }
 
 impl Run {
+    /// The run of a recording held whole.
     pub fn from_recording(rec: &Recording) -> Self {
-        let start_us = rec.snapshots.first().map_or(0, |s| s.timestamp_us);
-        let t = |us: i64| (us - start_us) as f64 / 1e6;
-        let mut gpus: Vec<GpuSeries> = Vec::new();
+        let mut b = RunBuilder::default();
         for snap in &rec.snapshots {
-            for g in &snap.gpus {
-                let pos = match gpus.iter().position(|s| s.gpu == g.gpu_index) {
-                    Some(p) => p,
-                    None => {
-                        let info = rec.devices.iter().find(|d| d.index == g.gpu_index);
-                        gpus.push(GpuSeries {
-                            gpu: g.gpu_index,
-                            mem_total_bytes: info.and_then(|d| d.memory_total_bytes).map(|b| b as f64),
-                            max_sm_clock_mhz: info.and_then(|d| d.clock_max_sm_mhz).map(f64::from),
-                            ..GpuSeries::default()
-                        });
-                        gpus.len() - 1
-                    }
-                };
-                let s = &mut gpus[pos];
-                s.t_s.push(t(snap.timestamp_us));
-                s.util_pct.push(g.util_gpu_pct.map(f64::from));
-                s.sm_pct.push(g.sm_active_pct());
-                s.mem_used_bytes.push(g.memory_used_bytes.map(|b| b as f64));
-                if let Some(total) = g.memory_total_bytes {
-                    s.mem_total_bytes = Some(total as f64);
+            b.push(snap);
+        }
+        b.finish(rec)
+    }
+}
+
+/// Builds a [`Run`] one snapshot at a time, so a long recording is never held whole.
+#[derive(Debug, Default)]
+pub struct RunBuilder {
+    gpus: Vec<GpuSeries>,
+    start_us: Option<i64>,
+}
+
+impl RunBuilder {
+    /// Adds one snapshot.
+    pub fn push(&mut self, snap: &gpulse_model::Snapshot) {
+        let start = *self.start_us.get_or_insert(snap.timestamp_us);
+        let t = (snap.timestamp_us - start) as f64 / 1e6;
+        for g in &snap.gpus {
+            let pos = match self.gpus.iter().position(|s| s.gpu == g.gpu_index) {
+                Some(p) => p,
+                None => {
+                    self.gpus.push(GpuSeries { gpu: g.gpu_index, ..GpuSeries::default() });
+                    self.gpus.len() - 1
                 }
-                s.power_w.push(g.power_draw_mw.map(|mw| f64::from(mw) / 1000.0));
-                s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
-                s.reasons.push(g.clocks_event_reasons);
-                s.processes.push(g.processes.clone());
+            };
+            let s = &mut self.gpus[pos];
+            s.t_s.push(t);
+            s.util_pct.push(g.util_gpu_pct.map(f64::from));
+            s.sm_pct.push(g.sm_active_pct());
+            s.mem_used_bytes.push(g.memory_used_bytes.map(|b| b as f64));
+            if let Some(total) = g.memory_total_bytes {
+                s.mem_total_bytes = Some(total as f64);
             }
+            s.power_w.push(g.power_draw_mw.map(|mw| f64::from(mw) / 1000.0));
+            s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
+            s.reasons.push(g.clocks_event_reasons);
+            // Listings repeat from sample to sample: share one copy while they do not change.
+            let same = s.processes.last().is_some_and(|p| **p == g.processes);
+            let listing = if same {
+                s.processes.last().cloned().unwrap_or_default()
+            } else {
+                std::rc::Rc::new(g.processes.clone())
+            };
+            s.processes.push(listing);
         }
-        for s in &mut gpus {
+    }
+
+    /// The run, with the host, tree and events of `rec` (whose snapshots are not read again).
+    pub fn finish(mut self, rec: &Recording) -> Run {
+        let start_us = self.start_us.unwrap_or(0);
+        let t = |us: i64| (us - start_us) as f64 / 1e6;
+        for s in &mut self.gpus {
             s.active = active_window(s);
+            let info = rec.devices.iter().find(|d| d.index == s.gpu);
+            s.mem_total_bytes = s.mem_total_bytes.or(info.and_then(|d| d.memory_total_bytes).map(|b| b as f64));
+            s.max_sm_clock_mhz = info.and_then(|d| d.clock_max_sm_mhz).map(f64::from);
         }
+        let gpus = self.gpus;
         let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));
         let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
         let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
@@ -125,7 +153,7 @@ impl Run {
         let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
         let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
         let events = rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms * 1000), e.payload.clone())).collect();
-        Self { gpus, start_us, has_gpm, has_processes, tree_cpu, tree_width, worker_cpu_mean, host_cpu, cores, events }
+        Run { gpus, start_us, has_gpm, has_processes, tree_cpu, tree_width, worker_cpu_mean, host_cpu, cores, events }
     }
 }
 

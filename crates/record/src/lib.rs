@@ -12,7 +12,7 @@ mod write;
 
 use std::collections::BTreeMap;
 
-pub use read::{Recording, read};
+pub use read::{Recording, read, read_each};
 pub use write::Writer;
 
 /// A recording that cannot be written or read.

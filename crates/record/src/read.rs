@@ -26,8 +26,18 @@ pub struct Recording {
 
 /// Opens `path` read-only (also while it is being written) and reads it whole.
 pub fn read(path: &Path) -> Result<Recording, RecordError> {
+    let mut snapshots = Vec::new();
+    let mut rec = read_each(path, &mut |s| snapshots.push(s))?;
+    rec.snapshots = snapshots;
+    Ok(rec)
+}
+
+/// Reads everything but the snapshots, which go to `on_snapshot` one at a time in time order:
+/// a day of 8 GPUs need not be held in memory as snapshots. The returned recording's
+/// `snapshots` is empty.
+pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
     let name = path.display().to_string();
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let version: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
         .map_err(|_| RecordError::NotARecording(name.clone()))?;
@@ -41,7 +51,7 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
         .iter()
         .map(|j| serde_json::from_str(j))
         .collect::<Result<Vec<DeviceInfo>, _>>()?;
-    let snapshots = snapshots(&conn, devices.len())?;
+    snapshots(&conn, on_snapshot)?;
     let host = rows(&conn, "SELECT * FROM host_samples ORDER BY t_ms", |r| {
         let cores: Option<Vec<u8>> = r.get(4)?;
         Ok(HostSample {
@@ -65,7 +75,7 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
             payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
         })
     })?;
-    Ok(Recording { meta, devices, snapshots, host, trees, events })
+    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events })
 }
 
 fn rows<T>(
@@ -102,7 +112,8 @@ fn timeline<T>(
     Ok(out)
 }
 
-fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordError> {
+/// Hands every snapshot to `emit` in time order, holding only one at a time.
+fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), RecordError> {
     let opt_u32 = |r: &Row<'_>, i: usize| r.get::<_, Option<u32>>(i);
     let state = timeline(conn, "SELECT * FROM gpu_state ORDER BY t_ms", |r| {
         let v = |i: usize| r.get::<_, Option<i64>>(i);
@@ -111,7 +122,11 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
             r.get::<_, Option<String>>(14)?,
         ))
     })?;
-    let gpm = timeline(conn, "SELECT * FROM gpm_samples ORDER BY t_ms", |r| {
+    // GPM windows stream beside the samples (both in time order): only the latest window of each
+    // GPU is held.
+    let mut gpm_stmt = conn.prepare("SELECT * FROM gpm_samples ORDER BY t_ms, gpu")?;
+    let mut gpm_rows = gpm_stmt.query([])?;
+    let read_gpm = |r: &Row<'_>| -> rusqlite::Result<(i64, u32, GpmMetrics)> {
         let p = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(pct));
         let rate = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(|k| k as f64 * 1024.0));
         Ok(GpmMetrics {
@@ -130,7 +145,10 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
             nvlink_tx_bytes_per_s: rate(14)?,
             nvlink_rx_bytes_per_s: rate(15)?,
         })
-    })?;
+        .map(|m| (r.get::<_, i64>(0).unwrap_or(0), r.get::<_, u32>(1).unwrap_or(0), m))
+    };
+    let mut latest_gpm: HashMap<u32, GpmMetrics> = HashMap::new();
+    let mut pending_gpm: Option<(i64, u32, GpmMetrics)> = None;
     let polls = timeline(conn, "SELECT t_ms, gpu FROM process_polls ORDER BY t_ms", |_| Ok(()))?;
     // pid → (name, command line, user)
     type Identity = (Option<String>, Option<String>, Option<String>);
@@ -170,7 +188,9 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
     let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
     let sql = "SELECT t_ms, gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, temp_mem_c, power_mw, \
                sm_mhz, mem_mhz, pstate, reasons, fan_pct FROM gpu_samples ORDER BY id";
-    let base = rows(conn, sql, |r| {
+    let mut stmt = conn.prepare(sql)?;
+    let mut base = stmt.query([])?;
+    let read_row = |r: &Row<'_>| -> rusqlite::Result<(i64, GpuSample)> {
         let t: i64 = r.get(0)?;
         Ok((
             t,
@@ -191,11 +211,12 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
                 ..GpuSample::default()
             },
         ))
-    })?;
-    let (mut state_pos, mut gpm_pos, mut poll_pos) = (HashMap::new(), HashMap::new(), HashMap::new());
+    };
+    let (mut state_pos, mut poll_pos) = (HashMap::new(), HashMap::new());
     let mut hires_pos: HashMap<u32, usize> = HashMap::new();
-    let mut out: Vec<Snapshot> = Vec::new();
-    for (t, mut g) in base {
+    let mut current: Option<Snapshot> = None;
+    while let Some(row) = base.next()? {
+        let (t, mut g) = read_row(row)?;
         let gpu = g.gpu_index;
         if let Some((v, absent)) = as_of(state.get(&gpu), state_pos.entry(gpu).or_insert(0), t) {
             g.memory_total_bytes = v[0].map(bytes);
@@ -218,7 +239,24 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
                 g.absent = serde_json::from_str(a)?;
             }
         }
-        g.gpm = as_of(gpm.get(&gpu), gpm_pos.entry(gpu).or_insert(0), t).cloned();
+        loop {
+            if pending_gpm.is_none() {
+                pending_gpm = match gpm_rows.next()? {
+                    Some(r) => Some(read_gpm(r)?),
+                    None => break,
+                };
+            }
+            match pending_gpm.take() {
+                Some((gt, ggpu, m)) if gt <= t => {
+                    latest_gpm.insert(ggpu, m);
+                }
+                other => {
+                    pending_gpm = other;
+                    break;
+                }
+            }
+        }
+        g.gpm = latest_gpm.get(&gpu).cloned();
         let poll = poll_pos.entry(gpu).or_insert(0);
         if as_of(polls.get(&gpu), poll, t).is_some() {
             let poll_t = polls[&gpu][*poll].0;
@@ -231,13 +269,19 @@ fn snapshots(conn: &Connection, devices: usize) -> Result<Vec<Snapshot>, RecordE
                 *pos += 1;
             }
         }
-        match out.last_mut() {
+        match current.as_mut() {
             Some(s) if s.timestamp_us == t * 1000 => s.gpus.push(g),
-            _ => out.push(Snapshot { timestamp_us: t * 1000, gpus: vec![g] }),
+            _ => {
+                if let Some(done) = current.replace(Snapshot { timestamp_us: t * 1000, gpus: vec![g] }) {
+                    emit(done);
+                }
+            }
         }
     }
-    debug_assert!(out.iter().all(|s| s.gpus.len() <= devices.max(s.gpus.len())));
-    Ok(out)
+    if let Some(done) = current {
+        emit(done);
+    }
+    Ok(())
 }
 
 fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, RecordError> {

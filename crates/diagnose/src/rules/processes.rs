@@ -29,7 +29,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         return out;
     }
     for g in &run.gpus {
-        let listings: Vec<&Vec<gpulse_model::ProcessSample>> = g.processes.iter().collect();
+        let listings: Vec<&Vec<gpulse_model::ProcessSample>> = g.processes.iter().map(|p| &**p).collect();
         let n = listings.len() as f64;
         let mut seen: HashMap<u32, Held> = HashMap::new();
         for l in &listings {
