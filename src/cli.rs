@@ -48,8 +48,22 @@ pub enum Command {
     Export(ExportArgs),
     /// Explain why a run is slow, with evidence and advice, from a recording or an nvidia-smi log.
     Diagnose(DiagnoseArgs),
+    /// Compare two runs (recordings or nvidia-smi logs): figures, findings, verdict.
+    Compare(CompareArgs),
     /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The run before the change.
+    #[arg(value_name = "BEFORE")]
+    pub before: PathBuf,
+    /// The run after it.
+    #[arg(value_name = "AFTER")]
+    pub after: PathBuf,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -208,7 +222,7 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             _ => a,
         })
         .collect();
-    let commands = ["query", "status", "watch", "record", "import", "export", "diagnose", "demo", "help"];
+    let commands = ["query", "status", "watch", "record", "import", "export", "diagnose", "compare", "demo", "help"];
     let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
     let is_query = out
         .iter()

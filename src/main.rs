@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(&args),
         Command::Export(args) => cmd::export::run(&args),
         Command::Diagnose(args) => cmd::diagnose::run(&args),
+        Command::Compare(args) => cmd::compare::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
     };
     match result {

@@ -9,22 +9,36 @@ use crate::cli::{DiagnoseArgs, ReportFormat};
 use crate::cmd::input::load_each;
 use crate::output::Output;
 
-pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    // Snapshots stream into the per-GPU series; a day of 8 GPUs is never held whole.
+/// A run read from a recording or a log, and its findings.
+pub struct Analysis {
+    pub run: gpulse_diagnose::Run,
+    pub findings: Vec<Finding>,
+    pub gpus: usize,
+    pub samples: usize,
+}
+
+/// Reads `path` (snapshots stream into the per-GPU series: a day of 8 GPUs is never held whole)
+/// and diagnoses it.
+pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
     let mut builder = gpulse_diagnose::RunBuilder::default();
     let mut samples = 0usize;
-    let recording = load_each(&args.input, &mut |snap| {
+    let recording = load_each(path, &mut |snap| {
         samples += 1;
         builder.push(&snap);
     })?;
-    anyhow::ensure!(samples > 0, "{} holds no GPU samples", args.input.display());
+    anyhow::ensure!(samples > 0, "{} holds no GPU samples", path.display());
     let run = builder.finish(&recording);
     let findings = gpulse_diagnose::diagnose_run(&run);
+    Ok(Analysis { run, findings, gpus: recording.devices.len(), samples })
+}
+
+pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    let Analysis { findings, gpus, samples, .. } = analyze(&args.input)?;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
                 "input": args.input.display().to_string(),
-                "gpus": recording.devices.len(),
+                "gpus": gpus,
                 "samples": samples,
                 "findings": findings,
             });

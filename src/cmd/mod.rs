@@ -1,5 +1,6 @@
 //! One module per command; shared helpers for opening sources and reporting errors.
 
+pub mod compare;
 pub mod demo;
 pub mod diagnose;
 pub mod export;

@@ -167,3 +167,34 @@ fn a_real_recording_with_its_process_tree_names_the_busy_workers_and_the_foreign
     assert!(f["evidence"]["worker_cpu_mean_pct"].as_f64().unwrap() >= 70.0, "{f}");
     assert!(f.get("limits").is_none_or(|l| !l.to_string().contains("no host data")), "{f}");
 }
+
+#[test]
+fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
+    // From the nvidia-smi logs alone: GPU-Util is the only measure of work.
+    let h = |s: &str| fixture(&format!("h200-2026-11-29/rich_{s}.csv"));
+    let (code, out, err) = run(gpulse(None).arg("compare").arg(h("dl_bound")).arg(h("dl_tuned")));
+    assert_eq!(code, 0, "{err}");
+    let verdict = out.lines().last().unwrap();
+    assert!(verdict.starts_with("input bottleneck removed; throughput up ~"), "{out}");
+    assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
+    // With GPM (the gpm_* traces, replayed): SM activity measures the work; the truth is 7.3x
+    // more steps per second.
+    let replay = |s: &str| {
+        let text = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/gpm_{s}.csv"))).unwrap();
+        let dev = gpulse_model::DeviceInfo { index: 0, memory_total_bytes: Some(143_771 << 20), ..Default::default() };
+        let mut r = gpulse_sample::TraceReplay::new(&text, vec![dev.clone()], vec![], 0.2).unwrap();
+        let mut rec = gpulse_record::Recording { devices: vec![dev], ..Default::default() };
+        while let Ok(s) = gpulse_sample::Source::sample(&mut r) {
+            rec.snapshots.push(s);
+        }
+        let run = gpulse_diagnose::Run::from_recording(&rec);
+        let findings = gpulse_diagnose::diagnose_run(&run);
+        (run, findings)
+    };
+    let ((rb, fb), (ra, fa)) = (replay("dl_bound"), replay("dl_tuned"));
+    let c = gpulse_diagnose::compare::compare(&rb, &fb, &ra, &fa);
+    let ratio = c.gpu_work_ratio.unwrap();
+    assert_eq!(c.gpu_work_basis, "SM activity");
+    assert!((7.3 * 0.8..=7.3 * 1.2).contains(&ratio), "{ratio:.2}x against 7.3x: {}", c.verdict);
+    assert!(c.verdict.starts_with("input bottleneck removed"), "{}", c.verdict);
+}

@@ -27,12 +27,12 @@ pub fn all(run: &Run) -> Vec<Finding> {
 }
 
 /// Mean of a slice; `None` when empty.
-pub fn mean(v: &[f64]) -> Option<f64> {
+pub(crate) fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// Population standard deviation.
-pub fn stdev(v: &[f64]) -> Option<f64> {
+pub(crate) fn stdev(v: &[f64]) -> Option<f64> {
     let m = mean(v)?;
     Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
 }

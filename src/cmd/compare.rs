@@ -1,0 +1,47 @@
+//! `gpulse compare`: two runs side by side, what changed, and a verdict.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use gpulse_diagnose::compare::{Comparison, Figures, compare};
+
+use crate::cli::{CompareArgs, ReportFormat};
+use crate::cmd::diagnose::analyze;
+use crate::output::Output;
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let (before, after) = (analyze(&args.before)?, analyze(&args.after)?);
+    let c = compare(&before.run, &before.findings, &after.run, &after.findings);
+    let text = match args.format {
+        ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&c)?),
+        ReportFormat::Text => render(&c),
+    };
+    Output::open(None)?.emit(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(c: &Comparison) -> String {
+    let mut s = String::new();
+    let row = |s: &mut String, name: &str, f: &dyn Fn(&Figures) -> Option<f64>, unit: &str| {
+        let (b, a) = (f(&c.before), f(&c.after));
+        let cell = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| format!("{v:.1}{unit}"));
+        let change = match (b, a) {
+            (Some(b), Some(a)) if b.abs() > 1e-9 => format!("{:.1}×", a / b),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "  {name:<18} {:>12} → {:<12} {change}", cell(b), cell(a));
+    };
+    row(&mut s, "GPU-Util", &|f| f.util_gpu_pct, "%");
+    row(&mut s, "SM active", &|f| f.sm_active_pct, "%");
+    row(&mut s, "memory peak", &|f| f.memory_peak_gib, " GiB");
+    row(&mut s, "power", &|f| f.power_w, " W");
+    row(&mut s, "tree CPU", &|f| f.tree_cpu_pct, "%");
+    if !c.gone.is_empty() {
+        let _ = writeln!(s, "  gone:  {}", c.gone.join(", "));
+    }
+    if !c.new.is_empty() {
+        let _ = writeln!(s, "  new:   {}", c.new.join(", "));
+    }
+    let _ = writeln!(s, "\n{}", c.verdict);
+    s
+}
