@@ -157,13 +157,43 @@ impl RunBuilder {
     }
 }
 
-/// From the first to the last sample in which the GPU did work (utilization or SM activity above
-/// zero); the whole series when it never did.
+/// The stretch in which the job ran: from the first sample whose next 5 s average more than 2 %
+/// GPU-Util (or SM activity) to the last sample whose previous 5 s do. Averaging over seconds
+/// keeps a lone blip (a CUDA context starting, a probe) from stretching the window, while a
+/// starved loop's bursts still count. The whole series when nothing qualifies.
 fn active_window(s: &GpuSeries) -> (usize, usize) {
-    let busy = |i: usize| s.util_pct[i].is_some_and(|u| u > 0.0) || s.sm_pct[i].is_some_and(|v| v > 0.5);
+    const SPAN_S: f64 = 5.0;
+    const BUSY_PCT: f64 = 2.0;
     let n = s.t_s.len();
-    match ((0..n).find(|&i| busy(i)), (0..n).rev().find(|&i| busy(i))) {
-        (Some(a), Some(b)) => (a, b + 1),
+    let level = |i: usize| s.util_pct[i].or(s.sm_pct[i]).unwrap_or(0.0);
+    let avg = |lo: usize, hi: usize| (lo..hi).map(level).sum::<f64>() / (hi - lo).max(1) as f64;
+    // Forward windows: [i, j) with t[j-1] < t[i] + SPAN_S.
+    let mut start = None;
+    let mut j = 0;
+    for i in 0..n {
+        j = j.max(i + 1);
+        while j < n && s.t_s[j] < s.t_s[i] + SPAN_S {
+            j += 1;
+        }
+        if avg(i, j) > BUSY_PCT && level(i) > 0.0 {
+            start = Some(i);
+            break;
+        }
+    }
+    let mut end = None;
+    let mut k = n;
+    for i in (0..n).rev() {
+        k = k.min(i);
+        while k > 0 && s.t_s[k - 1] > s.t_s[i] - SPAN_S {
+            k -= 1;
+        }
+        if avg(k, i + 1) > BUSY_PCT && level(i) > 0.0 {
+            end = Some(i + 1);
+            break;
+        }
+    }
+    match (start, end) {
+        (Some(a), Some(b)) if b > a => (a, b),
         _ => (0, n),
     }
 }
