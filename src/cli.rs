@@ -50,8 +50,20 @@ pub enum Command {
     Diagnose(DiagnoseArgs),
     /// Compare two runs (recordings or nvidia-smi logs): figures, findings, verdict.
     Compare(CompareArgs),
+    /// Write a self-contained HTML report: timelines with findings marked, and processes.
+    Report(ReportArgs),
     /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A recording, or an nvidia-smi CSV log.
+    #[arg(value_name = "FILE")]
+    pub input: PathBuf,
+    /// The HTML file to write.
+    #[arg(short = 'o', long = "output", value_name = "OUT", default_value = "report.html")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -222,7 +234,8 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             _ => a,
         })
         .collect();
-    let commands = ["query", "status", "watch", "record", "import", "export", "diagnose", "compare", "demo", "help"];
+    let commands =
+        ["query", "status", "watch", "record", "import", "export", "diagnose", "compare", "report", "demo", "help"];
     let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
     let is_query = out
         .iter()

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Command::Export(args) => cmd::export::run(&args),
         Command::Diagnose(args) => cmd::diagnose::run(&args),
         Command::Compare(args) => cmd::compare::run(&args),
+        Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
     };
     match result {

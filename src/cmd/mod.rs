@@ -8,6 +8,7 @@ pub mod import;
 pub mod input;
 pub mod query;
 pub mod record;
+pub mod report;
 pub mod status;
 pub mod watch;
 
