@@ -202,7 +202,9 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "</section>";
     }
     // Every process seen on a GPU, with the most memory it held.
-    let mut procs: BTreeMap<(u32, u32), (f64, Option<String>, Option<String>, String)> = BTreeMap::new();
+    // (gpu, pid) → (peak bytes, name, command line, class)
+    type Row = (f64, Option<String>, Option<String>, String);
+    let mut procs: BTreeMap<(u32, u32), Row> = BTreeMap::new();
     for g in &run.gpus {
         for listing in &g.processes {
             for p in listing.iter() {
