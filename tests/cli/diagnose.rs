@@ -263,3 +263,36 @@ fn the_html_report_is_self_contained_and_renders() {
     assert!(shot.status.success(), "{}", String::from_utf8_lossy(&shot.stderr));
     assert!(std::fs::metadata(&png).unwrap().len() > 10_000, "a real picture, not a blank page");
 }
+
+#[test]
+fn ranks_without_set_device_read_as_misbinding_and_dataparallel_does_not() {
+    let gpu = |i: u32, procs: &str| {
+        format!(
+            r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","base":{{"util_gpu_pct":80,
+            "memory_total_mib":143771,"memory_used_mib":40000}},"processes":[{procs}]}}"#,
+            0x18 + i
+        )
+    };
+    // DDP without torch.cuda.set_device: rank 1 (pid 4001) works on GPU 1 and also holds a
+    // 500 MiB context on GPU 0, next to rank 0 (pid 4000).
+    let misbound = scenario_file(
+        "misbound",
+        &format!(
+            r#"{{"devices":[{},{}]}}"#,
+            gpu(0, r#"{"pid":4000,"used_memory_mib":20000},{"pid":4001,"used_memory_mib":500}"#),
+            gpu(1, r#"{"pid":4001,"used_memory_mib":20000}"#)
+        ),
+    );
+    let ids = record_and_diagnose(&misbound, "1s");
+    assert!(has(&ids, "device_misbinding"), "{ids:?}");
+    // nn.DataParallel: one process with a full replica on each GPU is parallelism, not a stray.
+    let dp = scenario_file(
+        "dataparallel",
+        &format!(
+            r#"{{"devices":[{},{}]}}"#,
+            gpu(0, r#"{"pid":5000,"used_memory_mib":30000}"#),
+            gpu(1, r#"{"pid":5000,"used_memory_mib":18000}"#)
+        ),
+    );
+    assert!(!has(&record_and_diagnose(&dp, "1s"), "device_misbinding"));
+}

@@ -1,5 +1,6 @@
 //! The rules. Each takes the run and returns its findings.
 
+mod binding;
 mod memory;
 mod processes;
 mod stall;
@@ -16,6 +17,7 @@ pub fn all(run: &Run) -> Vec<Finding> {
     out.extend(throttle::findings(run));
     out.extend(processes::findings(run));
     out.extend(utilization::imbalance(run));
+    out.extend(binding::findings(run));
     // Other processes' memory says nothing about how well the job itself runs.
     let troubled = out
         .iter()

@@ -1,0 +1,67 @@
+//! DDP ranks bound to the wrong device: one process working on one GPU while also holding a small
+//! context on another (typically cuda:0), because `torch.cuda.set_device(local_rank)` was never
+//! called before the first CUDA call.
+
+use std::collections::BTreeMap;
+
+use super::GIB;
+use crate::{Finding, Run, Severity, round};
+
+/// A CUDA context with the caching allocator's first blocks takes a few hundred MiB; less than
+/// this is not a context at all.
+const MIN_CONTEXT_GIB: f64 = 0.1;
+/// An extra context this small next to the process's real work is overhead, not work: larger
+/// shares (DataParallel replicas) are the parallelism itself.
+const MAX_EXTRA_SHARE: f64 = 0.25;
+const MAX_EXTRA_GIB: f64 = 2.0;
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    // pid → gpu → most memory held there.
+    let mut held: BTreeMap<u32, BTreeMap<u32, f64>> = BTreeMap::new();
+    for g in &run.gpus {
+        for listing in &g.processes {
+            for p in listing.iter() {
+                let m = p.used_memory_bytes.map_or(0.0, |b| b as f64);
+                let e = held.entry(p.pid).or_default().entry(g.gpu).or_insert(0.0);
+                *e = e.max(m);
+            }
+        }
+    }
+    // gpu → [(pid, extra bytes, home gpu)]
+    let mut strays: BTreeMap<u32, Vec<(u32, f64, u32)>> = BTreeMap::new();
+    for (pid, per_gpu) in &held {
+        if per_gpu.len() < 2 {
+            continue;
+        }
+        let Some((&home, &home_bytes)) = per_gpu.iter().max_by(|a, b| a.1.total_cmp(b.1)) else { continue };
+        for (&gpu, &bytes) in per_gpu {
+            if gpu != home
+                && bytes >= MIN_CONTEXT_GIB * GIB
+                && bytes <= MAX_EXTRA_SHARE * home_bytes
+                && bytes <= MAX_EXTRA_GIB * GIB
+            {
+                strays.entry(gpu).or_default().push((*pid, bytes, home));
+            }
+        }
+    }
+    strays
+        .into_iter()
+        .map(|(gpu, list)| {
+            let total: f64 = list.iter().map(|x| x.1).sum();
+            Finding::new(
+                "device_misbinding",
+                Severity::Warning,
+                format!("GPU {gpu}: {} process{} working on other GPUs also hold{} {:.1} GiB here", list.len(), if list.len() == 1 { "" } else { "es" }, if list.len() == 1 { "s" } else { "" }, total / GIB),
+            )
+            .with("gpu", gpu)
+            .with("pids", list.iter().map(|x| x.0).collect::<Vec<_>>())
+            .with("home_gpus", list.iter().map(|x| x.2).collect::<Vec<_>>())
+            .with("extra_gib", round(total / GIB, 2))
+            .advise(&[
+                "call torch.cuda.set_device(local_rank) (or use torch.device(f\"cuda:{local_rank}\") everywhere) before the first CUDA call in each rank",
+                "with torchrun, read LOCAL_RANK from the environment; do not create tensors on \"cuda\" without an index",
+                "or start each rank with CUDA_VISIBLE_DEVICES set to its own GPU",
+            ])
+        })
+        .collect()
+}
