@@ -126,19 +126,17 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         Ok((registry, summaries))
     });
     let mut first_t: Option<i64> = None;
-    let mut gpu_rows = Vec::with_capacity(BATCH);
     for batch in rx {
-        for row in batch {
+        for row in &batch {
             match row {
-                LogRow::Gpu(t, s) => {
-                    first_t = Some(first_t.map_or(t, |f| f.min(t)));
-                    gpu_rows.push((t, s));
-                }
-                LogRow::App(t, gpu, p) => writer.process_poll(t, gpu, std::slice::from_ref(&p))?,
+                LogRow::Gpu(t, _) => first_t = Some(first_t.map_or(*t, |f| f.min(*t))),
+                LogRow::App(t, gpu, p) => writer.process_poll(*t, *gpu, std::slice::from_ref(p))?,
             }
         }
-        writer.gpu_samples(&gpu_rows)?;
-        gpu_rows.clear();
+        writer.gpu_samples(batch.iter().filter_map(|r| match r {
+            LogRow::Gpu(t, s) => Some((*t, s)),
+            LogRow::App(..) => None,
+        }))?;
     }
     let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;

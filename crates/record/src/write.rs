@@ -231,16 +231,19 @@ impl Writer {
     /// Writes many GPUs' samples, each at its own time, with one prepared statement: the fast path
     /// for imports. These rows carry no process listing (a log lists processes separately, through
     /// [`Writer::process_poll`]), so their empty `processes` is not written as "none".
-    pub fn gpu_samples(&mut self, rows: &[(i64, GpuSample)]) -> Result<(), RecordError> {
+    pub fn gpu_samples<'a, I>(&mut self, rows: I) -> Result<(), RecordError>
+    where
+        I: Iterator<Item = (i64, &'a GpuSample)> + Clone,
+    {
         self.begin()?;
         {
             let mut stmt = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
-            for (t, g) in rows {
-                stmt.execute(base_params(ms(*t), g))?;
+            for (t, g) in rows.clone() {
+                stmt.execute(base_params(ms(t), g))?;
             }
         }
         for (t, g) in rows {
-            self.gpu_rest(ms(*t), g, false)?;
+            self.gpu_rest(ms(t), g, false)?;
         }
         self.commit_if_due()
     }
