@@ -8,7 +8,7 @@ use anyhow::Context;
 use gpulse_model::{DeviceStatus, Snapshot};
 use gpulse_record::{Event, RunMeta, Writer};
 use gpulse_sample::host::{HostSampler, TreeSampler, classify};
-use gpulse_sample::{NvmlOptions, NvmlSource, SampleError, Source};
+use gpulse_sample::{NvmlOptions, SampleError, Source};
 
 use crate::cli::{GlobalArgs, RecordArgs};
 use crate::cmd::open_nvml;
@@ -105,7 +105,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         start.elapsed().as_secs_f64(),
         args.output.display()
     );
-    drop(source.map(|s: NvmlSource| s));
+    drop(source);
     Ok(ExitCode::SUCCESS)
 }
 
