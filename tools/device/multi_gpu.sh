@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Records the same model four ways on 2 GPUs under `gpulse record --pid`: correct DDP, DDP without
+# set_device, uneven DDP, and nn.DataParallel. Usage: OUT=dir multi_gpu.sh [gpulse] [seconds]
+set -u
+G=${1:-carry/gpulse}; S=${2:-20}; o=${OUT:-/tmp/multi}; mkdir -p "$o"
+export NCCL_NVLS_ENABLE=0
+one() { # name, command...
+  local name=$1; shift
+  "$@" > "$o/$name.events.jsonl" 2> "$o/$name.err" &
+  local pid=$!
+  sleep 0.5
+  $G record --pid $pid --interval 250ms -o "$o/$name.db" 2>> "$o/record.log"
+  wait $pid; echo "$name exit $?" >> "$o/record.log"
+}
+one ddp torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py ddp "$S"
+one misbound torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py misbound "$S"
+one uneven torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py uneven "$S"
+one dataparallel python3 tools/device/multi_gpu_train.py dataparallel "$S"
+{
+  cat "$o/record.log"
+  for n in ddp misbound uneven dataparallel; do
+    echo "=== $n"; tail -3 "$o/$n.err" | cut -c1-200
+    cat "$o/$n.events.jsonl"
+    $G diagnose "$o/$n.db" | grep -E "^(CRITICAL|WARNING|INFO)"
+    python3 - "$o/$n.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(" util by gpu:", c.execute("select gpu, round(avg(util_gpu_pct),1), max(mem_used_kib)/1024 from gpu_samples where util_gpu_pct > 0 group by gpu").fetchall())
+print(" processes:", c.execute("select gpu, pid, class, max(used_mem_kib)/1024 from gpu_processes group by gpu, pid").fetchall())
+PY
+  done
+} > "$o/multi_summary.txt" 2>&1
+rm -f "$o"/*.err "$o"/*.events.jsonl "$o/record.log"
+cat "$o/multi_summary.txt"
