@@ -6,19 +6,20 @@ G=${1:-carry/gpulse}; S=${2:-20}; o=${OUT:-/tmp/multi}; mkdir -p "$o"
 export NCCL_NVLS_ENABLE=0
 one() { # name, command...
   local name=$1; shift
-  "$@" > "$o/$name.events.jsonl" 2> "$o/$name.err" &
+  timeout 90 "$@" > "$o/$name.events.jsonl" 2> "$o/$name.err" &
   local pid=$!
   sleep 0.5
   $G record --pid $pid --interval 250ms -o "$o/$name.db" 2>> "$o/record.log"
   wait $pid; echo "$name exit $?" >> "$o/record.log"
 }
-one ddp torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py ddp "$S"
-one misbound torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py misbound "$S"
-one uneven torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py uneven "$S"
-one dataparallel python3 tools/device/multi_gpu_train.py dataparallel "$S"
+VARIANTS=${VARIANTS:-ddp misbound uneven dataparallel}
+[[ " $VARIANTS " == *" ddp "* ]] && one ddp torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py ddp "$S"
+[[ " $VARIANTS " == *" misbound "* ]] && one misbound torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py misbound "$S"
+[[ " $VARIANTS " == *" uneven "* ]] && one uneven torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py uneven "$S"
+[[ " $VARIANTS " == *" dataparallel "* ]] && one dataparallel python3 tools/device/multi_gpu_train.py dataparallel "$S"
 {
   cat "$o/record.log"
-  for n in ddp misbound uneven dataparallel; do
+  for n in $VARIANTS; do
     echo "=== $n"; tail -3 "$o/$n.err" | cut -c1-200
     cat "$o/$n.events.jsonl"
     $G diagnose "$o/$n.db" | grep -E "^(CRITICAL|WARNING|INFO)"

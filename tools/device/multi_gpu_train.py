@@ -27,11 +27,17 @@ def log(**kw):
     print(json.dumps({"t": time.time(), **kw}), flush=True)
 
 
-def train(net, device, batch, seconds, sync_default_device=False):
+def train(net, device, batch, seconds, sync_default_device=False, distributed=False):
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
     end = time.time() + seconds
     steps = 0
-    while time.time() < end:
+    while True:
+        # Ranks agree on when to stop, or one would wait forever in the next all-reduce.
+        go = torch.tensor([1 if time.time() < end else 0], device=device)
+        if distributed:
+            dist.all_reduce(go, op=dist.ReduceOp.MIN)
+        if not go.item():
+            break
         x = torch.randn(batch, 4096, device=device)
         y = torch.randint(0, 10, (batch,), device=device)
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -62,7 +68,7 @@ def main():
     net = nn.parallel.DistributedDataParallel(model().to(device), device_ids=[local])
     batch = 1024 if mode != "uneven" else (2048 if rank == 0 else 512)
     log(event="start", mode=mode, rank=rank)
-    steps = train(net, device, batch, seconds, sync_default_device=(mode == "misbound"))
+    steps = train(net, device, batch, seconds, sync_default_device=(mode == "misbound"), distributed=True)
     log(event="end", mode=mode, rank=rank, steps=steps)
     dist.barrier(device_ids=[local])
     dist.destroy_process_group()
