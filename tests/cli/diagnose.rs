@@ -296,3 +296,24 @@ fn ranks_without_set_device_read_as_misbinding_and_dataparallel_does_not() {
     );
     assert!(!has(&record_and_diagnose(&dp, "1s"), "device_misbinding"));
 }
+
+#[test]
+fn real_two_gpu_traces_read_as_what_they_are() {
+    // The same model four ways on two H200s, recorded by `gpulse record --pid` (tests/fixtures/README.md).
+    let multi = ["gpu_imbalance", "device_misbinding", "data_parallel"];
+    let of = |n: &str| ids(&[fixture(&format!("h200x2-gpulse/{n}.db"))]);
+    let (ddp, _) = of("ddp");
+    assert!(multi.iter().all(|m| !has(&ddp, m)), "correct DDP: {ddp:?}");
+    let (misbound, v) = of("misbound");
+    assert!(has(&misbound, "device_misbinding"), "{misbound:?}");
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "device_misbinding").unwrap();
+    assert_eq!(f["evidence"]["gpu"], 0);
+    assert_eq!(f["evidence"]["home_gpus"], serde_json::json!([1]));
+    assert!(f["evidence"]["extra_gib"].as_f64().unwrap() > 0.3, "{f}");
+    let (uneven, _) = of("uneven");
+    assert!(has(&uneven, "gpu_imbalance") && !has(&uneven, "device_misbinding"), "{uneven:?}");
+    let (dp, v) = of("dataparallel");
+    assert!(has(&dp, "data_parallel") && !has(&dp, "device_misbinding"), "{dp:?}");
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "data_parallel").unwrap();
+    assert!(f["advice"].to_string().contains("DistributedDataParallel"));
+}

@@ -64,6 +64,8 @@ pub struct Run {
     /// Mean CPU of each process under the root (DataLoader workers, ranks), percent of one core,
     /// over the samples in which the tree had any.
     pub worker_cpu_mean: Option<f64>,
+    /// Most DataLoader workers seen at once.
+    pub worker_count: usize,
     /// Whole-machine CPU busy, percent, and the core count.
     pub host_cpu: Vec<(f64, f64)>,
     pub cores: usize,
@@ -139,21 +141,47 @@ impl RunBuilder {
         let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
         let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
         let tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
+        // DataLoader workers: children of a process holding a GPU context that hold none
+        // themselves (torchrun's ranks hold contexts; a launcher holds none and has no GPU parent).
+        let gpu_pids: std::collections::HashSet<u32> =
+            gpus.iter().flat_map(|g| g.processes.iter().flat_map(|l| l.iter().map(|p| p.pid))).collect();
         let per_worker: Vec<f64> = rec
             .trees
             .iter()
-            .filter(|tr| tr.processes.len() >= 2)
             .filter_map(|tr| {
-                let w: Vec<f64> = tr.processes[1..].iter().filter_map(|p| p.cpu_pct.map(f64::from)).collect();
+                let w: Vec<f64> = tr
+                    .processes
+                    .iter()
+                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid))
+                    .filter_map(|p| p.cpu_pct.map(f64::from))
+                    .collect();
                 (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
             })
             .collect();
+        let worker_count = rec
+            .trees
+            .iter()
+            .map(|tr| tr.processes.iter().filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid)).count())
+            .max()
+            .unwrap_or(0);
         let worker_cpu_mean =
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
         let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
         let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
         let events = rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms * 1000), e.payload.clone())).collect();
-        Run { gpus, start_us, has_gpm, has_processes, tree_cpu, tree_width, worker_cpu_mean, host_cpu, cores, events }
+        Run {
+            gpus,
+            start_us,
+            has_gpm,
+            has_processes,
+            tree_cpu,
+            tree_width,
+            worker_cpu_mean,
+            worker_count,
+            host_cpu,
+            cores,
+            events,
+        }
     }
 }
 

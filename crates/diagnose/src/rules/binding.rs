@@ -1,6 +1,7 @@
-//! DDP ranks bound to the wrong device: one process working on one GPU while also holding a small
-//! context on another (typically cuda:0), because `torch.cuda.set_device(local_rank)` was never
-//! called before the first CUDA call.
+//! How processes map to GPUs. DDP ranks bound to the wrong device: one process working on one GPU
+//! while also holding a small context on another (typically cuda:0), because
+//! `torch.cuda.set_device(local_rank)` was never called. And nn.DataParallel: one process working
+//! on several GPUs.
 
 use std::collections::BTreeMap;
 
@@ -44,7 +45,27 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
         }
     }
-    strays
+    let mut out: Vec<Finding> = Vec::new();
+    // One process holding real work (≥ 1 GiB and a quarter of its largest footprint) on several
+    // GPUs: nn.DataParallel, which scatters every batch from GPU 0 and gathers back to it.
+    for (pid, per_gpu) in &held {
+        let most = per_gpu.values().copied().fold(0.0, f64::max);
+        let working: Vec<u32> =
+            per_gpu.iter().filter(|(_, b)| **b >= GIB && **b >= 0.25 * most).map(|(g, _)| *g).collect();
+        if working.len() >= 2 {
+            out.push(
+                Finding::new("data_parallel", Severity::Warning, format!("process {pid} drives {} GPUs alone (nn.DataParallel)", working.len()))
+                    .with("pid", *pid)
+                    .with("gpus", working.clone())
+                    .with("memory_gib", per_gpu.values().map(|b| round(b / GIB, 2)).collect::<Vec<_>>())
+                    .advise(&[
+                        "nn.DataParallel runs one Python thread per GPU and scatters and gathers every batch through GPU 0: use DistributedDataParallel with one process per GPU (torchrun --nproc_per_node=N)",
+                        "with DDP, call torch.cuda.set_device(local_rank) and use a DistributedSampler",
+                    ]),
+            );
+        }
+    }
+    out.extend(strays
         .into_iter()
         .map(|(gpu, list)| {
             let total: f64 = list.iter().map(|x| x.1).sum();
@@ -62,6 +83,6 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 "with torchrun, read LOCAL_RANK from the environment; do not create tensors on \"cuda\" without an index",
                 "or start each rank with CUDA_VISIBLE_DEVICES set to its own GPU",
             ])
-        })
-        .collect()
+        }));
+    out
 }

@@ -129,26 +129,37 @@ fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
     )
 }
 
-/// GPUs loaded unevenly: the spread of their mean utilization.
+/// GPUs loaded unevenly. Data-parallel ranks do the same work each step, so a GPU doing less than
+/// three quarters of the busiest one's work waits a quarter of its time for the others. Work is SM
+/// activity where GPM has it: GPU-Util counts NCCL kernels that wait for a peer as busy.
 pub fn imbalance(run: &Run) -> Vec<Finding> {
-    let means: Vec<(u32, f64)> =
-        run.gpus.iter().filter_map(|g| Some((g.gpu, mean(&g.active_values(&g.util_pct))?))).collect();
-    if means.len() < 2 {
+    let by_sm = run.gpus.iter().all(|g| mean(&g.active_values(&g.sm_pct)).is_some());
+    let work: Vec<(u32, f64)> = run
+        .gpus
+        .iter()
+        .filter_map(|g| Some((g.gpu, mean(&g.active_values(if by_sm { &g.sm_pct } else { &g.util_pct }))?)))
+        .collect();
+    if work.len() < 2 {
         return Vec::new();
     }
-    let (lo, hi) = means.iter().fold((f64::MAX, f64::MIN), |(lo, hi), m| (lo.min(m.1), hi.max(m.1)));
-    // Data-parallel ranks do the same work: 30 points apart means one waits on the other.
-    if hi < 40.0 || hi - lo < 30.0 {
+    let (lo, hi) = work.iter().fold((f64::MAX, f64::MIN), |(lo, hi), m| (lo.min(m.1), hi.max(m.1)));
+    if hi < 30.0 || lo > 0.75 * hi {
         return Vec::new();
     }
-    let f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: GPU-Util {lo:.0}% to {hi:.0}%"))
-        .with("util_gpu_mean_pct", means.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
-        .with("spread_pct", round(hi - lo, 1))
+    let basis = if by_sm { "SM activity" } else { "GPU-Util" };
+    let mut f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
+        .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
+        .with("least_to_most", round(lo / hi, 2))
         .advise(&[
+            "give each rank the same amount of work: DistributedSampler with drop_last=True, equal per-rank batch sizes",
             "nn.DataParallel drives all GPUs from one process and gathers on GPU 0: use DistributedDataParallel with torchrun",
-            "give each rank the same amount of data: DistributedSampler, drop_last=True",
             "call torch.cuda.set_device(local_rank) before creating the model",
         ]);
+    if !by_sm {
+        f = f.limit(
+            "no GPM: judged by GPU-Util, which counts ranks waiting in NCCL as busy and so understates imbalance",
+        );
+    }
     vec![f]
 }
 
