@@ -150,6 +150,16 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
     let mut f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
         .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
         .with("least_to_most", round(lo / hi, 2))
+        .with(
+            "memory_peak_gib",
+            run.gpus
+                .iter()
+                .map(|g| {
+                    let peak = g.mem_used_bytes.iter().flatten().copied().fold(0.0, f64::max);
+                    serde_json::json!({ "gpu": g.gpu, "peak": round(peak / (1u64 << 30) as f64, 2) })
+                })
+                .collect::<Vec<_>>(),
+        )
         .advise(&[
             "give each rank the same amount of work: DistributedSampler with drop_last=True, equal per-rank batch sizes",
             "nn.DataParallel drives all GPUs from one process and gathers on GPU 0: use DistributedDataParallel with torchrun",
