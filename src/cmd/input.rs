@@ -29,7 +29,11 @@ pub fn load(path: &Path) -> anyhow::Result<Recording> {
 }
 
 /// Like [`load`], handing snapshots to `on_snapshot` one at a time instead of holding them.
+/// Also reads gpulse's per-poll NVML trace format (`t_s,gpu,...`, the reference `gpm_*.csv`).
 pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) -> anyhow::Result<Recording> {
+    if let Some(rec) = load_trace(path, on_snapshot)? {
+        return Ok(rec);
+    }
     if is_recording(path)? {
         return gpulse_record::read_each(path, on_snapshot).with_context(|| format!("cannot read {}", path.display()));
     }
@@ -37,6 +41,40 @@ pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot
     import_logs(&[path.to_path_buf()], None, &tmp.0)?;
     gpulse_record::read_each(&tmp.0, on_snapshot)
         .with_context(|| format!("cannot read the import of {}", path.display()))
+}
+
+/// Replays a file in the trace format, if it is one.
+fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) -> anyhow::Result<Option<Recording>> {
+    let mut head = [0u8; 8];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !head[..n].starts_with(b"t_s,gpu,") {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let rows = gpulse_model::trace::parse(&text).with_context(|| format!("{}", path.display()))?;
+    let mut gpus: Vec<u32> = rows.iter().map(|r| r.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    // Step by the trace's own poll interval, so every poll is replayed once.
+    let mut dts: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.gpu == gpus[0])
+        .map(|r| r.t_s)
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
+    dts.sort_by(f64::total_cmp);
+    let step = dts.get(dts.len() / 2).copied().unwrap_or(1.0);
+    let devices: Vec<gpulse_model::DeviceInfo> =
+        (0..=*gpus.last().unwrap_or(&0)).map(|i| gpulse_model::DeviceInfo { index: i, ..Default::default() }).collect();
+    let mut replay = gpulse_sample::TraceReplay::new(&text, devices.clone(), Vec::new(), step)?;
+    while let Ok(s) = gpulse_sample::Source::sample(&mut replay) {
+        on_snapshot(s);
+    }
+    Ok(Some(Recording { devices, ..Default::default() }))
 }
 
 /// A file that is removed when dropped.

@@ -128,6 +128,9 @@ fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
         &windows,
     );
     s += &chart("Power, W", &g.t_s, &[("power", "#ff7f0e", g.power_w.clone())], None, &windows);
+    if g.temp_c.iter().any(Option::is_some) {
+        s += &chart("Temperature, °C", &g.t_s, &[("GPU", "#17becf", g.temp_c.clone())], None, &windows);
+    }
     s += &chart(
         "SM clock, MHz",
         &g.t_s,

@@ -178,8 +178,16 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let verdict = out.lines().last().unwrap();
     assert!(verdict.starts_with("input bottleneck removed; throughput up ~"), "{out}");
     assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
-    // With GPM (the gpm_* traces, replayed): SM activity measures the work; the truth is 7.3x
-    // more steps per second.
+    // With GPM (the gpm_* traces): SM activity measures the work; the truth is 7.3x more steps
+    // per second.
+    let g = |s: &str| fixture(&format!("h200-2026-11-29/gpm_{s}.csv"));
+    let (code, out, err) = run(gpulse(None).arg("compare").arg(g("dl_bound")).arg(g("dl_tuned")));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().last(),
+        Some("input bottleneck removed; throughput up ~7.1× (by SM activity); remaining gap: host overhead"),
+        "{out}"
+    );
     let replay = |s: &str| {
         let text = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/gpm_{s}.csv"))).unwrap();
         let dev = gpulse_model::DeviceInfo { index: 0, memory_total_bytes: Some(143_771 << 20), ..Default::default() };
@@ -220,7 +228,7 @@ fn the_html_report_is_self_contained_and_renders() {
     let text = std::fs::read_to_string(&html).unwrap();
     // Self-contained: no scripts, no links to anything outside the file.
     assert!(!text.contains("<script") && !text.contains("http://") && !text.contains("https://"));
-    assert_eq!(text.matches("<svg").count(), 4, "utilization, memory, power, clock");
+    assert_eq!(text.matches("<svg").count(), 5, "utilization, memory, power, temperature, clock");
     assert!(text.contains("periodic_stall") && text.contains("idle_holder"));
     assert!(text.matches("class=\"finding\"").count() >= 3, "the stall's window and its two pauses are marked");
     assert!(text.contains("<td>1250</td>"), "the process table lists the idle holder");
@@ -251,7 +259,7 @@ fn the_html_report_is_self_contained_and_renders() {
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
+    assert_eq!(dom.matches("<svg").count(), 5, "{dom}");
     assert!(dom.matches("<polyline").count() >= 5);
     let png = dir.join("report.png");
     let shot = Command::new(chromium)
@@ -316,4 +324,29 @@ fn real_two_gpu_traces_read_as_what_they_are() {
     assert!(has(&dp, "data_parallel") && !has(&dp, "device_misbinding"), "{dp:?}");
     let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "data_parallel").unwrap();
     assert!(f["advice"].to_string().contains("DistributedDataParallel"));
+}
+
+#[test]
+fn every_gpm_trace_replayed_reads_as_its_ground_truth() {
+    // The 200 ms NVML traces with GPM (gpm_*.csv), replayed through the same Source as the demo.
+    for s in SCENARIOS {
+        let text = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/gpm_{s}.csv"))).unwrap();
+        let dev = gpulse_model::DeviceInfo { index: 0, memory_total_bytes: Some(143_771 << 20), ..Default::default() };
+        let mut r = gpulse_sample::TraceReplay::new(&text, vec![dev.clone()], vec![], 0.2).unwrap();
+        let mut rec = gpulse_record::Recording { devices: vec![dev], ..Default::default() };
+        while let Ok(snap) = gpulse_sample::Source::sample(&mut r) {
+            rec.snapshots.push(snap);
+        }
+        let ids: Vec<String> = gpulse_diagnose::diagnose(&rec).iter().map(|f| f.id.to_owned()).collect();
+        let ok = match s {
+            "dl_bound" => has(&ids, "input_bound") && !has(&ids, "host_bound"),
+            "dl_tuned" => has(&ids, "host_bound") && !has(&ids, "input_bound"),
+            "tiny" => has(&ids, "host_bound") && !has(&ids, "input_bound"),
+            "leak" => has(&ids, "memory_growth") && has(&ids, "oom"),
+            "healthy" => has(&ids, "healthy"),
+            "stall" => has(&ids, "periodic_stall"),
+            _ => unreachable!(),
+        };
+        assert!(ok && !has(&ids, "util_misleading"), "gpm_{s}: {ids:?}");
+    }
 }

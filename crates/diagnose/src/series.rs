@@ -14,6 +14,8 @@ pub struct GpuSeries {
     pub mem_used_bytes: Vec<Option<f64>>,
     pub mem_total_bytes: Option<f64>,
     pub power_w: Vec<Option<f64>>,
+    /// Core temperature, °C.
+    pub temp_c: Vec<Option<f64>>,
     pub sm_clock_mhz: Vec<Option<f64>>,
     pub max_sm_clock_mhz: Option<f64>,
     pub reasons: Vec<Option<u64>>,
@@ -113,6 +115,7 @@ impl RunBuilder {
                 s.mem_total_bytes = Some(total as f64);
             }
             s.power_w.push(g.power_draw_mw.map(|mw| f64::from(mw) / 1000.0));
+            s.temp_c.push(g.temperature_gpu_c.map(f64::from));
             s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
             s.reasons.push(g.clocks_event_reasons);
             // Listings repeat from sample to sample: share one copy while they do not change.
