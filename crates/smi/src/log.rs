@@ -169,7 +169,14 @@ fn split_into<'a>(line: &'a str, cells: &mut Vec<&'a str>) {
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     pub devices: Vec<DeviceInfo>,
-    ids: HashMap<String, u32>,
+    /// (key, position in `devices`): a handful of GPUs, so a scan beats hashing every row.
+    ids: Vec<(String, u32)>,
+}
+
+impl Registry {
+    fn find(&self, key: &str) -> Option<u32> {
+        self.ids.iter().find(|(k, _)| k == key).map(|(_, g)| *g)
+    }
 }
 
 /// One row of a log, as it is read. Rows travel in batches, so the GPU sample is not boxed: a
@@ -305,7 +312,7 @@ pub fn parse_each(
 
 /// The GPU a row names by UUID, bus id or index (in that order of preference), registering it.
 fn device_for(reg: &mut Registry, key: String, info: DeviceInfo) -> u32 {
-    if let Some(&g) = reg.ids.get(&key) {
+    if let Some(g) = reg.find(&key) {
         let d = &mut reg.devices[g as usize];
         if d.name.is_empty() {
             d.name = info.name;
@@ -320,7 +327,7 @@ fn device_for(reg: &mut Registry, key: String, info: DeviceInfo) -> u32 {
     }
     let g = reg.devices.len() as u32;
     reg.devices.push(info);
-    reg.ids.insert(key, g);
+    reg.ids.push((key, g));
     g
 }
 
@@ -456,7 +463,7 @@ fn gpu_row(
         format!("position {p}").into()
     };
     // The common case: a GPU already known, with nothing new about it.
-    if let Some(&g) = reg.ids.get(key.as_ref()) {
+    if let Some(g) = reg.find(key.as_ref()) {
         let d = &reg.devices[g as usize];
         let complete = name_cell.is_none_or(|_| !d.name.is_empty())
             && uuid_cell.is_none_or(|_| !d.uuid.is_empty())
@@ -470,7 +477,7 @@ fn gpu_row(
     info.uuid = uuid_cell.unwrap_or_default().to_owned();
     info.pci_bus_id = bus_cell.map(str::to_owned);
     info.driver_version = driver_cell.map(str::to_owned);
-    let known = reg.ids.get(key.as_ref()).map(|&g| reg.devices[g as usize].index);
+    let known = reg.find(key.as_ref()).map(|g| reg.devices[g as usize].index);
     info.index = index.or(known).unwrap_or(reg.devices.len() as u32);
     info.memory_total_bytes = s.memory_total_bytes;
     info.power_limit_mw = s.power_limit_mw;
@@ -515,9 +522,9 @@ fn app_row(
         b.clone()
     } else {
         // One GPU, named or not.
-        reg.ids.keys().next().cloned().unwrap_or_else(|| "position 0".to_owned())
+        reg.ids.first().map(|(k, _)| k.clone()).unwrap_or_else(|| "position 0".to_owned())
     };
-    let known = reg.ids.get(&key).map(|&g| reg.devices[g as usize].index);
+    let known = reg.find(&key).map(|g| reg.devices[g as usize].index);
     info.index = known.unwrap_or(reg.devices.len() as u32);
     let g = device_for(reg, key, info);
     Ok(LogRow::App(t, reg.devices[g as usize].index, p))
