@@ -1,14 +1,12 @@
 //! `gpulse export`: a recording as the CSV nvidia-smi would have written.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use gpulse_smi::{CsvFormat, GpuRow};
 
 use crate::cli::ExportArgs;
 use crate::cmd::Exit;
-use crate::cmd::input::{TempPath, load};
+use crate::cmd::input::{load, write_atomically};
 use crate::output::Output;
 
 /// Fields written when neither the user nor an imported log says which.
@@ -43,14 +41,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     match &args.output {
-        Some(path) => {
-            let tmp = TempPath::beside(path);
-            let mut f = std::fs::File::create(&tmp.0).with_context(|| format!("cannot write {}", path.display()))?;
-            f.write_all(text.as_bytes())
-                .and_then(|()| f.sync_all())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            std::fs::rename(&tmp.0, path).with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        Some(path) => write_atomically(path, text.as_bytes())?,
         None => Output::open(None)?.emit(&text)?,
     }
     Ok(ExitCode::SUCCESS)

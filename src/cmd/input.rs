@@ -1,6 +1,6 @@
 //! Opening what a command reads: a recording, or an nvidia-smi CSV log imported on the fly.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -18,14 +18,21 @@ pub fn is_recording(path: &Path) -> anyhow::Result<bool> {
     Ok(n == 16 && head == SQLITE_MAGIC)
 }
 
-/// Reads a recording, or imports an nvidia-smi log into a temporary recording and reads that.
+/// Reads a recording, an nvidia-smi log (imported into a temporary recording) or a trace, whole.
 pub fn load(path: &Path) -> anyhow::Result<Recording> {
-    if is_recording(path)? {
-        return gpulse_record::read(path).with_context(|| format!("cannot read {}", path.display()));
-    }
-    let tmp = TempPath::in_temp_dir(path);
-    import_logs(&[path.to_path_buf()], None, &tmp.0)?;
-    gpulse_record::read(&tmp.0).with_context(|| format!("cannot read the import of {}", path.display()))
+    let mut snapshots = Vec::new();
+    let mut rec = load_each(path, &mut |s| snapshots.push(s))?;
+    rec.snapshots = snapshots;
+    Ok(rec)
+}
+
+/// Writes `bytes` to a file beside `path` and renames it into place: `path` appears complete or
+/// not at all.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = TempPath::beside(path);
+    let mut f = std::fs::File::create(&tmp.0).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::rename(&tmp.0, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Like [`load`], handing snapshots to `on_snapshot` one at a time instead of holding them.

@@ -4,25 +4,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use gpulse_diagnose::{Finding, GpuSeries, Run, Severity};
 
 use crate::cli::ReportArgs;
 use crate::cmd::diagnose::{Analysis, analyze};
-use crate::cmd::input::TempPath;
+use crate::cmd::input::write_atomically;
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let analysis = analyze(&args.input)?;
     let html = render(&args.input.display().to_string(), &analysis);
-    let tmp = TempPath::beside(&args.output);
-    let mut f = std::fs::File::create(&tmp.0).with_context(|| format!("cannot write {}", args.output.display()))?;
-    f.write_all(html.as_bytes())
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    std::fs::rename(&tmp.0, &args.output).with_context(|| format!("cannot write {}", args.output.display()))?;
+    write_atomically(&args.output, html.as_bytes())?;
     eprintln!("wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -38,7 +38,7 @@ impl Figures {
                 .reduce(f64::max)
                 .map(|b| b / (1u64 << 30) as f64),
             power_w: per_gpu(&|g| mean(&g.active_values(&g.power_w))),
-            tree_cpu_pct: mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()),
+            tree_cpu_pct: run.tree_cpu_mean(),
             active_s: run.gpus.iter().map(crate::GpuSeries::active_s).fold(0.0, f64::max),
         }
     }

@@ -76,6 +76,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// Mean CPU of the watched tree, percent of one core.
+    pub fn tree_cpu_mean(&self) -> Option<f64> {
+        crate::rules::mean(&self.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>())
+    }
+
+    /// Mean whole-machine CPU busy, percent.
+    pub fn host_cpu_mean(&self) -> Option<f64> {
+        crate::rules::mean(&self.host_cpu.iter().map(|x| x.1).collect::<Vec<_>>())
+    }
+
     /// The run of a recording held whole.
     pub fn from_recording(rec: &Recording) -> Self {
         let mut b = RunBuilder::default();

@@ -182,13 +182,6 @@ impl Writer {
         self.commit_if_due()
     }
 
-    /// Writes one GPU's sample taken at `timestamp_us` (a log row, which has its own time).
-    pub fn gpu_sample(&mut self, timestamp_us: i64, g: &GpuSample) -> Result<(), RecordError> {
-        self.begin()?;
-        self.gpu(ms(timestamp_us), g)?;
-        self.commit_if_due()
-    }
-
     /// Adds or replaces devices, for imports that learn them while reading.
     pub fn set_devices(&mut self, devices: &[DeviceInfo]) -> Result<(), RecordError> {
         self.begin()?;

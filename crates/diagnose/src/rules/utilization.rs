@@ -18,6 +18,7 @@ const MIN_ACTIVE_S: f64 = 10.0;
 
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
+    let tree_cpu = run.tree_cpu_mean();
     for g in &run.gpus {
         let util = g.active_values(&g.util_pct);
         let (Some(mu), Some(sd)) = (mean(&util), stdev(&util)) else { continue };
@@ -31,9 +32,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }
         let cv = sd / mu;
         let window = g.window().to_vec();
-        let one_core_loader = run.tree_width == 1
-            && mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 80.0);
-        let host_saturated = mean(&run.host_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).is_some_and(|c| c >= 90.0);
+        let one_core_loader = run.tree_width == 1 && tree_cpu.is_some_and(|c| c >= 80.0);
+        let host_saturated = run.host_cpu_mean().is_some_and(|c| c >= 90.0);
         let bursty = cv >= BURSTY_CV;
         // Workers that each keep most of a core busy produce batches as fast as they can.
         let workers_saturated = run.worker_cpu_mean.is_some_and(|c| c >= WORKERS_BUSY_PCT);
@@ -75,10 +75,9 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             f = f.with("sm_active_mean_pct", round(sm, 1));
         }
         if !run.tree_cpu.is_empty() {
-            f = f.with("tree_processes", run.tree_width as u64).with(
-                "tree_cpu_mean_pct",
-                round(mean(&run.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap_or(0.0), 0),
-            );
+            f = f
+                .with("tree_processes", run.tree_width as u64)
+                .with("tree_cpu_mean_pct", round(tree_cpu.unwrap_or(0.0), 0));
             if let Some(w) = run.worker_cpu_mean {
                 f = f.with("worker_cpu_mean_pct", round(w, 0));
             }
