@@ -42,6 +42,10 @@ pub enum Command {
     Watch(WatchArgs),
     /// Record every GPU, the host and a process tree to a crash-safe file.
     Record(RecordArgs),
+    /// Run a training command and watch it: record GPUs, host and its processes, then diagnose.
+    Run(RunArgs),
+    /// Watch a job that is already running until it exits (or Ctrl-C), then diagnose.
+    Attach(AttachArgs),
     /// Turn nvidia-smi CSV logs into a recording.
     Import(ImportArgs),
     /// Write a recording (or an nvidia-smi log) as the CSV nvidia-smi would have written.
@@ -109,6 +113,59 @@ pub struct RecordArgs {
     /// and tell its GPU processes from foreign ones.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+}
+
+/// How `run` and `attach` show the job as it goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusMode {
+    /// A status row at the bottom of a terminal; a line every --status-every otherwise.
+    #[default]
+    Auto,
+    /// A line every --status-every.
+    Line,
+    Off,
+}
+
+/// What `run` and `attach` share.
+#[derive(Debug, Clone, Args)]
+pub struct JobArgs {
+    /// The recording to create (default: a timestamped file in ./gpulse-runs/).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Time between samples: `1s`, `100ms`, or plain seconds.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// The live status.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub status: StatusMode,
+    /// Time between status lines when not on a terminal.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub status_every: Duration,
+    /// Do not write the HTML report at exit.
+    #[arg(long)]
+    pub no_report: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// In Python jobs, time each wait for a DataLoader batch and count optimizer steps, with no
+    /// change to the script.
+    #[arg(long)]
+    pub instrument: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AttachArgs {
+    /// The process to watch, with everything it spawns.
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    #[command(flatten)]
+    pub job: JobArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -225,19 +282,23 @@ pub struct DemoArgs {
 
 /// Accepts nvidia-smi's spellings: `-lms` becomes `--loop-ms`, and query flags without a
 /// command run `query`, so `gpulse` can stand in for `nvidia-smi` in existing scripts.
+/// Nothing after `--` (a command `run` starts) is touched.
 pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-    let mut out: Vec<OsString> = args
-        .into_iter()
-        .map(|a| match a.to_str() {
-            Some("-lms") => "--loop-ms".into(),
-            Some(s) if s.starts_with("-lms=") => format!("--loop-ms={}", &s[5..]).into(),
-            _ => a,
-        })
-        .collect();
-    let commands =
-        ["query", "status", "watch", "record", "import", "export", "diagnose", "compare", "report", "demo", "help"];
-    let has_command = out.iter().skip(1).any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
-    let is_query = out
+    let mut out: Vec<OsString> = args.into_iter().collect();
+    let ours = out.iter().position(|a| a == "--").unwrap_or(out.len());
+    for a in &mut out[..ours] {
+        match a.to_str() {
+            Some("-lms") => *a = "--loop-ms".into(),
+            Some(s) if s.starts_with("-lms=") => *a = format!("--loop-ms={}", &s[5..]).into(),
+            _ => {}
+        }
+    }
+    let commands = [
+        "query", "status", "watch", "record", "run", "attach", "import", "export", "diagnose", "compare", "report",
+        "demo", "help",
+    ];
+    let has_command = out[1.min(ours)..ours].iter().any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
+    let is_query = out[..ours]
         .iter()
         .any(|a| a.to_str().is_some_and(|s| s.starts_with("--query-gpu") || s.starts_with("--query-compute-apps")));
     if is_query && !has_command && !out.is_empty() {
@@ -266,6 +327,11 @@ mod tests {
         );
         assert_eq!(norm(&["gpulse", "watch", "-i", "1"]), ["gpulse", "watch", "-i", "1"]);
         assert_eq!(norm(&["gpulse", "query", "--query-gpu=x"]), ["gpulse", "query", "--query-gpu=x"]);
+        // A command that `run` starts keeps its arguments as they are.
+        assert_eq!(
+            norm(&["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]),
+            ["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]
+        );
     }
 
     #[test]

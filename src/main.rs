@@ -5,7 +5,9 @@
 
 mod cli;
 mod cmd;
+mod job;
 mod output;
+mod recorder;
 mod signals;
 
 use std::process::ExitCode;
@@ -27,6 +29,8 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd::status::run(&cli.global, &args),
         Command::Watch(args) => cmd::watch::run(&cli.global, &args),
         Command::Record(args) => cmd::record::run(&cli.global, &args),
+        Command::Run(args) => cmd::run::run(&cli.global, &args),
+        Command::Attach(args) => cmd::attach::run(&cli.global, &args),
         Command::Import(args) => cmd::import::run(&args),
         Command::Export(args) => cmd::export::run(&args),
         Command::Diagnose(args) => cmd::diagnose::run(&args),

@@ -1,19 +1,40 @@
-//! Ctrl-C and SIGTERM as a flag that loops poll, so recordings end cleanly.
+//! Ctrl-C and SIGTERM as a flag that loops poll, so recordings end cleanly; and, for a job
+//! gpulse runs, the signals to pass on to it.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// SIGINT and SIGTERM sent to gpulse by another process and not yet passed on to the job.
+static TO_FORWARD_INT: AtomicU32 = AtomicU32::new(0);
+static TO_FORWARD_TERM: AtomicU32 = AtomicU32::new(0);
 
-extern "C" fn on_signal(signal: libc::c_int) {
+extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     RECEIVED.store(signal, Ordering::SeqCst);
+    // The terminal sends Ctrl-C to the whole foreground process group, the job included
+    // (si_code SI_KERNEL): passing that on would deliver it twice.
+    // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler.
+    let from_terminal = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
+    if !from_terminal {
+        match signal {
+            libc::SIGINT => TO_FORWARD_INT.fetch_add(1, Ordering::SeqCst),
+            libc::SIGTERM => TO_FORWARD_TERM.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
+    }
 }
 
 /// Routes SIGINT and SIGTERM to [`received`] instead of ending the process.
 pub fn catch_stop_signals() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches atomics, which is async-signal-safe; the struct is
+        // zeroed, then filled as sigaction(2) asks.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
     }
 }
 
@@ -23,6 +44,17 @@ pub fn received() -> Option<i32> {
         0 => None,
         s => Some(s),
     }
+}
+
+/// Signals to pass on to a job, in arrival order per kind; each is returned once.
+pub fn take_to_forward() -> Vec<i32> {
+    let mut out = Vec::new();
+    for (counter, sig) in [(&TO_FORWARD_INT, libc::SIGINT), (&TO_FORWARD_TERM, libc::SIGTERM)] {
+        for _ in 0..counter.swap(0, Ordering::SeqCst) {
+            out.push(sig);
+        }
+    }
+    out
 }
 
 /// Sleeps until `deadline`, waking early when a stop signal arrives.

@@ -31,6 +31,10 @@ fn render(c: &Comparison) -> String {
         };
         let _ = writeln!(s, "  {name:<18} {:>12} → {:<12} {change}", cell(b), cell(a));
     };
+    if c.before.steps_per_s.is_some() || c.after.steps_per_s.is_some() {
+        row(&mut s, "steps/s", &|f| f.steps_per_s, "");
+        row(&mut s, "data wait", &|f| f.data_wait_pct, "%");
+    }
     row(&mut s, "GPU-Util", &|f| f.util_gpu_pct, "%");
     row(&mut s, "SM active", &|f| f.sm_active_pct, "%");
     row(&mut s, "memory peak", &|f| f.memory_peak_gib, " GiB");

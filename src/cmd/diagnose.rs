@@ -26,28 +26,59 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         samples += 1;
         builder.push(&snap);
     })?;
-    anyhow::ensure!(samples > 0, "{} holds no GPU samples", path.display());
+    anyhow::ensure!(
+        samples > 0 || !recording.host.is_empty() || !recording.markers.is_empty(),
+        "{} holds no samples",
+        path.display()
+    );
     let run = builder.finish(&recording);
     let findings = gpulse_diagnose::diagnose_run(&run);
     Ok(Analysis { run, findings, gpus: recording.devices.len(), samples })
 }
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let Analysis { findings, gpus, samples, .. } = analyze(&args.input)?;
+    let Analysis { findings, gpus, samples, run } = analyze(&args.input)?;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
                 "input": args.input.display().to_string(),
                 "gpus": gpus,
                 "samples": samples,
+                "steps": run.steps.as_ref().map(steps_json),
                 "findings": findings,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
-        ReportFormat::Text => render_text(&findings),
+        ReportFormat::Text => steps_line(&run) + &render_text(&findings),
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The loop's own measurements, for `--format json`.
+pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
+    serde_json::json!({
+        "pid": s.pid,
+        "ranks": s.ranks,
+        "steps": s.count,
+        "window_s": s.window_s,
+        "steps_per_s": s.per_s(),
+        "step_mean_ms": 1000.0 * s.mean_step_s(),
+        "data_wait_share_pct": s.data_wait_share().map(|w| 100.0 * w),
+    })
+}
+
+/// One line on the loop's own measurements, when it sent marks.
+pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
+    let Some(s) = &run.steps else { return String::new() };
+    let mut line = format!("steps: {} at {:.2}/s, {:.0} ms each", s.count, s.per_s(), 1000.0 * s.mean_step_s());
+    if let Some(w) = s.data_wait_share() {
+        line += &format!(", waiting for data {:.0}% of the time", 100.0 * w);
+    }
+    if s.ranks > 1 {
+        line += &format!(" (PID {}, one of {} processes marking steps)", s.pid, s.ranks);
+    }
+    line + "\n\n"
 }
 
 /// Findings for a terminal: a headline each, then evidence, advice and limits.

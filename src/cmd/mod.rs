@@ -1,5 +1,6 @@
 //! One module per command; shared helpers for opening sources and reporting errors.
 
+pub mod attach;
 pub mod compare;
 pub mod demo;
 pub mod diagnose;
@@ -9,6 +10,7 @@ pub mod input;
 pub mod query;
 pub mod record;
 pub mod report;
+pub mod run;
 pub mod status;
 pub mod watch;
 

@@ -14,10 +14,15 @@ use crate::cmd::input::write_atomically;
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let analysis = analyze(&args.input)?;
-    let html = render(&args.input.display().to_string(), &analysis);
-    write_atomically(&args.output, html.as_bytes())?;
+    write(&args.input, &analysis, &args.output)?;
     eprintln!("wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the report of `analysis` (read from `input`) to `output`, whole or not at all.
+pub fn write(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
+    let html = render(&input.display().to_string(), analysis);
+    write_atomically(output, html.as_bytes())
 }
 
 fn esc(s: &str) -> String {
@@ -134,6 +139,46 @@ fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
     s + "</section>"
 }
 
+/// Step time and the wait for data, from the loop's marks.
+fn steps_section(steps: &gpulse_diagnose::Steps) -> String {
+    let t: Vec<f64> = steps.step_s.iter().map(|x| x.0).collect();
+    let ms = |v: &[(f64, f64)]| v.iter().map(|x| Some(1000.0 * x.1)).collect::<Vec<_>>();
+    let mut lines = vec![("step time", "#1f77b4", ms(&steps.step_s))];
+    if !steps.data_wait_s.is_empty() {
+        lines.push(("waiting for data", "#d62728", ms(&steps.data_wait_s)));
+    }
+    let mut s = format!(
+        "<section><h2>Training loop</h2><p>{} steps at {:.2} steps/s (PID {}{})",
+        steps.count,
+        steps.per_s(),
+        steps.pid,
+        if steps.ranks > 1 { format!(", one of {} ranks", steps.ranks) } else { String::new() }
+    );
+    if let Some(w) = steps.data_wait_share() {
+        let _ = write!(s, "; waiting for data {:.0}% of the time", 100.0 * w);
+    }
+    s += "</p>";
+    s += &chart("Step time and data wait, ms", &t, &lines, None, &[]);
+    s + "</section>"
+}
+
+/// What the job printed that gpulse recognised, and other events worth a line.
+fn events_section(run: &Run) -> String {
+    let shown: Vec<&(String, f64, serde_json::Value)> =
+        run.events.iter().filter(|e| !matches!(e.0.as_str(), "stop" | "finding")).collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "<section><h2>Events</h2><table class=\"events\"><tr><th>time</th><th>kind</th><th>detail</th></tr>",
+    );
+    for (kind, t, payload) in shown {
+        let detail = payload.get("text").and_then(|v| v.as_str()).map_or_else(|| payload.to_string(), str::to_owned);
+        let _ = write!(s, "<tr><td>{t:.1} s</td><td>{}</td><td>{}</td></tr>", esc(kind), esc(&detail));
+    }
+    s + "</table></section>"
+}
+
 fn render(input: &str, a: &Analysis) -> String {
     let run: &Run = &a.run;
     let mut s = String::from(
@@ -172,6 +217,10 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "</ul></li>";
     }
     s += "</ul>";
+    if let Some(steps) = &run.steps {
+        s += &steps_section(steps);
+    }
+    s += &events_section(run);
     for g in &run.gpus {
         s += &gpu_section(g, &a.findings);
     }

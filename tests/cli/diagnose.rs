@@ -176,7 +176,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let (code, out, err) = run(gpulse(None).arg("compare").arg(h("dl_bound")).arg(h("dl_tuned")));
     assert_eq!(code, 0, "{err}");
     let verdict = out.lines().last().unwrap();
-    assert!(verdict.starts_with("input bottleneck removed; throughput up ~"), "{out}");
+    assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
     // With GPM (the gpm_* traces): SM activity measures the work; the truth is 7.3x more steps
     // per second.
@@ -185,7 +185,9 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out.lines().last(),
-        Some("input bottleneck removed; throughput up ~7.1× (by SM activity); remaining gap: host overhead"),
+        Some(
+            "input bottleneck removed; util 9% → 53%; throughput up ~7.1× (by SM activity); remaining gap: host overhead"
+        ),
         "{out}"
     );
     let replay = |s: &str| {

@@ -1,8 +1,10 @@
 mod diagnose;
 mod fake_nvml;
 mod hardware;
+mod markers;
 mod python_clients;
 mod query;
 mod record;
+mod run;
 mod status;
 mod support;

@@ -21,6 +21,10 @@ pub struct Figures {
     pub tree_cpu_pct: Option<f64>,
     /// Seconds of activity.
     pub active_s: f64,
+    /// Training steps a second, from the loop's marks.
+    pub steps_per_s: Option<f64>,
+    /// Share of wall time the loop waited for data, percent, from the loop's marks.
+    pub data_wait_pct: Option<f64>,
 }
 
 impl Figures {
@@ -40,6 +44,8 @@ impl Figures {
             power_w: per_gpu(&|g| mean(&g.active_values(&g.power_w))),
             tree_cpu_pct: run.tree_cpu_mean(),
             active_s: run.gpus.iter().map(crate::GpuSeries::active_s).fold(0.0, f64::max),
+            steps_per_s: run.steps.as_ref().map(crate::Steps::per_s),
+            data_wait_pct: run.steps.as_ref().and_then(crate::Steps::data_wait_share).map(|s| 100.0 * s),
         }
     }
 }
@@ -49,8 +55,9 @@ impl Figures {
 pub struct Comparison {
     pub before: Figures,
     pub after: Figures,
-    /// How much more GPU work a second the second run does: the ratio of mean SM activity, or of
-    /// GPU-Util without GPM. For the same model and batch, that is the ratio of steps per second.
+    /// How much faster the second run goes: the ratio of steps per second when both runs marked
+    /// steps; otherwise of mean SM activity, or of GPU-Util without GPM, which for the same model
+    /// and batch stands in for it.
     pub gpu_work_ratio: Option<f64>,
     /// Which figure the ratio rests on.
     pub gpu_work_basis: &'static str,
@@ -63,9 +70,11 @@ pub struct Comparison {
 pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Comparison {
     let (b, a) = (Figures::of(before), Figures::of(after));
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).filter(|(x, _)| *x > 0.5).map(|(x, y)| y / x);
-    let (gpu_work_ratio, gpu_work_basis) = match ratio(b.sm_active_pct, a.sm_active_pct) {
-        Some(r) => (Some(r), "SM activity"),
-        None => (ratio(b.util_gpu_pct, a.util_gpu_pct), "GPU-Util"),
+    let steps_ratio = b.steps_per_s.zip(a.steps_per_s).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
+    let (gpu_work_ratio, gpu_work_basis) = match (steps_ratio, ratio(b.sm_active_pct, a.sm_active_pct)) {
+        (Some(r), _) => (Some(r), "steps/s"),
+        (None, Some(r)) => (Some(r), "SM activity"),
+        (None, None) => (ratio(b.util_gpu_pct, a.util_gpu_pct), "GPU-Util"),
     };
     let ids = |f: &[Finding]| f.iter().map(|f| f.id).collect::<Vec<_>>();
     let (ib, ia) = (ids(fb), ids(fa));
@@ -83,7 +92,16 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
             other => format!("{other} gone"),
         });
     }
-    if let Some(r) = gpu_work_ratio {
+    if let (Some(u0), Some(u1)) = (b.util_gpu_pct, a.util_gpu_pct) {
+        parts.push(format!("util {u0:.0}% → {u1:.0}%"));
+    }
+    if let (Some(w0), Some(w1)) = (b.data_wait_pct, a.data_wait_pct) {
+        parts.push(format!("data wait {w0:.0}% → {w1:.0}%"));
+    }
+    if let (Some(r), "steps/s") = (gpu_work_ratio, gpu_work_basis) {
+        let (n, what) = if r >= 1.0 { (r, "more") } else { (1.0 / r, "fewer") };
+        parts.push(format!("{}× {what} steps/s", fmt_ratio(n)));
+    } else if let Some(r) = gpu_work_ratio {
         let what = if r >= 1.0 { "up" } else { "down" };
         parts.push(format!(
             "throughput {what} ~{}× (by {gpu_work_basis})",

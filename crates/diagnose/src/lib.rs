@@ -9,12 +9,14 @@ pub mod compare;
 mod forecast;
 mod rules;
 mod series;
+mod steps;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use forecast::{Forecast, time_to_full};
 pub use series::{GpuSeries, Run, RunBuilder};
+pub use steps::Steps;
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

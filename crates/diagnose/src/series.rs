@@ -73,6 +73,8 @@ pub struct Run {
     pub cores: usize,
     /// Events by kind and time (seconds since the start).
     pub events: Vec<(String, f64, serde_json::Value)>,
+    /// Steps and data wait measured inside the training loop, when it sent marks.
+    pub steps: Option<crate::Steps>,
 }
 
 impl Run {
@@ -141,7 +143,12 @@ impl RunBuilder {
 
     /// The run, with the host, tree and events of `rec` (whose snapshots are not read again).
     pub fn finish(mut self, rec: &Recording) -> Run {
-        let start_us = self.start_us.unwrap_or(0);
+        // Without GPU samples (no driver), time starts with the host's first sample or first mark.
+        let start_us = self
+            .start_us
+            .or(rec.host.first().map(|h| h.timestamp_us))
+            .or(rec.markers.iter().map(|m| m.t_us).min())
+            .unwrap_or(0);
         let t = |us: i64| (us - start_us) as f64 / 1e6;
         for s in &mut self.gpus {
             s.active = active_window(s);
@@ -194,6 +201,7 @@ impl RunBuilder {
             host_cpu,
             cores,
             events,
+            steps: crate::Steps::from_markers(&rec.markers, start_us),
         }
     }
 }

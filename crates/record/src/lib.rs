@@ -44,6 +44,50 @@ pub struct RunMeta {
     pub extra: BTreeMap<String, String>,
 }
 
+/// What a [`Marker`] marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerKind {
+    /// A training step ended (`gpulse.step()`, or an optimizer step under `--instrument`).
+    Step,
+    /// The loop waited `dur_us` for its next batch (a DataLoader iterator's `__next__`).
+    DataWait,
+    /// A named phase (`with gpulse.phase("eval")`) lasted `dur_us`.
+    Phase,
+}
+
+impl MarkerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Step => "step",
+            Self::DataWait => "data_wait",
+            Self::Phase => "phase",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "step" => Some(Self::Step),
+            "data_wait" => Some(Self::DataWait),
+            "phase" => Some(Self::Phase),
+            _ => None,
+        }
+    }
+}
+
+/// A mark sent from inside the training loop.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Marker {
+    /// When it began (a step: when it ended), microseconds since the Unix epoch.
+    pub t_us: i64,
+    /// The process that sent it (each torchrun rank sends its own).
+    pub pid: u32,
+    pub kind: MarkerKind,
+    /// A phase's name.
+    pub name: Option<String>,
+    pub dur_us: Option<i64>,
+}
+
 /// Something that happened during the run: a marker, an OOM, an error.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Event {

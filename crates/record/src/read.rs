@@ -11,7 +11,7 @@ use rusqlite::{Connection, OpenFlags, Row};
 
 use crate::schema::SCHEMA_VERSION;
 use crate::units::{bytes, pct};
-use crate::{Event, RecordError};
+use crate::{Event, Marker, MarkerKind, RecordError};
 
 /// Everything a recording holds, in time order.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -22,6 +22,8 @@ pub struct Recording {
     pub host: Vec<HostSample>,
     pub trees: Vec<TreeSample>,
     pub events: Vec<Event>,
+    /// Marks from inside the training loop, in time order.
+    pub markers: Vec<Marker>,
 }
 
 /// Opens `path` read-only (also while it is being written) and reads it whole.
@@ -75,7 +77,24 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
             payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
         })
     })?;
-    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events })
+    let has_markers: bool =
+        conn.query_row("SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'markers'", [], |r| {
+            r.get(0)
+        })?;
+    let markers = if has_markers {
+        rows(&conn, "SELECT t_us, pid, kind, name, dur_us FROM markers ORDER BY t_us, rowid", |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .into_iter()
+        // Kinds a later gpulse adds are skipped, not misread.
+        .filter_map(|(t_us, pid, kind, name, dur_us)| {
+            Some(Marker { t_us, pid, kind: MarkerKind::parse(&kind)?, name, dur_us })
+        })
+        .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers })
 }
 
 fn rows<T>(

@@ -8,7 +8,7 @@
 //! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
 
 /// Bumped whenever a table or column changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub const CREATE: &str = r#"
 CREATE TABLE meta (
@@ -146,5 +146,17 @@ CREATE TABLE events (
     t_ms    INTEGER NOT NULL,
     kind    TEXT NOT NULL,
     payload TEXT NOT NULL
+);
+"#;
+
+/// Added in schema 2: marks from inside the training loop (`gpulse.step()`, phases, the data
+/// wait that `--instrument` times). Schema 1 files lack the table; readers treat it as empty.
+pub const CREATE_MARKERS: &str = r#"
+CREATE TABLE markers (
+    t_us   INTEGER NOT NULL,
+    pid    INTEGER NOT NULL,
+    kind   TEXT NOT NULL,
+    name   TEXT,
+    dur_us INTEGER
 );
 "#;

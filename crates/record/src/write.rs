@@ -9,9 +9,9 @@ use gpulse_model::{
 };
 use rusqlite::{Connection, params};
 
-use crate::schema::{CREATE, SCHEMA_VERSION};
+use crate::schema::{CREATE, CREATE_MARKERS, SCHEMA_VERSION};
 use crate::units::{kib, ms, pm};
-use crate::{Event, RecordError, RunMeta};
+use crate::{Event, Marker, RecordError, RunMeta};
 
 /// How often the writer commits: the most a crash can lose.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
@@ -113,6 +113,7 @@ impl Writer {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
         conn.execute_batch(CREATE)?;
+        conn.execute_batch(CREATE_MARKERS)?;
         let mut w = Self {
             conn,
             last_commit: Instant::now(),
@@ -446,16 +447,27 @@ impl Writer {
         self.commit()
     }
 
-    /// Commits and closes the file, folding the write-ahead log back into it.
+    /// Appends marks from the training loop; they commit with the next second's samples.
+    pub fn markers(&mut self, marks: &[Marker]) -> Result<(), RecordError> {
+        self.begin()?;
+        let mut stmt = self.conn.prepare_cached("INSERT INTO markers VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        for m in marks {
+            stmt.execute(params![m.t_us, m.pid, m.kind.as_str(), m.name, m.dur_us])?;
+        }
+        drop(stmt);
+        self.commit_if_due()
+    }
+
+    /// Commits and closes the file. A finished recording leaves WAL mode: it is one
+    /// self-contained file, and readers open it without creating `-wal` and `-shm` beside it.
     pub fn finish(mut self) -> Result<(), RecordError> {
         self.commit()?;
         self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        // A bulk file becomes an ordinary recording that readers can open alongside a writer.
         let mode: String = self.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
         if mode == "off" {
             self.conn.pragma_update(None, "locking_mode", "NORMAL")?;
-            self.conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         }
+        self.conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))?;
         Ok(())
     }
 }

@@ -56,7 +56,12 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     let used: Vec<f64> = g.mem_used_bytes.iter().flatten().copied().collect();
     let Some(peak) = used.iter().copied().reduce(f64::max) else { return out };
     let total = g.mem_total_bytes;
-    let oom_event = run.events.iter().find(|e| e.0 == "oom");
+    // `oom` from a trace's own log; `cuda_oom` from the job's stderr under `gpulse run`, which
+    // names the GPU when PyTorch does.
+    let oom_event = run.events.iter().find(|e| {
+        matches!(e.0.as_str(), "oom" | "cuda_oom")
+            && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
+    });
     let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
     if let Some(total) = total {
         // A fall from near the limit: memory freed by a process that died.

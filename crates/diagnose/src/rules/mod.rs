@@ -4,6 +4,7 @@ mod binding;
 mod memory;
 mod processes;
 mod stall;
+pub(crate) mod steps;
 mod throttle;
 mod utilization;
 
@@ -11,6 +12,7 @@ use crate::{Finding, Run};
 
 pub fn all(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
+    out.extend(steps::input_bound(run));
     out.extend(utilization::findings(run));
     out.extend(memory::findings(run));
     out.extend(stall::findings(run));

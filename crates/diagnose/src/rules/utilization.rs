@@ -31,13 +31,20 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             continue;
         }
         let cv = sd / mu;
+        // The loop's own timing outranks any reading of GPU-Util: `steps::input_bound` reports a
+        // measured wait; a loop that barely waits is not input-bound, whatever the pattern.
+        let measured_wait = run.steps.as_ref().and_then(crate::Steps::data_wait_share);
+        if measured_wait.is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE) {
+            continue;
+        }
         let window = g.window().to_vec();
         let one_core_loader = run.tree_width == 1 && tree_cpu.is_some_and(|c| c >= 80.0);
         let host_saturated = run.host_cpu_mean().is_some_and(|c| c >= 90.0);
         let bursty = cv >= BURSTY_CV;
         // Workers that each keep most of a core busy produce batches as fast as they can.
         let workers_saturated = run.worker_cpu_mean.is_some_and(|c| c >= WORKERS_BUSY_PCT);
-        let mut f = if bursty || one_core_loader || host_saturated || workers_saturated {
+        let guessed_input = bursty || one_core_loader || host_saturated || workers_saturated;
+        let mut f = if guessed_input && measured_wait.is_none() {
             let why = if workers_saturated {
                 format!(
                     "{} DataLoader workers busy {:.0}% of a core each",
@@ -86,7 +93,14 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 "no host data: record with `gpulse record --pid PID` to see the training's CPU and DataLoader workers",
             );
         }
-        f = f.limit("no step markers: the share of each step spent waiting for data was not measured");
+        match measured_wait {
+            Some(w) => f = f.with("data_wait_share_pct", round(100.0 * w, 1)),
+            None => {
+                f = f.limit(
+                    "no step markers: the share of each step spent waiting for data was not measured (gpulse run --instrument measures it)",
+                )
+            }
+        }
         out.push(f);
     }
     out

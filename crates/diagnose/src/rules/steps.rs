@@ -1,0 +1,55 @@
+//! Findings from the loop's own marks: the measured wait for data.
+
+use crate::{Finding, Run, Severity, round};
+
+/// A loop that waits for data a fifth of its wall time would run at least 1.25× faster with the
+/// wait hidden behind compute; below that, other gaps usually matter more.
+pub const DATA_WAIT_SHARE: f64 = 0.2;
+/// Half the time waiting: the input pipeline, not the model, sets the speed.
+const DATA_WAIT_CRITICAL: f64 = 0.5;
+
+/// `input_bound` resting on the data wait measured inside the loop.
+pub fn input_bound(run: &Run) -> Vec<Finding> {
+    let Some(steps) = &run.steps else { return Vec::new() };
+    let Some(share) = steps.data_wait_share() else { return Vec::new() };
+    if share < DATA_WAIT_SHARE {
+        return Vec::new();
+    }
+    let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
+    let waited: f64 = steps.data_wait_s.iter().map(|w| w.1).sum();
+    let mut f = Finding::new(
+        "input_bound",
+        severity,
+        format!(
+            "The loop waits for data {:.0}% of the time: {:.0} ms of each {:.0} ms step (measured in the loop)",
+            100.0 * share,
+            1000.0 * waited / steps.count.max(1) as f64,
+            1000.0 * steps.mean_step_s()
+        ),
+    )
+    .with("pid", steps.pid)
+    .with("window_s", vec![round(steps.window_s[0], 1), round(steps.window_s[1], 1)])
+    .with("steps", steps.count as u64)
+    .with("steps_per_s", round(steps.per_s(), 2))
+    .with("data_wait_share_pct", round(100.0 * share, 1))
+    .with("data_wait_mean_ms", round(1000.0 * waited / steps.count.max(1) as f64, 1))
+    .with("step_mean_ms", round(1000.0 * steps.mean_step_s(), 1))
+    .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1));
+    if run.worker_count > 0 {
+        f = f.with("dataloader_workers", run.worker_count as u64);
+        if let Some(w) = run.worker_cpu_mean {
+            f = f.with("worker_cpu_mean_pct", round(w, 0));
+        }
+    }
+    let workers_advice = if run.worker_count == 0 {
+        "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)"
+    } else {
+        "the workers cannot keep up: raise num_workers while cores are free, or make __getitem__ cheaper"
+    };
+    vec![f.advise(&[
+        workers_advice,
+        "pin_memory=True, and .to(device, non_blocking=True) in the loop",
+        "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
+        "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
+    ])]
+}

@@ -1,0 +1,227 @@
+//! One watched job from start to end: the sampling loop with the job's stderr events, its marks
+//! and the live status; then the diagnosis, the report and the ranks' GPUs at exit.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::{Duration, Instant};
+
+use gpulse_record::Event;
+
+use super::live::Live;
+use super::marks::{MarkReceiver, Received};
+use super::terminal::{StatusStyle, Terminal};
+use crate::cli::{JobArgs, StatusMode};
+use crate::recorder::{Polled, Recorder};
+use crate::signals;
+
+/// How the watch ended.
+pub enum JobEnd {
+    /// The job gpulse started exited.
+    Exited(std::process::ExitStatus),
+    /// The attached process is gone.
+    RootGone,
+    /// gpulse was asked to stop (attach only: a started job gets the signal instead).
+    Signal(i32),
+}
+
+pub struct Session {
+    recorder: Option<Recorder>,
+    output: PathBuf,
+    live: Live,
+    pub term: Arc<Terminal>,
+    interval: Duration,
+    status_every: Duration,
+    events_tx: Sender<Event>,
+    events_rx: Receiver<Event>,
+    marks: Option<MarkReceiver>,
+}
+
+/// `./gpulse-runs/<local time>-<name>.db`, created on demand.
+pub fn default_output(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = Path::new("gpulse-runs");
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let stamp = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
+    // "2026/11/30 08:00:00.123" → "20261130-080000"
+    let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
+    let stamp = format!("{}-{}", &digits[..8.min(digits.len())], &digits[8.min(digits.len())..14.min(digits.len())]);
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(40)
+        .collect();
+    for n in 0..1000 {
+        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
+        let p = dir.join(format!("{stamp}-{safe}{suffix}.db"));
+        if !p.exists() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!("too many recordings named {safe} in {}", dir.display())
+}
+
+impl Session {
+    pub fn new(recorder: Recorder, output: PathBuf, args: &JobArgs, marks: Option<MarkReceiver>) -> Self {
+        let is_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let style = match args.status {
+            StatusMode::Off => StatusStyle::Off,
+            StatusMode::Line => StatusStyle::Lines,
+            StatusMode::Auto if is_tty => StatusStyle::Row,
+            StatusMode::Auto => StatusStyle::Lines,
+        };
+        let (events_tx, events_rx) = channel();
+        Self {
+            live: Live::new(recorder.devices()),
+            recorder: Some(recorder),
+            output,
+            term: Arc::new(Terminal::new(style)),
+            interval: args.interval,
+            status_every: args.status_every,
+            events_tx,
+            events_rx,
+            marks,
+        }
+    }
+
+    /// Follows the process tree under `pid` (the job, once started).
+    pub fn follow(&mut self, pid: u32) {
+        if let Some(Err(e)) = self.recorder.as_mut().map(|r| r.follow(pid)) {
+            self.stop_recording(&e);
+        }
+    }
+
+    /// Where the job's stderr events go.
+    pub fn events(&self) -> Sender<Event> {
+        self.events_tx.clone()
+    }
+
+    /// Samples until the job ends.
+    pub fn watch(&mut self, mut child: Option<&mut Child>) -> JobEnd {
+        let start = Instant::now();
+        let mut polls: u32 = 0;
+        let status_every =
+            if self.term.style() == StatusStyle::Row { Duration::from_secs(1) } else { self.status_every };
+        let mut next_status = Instant::now() + status_every;
+        let mut root_gone = false;
+        loop {
+            match child.as_deref_mut() {
+                Some(c) => {
+                    for sig in signals::take_to_forward() {
+                        // SAFETY: kill(2) on the job's own PID, which this process has not reaped.
+                        unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+                    }
+                    if let Ok(Some(status)) = c.try_wait() {
+                        self.drain();
+                        return JobEnd::Exited(status);
+                    }
+                }
+                None => {
+                    if let Some(sig) = signals::received() {
+                        self.drain();
+                        return JobEnd::Signal(sig);
+                    }
+                    if root_gone {
+                        self.drain();
+                        return JobEnd::RootGone;
+                    }
+                }
+            }
+            if Instant::now() >= start + self.interval * polls {
+                polls += 1;
+                root_gone |= self.poll();
+            }
+            self.drain();
+            if Instant::now() >= next_status {
+                next_status = Instant::now() + status_every;
+                self.term.status(&self.live.status_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// One poll; true when the watched root is gone.
+    fn poll(&mut self) -> bool {
+        let Some(rec) = self.recorder.as_mut() else { return false };
+        let result = rec.poll().and_then(|p| {
+            let gone = match p {
+                Polled::Sampled(p) => {
+                    self.live.push_poll(&p);
+                    false
+                }
+                Polled::RootExited => true,
+            };
+            for f in self.live.update() {
+                rec.event(gpulse_sample::now_us() / 1000, "finding", serde_json::to_value(&f)?)?;
+            }
+            Ok(gone)
+        });
+        result.unwrap_or_else(|e| {
+            self.stop_recording(&e);
+            false
+        })
+    }
+
+    /// Writes what arrived from the job's stderr and from its marks.
+    fn drain(&mut self) {
+        let events: Vec<Event> = self.events_rx.try_iter().collect();
+        let received = self.marks.as_ref().map(MarkReceiver::drain).unwrap_or_default();
+        let mut markers = Vec::new();
+        let mut all_events = events;
+        for r in received {
+            match r {
+                Received::Marker(m) => markers.push(m),
+                Received::Event(e) => all_events.push(e),
+            }
+        }
+        self.live.push_markers(&markers);
+        for e in &all_events {
+            self.live.push_event(e);
+        }
+        let Some(rec) = self.recorder.as_mut() else { return };
+        let result = (|| {
+            if !markers.is_empty() {
+                rec.markers(&markers)?;
+            }
+            for e in all_events {
+                rec.event(e.t_ms, &e.kind, e.payload)?;
+            }
+            anyhow::Ok(())
+        })();
+        if let Err(e) = result {
+            self.stop_recording(&e);
+        }
+    }
+
+    /// A recording that cannot be written stops; the job goes on untouched.
+    fn stop_recording(&mut self, e: &anyhow::Error) {
+        self.recorder = None;
+        self.term.clear();
+        eprintln!("gpulse: stopped recording to {}: {e:#}; the job goes on", self.output.display());
+    }
+
+    /// Closes the recording with `reason`; then prints the diagnosis, the report's path and the
+    /// GPUs each process of the job held.
+    pub fn finish(mut self, reason: &str, report: bool) {
+        self.drain();
+        self.term.clear();
+        if let Some(marks) = &self.marks {
+            let dropped: u64 = marks.stats().dropped.values().sum();
+            if dropped > 0
+                && let Some(rec) = self.recorder.as_mut()
+            {
+                let _ = rec.event(
+                    gpulse_sample::now_us() / 1000,
+                    "marks_dropped",
+                    serde_json::json!({ "dropped": dropped, "text": format!("{dropped} marks dropped while the recorder was behind") }),
+                );
+            }
+        }
+        let Some(rec) = self.recorder.take() else { return };
+        if let Err(e) = rec.finish(reason) {
+            eprintln!("gpulse: could not close {}: {e:#}", self.output.display());
+            return;
+        }
+        super::summary::print(&self.output, report);
+    }
+}

@@ -1,0 +1,163 @@
+//! The sampling loop's body, shared by `record`, `run` and `attach`: one poll of every GPU, the
+//! host and a process tree, written to a recording.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use gpulse_model::{DeviceInfo, DeviceStatus, HostSample, Snapshot, TreeSample};
+use gpulse_record::{Event, Marker, RunMeta, Writer};
+use gpulse_sample::host::{HostSampler, TreeSampler, classify};
+use gpulse_sample::{NvmlOptions, NvmlSource, SampleError, Source};
+
+use crate::cli::GlobalArgs;
+use crate::cmd::open_nvml;
+
+/// How often the recorder reads NVML's costly calls (energy, the utilization buffer).
+const COSTLY_EVERY: Duration = Duration::from_secs(5);
+
+/// One poll's samples, for a live view.
+pub struct Poll {
+    pub snapshot: Option<Snapshot>,
+    pub host: HostSample,
+    pub tree: Option<TreeSample>,
+}
+
+/// What a poll found.
+pub enum Polled {
+    Sampled(Poll),
+    /// The watched tree's root is gone.
+    RootExited,
+}
+
+/// Owns the sources and the writer of one recording.
+pub struct Recorder {
+    writer: Writer,
+    source: Option<NvmlSource>,
+    host: HostSampler,
+    tree: Option<TreeSampler>,
+    lost: HashSet<u32>,
+    devices: Vec<DeviceInfo>,
+    polls: u64,
+}
+
+/// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
+/// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
+/// gpulse starts runs whatever gpulse can see).
+pub fn open_source(global: &GlobalArgs, any_error: bool) -> anyhow::Result<Option<NvmlSource>> {
+    let options = NvmlOptions { process_util: true, costly_every: Some(COSTLY_EVERY), ..NvmlOptions::default() };
+    match open_nvml(global, options, false) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
+            eprintln!("gpulse: {e:#}; recording the host only");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Recorder {
+    /// Creates `output` (which must not exist). `root` is the tree to follow, if any; `command`
+    /// and `extra` go into the run's metadata.
+    pub fn create(
+        output: &Path,
+        source: Option<NvmlSource>,
+        interval: Duration,
+        root: Option<u32>,
+        command: Option<String>,
+        extra: &[(&str, String)],
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(!output.exists(), "{} already exists; record to a new file", output.display());
+        anyhow::ensure!(interval >= Duration::from_millis(10), "--interval must be at least 10ms");
+        let devices = source.as_ref().map(|s| s.devices().to_vec()).unwrap_or_default();
+        let mut extra_meta: std::collections::BTreeMap<String, String> =
+            extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        if let Some(p) = root {
+            extra_meta.insert("root_pid".into(), p.to_string());
+        }
+        let meta = RunMeta {
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()),
+            gpulse_version: env!("CARGO_PKG_VERSION").to_owned(),
+            command: command.or_else(|| root.and_then(gpulse_sample::proc_info::cmdline)),
+            started_at_us: gpulse_sample::now_us(),
+            source: if source.is_some() { "nvml".into() } else { "host only".into() },
+            interval_ms: Some(interval.as_millis() as u64),
+            extra: extra_meta,
+        };
+        let writer =
+            Writer::create(output, &meta, &devices).with_context(|| format!("cannot create {}", output.display()))?;
+        let mut host = HostSampler::new();
+        host.sample();
+        Ok(Self { writer, source, host, tree: root.map(TreeSampler::new), lost: HashSet::new(), devices, polls: 0 })
+    }
+
+    /// Follows the tree under `pid` from now on (a job started after the recording was created).
+    pub fn follow(&mut self, pid: u32) -> anyhow::Result<()> {
+        self.tree = Some(TreeSampler::new(pid));
+        self.writer.set_meta("root_pid", &pid.to_string())?;
+        Ok(())
+    }
+
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+
+    pub fn polls(&self) -> u64 {
+        self.polls
+    }
+
+    /// Samples everything once and writes it.
+    pub fn poll(&mut self) -> anyhow::Result<Polled> {
+        let tree = match self.tree.as_mut() {
+            Some(t) => match t.sample() {
+                Some(s) => Some(s),
+                None => return Ok(Polled::RootExited),
+            },
+            None => None,
+        };
+        let mut snapshot = None;
+        if let Some(src) = self.source.as_mut() {
+            let mut snap = src.sample()?;
+            if let Some(t) = &tree {
+                let pids: HashSet<u32> = t.processes.iter().map(|p| p.pid).collect();
+                for g in &mut snap.gpus {
+                    for p in &mut g.processes {
+                        p.class = Some(classify(p.pid, &pids));
+                    }
+                }
+            }
+            for g in &snap.gpus {
+                if g.status == DeviceStatus::Lost && self.lost.insert(g.gpu_index) {
+                    self.event(snap.timestamp_us / 1000, "gpu_lost", serde_json::json!({ "gpu": g.gpu_index }))?;
+                }
+            }
+            self.writer.snapshot(&snap)?;
+            snapshot = Some(snap);
+        }
+        let host = self.host.sample();
+        self.writer.host(&host)?;
+        if let Some(t) = &tree {
+            self.writer.tree(t)?;
+        }
+        self.polls += 1;
+        Ok(Polled::Sampled(Poll { snapshot, host, tree }))
+    }
+
+    /// Records an event (committed at once).
+    pub fn event(&mut self, t_ms: i64, kind: &str, payload: serde_json::Value) -> anyhow::Result<()> {
+        Ok(self.writer.event(&Event { t_ms, kind: kind.into(), payload })?)
+    }
+
+    /// Records marks from the training loop.
+    pub fn markers(&mut self, marks: &[Marker]) -> anyhow::Result<()> {
+        Ok(self.writer.markers(marks)?)
+    }
+
+    /// Writes the stop event and closes the file.
+    pub fn finish(mut self, reason: &str) -> anyhow::Result<()> {
+        self.event(gpulse_sample::now_us() / 1000, "stop", serde_json::json!({ "reason": reason }))?;
+        self.writer.finish()?;
+        Ok(())
+    }
+}

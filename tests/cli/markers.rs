@@ -1,0 +1,83 @@
+//! The loop's own marks on the real H200 runs: the fixtures' `steps_*.jsonl` (each step's wait
+//! for data and compute, logged by the training loop) become the marks `gpulse run --instrument`
+//! sends, beside the GPM trace of the same run.
+
+use gpulse_record::{Marker, MarkerKind, Recording};
+
+use super::support::fixture;
+
+/// The run's GPM trace and its steps as marks. Returns the run and the loop's own data-wait
+/// share over the same window (from the end of the first step to the end of the last).
+fn run_with_marks(name: &str) -> (gpulse_diagnose::Run, f64, f64) {
+    let text = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/gpm_{name}.csv"))).unwrap();
+    let dev = gpulse_model::DeviceInfo { index: 0, memory_total_bytes: Some(143_771 << 20), ..Default::default() };
+    let mut replay = gpulse_sample::TraceReplay::new(&text, vec![dev.clone()], vec![], 0.2).unwrap();
+    let mut rec = Recording { devices: vec![dev], ..Default::default() };
+    while let Ok(s) = gpulse_sample::Source::sample(&mut replay) {
+        rec.snapshots.push(s);
+    }
+    let steps = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/steps_{name}.jsonl"))).unwrap();
+    let (mut ends, mut waits) = (Vec::new(), Vec::new());
+    for line in steps.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (Some(t), Some(data), Some(compute)) = (v["t"].as_f64(), v["data_s"].as_f64(), v["compute_s"].as_f64())
+        else {
+            continue;
+        };
+        let us = |s: f64| (s * 1e6).round() as i64;
+        rec.markers.push(Marker {
+            t_us: us(t),
+            pid: 1,
+            kind: MarkerKind::DataWait,
+            name: None,
+            dur_us: Some(us(data)),
+        });
+        rec.markers.push(Marker {
+            t_us: us(t + data + compute),
+            pid: 1,
+            kind: MarkerKind::Step,
+            name: None,
+            dur_us: None,
+        });
+        ends.push(t + data + compute);
+        waits.push(data);
+    }
+    let truth = 100.0 * waits[1..].iter().sum::<f64>() / (ends[ends.len() - 1] - ends[0]);
+    let per_s = (ends.len() - 1) as f64 / (ends[ends.len() - 1] - ends[0]);
+    (gpulse_diagnose::Run::from_recording(&rec), truth, per_s)
+}
+
+#[test]
+fn input_bound_rests_on_the_measured_wait() {
+    let (run, truth, _) = run_with_marks("dl_bound");
+    let findings = gpulse_diagnose::diagnose_run(&run);
+    let f = findings.iter().find(|f| f.id == "input_bound").expect("dl_bound is input-bound");
+    let measured = f.evidence["data_wait_share_pct"].as_f64().unwrap();
+    eprintln!("dl_bound: data wait {measured:.1}% against the loop's {truth:.1}%");
+    assert!((measured - truth).abs() <= 1.0, "{measured} vs {truth}");
+    assert!(f.title.contains("measured in the loop"), "{}", f.title);
+    assert!(f.limits.is_empty(), "a measured wait has no caveat: {:?}", f.limits);
+
+    let (run, truth, _) = run_with_marks("dl_tuned");
+    let findings = gpulse_diagnose::diagnose_run(&run);
+    let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+    eprintln!("dl_tuned: the loop waited {truth:.1}%; findings {ids:?}");
+    assert!(!ids.contains(&"input_bound"), "{ids:?}");
+    let hb = findings.iter().find(|f| f.id == "host_bound").expect("the rest of the gap is the host");
+    assert!(hb.evidence["data_wait_share_pct"].as_f64().unwrap() < 5.0);
+}
+
+#[test]
+fn compare_reports_steps_per_second() {
+    let (before, b_wait, b_truth) = run_with_marks("dl_bound");
+    let (after, a_wait, a_truth) = run_with_marks("dl_tuned");
+    let (fb, fa) = (gpulse_diagnose::diagnose_run(&before), gpulse_diagnose::diagnose_run(&after));
+    let c = gpulse_diagnose::compare::compare(&before, &fb, &after, &fa);
+    assert_eq!(c.gpu_work_basis, "steps/s");
+    let truth = a_truth / b_truth;
+    let ratio = c.gpu_work_ratio.unwrap();
+    eprintln!("{}", c.verdict);
+    assert!((ratio - truth).abs() < 0.01 * truth, "{ratio} vs {truth}");
+    assert!(c.verdict.contains(&format!("{:.1}× more steps/s", truth)), "{}", c.verdict);
+    assert!(c.verdict.contains(&format!("data wait {b_wait:.0}% → {a_wait:.0}%")), "{}", c.verdict);
+}

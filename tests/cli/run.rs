@@ -1,0 +1,269 @@
+//! `gpulse run` and `gpulse attach`: exit codes, signals, stdio passed through unchanged, events
+//! from stderr, marks from the Python package, and `--instrument` on a PyTorch-shaped loop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::{gpulse, root, run};
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpulse-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn gpulse_run(dir: &Path, extra: &[&str], cmd: &[&str]) -> Command {
+    let mut c = gpulse(None);
+    c.current_dir(dir).args(["run", "--status", "off"]).args(extra).arg("--").args(cmd);
+    c
+}
+
+fn read(path: &Path) -> gpulse_record::Recording {
+    gpulse_record::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn exit_status_is_the_commands() {
+    let dir = tmp("exit");
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "a.db"], &["sh", "-c", "exit 7"]));
+    assert_eq!(code, 7, "{err}");
+    assert!(err.contains("recording: a.db") && err.contains("report:    a.html"), "{err}");
+    assert!(dir.join("a.html").exists());
+    // Killed by a signal: 128 + the signal, as a shell reports it.
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "b.db"], &["sh", "-c", "kill -TERM $$"]));
+    assert_eq!(code, 128 + 15, "{err}");
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "c.db"], &["no-such-command-gpulse"]));
+    assert_eq!(code, 127, "{err}");
+    assert!(err.contains("no-such-command-gpulse: command not found"), "{err}");
+    assert!(!dir.join("c.db").exists(), "nothing ran, nothing recorded");
+    // Without -o the recording goes to ./gpulse-runs/, named after the script.
+    let (code, _, err) = run(&mut gpulse_run(&dir, &[], &["sh", "-c", "true", "train.py"]));
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<String> = std::fs::read_dir(dir.join("gpulse-runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with("-train.db")), "{names:?}");
+    // An existing recording is never overwritten, and the command does not run.
+    let (code, out, err) = run(&mut gpulse_run(&dir, &["-o", "a.db"], &["echo", "ran"]));
+    assert_ne!(code, 0);
+    assert!(!out.contains("ran") && err.contains("already exists"), "{out}{err}");
+}
+
+#[test]
+fn stdio_passes_through_unchanged() {
+    let dir = tmp("stdio");
+    // Bytes that are not UTF-8, carriage returns, and no final newline.
+    let payload: &[u8] = b"line 1\r\nprogress 10%\rprogress 100%\n\xff\xfe raw\x00 bytes";
+    let mut child = gpulse_run(&dir, &["-o", "s.db"], &["sh", "-c", "cat; printf 'to stderr\\r\\n\\377 and more' >&2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(payload).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, payload, "stdout is the command's, byte for byte");
+    let expected: &[u8] = b"to stderr\r\n\xff and more";
+    assert!(
+        out.stderr.windows(expected.len()).any(|w| w == expected),
+        "stderr passes through byte for byte: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn errors_on_stderr_become_events() {
+    let dir = tmp("events");
+    let script = r#"
+import sys
+e = sys.stderr
+print("epoch 1 loss 0.5", file=e)
+print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.21 GiB is free.", file=e)
+print("[rank1]:[E1130 08:00:00.000 123 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", file=e)
+print("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error, NCCL version 2.21.5", file=e)
+print("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. ", file=e)
+e.write("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.")
+e.flush()
+sys.exit(1)
+"#;
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "e.db"], &["python3", "-c", script]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("GPU has fallen off the bus."), "stderr still reaches the terminal: {err}");
+    let rec = read(&dir.join("e.db"));
+    let kinds: Vec<&str> = rec.events.iter().map(|e| e.kind.as_str()).collect();
+    for k in ["cuda_oom", "nccl_timeout", "nccl_error", "dataloader_killed", "xid", "stop"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let oom = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap();
+    assert!(oom.payload["text"].as_str().unwrap().starts_with("torch.OutOfMemoryError: CUDA out of memory."));
+    assert_eq!(oom.payload["tried_bytes"], 2u64 << 30);
+    // The diagnosis at exit knows the job ran out of memory.
+    let (_, out, _) = run(gpulse(None).arg("diagnose").arg(dir.join("e.db")).args(["--format", "json"]));
+    assert!(out.contains("\"id\": \"oom\"") || rec.snapshots.is_empty(), "{out}");
+}
+
+/// Starts `gpulse run` on a Python script that prints `ready` once its handlers are set.
+fn start_ready(dir: &Path, script: &str) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = gpulse_run(dir, &["-o", "sig.db"], &["python3", "-u", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (child, out)
+}
+
+#[test]
+fn sigint_and_sigterm_reach_the_command() {
+    let script = r#"
+import signal, sys, time
+def on(sig, frame):
+    print(f"got {signal.Signals(sig).name}", flush=True)
+    sys.exit(40 + sig)
+signal.signal(signal.SIGINT, on)
+signal.signal(signal.SIGTERM, on)
+print("ready", flush=True)
+time.sleep(30)
+"#;
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let dir = tmp(&format!("sig{sig}"));
+        let (mut child, mut out) = start_ready(&dir, script);
+        let started = Instant::now();
+        // SAFETY: signalling a child this test started and has not reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(rest.trim(), format!("got {name}"), "the command got the signal once");
+        assert_eq!(status.code(), Some(40 + sig), "gpulse exits with the command's status");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let rec = read(&dir.join("sig.db"));
+        assert!(rec.events.iter().any(|e| e.kind == "stop"), "the recording is closed cleanly");
+    }
+}
+
+#[test]
+fn without_a_driver_the_command_still_runs_and_the_host_is_recorded() {
+    let dir = tmp("nodriver");
+    let mut cmd = gpulse_run(&dir, &["-o", "h.db", "--interval", "100ms"], &["sh", "-c", "sleep 0.6; echo done"]);
+    cmd.env("GPULSE_NVML_LIB", dir.join("no-such-libnvidia-ml.so"));
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!((code, out.as_str()), (0, "done\n"), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("recording the host only")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    let rec = read(&dir.join("h.db"));
+    assert!(rec.snapshots.is_empty());
+    assert!(rec.host.len() >= 3, "{} host samples", rec.host.len());
+    assert!(!rec.trees.is_empty() && rec.trees.iter().all(|t| t.processes.iter().any(|p| p.pid == t.root_pid)));
+    assert_eq!(rec.meta["source"], "host only");
+}
+
+#[test]
+fn gpus_are_recorded_through_nvml_and_the_tree_is_followed() {
+    let dir = tmp("nvml");
+    let mut cmd = gpulse(Some("scenarios/h200_idle.json"));
+    cmd.current_dir(&dir).args(["run", "--status", "off", "-o", "g.db", "--interval", "100ms", "--"]);
+    cmd.args(["sh", "-c", "sleep 0.8 & sleep 0.8; wait"]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let rec = read(&dir.join("g.db"));
+    assert!(rec.snapshots.len() >= 4, "{} snapshots", rec.snapshots.len());
+    assert_eq!(rec.meta["source"], "nvml");
+    let root: u32 = rec.meta["root_pid"].parse().unwrap();
+    assert!(rec.trees.iter().any(|t| t.root_pid == root && t.processes.len() >= 2), "the shell and its children");
+}
+
+#[test]
+fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
+    let dir = tmp("instrument");
+    let mut cmd = gpulse_run(&dir, &["-o", "i.db", "--instrument"], &["python3"]);
+    cmd.arg(root().join("tests/python/train_loop.py")).args(["0.03", "0.01", "50"]);
+    cmd.env("PYTHONPATH", root().join("tests/python/fake_torch"));
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let truth: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let truth_pct = truth["data_wait_share_pct"].as_f64().unwrap();
+    let rec = read(&dir.join("i.db"));
+    let steps = rec.markers.iter().filter(|m| m.kind == gpulse_record::MarkerKind::Step).count();
+    let waits = rec.markers.iter().filter(|m| m.kind == gpulse_record::MarkerKind::DataWait).count();
+    assert_eq!(steps, 50, "one mark per optimizer step");
+    assert!(waits >= 50, "one wait per batch: {waits}");
+    let (_, json, _) = run(gpulse(None).arg("diagnose").arg(dir.join("i.db")).args(["--format", "json"]));
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let measured = doc["steps"]["data_wait_share_pct"].as_f64().unwrap();
+    eprintln!("data wait: gpulse {measured:.1}%, the loop {truth_pct:.1}%");
+    assert!((measured - truth_pct).abs() <= 5.0, "{measured} vs {truth_pct}");
+    let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"input_bound"), "{ids:?}");
+    assert!(err.contains("waiting for data"), "the summary at exit: {err}");
+    // The user's own PYTHONPATH still works (the fake torch came from it), and the bootstrap
+    // leaves nothing behind.
+    assert!(!err.contains("instrumentation off"), "{err}");
+}
+
+#[test]
+fn attach_follows_a_running_process_until_it_exits() {
+    let dir = tmp("attach");
+    let mut job = Command::new("sh").args(["-c", "sleep 1.2"]).spawn().unwrap();
+    let mut cmd = gpulse(None);
+    cmd.current_dir(&dir).args([
+        "attach",
+        &job.id().to_string(),
+        "-o",
+        "a.db",
+        "--interval",
+        "100ms",
+        "--status",
+        "off",
+    ]);
+    cmd.env("GPULSE_NVML_LIB", dir.join("none.so"));
+    let started = Instant::now();
+    // The job is this test's child: reap it as it exits so attach sees it gone.
+    let reaper = std::thread::spawn(move || job.wait());
+    let (code, _, err) = run(&mut cmd);
+    reaper.join().unwrap().unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    let rec = read(&dir.join("a.db"));
+    assert!(rec.trees.len() >= 3, "{}", rec.trees.len());
+    assert!(rec.events.iter().any(|e| e.kind == "stop" && e.payload["reason"].as_str().unwrap().contains("exited")));
+    let (code, _, err) = run(gpulse(None).args(["attach", "999999999", "-o"]).arg(dir.join("x.db")));
+    assert_eq!(code, 1);
+    assert!(err.contains("no process 999999999"), "{err}");
+}
+
+#[test]
+fn the_python_package_works_outside_and_inside_gpulse_run() {
+    let dir = tmp("pkg");
+    let test = root().join("tests/python/test_package.py");
+    // Outside `gpulse run`: unit tests of the package itself.
+    let (code, out, err) = run(Command::new("python3")
+        .arg(&test)
+        .env("PYTHONPATH", root().join("python"))
+        .env("GPULSE_TEST_RECORDING", root().join("tests/fixtures/h200-gpulse/training_workers.db"))
+        .env_remove("GPULSE_EVENTS")
+        .current_dir(&dir));
+    assert_eq!(code, 0, "{out}{err}");
+    // Inside: step, phase and mark reach the recording.
+    let script = "import gpulse\nassert gpulse.enabled()\nfor i in range(5):\n    with gpulse.phase('data'):\n        pass\n    gpulse.step()\ngpulse.mark('checkpoint', epoch=3, path='a b.pt')\n";
+    let mut cmd = gpulse_run(&dir, &["-o", "p.db"], &["python3", "-c", script]);
+    cmd.env("PYTHONPATH", root().join("python"));
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let rec = read(&dir.join("p.db"));
+    let kinds = |k| rec.markers.iter().filter(|m| m.kind == k).count();
+    assert_eq!(kinds(gpulse_record::MarkerKind::Step), 5);
+    assert_eq!(kinds(gpulse_record::MarkerKind::Phase), 5);
+    let mark = rec.events.iter().find(|e| e.kind == "mark").expect("the mark");
+    assert_eq!(mark.payload["name"], "checkpoint");
+    assert_eq!(mark.payload["epoch"], 3);
+    assert_eq!(mark.payload["path"], "a b.pt");
+}
