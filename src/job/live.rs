@@ -2,7 +2,6 @@
 //! down as they appear (a memory forecast, before the OOM it forecasts), and the status text.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use gpulse_diagnose::{Finding, Run};
 use gpulse_model::DeviceInfo;
@@ -13,13 +12,19 @@ use crate::recorder::Poll;
 /// How much of the run the live diagnosis reads.
 const WINDOW_US: i64 = 10 * 60 * 1_000_000;
 /// How often it runs.
-const DIAGNOSE_EVERY: Duration = Duration::from_secs(5);
+const DIAGNOSE_EVERY_US: i64 = 5_000_000;
+/// Start-up (CUDA context, model build, cuDNN autotuning, the first batches) looks like every
+/// problem at once; findings are held back this long.
+const WARM_UP_US: i64 = 30_000_000;
 /// Memory trend is the slope over this much of the latest samples.
 const TREND_US: i64 = 30 * 1_000_000;
 
+/// Times are the samples' own, so a recording replays through it as it ran.
 pub struct Live {
+    started_us: Option<i64>,
+    now_us: i64,
     window: Recording,
-    last_diagnosis: Option<Instant>,
+    last_diagnosis_us: Option<i64>,
     leading: Option<Finding>,
     /// Finding id → the time-to-OOM last written for it (`None` when it had none).
     written: HashMap<&'static str, Option<f64>>,
@@ -29,8 +34,10 @@ pub struct Live {
 impl Live {
     pub fn new(devices: &[DeviceInfo]) -> Self {
         Self {
+            started_us: None,
+            now_us: 0,
             window: Recording { devices: devices.to_vec(), ..Recording::default() },
-            last_diagnosis: None,
+            last_diagnosis_us: None,
             leading: None,
             written: HashMap::new(),
             run: None,
@@ -46,6 +53,8 @@ impl Live {
             self.window.trees.push(t.clone());
         }
         let now = poll.host.timestamp_us;
+        self.started_us.get_or_insert(now);
+        self.now_us = now;
         let keep = |t_us: i64| now - t_us <= WINDOW_US;
         self.window.snapshots.retain(|s| keep(s.timestamp_us));
         self.window.host.retain(|h| keep(h.timestamp_us));
@@ -65,10 +74,13 @@ impl Live {
     /// Diagnoses when due; returns the findings to write down: those not seen before, and a
     /// memory forecast that moved by a quarter or more.
     pub fn update(&mut self) -> Vec<Finding> {
-        if self.last_diagnosis.is_some_and(|t| t.elapsed() < DIAGNOSE_EVERY) {
+        let Some(started) = self.started_us else { return Vec::new() };
+        if self.now_us - started < WARM_UP_US
+            || self.last_diagnosis_us.is_some_and(|t| self.now_us - t < DIAGNOSE_EVERY_US)
+        {
             return Vec::new();
         }
-        self.last_diagnosis = Some(Instant::now());
+        self.last_diagnosis_us = Some(self.now_us);
         let run = Run::from_recording(&self.window);
         let findings = gpulse_diagnose::diagnose_run(&run);
         self.run = Some(run);
@@ -168,3 +180,64 @@ impl Live {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replays a real `gpulse run` recording through the live view, poll by poll, with its
+    /// events and marks as they arrived. Returns each finding written, with its time.
+    fn replay(name: &str) -> (Vec<(i64, Finding)>, Recording) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-gpulse-run").join(name);
+        let rec = gpulse_record::read(&path).unwrap();
+        let mut live = Live::new(&rec.devices);
+        let mut written = Vec::new();
+        let (mut ev, mut mk) = (0, 0);
+        for (i, snap) in rec.snapshots.iter().enumerate() {
+            let t = snap.timestamp_us;
+            let host = rec.host.iter().min_by_key(|h| (h.timestamp_us - t).abs()).cloned().unwrap_or_default();
+            let host = gpulse_model::HostSample { timestamp_us: t, ..host };
+            let tree = rec.trees.iter().min_by_key(|x| (x.timestamp_us - t).abs()).cloned();
+            live.push_poll(&Poll { snapshot: Some(snap.clone()), host, tree });
+            while mk < rec.markers.len() && rec.markers[mk].t_us <= t {
+                live.push_markers(&rec.markers[mk..=mk]);
+                mk += 1;
+            }
+            while ev < rec.events.len() && rec.events[ev].t_ms * 1000 <= t {
+                if rec.events[ev].kind != "finding" {
+                    live.push_event(&rec.events[ev]);
+                }
+                ev += 1;
+            }
+            written.extend(live.update().into_iter().map(|f| (t, f)));
+            assert!(!live.status_text().is_empty(), "poll {i}");
+        }
+        (written, rec)
+    }
+
+    #[test]
+    fn a_leak_is_forecast_before_it_runs_out_of_memory() {
+        let (written, rec) = replay("leak.db");
+        let oom_us = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM was caught").t_ms * 1000;
+        let forecasts: Vec<(i64, f64)> = written
+            .iter()
+            .filter(|(_, f)| f.id == "memory_growth")
+            .filter_map(|(t, f)| Some((*t, f.evidence.get("time_to_oom_s")?.as_f64()?)))
+            .collect();
+        let (t, s) = *forecasts.first().expect("a forecast");
+        assert!(oom_us - t >= 15_000_000, "the first forecast came {} s before the OOM", (oom_us - t) / 1_000_000);
+        let predicted_us = t + (s * 1e6) as i64;
+        assert!((predicted_us - oom_us).abs() <= 5_000_000, "predicted {predicted_us}, was {oom_us}");
+    }
+
+    #[test]
+    fn start_up_is_not_a_finding() {
+        // dl_tuned climbs to 7.3 GiB as it starts, then holds: no growth, and no input-bound
+        // verdict while its workers fill their queues.
+        let (written, _) = replay("dl_tuned.db");
+        let ids: Vec<&str> = written.iter().map(|(_, f)| f.id).collect();
+        assert!(!ids.contains(&"memory_growth") && !ids.contains(&"input_bound"), "{ids:?}");
+        let (written, _) = replay("dl_bound.db");
+        assert!(written.iter().any(|(_, f)| f.id == "input_bound"), "dl_bound is input-bound live too");
+    }
+}

@@ -81,3 +81,70 @@ fn compare_reports_steps_per_second() {
     assert!(c.verdict.contains(&format!("{:.1}× more steps/s", truth)), "{}", c.verdict);
     assert!(c.verdict.contains(&format!("data wait {b_wait:.0}% → {a_wait:.0}%")), "{}", c.verdict);
 }
+
+/// The loop's own data-wait share and steps/s in `steps_<name>.jsonl`, over the window gpulse
+/// measures: from the end of the first step to the end of the last.
+fn loop_truth(path: &std::path::Path) -> (f64, f64) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let steps: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["step"].is_u64())
+        .collect();
+    let ends: Vec<f64> = steps
+        .iter()
+        .map(|s| s["t"].as_f64().unwrap() + s["data_s"].as_f64().unwrap() + s["compute_s"].as_f64().unwrap())
+        .collect();
+    let span = ends[ends.len() - 1] - ends[0];
+    let waited: f64 = steps[1..].iter().map(|s| s["data_s"].as_f64().unwrap()).sum();
+    (100.0 * waited / span, (ends.len() - 1) as f64 / span)
+}
+
+/// Recordings `gpulse run --instrument` made of the fixtures' workloads on an H200.
+#[test]
+fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
+    let dir = fixture("h200-gpulse-run");
+    let diagnose = |name: &str| {
+        let (code, out, err) = super::support::run(
+            super::support::gpulse(None).arg("diagnose").arg(dir.join(format!("{name}.db"))).args(["--format", "json"]),
+        );
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    for (name, input_bound) in [("dl_bound", true), ("dl_tuned", false)] {
+        let (truth, truth_per_s) = loop_truth(&dir.join(format!("steps_{name}.jsonl")));
+        let d = diagnose(name);
+        let measured = d["steps"]["data_wait_share_pct"].as_f64().unwrap();
+        let per_s = d["steps"]["steps_per_s"].as_f64().unwrap();
+        eprintln!(
+            "{name}: data wait gpulse {measured:.1}% vs the loop {truth:.1}%; {per_s:.2} vs {truth_per_s:.2} steps/s"
+        );
+        assert!((measured - truth).abs() <= 5.0, "{name}: {measured} vs {truth}");
+        assert!((per_s - truth_per_s).abs() <= 0.02 * truth_per_s, "{name}: {per_s} vs {truth_per_s}");
+        let ids: Vec<&str> = d["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.contains(&"input_bound"), input_bound, "{name}: {ids:?}");
+    }
+    let (code, out, err) = super::support::run(
+        super::support::gpulse(None).arg("compare").arg(dir.join("dl_bound.db")).arg(dir.join("dl_tuned.db")),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().last().unwrap().contains("× more steps/s"), "{out}");
+    assert!(out.contains("steps/s                     2.8 → 20.5"), "{out}");
+
+    // The leak: the OOM on stderr is an event, and the forecast made before it is in the file.
+    let rec = gpulse_record::read(&dir.join("leak.db")).unwrap();
+    let oom = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM event");
+    assert!(oom.payload["text"].as_str().unwrap().starts_with("torch.OutOfMemoryError: CUDA out of memory."));
+    let forecast = rec
+        .events
+        .iter()
+        .find(|e| e.kind == "finding" && e.payload["evidence"]["time_to_oom_s"].is_number())
+        .expect("a forecast");
+    let lead_s = (oom.t_ms - forecast.t_ms) as f64 / 1000.0;
+    let predicted_s = forecast.payload["evidence"]["time_to_oom_s"].as_f64().unwrap();
+    eprintln!("leak: forecast {lead_s:.0} s before the OOM, predicting {predicted_s:.0} s");
+    assert!(lead_s >= 15.0 && (predicted_s - lead_s).abs() <= 5.0, "{lead_s} vs {predicted_s}");
+    let d = diagnose("leak");
+    let oom = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "oom").expect("oom finding");
+    assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"));
+}

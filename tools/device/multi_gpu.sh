@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Records the same model four ways on 2 GPUs under `gpulse record --pid`: correct DDP, DDP without
+# Runs the same model four ways on 2 GPUs under `gpulse run --instrument`: correct DDP, DDP without
 # set_device, uneven DDP, and nn.DataParallel. Usage: OUT=dir multi_gpu.sh [gpulse] [seconds]
 set -u
 G=${1:-carry/gpulse}; S=${2:-20}; o=${OUT:-/tmp/multi}; mkdir -p "$o"
 export NCCL_NVLS_ENABLE=0
 one() { # name, command...
   local name=$1; shift
-  timeout 90 "$@" > "$o/$name.events.jsonl" 2> "$o/$name.err" &
-  local pid=$!
-  sleep 0.5
-  $G record --pid $pid --interval 250ms -o "$o/$name.db" 2>> "$o/record.log"
-  wait $pid; echo "$name exit $?" >> "$o/record.log"
+  timeout 120 $G run --instrument --status off --interval 250ms --no-report -o "$o/$name.db" -- "$@" \
+    > "$o/$name.events.jsonl" 2> "$o/$name.err"
+  echo "$name exit $?" >> "$o/record.log"
 }
 VARIANTS=${VARIANTS:-ddp misbound uneven dataparallel}
 [[ " $VARIANTS " == *" ddp "* ]] && one ddp torchrun --nproc_per_node=2 tools/device/multi_gpu_train.py ddp "$S"
@@ -20,7 +18,7 @@ VARIANTS=${VARIANTS:-ddp misbound uneven dataparallel}
 {
   cat "$o/record.log"
   for n in $VARIANTS; do
-    echo "=== $n"; tail -3 "$o/$n.err" | cut -c1-200
+    echo "=== $n"; sed -n '/── gpulse ──/,$p' "$o/$n.err" | grep -vE "^ +(- |evidence)" | cut -c1-200
     cat "$o/$n.events.jsonl"
     $G diagnose "$o/$n.db" | grep -E "^(CRITICAL|WARNING|INFO)"
     python3 - "$o/$n.db" <<'PY'

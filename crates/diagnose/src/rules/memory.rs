@@ -28,19 +28,22 @@ fn segments(t: &[f64], m: &[Option<f64>], total: f64) -> Vec<(Vec<f64>, Vec<f64>
 }
 
 /// Sustained growth: each third of the segment higher than the one before, by a fifth of the
-/// total rise at least. A model loading (one step up, then flat) is not growth.
+/// total rise at least, and still rising in its last quarter by a tenth of it. A model loading
+/// (a climb, then flat) is not growth, however the thirds fall.
 fn sustained(y: &[f64]) -> bool {
     let n = y.len();
     if n < 9 {
         return false;
     }
+    let last_quarter = &y[n - n / 4 - 1..];
+    let still_rising = last_quarter[last_quarter.len() - 1] - last_quarter[0];
     let third = |k: usize| {
         let s = &y[k * n / 3..(k + 1) * n / 3];
         s.iter().sum::<f64>() / s.len() as f64
     };
     let (a, b, c) = (third(0), third(1), third(2));
     let rise = y[n - 1] - y[0];
-    rise > 0.0 && b - a >= 0.2 * rise && c - b >= 0.2 * rise
+    rise > 0.0 && b - a >= 0.2 * rise && c - b >= 0.2 * rise && still_rising >= 0.1 * rise
 }
 
 pub fn findings(run: &Run) -> Vec<Finding> {
