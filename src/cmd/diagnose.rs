@@ -85,7 +85,7 @@ pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
 pub fn render_text(findings: &[Finding]) -> String {
     let mut s = String::new();
     if findings.is_empty() {
-        s += "No findings: the input is too short or too idle to judge.\n";
+        s += "No findings: nothing points to a bottleneck (or the input is too short or too idle to judge).\n";
     }
     for f in findings {
         let tag = match f.severity {

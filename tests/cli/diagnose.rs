@@ -309,23 +309,35 @@ fn ranks_without_set_device_read_as_misbinding_and_dataparallel_does_not() {
 
 #[test]
 fn real_two_gpu_traces_read_as_what_they_are() {
-    // The same model four ways on two H200s, recorded by `gpulse record --pid` (tests/fixtures/README.md).
+    // The same model four ways on two H200s under `gpulse run --instrument` (tests/fixtures/README.md).
     let multi = ["gpu_imbalance", "device_misbinding", "data_parallel"];
     let of = |n: &str| ids(&[fixture(&format!("h200x2-gpulse/{n}.db"))]);
-    let (ddp, _) = of("ddp");
+    let (ddp, v) = of("ddp");
     assert!(multi.iter().all(|m| !has(&ddp, m)), "correct DDP: {ddp:?}");
+    assert_eq!(v["steps"]["ranks"], 2, "each torchrun rank marks its steps");
     let (misbound, v) = of("misbound");
     assert!(has(&misbound, "device_misbinding"), "{misbound:?}");
     let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "device_misbinding").unwrap();
     assert_eq!(f["evidence"]["gpu"], 0);
     assert_eq!(f["evidence"]["home_gpus"], serde_json::json!([1]));
     assert!(f["evidence"]["extra_gib"].as_f64().unwrap() > 0.3, "{f}");
-    let (uneven, _) = of("uneven");
+    assert_eq!(f["evidence"]["pids"].as_array().unwrap().len(), 1, "names the rank: {f}");
+    let (uneven, v) = of("uneven");
     assert!(has(&uneven, "gpu_imbalance") && !has(&uneven, "device_misbinding"), "{uneven:?}");
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "gpu_imbalance").unwrap();
+    for spread in ["sm_active_mean_pct", "util_gpu_spread_pct", "memory_peak_gib"] {
+        assert_eq!(f["evidence"][spread].as_array().map(Vec::len), Some(2), "{spread}: {f}");
+    }
     let (dp, v) = of("dataparallel");
     assert!(has(&dp, "data_parallel") && !has(&dp, "device_misbinding"), "{dp:?}");
     let f = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "data_parallel").unwrap();
     assert!(f["advice"].to_string().contains("DistributedDataParallel"));
+    // Instrumented, with no DataLoader: the one process is busy driving two GPUs, not waiting for
+    // data.
+    assert!(!has(&dp, "input_bound"), "{dp:?}");
+    // A one-GPU job on a two-GPU machine (gpulse attach): the idle GPU is not an imbalance.
+    let (single, _) = of("attach_single_gpu");
+    assert!(has(&single, "util_misleading") && !has(&single, "gpu_imbalance"), "{single:?}");
 }
 
 #[test]

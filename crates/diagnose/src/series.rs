@@ -201,7 +201,11 @@ impl RunBuilder {
             host_cpu,
             cores,
             events,
-            steps: crate::Steps::from_markers(&rec.markers, start_us),
+            steps: crate::Steps::from_markers(
+                &rec.markers,
+                start_us,
+                rec.meta.get("instrumented").is_some_and(|v| v == "true"),
+            ),
         }
     }
 }

@@ -25,8 +25,10 @@ pub struct Steps {
 }
 
 impl Steps {
-    /// From marks in any order; `start_us` is the run's start. `None` below [`MIN_STEPS`].
-    pub fn from_markers(markers: &[Marker], start_us: i64) -> Option<Self> {
+    /// From marks in any order; `start_us` is the run's start. `loader_timed`: every DataLoader
+    /// wait would have been marked (`gpulse run --instrument`), so a loop with none waited for
+    /// none. `None` below [`MIN_STEPS`].
+    pub fn from_markers(markers: &[Marker], start_us: i64, loader_timed: bool) -> Option<Self> {
         let mut by_pid: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
         for m in markers.iter().filter(|m| m.kind == MarkerKind::Step) {
             by_pid.entry(m.pid).or_default().push(m.t_us);
@@ -50,7 +52,7 @@ impl Steps {
             .collect();
         waits.sort_unstable();
         let data_wait_s = if waits.is_empty() {
-            Vec::new()
+            if loader_timed { step_s.iter().map(|s| (s.0, 0.0)).collect() } else { Vec::new() }
         } else {
             let mut per_step = vec![0i64; ends.len() - 1];
             for (begin, dur) in waits {
@@ -118,7 +120,7 @@ mod tests {
                 m.push(mark(end + 1, 7, MarkerKind::DataWait, Some(60)));
             }
         }
-        let s = Steps::from_markers(&m, 0).unwrap();
+        let s = Steps::from_markers(&m, 0, false).unwrap();
         assert_eq!(s.count, 10);
         assert!((s.per_s() - 10.0).abs() < 1e-9);
         assert!((s.data_wait_share().unwrap() - 0.6).abs() < 1e-9);
@@ -135,14 +137,17 @@ mod tests {
         for i in 0..5 {
             m.push(mark(i * 200, 2, MarkerKind::Step, None));
         }
-        let s = Steps::from_markers(&m, 0).unwrap();
+        let s = Steps::from_markers(&m, 0, false).unwrap();
         assert_eq!((s.pid, s.ranks, s.count), (1, 2, 19));
         assert_eq!(s.data_wait_share(), None, "no wait was timed");
+        // Under --instrument every DataLoader wait is timed: none means the loop used none.
+        let s = Steps::from_markers(&m, 0, true).unwrap();
+        assert_eq!(s.data_wait_share(), Some(0.0));
     }
 
     #[test]
     fn too_few_steps_say_nothing() {
         let m: Vec<Marker> = (0..3).map(|i| mark(i * 10, 1, MarkerKind::Step, None)).collect();
-        assert_eq!(Steps::from_markers(&m, 0), None);
+        assert_eq!(Steps::from_markers(&m, 0, true), None);
     }
 }

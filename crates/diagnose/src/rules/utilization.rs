@@ -146,9 +146,9 @@ fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
 /// three quarters of the busiest one's work waits a quarter of its time for the others. Work is SM
 /// activity where GPM has it: GPU-Util counts NCCL kernels that wait for a peer as busy.
 pub fn imbalance(run: &Run) -> Vec<Finding> {
-    let by_sm = run.gpus.iter().all(|g| mean(&g.active_values(&g.sm_pct)).is_some());
-    let work: Vec<(u32, f64)> = run
-        .gpus
+    let gpus = job_gpus(run);
+    let by_sm = gpus.iter().all(|g| mean(&g.active_values(&g.sm_pct)).is_some());
+    let work: Vec<(u32, f64)> = gpus
         .iter()
         .filter_map(|g| Some((g.gpu, mean(&g.active_values(if by_sm { &g.sm_pct } else { &g.util_pct }))?)))
         .collect();
@@ -164,9 +164,14 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
         .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
         .with("least_to_most", round(lo / hi, 2))
         .with(
+            "util_gpu_spread_pct",
+            gpus.iter()
+                .filter_map(|g| Some(serde_json::json!({ "gpu": g.gpu, "mean": round(mean(&g.active_values(&g.util_pct))?, 1) })))
+                .collect::<Vec<_>>(),
+        )
+        .with(
             "memory_peak_gib",
-            run.gpus
-                .iter()
+            gpus.iter()
                 .map(|g| {
                     let peak = g.mem_used_bytes.iter().flatten().copied().fold(0.0, f64::max);
                     serde_json::json!({ "gpu": g.gpu, "peak": round(peak / (1u64 << 30) as f64, 2) })
@@ -184,6 +189,24 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
         );
     }
     vec![f]
+}
+
+/// The GPUs the job used: those its own processes held memory on when the process tree was
+/// watched; else those any process held memory on; else those that did any work. A GPU nobody
+/// touched is not a rank left idle.
+fn job_gpus(run: &Run) -> Vec<&crate::GpuSeries> {
+    use gpulse_model::GpuProcessClass;
+    let holds = |g: &crate::GpuSeries, tree_only: bool| {
+        g.processes.iter().any(|l| {
+            l.iter()
+                .any(|p| p.used_memory_bytes.unwrap_or(1) > 0 && (!tree_only || p.class == Some(GpuProcessClass::Tree)))
+        })
+    };
+    let classified = run.gpus.iter().any(|g| g.processes.iter().any(|l| l.iter().any(|p| p.class.is_some())));
+    if run.has_processes {
+        return run.gpus.iter().filter(|g| holds(g, classified)).collect();
+    }
+    run.gpus.iter().filter(|g| g.util_pct.iter().chain(&g.sm_pct).any(|v| v.is_some_and(|v| v > 0.0))).collect()
 }
 
 /// Nothing wrong, and the GPU is busy.
