@@ -151,11 +151,23 @@ fn uneven_gpus_read_as_imbalance() {
             0x18 + i
         )
     };
-    let sc = scenario_file("imbalance", &format!(r#"{{"devices":[{},{}]}}"#, dev(0, 92), dev(1, 21)));
-    let ids = record_and_diagnose(&sc, "1s");
-    assert!(has(&ids, "gpu_imbalance"), "{ids:?}");
-    let even = scenario_file("even", &format!(r#"{{"devices":[{},{}]}}"#, dev(0, 92), dev(1, 88)));
-    assert!(!has(&record_and_diagnose(&even, "1s"), "gpu_imbalance"));
+    let devices = |utils: &[u32]| {
+        let list: Vec<String> = utils.iter().enumerate().map(|(i, u)| dev(i as u32, *u)).collect();
+        format!(r#"{{"devices":[{}]}}"#, list.join(","))
+    };
+    for n in [2usize, 4, 8] {
+        // One rank of n doing a fraction of the others' work.
+        let mut utils = vec![92; n];
+        utils[n - 1] = 21;
+        let ids = record_and_diagnose(&scenario_file(&format!("imbalance{n}"), &devices(&utils)), "1s");
+        assert!(has(&ids, "gpu_imbalance"), "{n} GPUs: {ids:?}");
+        let even: Vec<u32> = (0..n).map(|i| 88 + (i as u32 % 5)).collect();
+        let ids = record_and_diagnose(&scenario_file(&format!("even{n}"), &devices(&even)), "1s");
+        assert!(!has(&ids, "gpu_imbalance"), "{n} GPUs: {ids:?}");
+    }
+    // A two-GPU job on an eight-GPU machine: the six GPUs nobody touches are not idle ranks.
+    let ids = record_and_diagnose(&scenario_file("two_of_eight", &devices(&[92, 90, 0, 0, 0, 0, 0, 0])), "1s");
+    assert!(!has(&ids, "gpu_imbalance"), "{ids:?}");
 }
 
 #[test]

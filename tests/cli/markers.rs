@@ -148,3 +148,29 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
     let oom = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "oom").expect("oom finding");
     assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"));
 }
+
+#[test]
+fn the_report_draws_step_time_and_data_wait_and_lists_caught_errors() {
+    let dir = std::env::temp_dir().join(format!("gpulse-markers-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = |name: &str| {
+        let out = dir.join(format!("{name}.html"));
+        let (code, _, err) = super::support::run(
+            super::support::gpulse(None)
+                .arg("report")
+                .arg(fixture(&format!("h200-gpulse-run/{name}.db")))
+                .arg("-o")
+                .arg(&out),
+        );
+        assert_eq!(code, 0, "{err}");
+        std::fs::read_to_string(out).unwrap()
+    };
+    let html = report("dl_bound");
+    assert!(html.contains("<h2>Training loop</h2><p>77 steps at 2.83 steps/s"), "the loop's section");
+    assert!(html.contains("waiting for data 87% of the time"));
+    let section = &html[html.find("Training loop").unwrap()..];
+    assert!(section.contains("Step time and data wait, ms") && section.contains("<title>waiting for data</title>"));
+    let html = report("leak");
+    assert!(html.contains("<h2>Events</h2>") && html.contains("<td>cuda_oom</td>"), "the OOM is listed");
+    assert!(html.contains("torch.OutOfMemoryError: CUDA out of memory."));
+}
