@@ -130,10 +130,43 @@ const BATCH: usize = 8192;
 /// Parses every log and writes one recording to `out` (which must not exist). One thread parses
 /// while the other writes, and rows stream through in batches, so a log of any size imports in
 /// bounded memory.
+/// A log's bytes: mapped when it is a regular file (pages come in as the parser reaches them, with
+/// no copy), read whole otherwise (a pipe).
+enum LogBytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl LogBytes {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the map is only read. A log that is appended to while it is imported keeps
+            // the length it had; one truncated meanwhile would fault, as it would for any reader
+            // of a file cut under it.
+            if let Ok(map) = unsafe { memmap2::MmapOptions::new().map(&file) } {
+                let _ = map.advise(memmap2::Advice::Sequential);
+                return Ok(Self::Mapped(map));
+            }
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes)?;
+        Ok(Self::Read(bytes))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Mapped(m) => m,
+            Self::Read(v) => v,
+        }
+    }
+}
+
 pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow::Result<ImportSummary> {
-    let texts: Vec<(PathBuf, Vec<u8>)> = logs
+    let texts: Vec<(PathBuf, LogBytes)> = logs
         .iter()
-        .map(|p| std::fs::read(p).map(|b| (p.clone(), b)).with_context(|| format!("cannot read {}", p.display())))
+        .map(|p| LogBytes::open(p).map(|b| (p.clone(), b)).with_context(|| format!("cannot read {}", p.display())))
         .collect::<anyhow::Result<_>>()?;
     let meta = RunMeta {
         host: None,
@@ -155,6 +188,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         let mut registry = Registry::default();
         let mut summaries = Vec::new();
         for (path, bytes) in &texts {
+            let bytes = bytes.bytes();
             let text =
                 std::str::from_utf8(bytes).map_or_else(|_| String::from_utf8_lossy(bytes), std::borrow::Cow::Borrowed);
             let mut batch = Vec::with_capacity(BATCH);

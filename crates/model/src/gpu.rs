@@ -164,8 +164,12 @@ pub struct GpuSample {
     /// Compute processes holding a context on this GPU.
     pub processes: Vec<ProcessSample>,
     /// Why fields are `None`, where the source knows.
-    pub absent: Vec<(Metric, Absence)>,
+    pub absent: Absences,
 }
+
+/// Why fields are absent, by metric. A sample rarely lacks more than a few, so they are kept
+/// inline: no allocation per sample.
+pub type Absences = smallvec::SmallVec<[(Metric, Absence); 4]>;
 
 impl GpuSample {
     /// Why `metric` is missing, if the source said.

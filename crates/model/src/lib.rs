@@ -14,7 +14,7 @@ pub mod trace;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
-pub use gpu::{Absence, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
+pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use process::ProcessSample;
 

@@ -20,12 +20,44 @@ pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq)]
 struct State {
     values: [Option<i64>; 12],
-    absent: Vec<(gpulse_model::Metric, gpulse_model::Absence)>,
+    absent: gpulse_model::Absences,
 }
 
 const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
      temp_gpu_c, temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
      VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
+
+/// Base rows an import inserts with one statement: one B-tree cursor stays open across them,
+/// and SQLite runs one statement where it would run 64.
+const GPU_SAMPLE_BATCH: usize = 64;
+
+/// [`GPU_SAMPLE_SQL`] for [`GPU_SAMPLE_BATCH`] rows.
+fn gpu_sample_batch_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let head = &GPU_SAMPLE_SQL[..GPU_SAMPLE_SQL.find("VALUES").expect("an INSERT") + "VALUES ".len()];
+        let row = format!("({})", vec!["?"; 13].join(","));
+        format!("{head}{}", vec![row; GPU_SAMPLE_BATCH].join(","))
+    })
+}
+
+/// Binds the base row of `g` at `t` (ms) as parameters `first..first + 13`.
+fn bind_base(stmt: &mut rusqlite::Statement<'_>, first: usize, t: i64, g: &GpuSample) -> rusqlite::Result<()> {
+    let p = base_params(t, g);
+    stmt.raw_bind_parameter(first, p.0)?;
+    stmt.raw_bind_parameter(first + 1, p.1)?;
+    stmt.raw_bind_parameter(first + 2, p.2)?;
+    stmt.raw_bind_parameter(first + 3, p.3)?;
+    stmt.raw_bind_parameter(first + 4, p.4)?;
+    stmt.raw_bind_parameter(first + 5, p.5)?;
+    stmt.raw_bind_parameter(first + 6, p.6)?;
+    stmt.raw_bind_parameter(first + 7, p.7)?;
+    stmt.raw_bind_parameter(first + 8, p.8)?;
+    stmt.raw_bind_parameter(first + 9, p.9)?;
+    stmt.raw_bind_parameter(first + 10, p.10)?;
+    stmt.raw_bind_parameter(first + 11, p.11)?;
+    stmt.raw_bind_parameter(first + 12, p.12)
+}
 
 /// The base row of a GPU sample taken at `t` (ms): its key and the fast-changing fields.
 #[allow(clippy::type_complexity)]
@@ -107,7 +139,7 @@ impl Writer {
             conn.pragma_update(None, "journal_mode", "OFF")?;
             conn.pragma_update(None, "synchronous", "OFF")?;
             conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
-            conn.pragma_update(None, "cache_size", -262_144)?;
+            conn.pragma_update(None, "cache_size", -8192)?;
         } else {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -231,9 +263,20 @@ impl Writer {
     {
         self.begin()?;
         {
-            let mut stmt = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
+            let mut many = self.conn.prepare_cached(gpu_sample_batch_sql())?;
+            let mut one = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
+            let mut pending = Vec::with_capacity(GPU_SAMPLE_BATCH);
             for (t, g) in rows.clone() {
-                stmt.execute(base_params(ms(t), g))?;
+                pending.push((ms(t), g));
+                if pending.len() == GPU_SAMPLE_BATCH {
+                    for (i, (t, g)) in pending.drain(..).enumerate() {
+                        bind_base(&mut many, 1 + 13 * i, t, g)?;
+                    }
+                    many.raw_execute()?;
+                }
+            }
+            for (t, g) in pending {
+                one.execute(base_params(t, g))?;
             }
         }
         for (t, g) in rows {

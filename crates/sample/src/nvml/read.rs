@@ -31,7 +31,7 @@ fn absence_of(e: &NvmlError) -> Absence {
 
 /// Collects absences while reading one device.
 struct Reader<'a> {
-    absent: Vec<(Metric, Absence)>,
+    absent: gpulse_model::Absences,
     lost: bool,
     wanted: Option<&'a [Metric]>,
 }
@@ -127,7 +127,7 @@ pub(super) fn sample_device(
         s.status = DeviceStatus::Lost;
         return s;
     };
-    let mut r = Reader { absent: Vec::new(), lost: false, wanted: opts.metrics.as_deref() };
+    let mut r = Reader { absent: gpulse_model::Absences::new(), lost: false, wanted: opts.metrics.as_deref() };
     let costly_due = opts.costly_every.is_none_or(|every| t.last_costly.is_none_or(|l| l.elapsed() >= every));
     if costly_due {
         t.last_costly = Some(Instant::now());
