@@ -47,11 +47,11 @@ fn main() {
                     power_draw_mw: r.power_draw_w.map(|w| (w * 1000.0) as u32),
                     clock_sm_mhz: r.clock_sm_mhz,
                     clocks_event_reasons: r.clocks_event_reasons,
-                    gpm: Some(GpmMetrics {
+                    gpm: Some(Box::new(GpmMetrics {
                         interval_ms: 1000.0,
                         sm_util_pct: r.gpm.as_ref().and_then(|m| m.sm_util_pct),
                         ..Default::default()
-                    }),
+                    })),
                     processes: vec![ProcessSample {
                         pid: 1000 + g,
                         used_memory_bytes: Some(20 << 30),

@@ -126,6 +126,8 @@ pub struct ImportSummary {
 
 /// Rows handed from the parsing thread to the writing one at a time.
 const BATCH: usize = 8192;
+/// Bytes of a log checked for UTF-8 and parsed at a time.
+const PIECE_BYTES: usize = 4 << 20;
 
 /// Parses every log and writes one recording to `out` (which must not exist). One thread parses
 /// while the other writes, and rows stream through in batches, so a log of any size imports in
@@ -188,18 +190,22 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         let mut registry = Registry::default();
         let mut summaries = Vec::new();
         for (path, bytes) in &texts {
-            let bytes = bytes.bytes();
-            let text =
-                std::str::from_utf8(bytes).map_or_else(|_| String::from_utf8_lossy(bytes), std::borrow::Cow::Borrowed);
             let mut batch = Vec::with_capacity(BATCH);
-            let summary = gpulse_smi::log::parse_each(&text, fields.as_deref(), &mut registry, &mut |row| {
-                batch.push(row);
-                if batch.len() == BATCH {
-                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
-                }
-            })
-            .with_context(|| format!("{}", path.display()))?;
+            let mut parser = gpulse_smi::log::LogParser::new(fields.as_deref(), &mut registry)
+                .with_context(|| format!("{}", path.display()))?;
+            // Pieces are checked for UTF-8 one at a time, so rows flow from the first one on.
+            for piece in gpulse_smi::log::pieces(bytes.bytes(), PIECE_BYTES) {
+                let text = std::str::from_utf8(piece)
+                    .map_or_else(|_| String::from_utf8_lossy(piece), std::borrow::Cow::Borrowed);
+                parser.feed(&text, &mut |row| {
+                    batch.push(row);
+                    if batch.len() == BATCH {
+                        let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                    }
+                });
+            }
             let _ = tx.send(batch);
+            let summary = parser.finish().with_context(|| format!("{}", path.display()))?;
             summaries.push((path.clone(), summary));
         }
         Ok((registry, summaries))

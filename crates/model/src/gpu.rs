@@ -160,7 +160,7 @@ pub struct GpuSample {
     /// Corrected ECC errors since the driver loaded (`ecc.errors.corrected.volatile.total`).
     pub ecc_corrected_volatile: Option<u64>,
     /// GPM counters over the interval ending at this sample; `None` off Hopper or with `--no-gpm`.
-    pub gpm: Option<GpmMetrics>,
+    pub gpm: Option<Box<GpmMetrics>>,
     /// Compute processes holding a context on this GPU.
     pub processes: Vec<ProcessSample>,
     /// Why fields are `None`, where the source knows.

@@ -275,7 +275,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
                 }
             }
         }
-        g.gpm = latest_gpm.get(&gpu).cloned();
+        g.gpm = latest_gpm.get(&gpu).cloned().map(Box::new);
         let poll = poll_pos.entry(gpu).or_insert(0);
         if as_of(polls.get(&gpu), poll, t).is_some() {
             let poll_t = polls[&gpu][*poll].0;

@@ -28,8 +28,8 @@ const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_samples (id, lost, util
      VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
 
 /// Base rows an import inserts with one statement: one B-tree cursor stays open across them,
-/// and SQLite runs one statement where it would run 64.
-const GPU_SAMPLE_BATCH: usize = 64;
+/// and SQLite runs one statement where it would run 256.
+const GPU_SAMPLE_BATCH: usize = 256;
 
 /// [`GPU_SAMPLE_SQL`] for [`GPU_SAMPLE_BATCH`] rows.
 fn gpu_sample_batch_sql() -> &'static str {
@@ -104,7 +104,8 @@ pub struct Writer {
     conn: Connection,
     last_commit: Instant,
     in_tx: bool,
-    state: HashMap<u32, State>,
+    /// By GPU index: looked up for every sample, so a vector rather than a hash map.
+    state: Vec<Option<State>>,
     gpm: HashMap<u32, GpmMetrics>,
     /// gpu → the process listing last written.
     processes: HashMap<u32, Listing>,
@@ -150,7 +151,7 @@ impl Writer {
             conn,
             last_commit: Instant::now(),
             in_tx: false,
-            state: HashMap::new(),
+            state: Vec::new(),
             gpm: HashMap::new(),
             processes: HashMap::new(),
             identities: HashMap::new(),
@@ -302,7 +303,12 @@ impl Writer {
             g.ecc_corrected_volatile.map(|v| v as i64),
             g.energy_mj.map(|v| v as i64),
         ];
-        let unchanged = self.state.get(&g.gpu_index).is_some_and(|st| st.values == values && st.absent == g.absent);
+        let slot = g.gpu_index as usize;
+        let unchanged = self
+            .state
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|st| st.values == values && st.absent == g.absent);
         if !unchanged {
             let state = State { values, absent: g.absent.clone() };
             let v = &state.values;
@@ -327,9 +333,15 @@ impl Writer {
                     v[11],
                     (!state.absent.is_empty()).then(|| serde_json::to_string(&state.absent)).transpose()?
                 ])?;
-            self.state.insert(g.gpu_index, state);
+            if self.state.len() <= slot {
+                self.state.resize(slot + 1, None);
+            }
+            self.state[slot] = Some(state);
         }
-        let last_hires = self.last_hires_ms.get(&g.gpu_index).copied().unwrap_or(i64::MIN);
+        let last_hires = match g.util_gpu_samples.is_empty() {
+            true => i64::MAX,
+            false => self.last_hires_ms.get(&g.gpu_index).copied().unwrap_or(i64::MIN),
+        };
         for u in &g.util_gpu_samples {
             let ut = ms(u.timestamp_us);
             if ut > last_hires {
@@ -340,7 +352,7 @@ impl Writer {
             }
         }
         if let Some(m) = &g.gpm
-            && self.gpm.get(&g.gpu_index) != Some(m)
+            && self.gpm.get(&g.gpu_index) != Some(&**m)
         {
             let r = |v: Option<f64>| v.map(pm);
             let rate = |v: Option<f64>| v.map(|b| (b / 1024.0).round() as i64);
@@ -364,7 +376,7 @@ impl Writer {
                     rate(m.nvlink_tx_bytes_per_s),
                     rate(m.nvlink_rx_bytes_per_s)
                 ])?;
-            self.gpm.insert(g.gpu_index, m.clone());
+            self.gpm.insert(g.gpu_index, (**m).clone());
         }
         if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }

@@ -71,7 +71,7 @@ impl TraceReplay {
             enforced_power_limit_mw: d.power_limit_mw,
             clock_sm_mhz: row.clock_sm_mhz,
             clocks_event_reasons: row.clocks_event_reasons,
-            gpm: row.gpm.clone(),
+            gpm: row.gpm.clone().map(Box::new),
             pcie_tx_bytes_per_s: row.gpm.as_ref().and_then(|g| g.pcie_tx_bytes_per_s).map(|v| v as u64),
             pcie_rx_bytes_per_s: row.gpm.as_ref().and_then(|g| g.pcie_rx_bytes_per_s).map(|v| v as u64),
             processes: self

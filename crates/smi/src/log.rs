@@ -171,11 +171,17 @@ pub struct Registry {
     pub devices: Vec<DeviceInfo>,
     /// (key, position in `devices`): a handful of GPUs, so a scan beats hashing every row.
     ids: Vec<(String, u32)>,
+    /// Where the next scan starts: logs list GPUs in the same order every poll, so the GPU after
+    /// the last one found is usually the next.
+    next: usize,
 }
 
 impl Registry {
-    fn find(&self, key: &str) -> Option<u32> {
-        self.ids.iter().find(|(k, _)| k == key).map(|(_, g)| *g)
+    fn find(&mut self, key: &str) -> Option<u32> {
+        let n = self.ids.len();
+        let at = (0..n).map(|i| (self.next + i) % n).find(|&i| self.ids[i].0 == key)?;
+        self.next = at + 1;
+        Some(self.ids[at].1)
     }
 }
 
@@ -235,79 +241,154 @@ pub fn parse_each(
     registry: &mut Registry,
     on_row: &mut dyn FnMut(LogRow),
 ) -> Result<LogSummary, LogError> {
-    let mut out = LogSummary::default();
-    let mut header: Option<Vec<(Col, String)>> = match fields {
-        Some(f) => Some(
-            parse_header(&f.replace(',', ", ")).ok_or_else(|| LogError::NotALog(format!("unknown fields {f:?}")))?,
-        ),
-        None => None,
-    };
-    let mut tz = None;
-    let mut lines_seen = 0usize;
-    // Without an id column, rows of one poll cycle through the GPUs in index order.
-    let mut positional = 0u32;
-    let mut last_t: Option<i64> = None;
-    let mut cells: Vec<&str> = Vec::new();
-    for (i, raw) in text.split('\n').enumerate() {
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
-        if line.trim().is_empty() {
-            continue;
-        }
-        lines_seen += 1;
-        // Headers start with a lowercase field name; data rows never do.
-        if line.as_bytes()[0].is_ascii_lowercase()
-            && let Some(h) = parse_header(line)
-        {
-            if h.iter().any(|c| matches!(c.0, Col::Gpu(_))) {
-                out.gpu_fields = h.iter().map(|c| c.1.clone()).collect();
-            }
-            for c in &h {
-                if c.0 == Col::Ignored && !out.ignored_columns.contains(&c.1) {
-                    out.ignored_columns.push(c.1.clone());
-                }
-            }
-            header = Some(h);
-            positional = 0;
-            last_t = None;
-            continue;
-        }
-        let bad = |why: String| Malformed { line: i + 1, why };
-        let Some(cols) = header.as_ref() else {
-            out.malformed
-                .push(bad("data before any header (give the field list for logs written with noheader)".into()));
-            continue;
+    let mut parser = LogParser::new(fields, registry)?;
+    parser.feed(text, on_row);
+    parser.finish()
+}
+
+/// A log read a piece at a time: each piece ends at a line break (or the log's end), so a large
+/// log is parsed as it is read or mapped in, and the first rows go on while the rest arrive.
+pub struct LogParser<'r> {
+    registry: &'r mut Registry,
+    out: LogSummary,
+    header: Option<Vec<(Col, String)>>,
+    /// Whether the header is a `--query-compute-apps` one.
+    apps: bool,
+    tz: Option<(i64, i64)>,
+    lines_seen: usize,
+    /// Lines before the current piece.
+    line_offset: usize,
+    /// Without an id column, rows of one poll cycle through the GPUs in index order.
+    positional: u32,
+    last_t: Option<i64>,
+}
+
+impl<'r> LogParser<'r> {
+    /// `fields`, when given, is the `--query-gpu` list of a log written with `noheader`.
+    pub fn new(fields: Option<&str>, registry: &'r mut Registry) -> Result<Self, LogError> {
+        let header = match fields {
+            Some(f) => Some(
+                parse_header(&f.replace(',', ", "))
+                    .ok_or_else(|| LogError::NotALog(format!("unknown fields {f:?}")))?,
+            ),
+            None => None,
         };
-        cells.clear();
-        split_into(line, &mut cells);
-        if cells.len() != cols.len() {
-            out.malformed.push(bad(format!("{} cells where the header has {}", cells.len(), cols.len())));
-            continue;
-        }
-        let row = if cols.iter().any(|c| matches!(c.0, Col::App(_))) {
-            app_row(cols, &cells, &mut tz, registry)
-        } else {
-            gpu_row(cols, &cells, &mut tz, registry, &mut positional, &mut last_t)
-        };
-        match row {
-            Ok(r) => on_row(r),
-            Err(why) => {
-                out.malformed.push(bad(why));
+        let apps = header.as_ref().is_some_and(|h| is_apps(h));
+        Ok(Self {
+            registry,
+            out: LogSummary::default(),
+            header,
+            apps,
+            tz: None,
+            lines_seen: 0,
+            line_offset: 0,
+            positional: 0,
+            last_t: None,
+        })
+    }
+
+    /// Reads the lines of `piece`, which ends at a line break or at the end of the log.
+    pub fn feed(&mut self, piece: &str, on_row: &mut dyn FnMut(LogRow)) {
+        let mut cells: Vec<&str> = Vec::new();
+        let mut lines = 0;
+        let mut start = 0;
+        let breaks = memchr::memchr_iter(b'\n', piece.as_bytes()).chain(std::iter::once(piece.len()));
+        for (i, end) in breaks.enumerate() {
+            let raw = &piece[start..end];
+            start = end + 1;
+            lines = i + 1;
+            let line = raw.strip_suffix('\r').unwrap_or(raw);
+            if line.trim().is_empty() {
                 continue;
             }
+            self.lines_seen += 1;
+            let number = self.line_offset + i + 1;
+            // Headers start with a lowercase field name; data rows never do.
+            if line.as_bytes()[0].is_ascii_lowercase()
+                && let Some(h) = parse_header(line)
+            {
+                if h.iter().any(|c| matches!(c.0, Col::Gpu(_))) {
+                    self.out.gpu_fields = h.iter().map(|c| c.1.clone()).collect();
+                }
+                for c in &h {
+                    if c.0 == Col::Ignored && !self.out.ignored_columns.contains(&c.1) {
+                        self.out.ignored_columns.push(c.1.clone());
+                    }
+                }
+                self.apps = is_apps(&h);
+                self.header = Some(h);
+                self.positional = 0;
+                self.last_t = None;
+                continue;
+            }
+            let bad = |why: String| Malformed { line: number, why };
+            let Some(cols) = self.header.as_ref() else {
+                self.out
+                    .malformed
+                    .push(bad("data before any header (give the field list for logs written with noheader)".into()));
+                continue;
+            };
+            cells.clear();
+            split_into(line, &mut cells);
+            if cells.len() != cols.len() {
+                self.out.malformed.push(bad(format!("{} cells where the header has {}", cells.len(), cols.len())));
+                continue;
+            }
+            let row = if self.apps {
+                app_row(cols, &cells, &mut self.tz, self.registry)
+            } else {
+                gpu_row(cols, &cells, &mut self.tz, self.registry, &mut self.positional, &mut self.last_t)
+            };
+            match row {
+                Ok(r) => on_row(r),
+                Err(why) => {
+                    self.out.malformed.push(bad(why));
+                    continue;
+                }
+            }
+            self.out.rows += 1;
         }
-        out.rows += 1;
+        // The piece's last "line" is empty when it ends at a line break; it counts only once.
+        self.line_offset += if piece.ends_with('\n') { lines - 1 } else { lines };
     }
-    if out.rows == 0 {
-        let why = if lines_seen == 0 {
-            "the file is empty".to_owned()
-        } else if header.is_none() {
-            "no nvidia-smi header line, and no field list given".to_owned()
+
+    /// What the log held apart from its rows; an error when it held no rows at all.
+    pub fn finish(self) -> Result<LogSummary, LogError> {
+        let out = self.out;
+        if out.rows == 0 {
+            let why = if self.lines_seen == 0 {
+                "the file is empty".to_owned()
+            } else if self.header.is_none() {
+                "no nvidia-smi header line, and no field list given".to_owned()
+            } else {
+                format!("none of its {} lines could be read", out.malformed.len())
+            };
+            return Err(LogError::NotALog(why));
+        }
+        Ok(out)
+    }
+}
+
+fn is_apps(header: &[(Col, String)]) -> bool {
+    header.iter().any(|c| matches!(c.0, Col::App(_)))
+}
+
+/// `bytes` cut into pieces of about `size` that end at line breaks, for [`LogParser::feed`].
+pub fn pieces(bytes: &[u8], size: usize) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let cut = if rest.len() <= size {
+            rest.len()
         } else {
-            format!("none of its {} lines could be read", out.malformed.len())
+            rest[size..].iter().position(|&b| b == b'\n').map_or(rest.len(), |p| size + p + 1)
         };
-        return Err(LogError::NotALog(why));
-    }
-    Ok(out)
+        let (piece, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(piece)
+    })
 }
 
 /// The GPU a row names by UUID, bus id or index (in that order of preference), registering it.
@@ -421,7 +502,7 @@ fn gpu_row(
             GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile = Some(u64::from(u()?)),
             GpuKey::Gpm(k) => {
                 let v = number(cell).ok_or_else(bad)?;
-                let g = s.gpm.get_or_insert_with(gpulse_model::GpmMetrics::default);
+                let g = s.gpm.get_or_insert_with(Box::default);
                 let rate = v * MIB as f64;
                 match k {
                     GpmKey::SmActive => g.sm_util_pct = Some(v),
@@ -641,6 +722,36 @@ mod properties {
                 let headers = body.iter().filter(|l| parse_header(l).is_some()).count();
                 prop_assert_eq!(r.rows + r.malformed.len() + headers, nonblank);
             }
+        }
+
+        /// Fed in pieces cut at any line breaks, a log reads exactly as it does whole: the same
+        /// rows, the same malformed line numbers.
+        #[test]
+        fn pieces_read_as_the_whole(
+            rows in proptest::collection::vec(prop_oneof![
+                Just("2026/11/29 14:43:16.706, 0, NVIDIA H200, GPU-a, 9 %, 21099 MiB, 98.44 W, P0, 0x0000000000000004, [N/A]"),
+                Just("2026/11/29 14:43:16.906, 1, NVIDIA H200, GPU-b, 97 %, 1 MiB, 600.00 W, P0, 0x0, 30 %"),
+                Just("2026/11/29 14:43:17.106, 0, NVIDIA H200, GPU-a, 9 %, broken"),
+                Just(""),
+                Just(HEADER),
+            ], 1..40),
+            crlf in any::<bool>(),
+            size in 1usize..300,
+        ) {
+            let eol = if crlf { "\r\n" } else { "\n" };
+            let text = format!("{HEADER}{eol}{}", rows.join(eol));
+            let mut whole_reg = Registry::default();
+            let mut whole_rows = Vec::new();
+            let whole = parse_each(&text, None, &mut whole_reg, &mut |r| whole_rows.push(r));
+            let mut reg = Registry::default();
+            let mut piece_rows = Vec::new();
+            let mut parser = LogParser::new(None, &mut reg).unwrap();
+            for piece in pieces(text.as_bytes(), size) {
+                prop_assert!(piece.ends_with(b"\n") || text.as_bytes().ends_with(piece));
+                parser.feed(std::str::from_utf8(piece).unwrap(), &mut |r| piece_rows.push(r));
+            }
+            prop_assert_eq!(parser.finish(), whole);
+            prop_assert_eq!(piece_rows, whole_rows);
         }
     }
 }

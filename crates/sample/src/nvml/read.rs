@@ -212,7 +212,7 @@ pub(super) fn sample_device(
         s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r, ids).unwrap_or_default();
     }
     if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {
-        s.gpm = read!(r, Metric::Gpm, t.gpm.poll(nvml, d, opts.gpm_every)).flatten();
+        s.gpm = read!(r, Metric::Gpm, t.gpm.poll(nvml, d, opts.gpm_every)).flatten().map(Box::new);
     }
     match s.gpm.as_ref().map(|g| (g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s)) {
         Some((Some(tx), Some(rx))) => {
