@@ -423,7 +423,8 @@ fn gpu_row(
     // A --query-gpu row lists no processes: `processes` stays empty, and importers must not read
     // that as "none" (the recording writes such rows without a process listing).
     let mut s = GpuSample::default();
-    let mut info = DeviceInfo::default();
+    // Device facts, made only when a row has one (most logs have none).
+    let mut facts: Option<DeviceInfo> = None;
     // Identity cells, borrowed: a row of a known GPU allocates nothing for them.
     let (mut name_cell, mut uuid_cell, mut bus_cell, mut driver_cell) = (None, None, None, None);
     let mut t = None;
@@ -459,13 +460,13 @@ fn gpu_row(
             GpuKey::Index => index = Some(u()?),
             GpuKey::Uuid => uuid_cell = Some(cell),
             GpuKey::PciBusId => bus_cell = Some(cell),
-            GpuKey::PersistenceMode => info.persistence_mode = Some(cell == "Enabled"),
-            GpuKey::ComputeMode => info.compute_mode = Some(cell.to_owned()),
-            GpuKey::EccModeCurrent => info.ecc_enabled = Some(cell == "Enabled"),
-            GpuKey::ClockMaxSm => info.clock_max_sm_mhz = Some(u()?),
-            GpuKey::ClockMaxMemory => info.clock_max_mem_mhz = Some(u()?),
+            GpuKey::PersistenceMode => facts.get_or_insert_default().persistence_mode = Some(cell == "Enabled"),
+            GpuKey::ComputeMode => facts.get_or_insert_default().compute_mode = Some(cell.to_owned()),
+            GpuKey::EccModeCurrent => facts.get_or_insert_default().ecc_enabled = Some(cell == "Enabled"),
+            GpuKey::ClockMaxSm => facts.get_or_insert_default().clock_max_sm_mhz = Some(u()?),
+            GpuKey::ClockMaxMemory => facts.get_or_insert_default().clock_max_mem_mhz = Some(u()?),
             GpuKey::ReasonsSupported => {
-                info.clocks_event_reasons_supported =
+                facts.get_or_insert_default().clocks_event_reasons_supported =
                     Some(u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?)
             }
             GpuKey::Pstate => s.pstate = Some(cell.strip_prefix('P').and_then(|p| p.parse().ok()).ok_or_else(bad)?),
@@ -554,6 +555,7 @@ fn gpu_row(
             return Ok(LogRow::Gpu(t, s));
         }
     }
+    let mut info = facts.unwrap_or_default();
     info.name = name_cell.unwrap_or_default().to_owned();
     info.uuid = uuid_cell.unwrap_or_default().to_owned();
     info.pci_bus_id = bus_cell.map(str::to_owned);
