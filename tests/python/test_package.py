@@ -60,8 +60,15 @@ class InsideRun(unittest.TestCase):
         self.sock.close()
 
     def recv_lines(self):
+        """Every line sent so far, across datagrams."""
         self.sock.settimeout(1)
-        return self.sock.recv(65536).decode().splitlines()
+        lines = self.sock.recv(65536).decode().splitlines()
+        self.sock.settimeout(0.05)
+        try:
+            while True:
+                lines += self.sock.recv(65536).decode().splitlines()
+        except OSError:
+            return lines
 
     def test_marks_are_batched_lines(self):
         self.assertTrue(gpulse.enabled())
@@ -88,6 +95,40 @@ class InsideRun(unittest.TestCase):
         self.assertGreater(dropped, 0)
         # Later steps carry the count so far, for the recording.
         self.assertLess(len(_events.sender.lines), 64)
+
+    def test_the_trainer_callbacks_mark_steps(self):
+        # Stand-ins with the base classes the real libraries export; CI has neither library.
+        import types
+
+        fakes = {
+            "transformers": types.SimpleNamespace(TrainerCallback=object),
+            "lightning": types.ModuleType("lightning"),
+            "lightning.pytorch": types.SimpleNamespace(Callback=object),
+        }
+        saved = {k: sys.modules.get(k) for k in fakes}
+        sys.modules.update(fakes)
+        try:
+            hf = gpulse.HFCallback()
+            hf.on_step_end(None, None, None)
+            hf.on_save(None, types.SimpleNamespace(global_step=7), None)
+            pl = gpulse.LightningCallback()
+            pl.on_train_batch_end(None, None, None, None, 0)
+            pl.on_validation_start(None, None)
+            pl.on_validation_end(None, None)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+            for m in ("gpulse.huggingface", "gpulse.lightning"):
+                sys.modules.pop(m, None)
+        _events.sender.flush()
+        lines = self.recv_lines()
+        kinds = [l.split()[0] for l in lines]
+        self.assertEqual(kinds, ["step", "mark", "step", "phase"], lines)
+        self.assertIn('checkpoint {"global_step":7}', lines[1])
+        self.assertTrue(lines[3].endswith(" eval"), lines[3])
 
     def test_a_forked_child_starts_afresh(self):
         gpulse.step()
