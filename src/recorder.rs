@@ -107,14 +107,15 @@ impl Recorder {
         self.polls
     }
 
-    /// Samples everything once and writes it.
+    /// Samples everything once and writes it. When the watched root is gone, the GPUs and the
+    /// host are still sampled (what the job left behind), and the answer is [`Polled::RootExited`].
     pub fn poll(&mut self) -> anyhow::Result<Polled> {
-        let tree = match self.tree.as_mut() {
+        let (tree, root_gone) = match self.tree.as_mut() {
             Some(t) => match t.sample() {
-                Some(s) => Some(s),
-                None => return Ok(Polled::RootExited),
+                Some(s) => (Some(s), false),
+                None => (None, true),
             },
-            None => None,
+            None => (None, false),
         };
         let mut snapshot = None;
         if let Some(src) = self.source.as_mut() {
@@ -141,6 +142,9 @@ impl Recorder {
             self.writer.tree(t)?;
         }
         self.polls += 1;
+        if root_gone {
+            return Ok(Polled::RootExited);
+        }
         Ok(Polled::Sampled(Poll { snapshot, host, tree }))
     }
 

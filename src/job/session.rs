@@ -105,6 +105,11 @@ impl Session {
         let mut next_status = Instant::now() + status_every;
         let mut root_gone = false;
         loop {
+            // Sample before looking at the job, so even a job that ends at once leaves a sample.
+            if Instant::now() >= start + self.interval * polls {
+                polls += 1;
+                root_gone |= self.poll();
+            }
             match child.as_deref_mut() {
                 Some(c) => {
                     for sig in signals::take_to_forward() {
@@ -126,10 +131,6 @@ impl Session {
                         return JobEnd::RootGone;
                     }
                 }
-            }
-            if Instant::now() >= start + self.interval * polls {
-                polls += 1;
-                root_gone |= self.poll();
             }
             self.drain();
             if Instant::now() >= next_status {
