@@ -44,7 +44,7 @@ pub fn parse_line(line: &str, stats: &mut SenderStats) -> Option<Received> {
     let a: i64 = it.next()?.parse().ok()?;
     let mut rest = it;
     let marker = |kind, dur_ns: Option<i64>, name: Option<String>| {
-        Some(Received::Marker(Marker { t_us: a / 1000, pid, kind, name, dur_us: dur_ns.map(|d| d / 1000) }))
+        Some(Received::Marker(Marker::one(a / 1000, pid, kind, name, dur_ns.map(|d| d / 1000))))
     };
     match kind {
         "step" => {
@@ -187,16 +187,7 @@ mod tests {
     fn parses_each_kind() {
         let mut st = SenderStats::default();
         let step = parse_line("step 42 1700000000123456789 3", &mut st).unwrap();
-        assert_eq!(
-            step,
-            Received::Marker(Marker {
-                t_us: 1_700_000_000_123_456,
-                pid: 42,
-                kind: MarkerKind::Step,
-                name: None,
-                dur_us: None
-            })
-        );
+        assert_eq!(step, Received::Marker(Marker::one(1_700_000_000_123_456, 42, MarkerKind::Step, None, None)));
         assert_eq!(st.dropped[&42], 3);
         let Received::Marker(w) = parse_line("wait 42 1000000 250000", &mut st).unwrap() else { panic!() };
         assert_eq!((w.kind, w.t_us, w.dur_us), (MarkerKind::DataWait, 1000, Some(250)));

@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod child;
+pub mod fold;
 pub mod live;
 pub mod marks;
 pub mod pump;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use gpulse_record::Event;
 
+use super::fold::Folder;
 use super::live::Live;
 use super::marks::{MarkReceiver, Received};
 use super::terminal::{StatusStyle, Terminal};
@@ -36,6 +37,7 @@ pub struct Session {
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
+    folder: Folder,
 }
 
 /// `./gpulse-runs/<local time>-<name>.db`, created on demand.
@@ -81,6 +83,7 @@ impl Session {
             events_tx,
             events_rx,
             marks,
+            folder: Folder::default(),
         }
     }
 
@@ -171,7 +174,7 @@ impl Session {
         let mut all_events = events;
         for r in received {
             match r {
-                Received::Marker(m) => markers.push(m),
+                Received::Marker(m) => self.folder.push(m, &mut markers),
                 Received::Event(e) => all_events.push(e),
             }
         }
@@ -205,6 +208,13 @@ impl Session {
     /// GPUs each process of the job held.
     pub fn finish(mut self, reason: &str, report: bool) {
         self.drain();
+        let mut held = Vec::new();
+        self.folder.finish(&mut held);
+        if !held.is_empty()
+            && let Some(Err(e)) = self.recorder.as_mut().map(|r| r.markers(&held))
+        {
+            self.stop_recording(&e);
+        }
         self.term.clear();
         if let Some(marks) = &self.marks {
             let dropped: u64 = marks.stats().dropped.values().sum();

@@ -25,20 +25,8 @@ fn run_with_marks(name: &str) -> (gpulse_diagnose::Run, f64, f64) {
             continue;
         };
         let us = |s: f64| (s * 1e6).round() as i64;
-        rec.markers.push(Marker {
-            t_us: us(t),
-            pid: 1,
-            kind: MarkerKind::DataWait,
-            name: None,
-            dur_us: Some(us(data)),
-        });
-        rec.markers.push(Marker {
-            t_us: us(t + data + compute),
-            pid: 1,
-            kind: MarkerKind::Step,
-            name: None,
-            dur_us: None,
-        });
+        rec.markers.push(Marker::one(us(t), 1, MarkerKind::DataWait, None, Some(us(data))));
+        rec.markers.push(Marker::one(us(t + data + compute), 1, MarkerKind::Step, None, None));
         ends.push(t + data + compute);
         waits.push(data);
     }

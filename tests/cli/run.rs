@@ -192,10 +192,10 @@ fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
     let truth: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let truth_pct = truth["data_wait_share_pct"].as_f64().unwrap();
     let rec = read(&dir.join("i.db"));
-    let steps = rec.markers.iter().filter(|m| m.kind == gpulse_record::MarkerKind::Step).count();
-    let waits = rec.markers.iter().filter(|m| m.kind == gpulse_record::MarkerKind::DataWait).count();
-    assert_eq!(steps, 50, "one mark per optimizer step");
-    assert!(waits >= 50, "one wait per batch: {waits}");
+    // Marks count every step and every wait, however a fast loop's are folded into rows.
+    let count = |k| rec.markers.iter().filter(|m| m.kind == k).map(|m| m.count).sum::<u32>();
+    assert_eq!(count(gpulse_record::MarkerKind::Step), 50, "one per optimizer step");
+    assert!(count(gpulse_record::MarkerKind::DataWait) >= 50, "one wait per batch");
     let (_, json, _) = run(gpulse(None).arg("diagnose").arg(dir.join("i.db")).args(["--format", "json"]));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let measured = doc["steps"]["data_wait_share_pct"].as_f64().unwrap();
@@ -259,7 +259,7 @@ fn the_python_package_works_outside_and_inside_gpulse_run() {
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
     let rec = read(&dir.join("p.db"));
-    let kinds = |k| rec.markers.iter().filter(|m| m.kind == k).count();
+    let kinds = |k| rec.markers.iter().filter(|m| m.kind == k).map(|m| m.count).sum::<u32>();
     assert_eq!(kinds(gpulse_record::MarkerKind::Step), 5);
     assert_eq!(kinds(gpulse_record::MarkerKind::Phase), 5);
     let mark = rec.events.iter().find(|e| e.kind == "mark").expect("the mark");

@@ -14,14 +14,18 @@ pub struct Steps {
     pub pid: u32,
     /// Processes that marked steps (torchrun's ranks each do).
     pub ranks: usize,
-    /// Step intervals measured: one less than the step marks.
+    /// Steps measured: those that ended after the first step mark.
     pub count: usize,
     /// From the first to the last step mark, seconds since the run started.
     pub window_s: [f64; 2],
-    /// Each step: when it ended (seconds since the run started) and how long it took.
+    /// Each step mark (a fast loop's marks stand for several steps): when it ended (seconds
+    /// since the run started) and the mean time of the steps it stands for.
     pub step_s: Vec<(f64, f64)>,
-    /// Each step: when it ended and how long it waited for data; empty when no wait was timed.
+    /// Each step mark: when it ended and the mean wait for data of its steps; empty when no wait
+    /// was timed.
     pub data_wait_s: Vec<(f64, f64)>,
+    /// Seconds waited for data over the window; `None` when no wait was timed.
+    pub waited_s: Option<f64>,
 }
 
 impl Steps {
@@ -29,18 +33,22 @@ impl Steps {
     /// wait would have been marked (`gpulse run --instrument`), so a loop with none waited for
     /// none. `None` below [`MIN_STEPS`].
     pub fn from_markers(markers: &[Marker], start_us: i64, loader_timed: bool) -> Option<Self> {
-        let mut by_pid: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+        let mut by_pid: BTreeMap<u32, Vec<(i64, u32)>> = BTreeMap::new();
         for m in markers.iter().filter(|m| m.kind == MarkerKind::Step) {
-            by_pid.entry(m.pid).or_default().push(m.t_us);
+            by_pid.entry(m.pid).or_default().push((m.t_us, m.count.max(1)));
         }
         let ranks = by_pid.len();
-        let (pid, mut ends) = by_pid.into_iter().max_by_key(|(pid, v)| (v.len(), std::cmp::Reverse(*pid)))?;
+        let total = |v: &Vec<(i64, u32)>| v.iter().map(|m| u64::from(m.1)).sum::<u64>();
+        let (pid, mut ends) = by_pid.into_iter().max_by_key(|(pid, v)| (total(v), std::cmp::Reverse(*pid)))?;
         ends.sort_unstable();
-        if ends.len() <= MIN_STEPS {
+        // The first mark opens the window: the steps it stands for ended before it.
+        let count: usize = ends[1..].iter().map(|e| e.1 as usize).sum();
+        if count < MIN_STEPS {
             return None;
         }
         let t = |us: i64| (us - start_us) as f64 / 1e6;
-        let step_s: Vec<(f64, f64)> = ends.windows(2).map(|w| (t(w[1]), (w[1] - w[0]) as f64 / 1e6)).collect();
+        let step_s: Vec<(f64, f64)> =
+            ends.windows(2).map(|w| (t(w[1].0), (w[1].0 - w[0].0) as f64 / 1e6 / f64::from(w[1].1))).collect();
         // A wait belongs to the step in which it began; a phase named "data" is a wait too.
         let mut waits: Vec<(i64, i64)> = markers
             .iter()
@@ -51,26 +59,33 @@ impl Steps {
             .filter_map(|m| Some((m.t_us, m.dur_us?.max(0))))
             .collect();
         waits.sort_unstable();
-        let data_wait_s = if waits.is_empty() {
-            if loader_timed { step_s.iter().map(|s| (s.0, 0.0)).collect() } else { Vec::new() }
+        let (data_wait_s, waited_s) = if waits.is_empty() {
+            match loader_timed {
+                true => (step_s.iter().map(|s| (s.0, 0.0)).collect(), Some(0.0)),
+                false => (Vec::new(), None),
+            }
         } else {
-            let mut per_step = vec![0i64; ends.len() - 1];
+            let mut per_mark = vec![0i64; ends.len() - 1];
             for (begin, dur) in waits {
-                // Step i spans (ends[i], ends[i + 1]].
-                let i = ends.partition_point(|&e| e < begin);
+                // Mark i spans (ends[i], ends[i + 1]].
+                let i = ends.partition_point(|e| e.0 < begin);
                 if i >= 1 && i < ends.len() {
-                    per_step[i - 1] += dur;
+                    per_mark[i - 1] += dur;
                 }
             }
-            step_s.iter().zip(per_step).map(|(s, w)| (s.0, w as f64 / 1e6)).collect()
+            let waited = per_mark.iter().sum::<i64>() as f64 / 1e6;
+            let means =
+                ends[1..].iter().zip(&per_mark).map(|(e, w)| (t(e.0), *w as f64 / 1e6 / f64::from(e.1))).collect();
+            (means, Some(waited))
         };
         Some(Self {
             pid,
             ranks,
-            count: step_s.len(),
-            window_s: [t(ends[0]), t(ends[ends.len() - 1])],
+            count,
+            window_s: [t(ends[0].0), t(ends[ends.len() - 1].0)],
             step_s,
             data_wait_s,
+            waited_s,
         })
     }
 
@@ -89,14 +104,15 @@ impl Steps {
         self.span_s() / self.count.max(1) as f64
     }
 
+    /// Mean seconds a step waited for data.
+    pub fn mean_wait_s(&self) -> Option<f64> {
+        Some(self.waited_s? / self.count.max(1) as f64)
+    }
+
     /// The share of wall time between the first and the last step spent waiting for data, 0 to
     /// 1; `None` when no wait was timed.
     pub fn data_wait_share(&self) -> Option<f64> {
-        if self.data_wait_s.is_empty() {
-            return None;
-        }
-        let waited: f64 = self.data_wait_s.iter().map(|w| w.1).sum();
-        Some((waited / self.span_s().max(1e-9)).clamp(0.0, 1.0))
+        Some((self.waited_s? / self.span_s().max(1e-9)).clamp(0.0, 1.0))
     }
 }
 
@@ -105,7 +121,7 @@ mod tests {
     use super::*;
 
     fn mark(t_ms: i64, pid: u32, kind: MarkerKind, dur_ms: Option<i64>) -> Marker {
-        Marker { t_us: t_ms * 1000, pid, kind, name: None, dur_us: dur_ms.map(|d| d * 1000) }
+        Marker::one(t_ms * 1000, pid, kind, None, dur_ms.map(|d| d * 1000))
     }
 
     #[test]
@@ -143,6 +159,23 @@ mod tests {
         // Under --instrument every DataLoader wait is timed: none means the loop used none.
         let s = Steps::from_markers(&m, 0, true).unwrap();
         assert_eq!(s.data_wait_share(), Some(0.0));
+    }
+
+    #[test]
+    fn folded_marks_count_every_step_they_stand_for() {
+        // 1000 steps of 1 ms, each waiting 0.5 ms, folded into one mark per 100 ms.
+        let mut m = vec![mark(0, 3, MarkerKind::Step, None)];
+        for k in 1..=10 {
+            m.push(Marker { count: 100, ..mark(k * 100 - 99, 3, MarkerKind::DataWait, Some(50)) });
+            m.push(Marker { count: 100, ..mark(k * 100, 3, MarkerKind::Step, None) });
+        }
+        let s = Steps::from_markers(&m, 0, false).unwrap();
+        assert_eq!(s.count, 1000);
+        assert!((s.per_s() - 1000.0).abs() < 1e-6);
+        assert!((s.mean_step_s() - 0.001).abs() < 1e-12);
+        assert!((s.data_wait_share().unwrap() - 0.5).abs() < 1e-9);
+        assert!(s.step_s.iter().all(|x| (x.1 - 0.001).abs() < 1e-12), "per-step means: {:?}", s.step_s);
+        assert!(s.data_wait_s.iter().all(|x| (x.1 - 0.0005).abs() < 1e-12));
     }
 
     #[test]

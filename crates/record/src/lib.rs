@@ -86,6 +86,16 @@ pub struct Marker {
     /// A phase's name.
     pub name: Option<String>,
     pub dur_us: Option<i64>,
+    /// How many marks this row stands for: a fast loop's steps (and their waits) are folded into
+    /// one row per tenth of a second; `dur_us` is then their total.
+    pub count: u32,
+}
+
+impl Marker {
+    /// One mark, standing for itself.
+    pub fn one(t_us: i64, pid: u32, kind: MarkerKind, name: Option<String>, dur_us: Option<i64>) -> Self {
+        Self { t_us, pid, kind, name, dur_us, count: 1 }
+    }
 }
 
 /// Something that happened during the run: a marker, an OOM, an error.

@@ -82,13 +82,23 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
             r.get(0)
         })?;
     let markers = if has_markers {
-        rows(&conn, "SELECT t_us, pid, kind, name, dur_us FROM markers ORDER BY t_us, rowid", |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
+        // Early schema-2 files have no `count`: every row stood for one mark.
+        let has_count: bool =
+            conn.query_row("SELECT count(*) > 0 FROM pragma_table_info('markers') WHERE name = 'count'", [], |r| {
+                r.get(0)
+            })?;
+        let sql = if has_count {
+            "SELECT t_us, pid, kind, name, dur_us, count FROM markers ORDER BY t_us, rowid"
+        } else {
+            "SELECT t_us, pid, kind, name, dur_us, 1 FROM markers ORDER BY t_us, rowid"
+        };
+        rows(&conn, sql, |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
         })?
         .into_iter()
         // Kinds a later gpulse adds are skipped, not misread.
-        .filter_map(|(t_us, pid, kind, name, dur_us)| {
-            Some(Marker { t_us, pid, kind: MarkerKind::parse(&kind)?, name, dur_us })
+        .filter_map(|(t_us, pid, kind, name, dur_us, count)| {
+            Some(Marker { t_us, pid, kind: MarkerKind::parse(&kind)?, name, dur_us, count })
         })
         .collect()
     } else {

@@ -157,6 +157,7 @@ CREATE TABLE markers (
     pid    INTEGER NOT NULL,
     kind   TEXT NOT NULL,
     name   TEXT,
-    dur_us INTEGER
+    dur_us INTEGER,
+    count  INTEGER NOT NULL DEFAULT 1
 );
 "#;

@@ -505,9 +505,9 @@ impl Writer {
     /// Appends marks from the training loop; they commit with the next second's samples.
     pub fn markers(&mut self, marks: &[Marker]) -> Result<(), RecordError> {
         self.begin()?;
-        let mut stmt = self.conn.prepare_cached("INSERT INTO markers VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        let mut stmt = self.conn.prepare_cached("INSERT INTO markers VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
         for m in marks {
-            stmt.execute(params![m.t_us, m.pid, m.kind.as_str(), m.name, m.dur_us])?;
+            stmt.execute(params![m.t_us, m.pid, m.kind.as_str(), m.name, m.dur_us, m.count])?;
         }
         drop(stmt);
         self.commit_if_due()

@@ -16,14 +16,14 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         return Vec::new();
     }
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
-    let waited: f64 = steps.data_wait_s.iter().map(|w| w.1).sum();
+    let wait_ms = 1000.0 * steps.mean_wait_s().unwrap_or(0.0);
     let mut f = Finding::new(
         "input_bound",
         severity,
         format!(
             "The loop waits for data {:.0}% of the time: {:.0} ms of each {:.0} ms step (measured in the loop)",
             100.0 * share,
-            1000.0 * waited / steps.count.max(1) as f64,
+            wait_ms,
             1000.0 * steps.mean_step_s()
         ),
     )
@@ -32,7 +32,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     .with("steps", steps.count as u64)
     .with("steps_per_s", round(steps.per_s(), 2))
     .with("data_wait_share_pct", round(100.0 * share, 1))
-    .with("data_wait_mean_ms", round(1000.0 * waited / steps.count.max(1) as f64, 1))
+    .with("data_wait_mean_ms", round(wait_ms, 1))
     .with("step_mean_ms", round(1000.0 * steps.mean_step_s(), 1))
     .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1));
     if run.worker_count > 0 {
