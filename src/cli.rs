@@ -43,6 +43,8 @@ pub enum Command {
     /// Record every GPU, the host and a process tree to a crash-safe file.
     Record(RecordArgs),
     /// Run a training command and watch it: record GPUs, host and its processes, then diagnose.
+    #[command(after_help = "Example: gpulse run --instrument -- python train.py --epochs 3\n\
+The command's stdin, stdout and stderr pass through; gpulse exits with its status.")]
     Run(RunArgs),
     /// Watch a job that is already running until it exits (or Ctrl-C), then diagnose.
     Attach(AttachArgs),
