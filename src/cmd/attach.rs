@@ -27,7 +27,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         Some(cmdline),
         &[("runner", "gpulse attach".to_owned())],
     )?;
-    let mut session = Session::new(recorder, output, &args.job, None);
+    let mut session = Session::new(recorder, output, &args.job, None, false);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.watch(None) {

@@ -55,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut session = Session::new(recorder, output.clone(), &args.job, marks);
+    let mut session = Session::new(recorder, output.clone(), &args.job, marks, args.instrument);
     signals::catch_stop_signals();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;
     let child::Job { mut child, stderr } = match child::spawn(&args.command, &env, stderr_is_tty) {

@@ -16,6 +16,8 @@ const DIAGNOSE_EVERY_US: i64 = 5_000_000;
 /// Start-up (CUDA context, model build, cuDNN autotuning, the first batches) looks like every
 /// problem at once; findings are held back this long.
 const WARM_UP_US: i64 = 30_000_000;
+/// Steps per second and the data wait shown are over this much of the latest marks.
+const RECENT_STEPS_US: i64 = 30 * 1_000_000;
 /// Memory trend is the slope over this much of the latest samples.
 const TREND_US: i64 = 30 * 1_000_000;
 
@@ -32,11 +34,16 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new(devices: &[DeviceInfo]) -> Self {
+    /// `instrumented`: the job runs under `--instrument`, so every DataLoader wait is marked.
+    pub fn new(devices: &[DeviceInfo], instrumented: bool) -> Self {
+        let mut window = Recording { devices: devices.to_vec(), ..Recording::default() };
+        if instrumented {
+            window.meta.insert("instrumented".into(), "true".into());
+        }
         Self {
             started_us: None,
             now_us: 0,
-            window: Recording { devices: devices.to_vec(), ..Recording::default() },
+            window,
             last_diagnosis_us: None,
             leading: None,
             written: HashMap::new(),
@@ -139,7 +146,11 @@ impl Live {
                 parts.push(format!("tree {cpu:.0}% CPU, {n} proc{}", if n == 1 { "" } else { "s" }));
             }
         }
-        if let Some(steps) = self.run.as_ref().and_then(|r| r.steps.as_ref()) {
+        // The loop's pace over its latest marks, from the first status on.
+        let recent: Vec<Marker> =
+            self.window.markers.iter().filter(|m| self.now_us - m.t_us <= RECENT_STEPS_US).cloned().collect();
+        let instrumented = self.window.meta.contains_key("instrumented");
+        if let Some(steps) = gpulse_diagnose::Steps::from_markers(&recent, self.now_us, instrumented) {
             let mut s = format!("{:.2} steps/s", steps.per_s());
             if let Some(w) = steps.data_wait_share() {
                 s += &format!(", data wait {:.0}%", 100.0 * w);
@@ -187,11 +198,12 @@ mod tests {
 
     /// Replays a real `gpulse run` recording through the live view, poll by poll, with its
     /// events and marks as they arrived. Returns each finding written, with its time.
-    fn replay(name: &str) -> (Vec<(i64, Finding)>, Recording) {
+    fn replay(name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-gpulse-run").join(name);
         let rec = gpulse_record::read(&path).unwrap();
-        let mut live = Live::new(&rec.devices);
+        let mut live = Live::new(&rec.devices, rec.meta.get("instrumented").is_some_and(|v| v == "true"));
         let mut written = Vec::new();
+        let mut statuses = Vec::new();
         let (mut ev, mut mk) = (0, 0);
         for (i, snap) in rec.snapshots.iter().enumerate() {
             let t = snap.timestamp_us;
@@ -210,14 +222,16 @@ mod tests {
                 ev += 1;
             }
             written.extend(live.update().into_iter().map(|f| (t, f)));
-            assert!(!live.status_text().is_empty(), "poll {i}");
+            let status = live.status_text();
+            assert!(!status.is_empty(), "poll {i}");
+            statuses.push(status);
         }
-        (written, rec)
+        (written, rec, statuses)
     }
 
     #[test]
     fn a_leak_is_forecast_before_it_runs_out_of_memory() {
-        let (written, rec) = replay("leak.db");
+        let (written, rec, _) = replay("leak.db");
         let oom_us = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM was caught").t_ms * 1000;
         let forecasts: Vec<(i64, f64)> = written
             .iter()
@@ -234,10 +248,14 @@ mod tests {
     fn start_up_is_not_a_finding() {
         // dl_tuned climbs to 7.3 GiB as it starts, then holds: no growth, and no input-bound
         // verdict while its workers fill their queues.
-        let (written, _) = replay("dl_tuned.db");
+        let (written, _, _) = replay("dl_tuned.db");
         let ids: Vec<&str> = written.iter().map(|(_, f)| f.id).collect();
         assert!(!ids.contains(&"memory_growth") && !ids.contains(&"input_bound"), "{ids:?}");
-        let (written, _) = replay("dl_bound.db");
+        let (written, _, statuses) = replay("dl_bound.db");
         assert!(written.iter().any(|(_, f)| f.id == "input_bound"), "dl_bound is input-bound live too");
+        // The pace shows as soon as the loop has marked a few steps, before any finding.
+        let first_pace = statuses.iter().position(|s| s.contains("steps/s, data wait 8")).expect("the pace");
+        let first_finding = statuses.iter().position(|s| s.contains("input_bound")).unwrap();
+        assert!(first_pace <= first_finding, "{first_pace} vs {first_finding}");
     }
 }

@@ -64,7 +64,14 @@ pub fn default_output(name: &str) -> anyhow::Result<PathBuf> {
 }
 
 impl Session {
-    pub fn new(recorder: Recorder, output: PathBuf, args: &JobArgs, marks: Option<MarkReceiver>) -> Self {
+    /// `instrumented`: the job runs under `--instrument`.
+    pub fn new(
+        recorder: Recorder,
+        output: PathBuf,
+        args: &JobArgs,
+        marks: Option<MarkReceiver>,
+        instrumented: bool,
+    ) -> Self {
         let is_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let style = match args.status {
             StatusMode::Off => StatusStyle::Off,
@@ -74,7 +81,7 @@ impl Session {
         };
         let (events_tx, events_rx) = channel();
         Self {
-            live: Live::new(recorder.devices()),
+            live: Live::new(recorder.devices(), instrumented),
             recorder: Some(recorder),
             output,
             term: Arc::new(Terminal::new(style)),
