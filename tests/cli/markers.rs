@@ -162,3 +162,21 @@ fn the_report_draws_step_time_and_data_wait_and_lists_caught_errors() {
     assert!(html.contains("<h2>Events</h2>") && html.contains("<td>cuda_oom</td>"), "the OOM is listed");
     assert!(html.contains("torch.OutOfMemoryError: CUDA out of memory."));
 }
+
+/// A launch-bound loop on the H200 under `--instrument`: ~1 200 steps a second, folded into a few
+/// rows a second, still counted step by step.
+#[test]
+fn a_fast_real_loop_is_folded_and_counted_exactly() {
+    let path = fixture("h200-gpulse-run/tiny_instrumented.db");
+    let rec = gpulse_record::read(&path).unwrap();
+    let steps: Vec<&Marker> = rec.markers.iter().filter(|m| m.kind == MarkerKind::Step).collect();
+    assert_eq!(steps.iter().map(|m| m.count).sum::<u32>(), 23_384, "the loop's own count");
+    assert!(steps.len() < 250, "{} rows", steps.len());
+    let run = gpulse_diagnose::Run::from_recording(&rec);
+    let s = run.steps.as_ref().unwrap();
+    assert_eq!(s.count, 23_383, "every step after the first mark");
+    assert!((1_100.0..1_300.0).contains(&s.per_s()), "{}", s.per_s());
+    assert_eq!(s.data_wait_share(), Some(0.0), "instrumented, and no DataLoader");
+    let ids: Vec<&str> = gpulse_diagnose::diagnose_run(&run).iter().map(|f| f.id).collect();
+    assert!(ids.contains(&"host_bound") && !ids.contains(&"input_bound"), "{ids:?}");
+}
