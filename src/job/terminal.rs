@@ -22,7 +22,7 @@ pub struct Terminal {
 
 #[derive(Default)]
 struct State {
-    /// Whether the job's last byte ended a line.
+    /// Whether the job's last byte left a line unfinished.
     mid_line: bool,
     /// The terminal's rows when the scroll region was set.
     region_rows: Option<u16>,
@@ -51,8 +51,9 @@ impl Terminal {
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(bytes);
         let _ = err.flush();
+        // A progress bar's `\r` also ends a line here: it redraws from the line's start.
         if let Some(&last) = bytes.last() {
-            st.mid_line = last != b'\n';
+            st.mid_line = !matches!(last, b'\n' | b'\r');
         }
     }
 
