@@ -10,7 +10,8 @@ use crate::signals;
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let pid = args.pid;
-    let Some(cmdline) = gpulse_sample::proc_info::cmdline(pid).filter(|_| is_alive(pid)) else {
+    let Some(cmdline) = gpulse_sample::proc_info::cmdline(pid).filter(|_| gpulse_sample::proc_info::is_running(pid))
+    else {
         return Err(Exit { code: 1, message: format!("no process {pid}"), to_stdout: false }.into());
     };
     let name = gpulse_sample::proc_info::comm(pid).unwrap_or_else(|| pid.to_string());
@@ -37,12 +38,4 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     };
     session.finish(&reason, !args.job.no_report);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether `pid` runs (a zombie has exited already).
-fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()))
-        .is_some_and(|state| state != Some('Z') && state != Some('X'))
 }

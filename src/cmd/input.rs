@@ -129,9 +129,6 @@ const BATCH: usize = 8192;
 /// Bytes of a log checked for UTF-8 and parsed at a time.
 const PIECE_BYTES: usize = 4 << 20;
 
-/// Parses every log and writes one recording to `out` (which must not exist). One thread parses
-/// while the other writes, and rows stream through in batches, so a log of any size imports in
-/// bounded memory.
 /// A log's bytes: mapped when it is a regular file (pages come in as the parser reaches them, with
 /// no copy), read whole otherwise (a pipe).
 enum LogBytes {
@@ -165,6 +162,9 @@ impl LogBytes {
     }
 }
 
+/// Parses every log and writes one recording to `out` (which must not exist). One thread parses
+/// while the other writes, and rows stream through in batches, so a log of any size imports in
+/// bounded memory.
 pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow::Result<ImportSummary> {
     let texts: Vec<(PathBuf, LogBytes)> = logs
         .iter()

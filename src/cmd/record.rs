@@ -10,7 +10,7 @@ use crate::signals;
 pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.output.exists(), "{} already exists; record to a new file", args.output.display());
     if let Some(pid) = args.pid {
-        anyhow::ensure!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "no process {pid}");
+        anyhow::ensure!(gpulse_sample::proc_info::is_running(pid), "no process {pid}");
     }
     let source = open_source(global, false)?;
     let mut rec = Recorder::create(&args.output, source, args.interval, args.pid, None, &[])?;

@@ -51,15 +51,11 @@ impl Live {
         }
     }
 
-    pub fn push_poll(&mut self, poll: &Poll) {
-        if let Some(s) = &poll.snapshot {
-            self.window.snapshots.push(s.clone());
-        }
-        self.window.host.push(poll.host.clone());
-        if let Some(t) = &poll.tree {
-            self.window.trees.push(t.clone());
-        }
+    pub fn push_poll(&mut self, poll: Poll) {
         let now = poll.host.timestamp_us;
+        self.window.snapshots.extend(poll.snapshot);
+        self.window.host.push(poll.host);
+        self.window.trees.extend(poll.tree);
         self.started_us.get_or_insert(now);
         self.now_us = now;
         let keep = |t_us: i64| now - t_us <= WINDOW_US;
@@ -210,7 +206,7 @@ mod tests {
             let host = rec.host.iter().min_by_key(|h| (h.timestamp_us - t).abs()).cloned().unwrap_or_default();
             let host = gpulse_model::HostSample { timestamp_us: t, ..host };
             let tree = rec.trees.iter().min_by_key(|x| (x.timestamp_us - t).abs()).cloned();
-            live.push_poll(&Poll { snapshot: Some(snap.clone()), host, tree });
+            live.push_poll(Poll { snapshot: Some(snap.clone()), host, tree });
             while mk < rec.markers.len() && rec.markers[mk].t_us <= t {
                 live.push_markers(&rec.markers[mk..=mk]);
                 mk += 1;

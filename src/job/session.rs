@@ -47,7 +47,7 @@ pub fn default_output(name: &str) -> anyhow::Result<PathBuf> {
     let stamp = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
     // "2026/11/30 08:00:00.123" → "20261130-080000"
     let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
-    let stamp = format!("{}-{}", &digits[..8.min(digits.len())], &digits[8.min(digits.len())..14.min(digits.len())]);
+    let stamp = format!("{}-{}", &digits[..8], &digits[8..14]);
     let safe: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
@@ -157,7 +157,7 @@ impl Session {
         let result = rec.poll().and_then(|p| {
             let gone = match p {
                 Polled::Sampled(p) => {
-                    self.live.push_poll(&p);
+                    self.live.push_poll(p);
                     false
                 }
                 Polled::RootExited => true,

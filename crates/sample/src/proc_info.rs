@@ -10,6 +10,14 @@ pub fn cmdline(pid: u32) -> Option<String> {
     (!args.is_empty()).then(|| args.join(" "))
 }
 
+/// Whether `pid` is running: it exists and has not exited (a zombie, not yet reaped, has).
+pub fn is_running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
+        .is_some_and(|state| !matches!(state, 'Z' | 'X'))
+}
+
 /// The short name the kernel keeps for a process (`/proc/PID/comm`).
 pub fn comm(pid: u32) -> Option<String> {
     let s = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;

@@ -74,7 +74,7 @@ impl TreeSampler {
         if pids.first() != Some(&self.root) {
             return None;
         }
-        if Process::new(self.root as i32).and_then(|p| p.stat()).is_ok_and(|s| s.state == 'Z') {
+        if !proc_info::is_running(self.root) {
             return None;
         }
         let now = Instant::now();
