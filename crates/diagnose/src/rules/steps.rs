@@ -42,14 +42,9 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         }
     }
     let workers_advice = if run.worker_count == 0 {
-        "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)"
+        super::utilization::ADD_WORKERS
     } else {
         "the workers cannot keep up: raise num_workers while cores are free, or make __getitem__ cheaper"
     };
-    vec![f.advise(&[
-        workers_advice,
-        "pin_memory=True, and .to(device, non_blocking=True) in the loop",
-        "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
-        "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
-    ])]
+    vec![f.advise(&[workers_advice]).advise(&super::utilization::INPUT_ADVICE)]
 }

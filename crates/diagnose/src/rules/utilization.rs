@@ -13,6 +13,15 @@ const BURSTY_CV: f64 = 0.8;
 /// DataLoader workers at this share of a core each are busy all the time: the input pipeline is
 /// the limit, even when the GPU-Util it leaves is steady.
 const WORKERS_BUSY_PCT: f64 = 70.0;
+/// The first thing to do for a loop that waits for data and has no DataLoader workers.
+pub(super) const ADD_WORKERS: &str =
+    "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)";
+/// What else helps any loop that waits for data.
+pub(super) const INPUT_ADVICE: [&str; 3] = [
+    "pin_memory=True, and .to(device, non_blocking=True) in the loop",
+    "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
+    "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
+];
 /// Windows shorter than this hold too few samples to judge a steady state.
 const MIN_ACTIVE_S: f64 = 10.0;
 
@@ -58,13 +67,13 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             } else {
                 "busy in bursts".to_owned()
             };
-            Finding::new("input_bound", Severity::Warning, format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu))
-                .advise(&[
-                    "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)",
-                    "pin_memory=True, and .to(device, non_blocking=True) in the loop",
-                    "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
-                    "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
-                ])
+            Finding::new(
+                "input_bound",
+                Severity::Warning,
+                format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu),
+            )
+            .advise(&[ADD_WORKERS])
+            .advise(&INPUT_ADVICE)
         } else {
             Finding::new("host_bound", Severity::Warning, format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu))
                 .advise(&[
