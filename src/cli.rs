@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::duration;
+
 #[derive(Debug, Parser)]
 #[command(name = "gpulse", version, about = "See why a PyTorch training run is slow: GPU, GPM and host telemetry.")]
 #[command(after_help = "With no command, gpulse prints `status`. nvidia-smi query flags work directly: \
@@ -26,10 +28,10 @@ pub struct GlobalArgs {
     /// Do not read GPM performance counters (they can disturb DCGM profiling).
     #[arg(long, global = true)]
     pub no_gpm: bool,
-    /// Seconds each GPM window spans (at least 0.1). Closing one costs about 5 ms of CPU on an
-    /// H200; samples in between report the latest window. Default: 1, or 0.1 for one-shot views.
-    #[arg(long, global = true, value_name = "SECONDS")]
-    pub gpm_interval: Option<f64>,
+    /// How long each GPM window spans (at least 100ms). Closing one costs about 3 ms of CPU on an
+    /// H200; samples in between report the latest window. Default: 1s, or 100ms for one-shot views.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration::gpm_window)]
+    pub gpm_interval: Option<Duration>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,7 +69,8 @@ pub struct ReportArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// The HTML file to write.
+    /// The HTML file to write, or `-` for standard output. An existing file is replaced whole
+    /// (a symlink's target, in place for a FIFO or device); an input or a recording never is.
     #[arg(short = 'o', long = "output", value_name = "OUT", default_value = "report.html")]
     pub output: PathBuf,
 }
@@ -106,10 +109,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
     /// Time between samples: `1s`, `100ms`, `2m`, or plain seconds.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// Stop after this long (default: until Ctrl-C, SIGTERM, or the --pid process exits).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
     pub duration: Option<Duration>,
     /// Also record this process and everything it spawns (DataLoader workers, torchrun ranks),
     /// and tell its GPU processes from foreign ones.
@@ -135,13 +138,13 @@ pub struct JobArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Time between samples: `1s`, `100ms`, or plain seconds.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// The live status.
     #[arg(long, value_enum, default_value = "auto")]
     pub status: StatusMode,
     /// Time between status lines when not on a terminal.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub status_every: Duration,
     /// Do not write the HTML report at exit.
     #[arg(long)]
@@ -194,30 +197,11 @@ pub struct ExportArgs {
     /// GPU fields to write (default: the fields an imported log had, else a rich set).
     #[arg(long = "query-gpu", value_name = "FIELDS")]
     pub query_gpu: Option<String>,
-    /// Write here instead of standard output (atomically: the file appears complete or not at all).
+    /// Write here instead of standard output. The file appears complete or not at all; an existing
+    /// one is replaced (a symlink's target; a FIFO or device is written in place), but an input
+    /// or a recording never is.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
-}
-
-/// Parses `1s`, `250ms`, `2m`, `1h` or plain seconds (`0.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration (try 1s, 100ms, 2m)"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("{s:?} must be a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
 }
 
 #[derive(Debug, Clone, Default, Args)]
@@ -250,10 +234,10 @@ pub struct StatusArgs {
     /// Print the devices and one snapshot as JSON (every field, in the model's units).
     #[arg(long)]
     pub json: bool,
-    /// Seconds to measure over: GPM counters, per-process utilization and NVML's utilization
-    /// buffer cover this window.
-    #[arg(long, value_name = "SECONDS", default_value = "0.2")]
-    pub wait: f64,
+    /// How long to measure over (100ms to 60s): GPM counters, per-process utilization and
+    /// NVML's utilization buffer cover this window.
+    #[arg(long, value_name = "DURATION", default_value = "0.2", value_parser = duration::status_wait)]
+    pub wait: Duration,
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
@@ -261,15 +245,15 @@ pub struct StatusArgs {
 
 impl Default for StatusArgs {
     fn default() -> Self {
-        Self { json: false, wait: 0.2, id: None }
+        Self { json: false, wait: Duration::from_millis(200), id: None }
     }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
-    /// Seconds between samples.
-    #[arg(short = 'i', long = "interval", value_name = "SECONDS", default_value = "1")]
-    pub interval_s: f64,
+    /// Time between samples (at least 50ms): `1s`, `200ms`, or plain seconds.
+    #[arg(short = 'i', long = "interval", value_name = "DURATION", default_value = "1", value_parser = duration::watch_interval)]
+    pub interval: Duration,
     /// Stop after this many samples.
     #[arg(short = 'n', long = "count", value_name = "N")]
     pub count: Option<u64>,
@@ -277,8 +261,8 @@ pub struct WatchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// Replay speed: trace seconds per wall-clock second.
-    #[arg(long, default_value = "10")]
+    /// Replay speed: trace seconds per wall-clock second (0.01 to 10000).
+    #[arg(long, default_value = "10", value_parser = duration::speed)]
     pub speed: f64,
 }
 
@@ -334,15 +318,6 @@ mod tests {
             norm(&["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]),
             ["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]
         );
-    }
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

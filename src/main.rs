@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd;
+mod duration;
 mod job;
 mod output;
 mod recorder;

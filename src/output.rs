@@ -1,8 +1,16 @@
-//! Where command output goes: standard output or a file, written whole lines at a time.
+//! Where command output goes: standard output, a stream, or a file that appears whole.
+//!
+//! `-o PATH` never costs the user what they had: symlinks are followed to their target, FIFOs and
+//! character devices are written straight through, an input or a recording is never replaced,
+//! and a regular file is written beside its target and renamed over it only when complete.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every SQLite database (a recording).
+pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
 /// A line-oriented sink. A closed pipe ends the command quietly, as `head` expects.
 pub struct Output {
@@ -10,13 +18,21 @@ pub struct Output {
 }
 
 impl Output {
-    /// Standard output, or `path` created afresh.
+    /// Standard output, or `path` written as it goes (a log that grows while a loop runs).
+    /// An existing recording is refused.
     pub fn open(path: Option<&Path>) -> anyhow::Result<Self> {
-        let inner: Box<dyn Write> = match path {
-            Some(p) => Box::new(BufWriter::new(
-                File::create(p).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
+        let inner: Box<dyn Write> = match path.map(|p| destination(p, &[])).transpose()? {
+            None | Some(Dest::Stdout | Dest::Descriptor(1)) => Box::new(BufWriter::new(io::stdout().lock())),
+            Some(Dest::Descriptor(fd)) => {
+                use std::os::fd::FromRawFd;
+                // SAFETY: dup(2) of a descriptor checked open gives one this File owns alone.
+                let dup = unsafe { libc::dup(fd) };
+                anyhow::ensure!(dup >= 0, "cannot write /dev/fd/{fd}: {}", io::Error::last_os_error());
+                Box::new(BufWriter::new(unsafe { File::from_raw_fd(dup) }))
+            }
+            Some(Dest::Stream(p) | Dest::File(p)) => Box::new(BufWriter::new(
+                File::create(&p).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
             )),
-            None => Box::new(BufWriter::new(io::stdout().lock())),
         };
         Ok(Self { inner })
     }
@@ -31,4 +47,245 @@ impl Output {
 /// Whether an I/O error means the reader went away.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}
+
+/// What `-o PATH` names, once links are followed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// `-`.
+    Stdout,
+    /// `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`: this process's open descriptor, written as
+    /// it is (reopening it would lose a shell's `>>`).
+    Descriptor(i32),
+    /// A FIFO, a character device or an open descriptor (`/dev/stdout`): written in place,
+    /// never replaced.
+    Stream(PathBuf),
+    /// A regular file, existing or not: the final target of any symlinks.
+    File(PathBuf),
+}
+
+/// Resolves `path` and refuses what must not be written: one of `inputs`, an existing
+/// recording, a directory or a block device.
+pub fn destination(path: &Path, inputs: &[&Path]) -> anyhow::Result<Dest> {
+    if path.as_os_str() == "-" {
+        return Ok(Dest::Stdout);
+    }
+    let shown = path.display();
+    if let Some(fd) = own_descriptor(path) {
+        return Ok(Dest::Descriptor(fd));
+    }
+    let Some(target) = follow_links(path).map_err(|e| anyhow::anyhow!("cannot write {shown}: {e}"))? else {
+        return Ok(Dest::Stream(path.to_path_buf()));
+    };
+    let meta = match fs::metadata(&target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Dest::File(target)),
+        Err(e) => anyhow::bail!("cannot write {shown}: {e}"),
+    };
+    let kind = meta.file_type();
+    if kind.is_fifo() || kind.is_char_device() {
+        return Ok(Dest::Stream(target));
+    }
+    anyhow::ensure!(!kind.is_dir(), "cannot write {shown}: it is a directory");
+    anyhow::ensure!(kind.is_file(), "cannot write {shown}: it is a device or socket, not a file");
+    for input in inputs {
+        let same = fs::metadata(input).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        anyhow::ensure!(!same, "{shown} is the input {}; write the output to another file", input.display());
+    }
+    anyhow::ensure!(!is_sqlite(&target), "{shown} is a recording; gpulse never replaces one, choose another -o");
+    Ok(Dest::File(target))
+}
+
+/// Writes `bytes` to `path` as [`destination`] resolves it: a regular file appears complete or
+/// not at all, keeping the mode of the file it replaces.
+pub fn write_whole(path: &Path, inputs: &[&Path], bytes: &[u8]) -> anyhow::Result<()> {
+    let cannot = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    match destination(path, inputs)? {
+        Dest::Stdout | Dest::Descriptor(1) => {
+            let mut out = io::stdout().lock();
+            out.write_all(bytes).and_then(|()| out.flush())?;
+        }
+        Dest::Descriptor(fd) => {
+            use std::os::fd::FromRawFd;
+            // SAFETY: the descriptor is this process's own and stays open; ManuallyDrop keeps
+            // it from being closed here.
+            let mut f = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+            f.write_all(bytes).map_err(cannot)?;
+        }
+        Dest::Stream(p) => {
+            fs::OpenOptions::new().write(true).open(p).and_then(|mut f| f.write_all(bytes)).map_err(cannot)?
+        }
+        Dest::File(p) => {
+            let tmp = TempPath::beside(&p);
+            let mut f = File::create(&tmp.0).map_err(cannot)?;
+            f.write_all(bytes).and_then(|()| f.sync_all()).map_err(cannot)?;
+            if let Ok(old) = fs::metadata(&p) {
+                let _ = fs::set_permissions(&tmp.0, old.permissions());
+            }
+            fs::rename(&tmp.0, &p).map_err(cannot)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the finished file `from` to `to` only if `to` does not exist: a hard link cannot
+/// replace anything, so two writers racing for one name cannot lose either file.
+pub fn publish_new(from: &Path, to: &Path) -> anyhow::Result<()> {
+    match fs::hard_link(from, to) {
+        Ok(()) => {
+            let _ = fs::remove_file(from);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            anyhow::bail!("{} already exists; write to a new file", to.display())
+        }
+        // A file system without hard links: the existence check is the best left.
+        Err(_) if !to.exists() => {
+            fs::rename(from, to).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", to.display()))
+        }
+        Err(e) => anyhow::bail!("cannot create {}: {e}", to.display()),
+    }
+}
+
+/// Whether `path` starts like a SQLite database.
+pub fn is_sqlite(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == SQLITE_MAGIC
+}
+
+/// The descriptor a path names in this process, if it names one.
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let s = path.to_str()?;
+    let fd = match s {
+        "/dev/stdin" => "0",
+        "/dev/stdout" => "1",
+        "/dev/stderr" => "2",
+        _ => s.strip_prefix("/dev/fd/").or_else(|| s.strip_prefix("/proc/self/fd/"))?,
+    };
+    let fd: i32 = fd.parse().ok()?;
+    // SAFETY: fcntl(F_GETFD) only asks whether the descriptor is open.
+    (unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0).then_some(fd)
+}
+
+/// The path a chain of symlinks ends at (which may not exist yet), or `None` when it leads into
+/// a process's open descriptors, whose links only the kernel can follow.
+fn follow_links(path: &Path) -> io::Result<Option<PathBuf>> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        if p.starts_with("/proc") || p.starts_with("/dev/fd") {
+            return Ok(None);
+        }
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            Ok(_) => return Ok(Some(p)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(p)),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// A file that is removed, with any SQLite side files, when dropped.
+pub struct TempPath(pub PathBuf);
+
+impl TempPath {
+    /// A fresh hidden path beside `target`, so that renaming it onto `target` is atomic.
+    pub fn beside(target: &Path) -> Self {
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Self(dir.join(Self::name(target)))
+    }
+
+    /// A fresh path in the system's temporary directory.
+    pub fn in_temp_dir(like: &Path) -> Self {
+        Self(std::env::temp_dir().join(Self::name(like)))
+    }
+
+    fn name(like: &Path) -> String {
+        let name = like.file_name().map_or_else(|| "gpulse".into(), |n| n.to_string_lossy().into_owned());
+        let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!(".{name}.{}.{ns}.tmp", std::process::id())
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gpulse-output-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn follows_relative_and_chained_links() {
+        let d = dir("links");
+        fs::write(d.join("real.csv"), "old").unwrap();
+        std::os::unix::fs::symlink("real.csv", d.join("a")).unwrap();
+        std::os::unix::fs::symlink(d.join("a"), d.join("b")).unwrap();
+        write_whole(&d.join("b"), &[], b"new").unwrap();
+        assert!(fs::symlink_metadata(d.join("a")).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(d.join("b")).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_to_string(d.join("real.csv")).unwrap(), "new");
+        // A dangling link creates its target.
+        std::os::unix::fs::symlink("later.csv", d.join("c")).unwrap();
+        write_whole(&d.join("c"), &[], b"x").unwrap();
+        assert_eq!(fs::read_to_string(d.join("later.csv")).unwrap(), "x");
+    }
+
+    #[test]
+    fn refuses_inputs_recordings_and_directories() {
+        let d = dir("refuse");
+        let input = d.join("in.csv");
+        fs::write(&input, "keep").unwrap();
+        fs::hard_link(&input, d.join("same")).unwrap();
+        assert!(write_whole(&d.join("same"), &[&input], b"x").is_err());
+        assert_eq!(fs::read_to_string(&input).unwrap(), "keep");
+        let db = d.join("r.db");
+        fs::write(&db, [SQLITE_MAGIC, b"rest"].concat()).unwrap();
+        let e = write_whole(&db, &[], b"x").unwrap_err().to_string();
+        assert!(e.contains("is a recording"), "{e}");
+        assert!(fs::read(&db).unwrap().starts_with(SQLITE_MAGIC));
+        assert!(write_whole(&d, &[], b"x").unwrap_err().to_string().contains("directory"));
+        // Other regular files are replaced, keeping their mode.
+        let other = d.join("other.csv");
+        fs::write(&other, "old").unwrap();
+        fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+        write_whole(&other, &[&input], b"new").unwrap();
+        assert_eq!(fs::read_to_string(&other).unwrap(), "new");
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&other).unwrap().permissions()) & 0o777,
+            0o640
+        );
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 4, "no temporary file left behind");
+    }
+
+    #[test]
+    fn publish_never_replaces() {
+        let d = dir("publish");
+        fs::write(d.join("a"), "a").unwrap();
+        fs::write(d.join("b"), "b").unwrap();
+        assert!(publish_new(&d.join("a"), &d.join("b")).is_err());
+        assert_eq!(fs::read_to_string(d.join("b")).unwrap(), "b");
+        publish_new(&d.join("a"), &d.join("c")).unwrap();
+        assert_eq!(fs::read_to_string(d.join("c")).unwrap(), "a");
+        assert!(!d.join("a").exists());
+    }
 }

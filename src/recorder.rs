@@ -2,12 +2,11 @@
 //! host and a process tree, written to a recording.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
 use gpulse_model::{DeviceInfo, DeviceStatus, HostSample, Snapshot, TreeSample};
-use gpulse_record::{Event, Marker, RunMeta, Writer};
+use gpulse_record::{Claim, Event, Marker, RunMeta, Writer};
 use gpulse_sample::host::{HostSampler, TreeSampler, classify};
 use gpulse_sample::{NvmlOptions, NvmlSource, SampleError, Source};
 
@@ -58,18 +57,16 @@ pub fn open_source(global: &GlobalArgs, any_error: bool) -> anyhow::Result<Optio
 }
 
 impl Recorder {
-    /// Creates `output` (which must not exist). `root` is the tree to follow, if any; `command`
-    /// and `extra` go into the run's metadata.
+    /// Fills the claimed file. `root` is the tree to follow, if any; `command` and `extra` go into
+    /// the run's metadata.
     pub fn create(
-        output: &Path,
+        output: Claim,
         source: Option<NvmlSource>,
         interval: Duration,
         root: Option<u32>,
         command: Option<String>,
         extra: &[(&str, String)],
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(!output.exists(), "{} already exists; record to a new file", output.display());
-        anyhow::ensure!(interval >= Duration::from_millis(10), "--interval must be at least 10ms");
         let devices = source.as_ref().map(|s| s.devices().to_vec()).unwrap_or_default();
         let mut extra_meta: std::collections::BTreeMap<String, String> =
             extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
@@ -85,8 +82,9 @@ impl Recorder {
             interval_ms: Some(interval.as_millis() as u64),
             extra: extra_meta,
         };
+        let shown = output.path().display().to_string();
         let writer =
-            Writer::create(output, &meta, &devices).with_context(|| format!("cannot create {}", output.display()))?;
+            Writer::create_claimed(output, &meta, &devices).with_context(|| format!("cannot create {shown}"))?;
         let mut host = HostSampler::new();
         host.sample();
         Ok(Self { writer, source, host, tree: root.map(TreeSampler::new), lost: HashSet::new(), devices, polls: 0 })

@@ -1,12 +1,16 @@
-//! Ctrl-C and SIGTERM as a flag that loops poll, so recordings end cleanly; and, for a job
-//! gpulse runs, the signals to pass on to it.
+//! Ctrl-C, SIGTERM and SIGHUP (a closed terminal) as a flag that loops poll, so recordings end
+//! cleanly; and, for a job gpulse runs, the signals to pass on to it.
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
-/// SIGINT and SIGTERM sent to gpulse by another process and not yet passed on to the job.
+/// SIGINT, SIGTERM and SIGHUP sent to gpulse by another process and not yet passed on to the job.
 static TO_FORWARD_INT: AtomicU32 = AtomicU32::new(0);
 static TO_FORWARD_TERM: AtomicU32 = AtomicU32::new(0);
+static TO_FORWARD_HUP: AtomicU32 = AtomicU32::new(0);
+
+/// The signals that stop a recording.
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     RECEIVED.store(signal, Ordering::SeqCst);
@@ -18,14 +22,16 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
         match signal {
             libc::SIGINT => TO_FORWARD_INT.fetch_add(1, Ordering::SeqCst),
             libc::SIGTERM => TO_FORWARD_TERM.fetch_add(1, Ordering::SeqCst),
+            libc::SIGHUP => TO_FORWARD_HUP.fetch_add(1, Ordering::SeqCst),
             _ => 0,
         };
     }
 }
 
-/// Routes SIGINT and SIGTERM to [`received`] instead of ending the process.
+/// Routes SIGINT, SIGTERM and SIGHUP to [`received`] instead of ending the process. SIGHUP is
+/// caught, not ignored, so a job gpulse starts afterwards still gets the default action.
 pub fn catch_stop_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in STOP_SIGNALS {
         // SAFETY: the handler only touches atomics, which is async-signal-safe; the struct is
         // zeroed, then filled as sigaction(2) asks.
         unsafe {
@@ -49,7 +55,9 @@ pub fn received() -> Option<i32> {
 /// Signals to pass on to a job, in arrival order per kind; each is returned once.
 pub fn take_to_forward() -> Vec<i32> {
     let mut out = Vec::new();
-    for (counter, sig) in [(&TO_FORWARD_INT, libc::SIGINT), (&TO_FORWARD_TERM, libc::SIGTERM)] {
+    for (counter, sig) in
+        [(&TO_FORWARD_INT, libc::SIGINT), (&TO_FORWARD_TERM, libc::SIGTERM), (&TO_FORWARD_HUP, libc::SIGHUP)]
+    {
         for _ in 0..counter.swap(0, Ordering::SeqCst) {
             out.push(sig);
         }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::{AttachArgs, GlobalArgs};
 use crate::cmd::Exit;
-use crate::job::session::{JobEnd, Session, default_output};
+use crate::job::session::{JobEnd, Session, claim_output};
 use crate::recorder::{Recorder, open_source};
 use crate::signals;
 
@@ -15,20 +15,13 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         return Err(Exit { code: 1, message: format!("no process {pid}"), to_stdout: false }.into());
     };
     let name = gpulse_sample::proc_info::comm(pid).unwrap_or_else(|| pid.to_string());
-    let output = match &args.job.output {
-        Some(o) => o.clone(),
-        None => default_output(&format!("{name}-{pid}"))?,
-    };
+    // Attaching is all about the recording: one that cannot be made is an error.
+    let claim = claim_output(args.job.output.as_deref(), &format!("{name}-{pid}"))?.map_err(|(_, e)| e)?;
+    let output = claim.path().to_path_buf();
     let source = open_source(global, false)?;
-    let recorder = Recorder::create(
-        &output,
-        source,
-        args.job.interval,
-        Some(pid),
-        Some(cmdline),
-        &[("runner", "gpulse attach".to_owned())],
-    )?;
-    let mut session = Session::new(recorder, output, &args.job, None, false);
+    let extra = [("runner", "gpulse attach".to_owned())];
+    let recorder = Recorder::create(claim, source, args.job.interval, Some(pid), Some(cmdline), &extra)?;
+    let mut session = Session::new(Some(recorder), output, &args.job, None, false);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.watch(None) {

@@ -58,7 +58,6 @@ fn processes() -> Vec<ReplayProcess> {
 }
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(args.speed.is_finite() && args.speed > 0.0, "--speed must be a positive number");
     let mut out = Output::open(None)?;
     out.emit(
         "Replaying a real H200 recording: ResNet-50 training whose DataLoader runs with num_workers=0.\n\

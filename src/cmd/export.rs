@@ -6,8 +6,8 @@ use gpulse_smi::{CsvFormat, GpuRow};
 
 use crate::cli::ExportArgs;
 use crate::cmd::Exit;
-use crate::cmd::input::{load, write_atomically};
-use crate::output::Output;
+use crate::cmd::input::load;
+use crate::output::{Output, destination, write_whole};
 
 /// Fields written when neither the user nor an imported log says which.
 const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed";
@@ -15,6 +15,10 @@ const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilizat
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let smi = |e: gpulse_smi::QueryError| Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: false };
     let format = CsvFormat::parse(&args.format).map_err(smi)?;
+    if let Some(out) = &args.output {
+        // Refuse before reading: the answer does not depend on the input's contents.
+        destination(out, &[&args.input])?;
+    }
     let recording = load(&args.input)?;
     let list = match &args.query_gpu {
         Some(q) => q.clone(),
@@ -41,7 +45,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     match &args.output {
-        Some(path) => write_atomically(path, text.as_bytes())?,
+        Some(path) => write_whole(path, &[&args.input], text.as_bytes())?,
         None => Output::open(None)?.emit(&text)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -2,17 +2,16 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
-
 use crate::cli::ImportArgs;
-use crate::cmd::input::{TempPath, import_logs};
+use crate::cmd::input::import_logs;
+use crate::output::{TempPath, publish_new};
 
 pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.output.exists(), "{} already exists; import into a new file", args.output.display());
     // Written beside the target and renamed at the end: the recording appears whole or not at all.
     let tmp = TempPath::beside(&args.output);
     let summary = import_logs(&args.logs, args.fields.as_deref(), &tmp.0)?;
-    std::fs::rename(&tmp.0, &args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    publish_new(&tmp.0, &args.output)?;
     eprintln!(
         "imported {} rows of {} GPU{} into {}",
         summary.rows,

@@ -1,14 +1,13 @@
 //! Opening what a command reads: a recording, or an nvidia-smi CSV log imported on the fly.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use gpulse_record::{Recording, RunMeta, Writer};
 use gpulse_smi::log::{LogRow, LogSummary, Registry};
 
-/// The first bytes of every SQLite database.
-const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+use crate::output::{SQLITE_MAGIC, TempPath};
 
 /// Whether `path` is a SQLite file (a recording) rather than a text log.
 pub fn is_recording(path: &Path) -> anyhow::Result<bool> {
@@ -24,15 +23,6 @@ pub fn load(path: &Path) -> anyhow::Result<Recording> {
     let mut rec = load_each(path, &mut |s| snapshots.push(s))?;
     rec.snapshots = snapshots;
     Ok(rec)
-}
-
-/// Writes `bytes` to a file beside `path` and renames it into place: `path` appears complete or
-/// not at all.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = TempPath::beside(path);
-    let mut f = std::fs::File::create(&tmp.0).with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::rename(&tmp.0, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Like [`load`], handing snapshots to `on_snapshot` one at a time instead of holding them.
@@ -82,38 +72,6 @@ fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) 
         on_snapshot(s);
     }
     Ok(Some(Recording { devices, ..Default::default() }))
-}
-
-/// A file that is removed when dropped.
-pub struct TempPath(pub PathBuf);
-
-impl TempPath {
-    /// A fresh path beside `target`, so that renaming it onto `target` is atomic.
-    pub fn beside(target: &Path) -> Self {
-        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        Self(dir.join(Self::name(target)))
-    }
-
-    /// A fresh path in the system's temporary directory.
-    pub fn in_temp_dir(like: &Path) -> Self {
-        Self(std::env::temp_dir().join(Self::name(like)))
-    }
-
-    fn name(like: &Path) -> String {
-        let name = like.file_name().map_or_else(|| "gpulse".into(), |n| n.to_string_lossy().into_owned());
-        let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        format!(".{name}.{}.{ns}.tmp", std::process::id())
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
-    }
 }
 
 /// What an import read, for the user.

@@ -68,8 +68,7 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
 pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions, one_shot: bool) -> anyhow::Result<NvmlSource> {
     options.lib_path = global.nvml_lib.clone();
     options.gpm &= !global.no_gpm;
-    let gpm_s = global.gpm_interval.unwrap_or(if one_shot { 0.1 } else { 1.0 });
-    anyhow::ensure!(gpm_s.is_finite() && gpm_s >= 0.1, "--gpm-interval must be at least 0.1 seconds");
-    options.gpm_every = std::time::Duration::from_secs_f64(gpm_s);
+    let default_ms = if one_shot { 100 } else { 1000 };
+    options.gpm_every = global.gpm_interval.unwrap_or(std::time::Duration::from_millis(default_ms));
     Ok(NvmlSource::open(options)?)
 }

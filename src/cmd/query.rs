@@ -22,7 +22,14 @@ fn smi_error(e: QueryError) -> anyhow::Error {
     Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: true }.into()
 }
 
+/// What nvidia-smi 580 prints (on stdout, exit 2) for `-l 0` or `-lms 0`, rather than looping
+/// as fast as it can.
+const ZERO_LOOP: &str = "Provided [-l(ms) | --loop(-ms)=] value is incorrect. Loop frequency must be greater than 0.\n";
+
 pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
+    if args.loop_s == Some(0) || args.loop_ms == Some(0) {
+        return Err(Exit { code: 2, message: ZERO_LOOP.to_owned(), to_stdout: true }.into());
+    }
     let fields = match (&args.query_gpu, &args.query_apps) {
         (Some(q), _) => Fields::Gpu(gpulse_smi::parse_gpu_fields(q).map_err(smi_error)?),
         (None, Some(q)) => Fields::Apps(gpulse_smi::parse_app_fields(q).map_err(smi_error)?),

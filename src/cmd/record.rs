@@ -1,5 +1,6 @@
 //! `gpulse record`: every GPU, the host and a process tree, into a crash-safe recording.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -8,12 +9,13 @@ use crate::recorder::{Polled, Recorder, open_source};
 use crate::signals;
 
 pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(!args.output.exists(), "{} already exists; record to a new file", args.output.display());
     if let Some(pid) = args.pid {
         anyhow::ensure!(gpulse_sample::proc_info::is_running(pid), "no process {pid}");
     }
+    // Claimed first, so that a refusal comes before any warning about the driver.
+    let claim = gpulse_record::claim(&args.output)?;
     let source = open_source(global, false)?;
-    let mut rec = Recorder::create(&args.output, source, args.interval, args.pid, None, &[])?;
+    let mut rec = Recorder::create(claim, source, args.interval, args.pid, None, &[])?;
     signals::catch_stop_signals();
     let start = Instant::now();
     let reason = loop {
@@ -26,12 +28,17 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         if let Polled::RootExited = rec.poll()? {
             break format!("process {} exited", args.pid.unwrap_or(0));
         }
-        signals::sleep_until(start + args.interval.saturating_mul(rec.polls() as u32));
+        // The duration ends the recording on time, however long the interval.
+        let next = start + args.interval.saturating_mul(rec.polls() as u32);
+        signals::sleep_until(args.duration.map_or(next, |d| next.min(start + d)));
     };
     let (polls, gpus) = (rec.polls(), rec.devices().len());
     rec.finish(&reason)?;
-    eprintln!(
-        "recorded {polls} samples of {gpus} GPU{} over {:.1} s to {} ({reason})",
+    // After SIGHUP the terminal may be gone: a failed write must not turn a clean stop into a panic.
+    let _ = writeln!(
+        std::io::stderr(),
+        "recorded {polls} sample{} of {gpus} GPU{} over {:.1} s to {} ({reason})",
+        if polls == 1 { "" } else { "s" },
         if gpus == 1 { "" } else { "s" },
         start.elapsed().as_secs_f64(),
         args.output.display()

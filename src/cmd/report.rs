@@ -10,19 +10,22 @@ use gpulse_diagnose::{Finding, GpuSeries, Run, Severity};
 
 use crate::cli::ReportArgs;
 use crate::cmd::diagnose::{Analysis, analyze};
-use crate::cmd::input::write_atomically;
+use crate::output::{destination, write_whole};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    destination(&args.output, &[&args.input])?;
     let analysis = analyze(&args.input)?;
     write(&args.input, &analysis, &args.output)?;
-    eprintln!("wrote {}", args.output.display());
+    if args.output.as_os_str() != "-" {
+        eprintln!("wrote {}", args.output.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Writes the report of `analysis` (read from `input`) to `output`, whole or not at all.
 pub fn write(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
     let html = render(&input.display().to_string(), analysis);
-    write_atomically(output, html.as_bytes())
+    write_whole(output, &[input], html.as_bytes())
 }
 
 fn esc(s: &str) -> String {

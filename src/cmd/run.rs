@@ -9,7 +9,7 @@ use crate::cmd::Exit;
 use crate::job::bootstrap::Bootstrap;
 use crate::job::child::{self, exit_code};
 use crate::job::marks::{MarkReceiver, SOCKET_ENV};
-use crate::job::session::{JobEnd, Session, default_output};
+use crate::job::session::{JobEnd, Session, claim_output};
 use crate::job::{pump, terminal::StatusStyle};
 use crate::recorder::{Recorder, open_source};
 use crate::signals;
@@ -24,20 +24,21 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         .skip(1)
         .find(|a| a.to_str().is_some_and(|s| s.ends_with(".py")))
         .and_then(|a| std::path::Path::new(a).file_stem().map(|s| s.to_string_lossy().into_owned()));
-    let output = match &args.job.output {
-        Some(o) => o.clone(),
-        None => default_output(script.as_deref().unwrap_or(&name))?,
-    };
+    let claim = claim_output(args.job.output.as_deref(), script.as_deref().unwrap_or(&name))?;
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let source = open_source(global, true)?;
-    let recorder = Recorder::create(
-        &output,
-        source,
-        args.job.interval,
-        None,
-        Some(command_line),
-        &[("runner", "gpulse run".to_owned()), ("instrumented", args.instrument.to_string())],
-    )?;
+    let extra = [("runner", "gpulse run".to_owned()), ("instrumented", args.instrument.to_string())];
+    let (output, recorder) = match claim {
+        Ok(c) => {
+            let path = c.path().to_path_buf();
+            let created = Recorder::create(c, source, args.job.interval, None, Some(command_line), &extra);
+            (path, created.map_err(|e| eprintln!("gpulse: not recording ({e:#}); the job runs anyway")).ok())
+        }
+        Err((path, e)) => {
+            eprintln!("gpulse: not recording ({e:#}); the job runs anyway");
+            (path, None)
+        }
+    };
     let marks =
         MarkReceiver::bind().map_err(|e| eprintln!("gpulse: no marks from the job (cannot open a socket: {e})")).ok();
     let mut env: Vec<(OsString, OsString)> = Vec::new();
@@ -62,8 +63,9 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         Ok(j) => j,
         Err(e) => {
             // Nothing ran: leave no recording behind.
+            let recorded = session.is_recording();
             drop(session);
-            for suffix in ["", "-wal", "-shm"] {
+            for suffix in ["", "-wal", "-shm"].iter().filter(|_| recorded) {
                 let mut p = output.clone().into_os_string();
                 p.push(suffix);
                 let _ = std::fs::remove_file(p);

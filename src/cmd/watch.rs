@@ -11,7 +11,6 @@ use crate::cmd::open_nvml;
 use crate::output::Output;
 
 pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(args.interval_s.is_finite() && args.interval_s >= 0.05, "--interval must be at least 0.05 seconds");
     // Only what the line shows.
     let metrics = vec![Metric::Utilization, Metric::Memory, Metric::TemperatureGpu, Metric::PowerDraw, Metric::Gpm];
     let options =
@@ -19,8 +18,7 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
     let mut source = open_nvml(global, options, false)?;
     source.sample()?; // primes GPM, so the first line already has SM activity
     std::thread::sleep(Duration::from_millis(110));
-    let every = Duration::from_secs_f64(args.interval_s);
-    stream(&mut source, every, args.count, &mut Output::open(None)?)?;
+    stream(&mut source, args.interval, args.count, &mut Output::open(None)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

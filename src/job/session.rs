@@ -1,13 +1,14 @@
 //! One watched job from start to end: the sampling loop with the job's stderr events, its marks
 //! and the live status; then the diagnosis, the report and the ranks' GPUs at exit.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
-use gpulse_record::Event;
+use gpulse_record::{Claim, Event};
 
 use super::fold::Folder;
 use super::live::Live;
@@ -30,6 +31,8 @@ pub enum JobEnd {
 pub struct Session {
     recorder: Option<Recorder>,
     output: PathBuf,
+    /// What the recording lost when it stopped early (a full disk), for the summary.
+    lost: Option<String>,
     live: Live,
     pub term: Arc<Terminal>,
     interval: Duration,
@@ -40,8 +43,23 @@ pub struct Session {
     folder: Folder,
 }
 
-/// `./gpulse-runs/<local time>-<name>.db`, created on demand.
-pub fn default_output(name: &str) -> anyhow::Result<PathBuf> {
+/// Claims `-o`, or `./gpulse-runs/<local time>-<name>.db` (the folder created on demand). An
+/// existing `-o` is refused; any other failure only means the job runs unrecorded, since gpulse's
+/// bookkeeping must never keep a job from starting.
+pub fn claim_output(output: Option<&Path>, name: &str) -> anyhow::Result<Result<Claim, (PathBuf, anyhow::Error)>> {
+    match output {
+        Some(o) => match gpulse_record::claim(o) {
+            Ok(c) => Ok(Ok(c)),
+            Err(e @ gpulse_record::RecordError::Exists(_)) => Err(e.into()),
+            Err(e) => Ok(Err((o.to_path_buf(), e.into()))),
+        },
+        None => Ok(claim_default(name).map_err(|e| (PathBuf::from("gpulse-runs"), e))),
+    }
+}
+
+/// The first free `./gpulse-runs/<local time>-<name>[-N].db`, claimed atomically: two jobs
+/// started in the same second get two files.
+fn claim_default(name: &str) -> anyhow::Result<Claim> {
     let dir = Path::new("gpulse-runs");
     std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     let stamp = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
@@ -55,18 +73,19 @@ pub fn default_output(name: &str) -> anyhow::Result<PathBuf> {
         .collect();
     for n in 0..1000 {
         let suffix = if n == 0 { String::new() } else { format!("-{n}") };
-        let p = dir.join(format!("{stamp}-{safe}{suffix}.db"));
-        if !p.exists() {
-            return Ok(p);
+        match gpulse_record::claim(&dir.join(format!("{stamp}-{safe}{suffix}.db"))) {
+            Err(gpulse_record::RecordError::Exists(_)) => continue,
+            claimed => return Ok(claimed?),
         }
     }
     anyhow::bail!("too many recordings named {safe} in {}", dir.display())
 }
 
 impl Session {
+    /// `recorder` is `None` when the recording could not be created: the job is watched anyway.
     /// `instrumented`: the job runs under `--instrument`.
     pub fn new(
-        recorder: Recorder,
+        recorder: Option<Recorder>,
         output: PathBuf,
         args: &JobArgs,
         marks: Option<MarkReceiver>,
@@ -81,9 +100,10 @@ impl Session {
         };
         let (events_tx, events_rx) = channel();
         Self {
-            live: Live::new(recorder.devices(), instrumented),
-            recorder: Some(recorder),
+            live: Live::new(recorder.as_ref().map_or(&[][..], Recorder::devices), instrumented),
+            recorder,
             output,
+            lost: None,
             term: Arc::new(Terminal::new(style)),
             interval: args.interval,
             status_every: args.status_every,
@@ -92,6 +112,11 @@ impl Session {
             marks,
             folder: Folder::default(),
         }
+    }
+
+    /// Whether samples are still being written.
+    pub fn is_recording(&self) -> bool {
+        self.recorder.is_some()
     }
 
     /// Follows the process tree under `pid` (the job, once started).
@@ -208,7 +233,13 @@ impl Session {
     fn stop_recording(&mut self, e: &anyhow::Error) {
         self.recorder = None;
         self.term.clear();
-        eprintln!("gpulse: stopped recording to {}: {e:#}; the job goes on", self.output.display());
+        let at = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
+        self.lost = Some(format!("everything after {} ({e:#})", &at[11..19]));
+        let _ = writeln!(
+            std::io::stderr(),
+            "gpulse: stopped recording to {}: {e:#}; the job goes on",
+            self.output.display()
+        );
     }
 
     /// Closes the recording with `reason`; then prints the diagnosis, the report's path and the
@@ -235,11 +266,14 @@ impl Session {
                 );
             }
         }
-        let Some(rec) = self.recorder.take() else { return };
-        if let Err(e) = rec.finish(reason) {
-            eprintln!("gpulse: could not close {}: {e:#}", self.output.display());
-            return;
+        if let Some(rec) = self.recorder.take()
+            && let Err(e) = rec.finish(reason)
+        {
+            self.lost.get_or_insert(format!("its last second and the run's end ({e:#})"));
         }
-        super::summary::print(&self.output, report);
+        // What was written is still worth a diagnosis, whatever was lost after it.
+        if self.output.metadata().is_ok_and(|m| m.len() > 0) {
+            super::summary::print(&self.output, report, self.lost.as_deref());
+        }
     }
 }

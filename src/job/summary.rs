@@ -2,22 +2,28 @@
 //! processes held, and where the recording and the report are.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 
 use gpulse_model::GpuProcessClass;
 
 use crate::cmd::diagnose::{analyze, render_text, steps_line};
 
-/// Prints the summary of the finished recording at `path` on stderr (stdout is the job's).
-pub fn print(path: &Path, report: bool) {
+/// Prints the summary of the finished recording at `path` on stderr (stdout is the job's), and
+/// what the recording `lost`, if anything. Write errors are ignored: after SIGHUP the terminal
+/// may be gone.
+pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     let analysis = match analyze(path) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("\ngpulse: recording: {} (no diagnosis: {e:#})", path.display());
+            let _ = writeln!(std::io::stderr(), "\ngpulse: recording: {} (no diagnosis: {e:#})", path.display());
             return;
         }
     };
     let mut out = String::from("\n── gpulse ──\n");
+    if let Some(lost) = lost {
+        out += &format!("the recording lost {lost}; this covers what was written before\n");
+    }
     out += &steps_line(&analysis.run);
     out += &render_text(&analysis.findings);
     out += &gpu_holders(&analysis.run);
@@ -29,7 +35,7 @@ pub fn print(path: &Path, report: bool) {
             Err(e) => out += &format!("report:    not written: {e:#}\n"),
         }
     }
-    eprint!("{out}");
+    let _ = std::io::stderr().write_all(out.as_bytes());
 }
 
 /// One line per process of the job that held GPU memory: the GPUs and the most it held on each

@@ -5,6 +5,7 @@
 //! the writer commits once a second. [`schema`] defines the tables; [`Writer`] fills them;
 //! [`read`] turns a file back into the model's snapshots.
 
+mod claim;
 mod read;
 pub mod schema;
 mod units;
@@ -12,6 +13,7 @@ mod write;
 
 use std::collections::BTreeMap;
 
+pub use claim::{Claim, claim};
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
 
@@ -22,6 +24,10 @@ pub enum RecordError {
     Sqlite(#[from] rusqlite::Error),
     #[error("{0} is not a gpulse recording")]
     NotARecording(String),
+    #[error("{0} already exists; record to a new file")]
+    Exists(String),
+    #[error("cannot create {path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path} was written by a newer gpulse (schema {found}, this one reads {supported})")]
     TooNew { path: String, found: u32, supported: u32 },
     #[error("{0}")]

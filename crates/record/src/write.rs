@@ -117,17 +117,37 @@ pub struct Writer {
 impl Writer {
     /// Creates `path` (which must not exist) with the schema, the run's facts and its devices.
     pub fn create(path: &Path, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
-        Self::open(path, meta, devices, false)
+        Self::create_claimed(crate::claim(path)?, meta, devices)
+    }
+
+    /// Like [`Writer::create`], in a file already claimed for it.
+    pub fn create_claimed(claim: crate::Claim, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
+        Self::open(claim, meta, devices, false)
     }
 
     /// Like [`Writer::create`], for a file that is written in one go and renamed into place only
     /// when complete (an import): no crash safety, large pages, and no journal. Readers see an
     /// ordinary recording.
     pub fn create_bulk(path: &Path, meta: &RunMeta, devices: &[DeviceInfo]) -> Result<Self, RecordError> {
-        Self::open(path, meta, devices, true)
+        Self::open(crate::claim(path)?, meta, devices, true)
     }
 
-    fn open(path: &Path, meta: &RunMeta, devices: &[DeviceInfo], bulk: bool) -> Result<Self, RecordError> {
+    /// Fills the claimed file; a file that could not be made whole is removed, since this
+    /// process created it.
+    fn open(claim: crate::Claim, meta: &RunMeta, devices: &[DeviceInfo], bulk: bool) -> Result<Self, RecordError> {
+        let result = Self::fill(claim.path(), meta, devices, bulk);
+        let path = claim.take();
+        if result.is_err() {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        result
+    }
+
+    fn fill(path: &Path, meta: &RunMeta, devices: &[DeviceInfo], bulk: bool) -> Result<Self, RecordError> {
         let conn = Connection::open_with_flags(
             path,
             // One thread owns the connection: SQLite's own locking is not needed.
