@@ -49,7 +49,7 @@ pub fn open_source(global: &GlobalArgs, any_error: bool) -> anyhow::Result<Optio
     match open_nvml(global, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
-            eprintln!("gpulse: {e:#}; recording the host only");
+            eprintln!("gpulse: {}; recording the host only", crate::cmd::describe(&e));
             Ok(None)
         }
         Err(e) => Err(e),

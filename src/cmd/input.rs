@@ -32,7 +32,12 @@ pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot
         return Ok(rec);
     }
     if is_recording(path)? {
-        return gpulse_record::read_each(path, on_snapshot).with_context(|| format!("cannot read {}", path.display()));
+        let rec =
+            gpulse_record::read_each(path, on_snapshot).with_context(|| format!("cannot read {}", path.display()))?;
+        for w in &rec.warnings {
+            eprintln!("gpulse: warning: {w}");
+        }
+        return Ok(rec);
     }
     let tmp = TempPath::in_temp_dir(path);
     import_logs(&[path.to_path_buf()], None, &tmp.0)?;

@@ -59,8 +59,28 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
         eprintln!("gpulse: {e}; `gpulse demo` replays a real H200 recording instead");
         return ExitCode::from(EXIT_NO_DRIVER);
     }
-    eprintln!("gpulse: {e:#}");
+    eprintln!("gpulse: {}", describe(e));
     ExitCode::FAILURE
+}
+
+/// An error and its causes on one line, each said once: libraries often repeat their cause's
+/// words in their own message.
+pub fn describe(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        let known = text.to_lowercase();
+        // "Error code 11: The database disk image is malformed" repeats what was said.
+        let core = words.split_once(": ").filter(|(head, _)| head.starts_with("Error code")).map_or(&*words, |p| p.1);
+        if words.is_empty() || known.contains(&core.to_lowercase()) {
+            continue;
+        }
+        if !text.is_empty() {
+            text += ": ";
+        }
+        text += &words;
+    }
+    text
 }
 
 /// Opens the live NVML source with the global options applied. `one_shot` views take a single

@@ -32,10 +32,15 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => {
             let path = c.path().to_path_buf();
             let created = Recorder::create(c, source, args.job.interval, None, Some(command_line), &extra);
-            (path, created.map_err(|e| eprintln!("gpulse: not recording ({e:#}); the job runs anyway")).ok())
+            (
+                path,
+                created
+                    .map_err(|e| eprintln!("gpulse: not recording ({}); the job runs anyway", crate::cmd::describe(&e)))
+                    .ok(),
+            )
         }
         Err((path, e)) => {
-            eprintln!("gpulse: not recording ({e:#}); the job runs anyway");
+            eprintln!("gpulse: not recording ({}); the job runs anyway", crate::cmd::describe(&e));
             (path, None)
         }
     };

@@ -234,12 +234,10 @@ impl Session {
         self.recorder = None;
         self.term.clear();
         let at = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
-        self.lost = Some(format!("everything after {} ({e:#})", &at[11..19]));
-        let _ = writeln!(
-            std::io::stderr(),
-            "gpulse: stopped recording to {}: {e:#}; the job goes on",
-            self.output.display()
-        );
+        let e = crate::cmd::describe(e);
+        self.lost = Some(format!("everything after {} ({e})", &at[11..19]));
+        let _ =
+            writeln!(std::io::stderr(), "gpulse: stopped recording to {}: {e}; the job goes on", self.output.display());
     }
 
     /// Closes the recording with `reason`; then prints the diagnosis, the report's path and the
@@ -269,7 +267,7 @@ impl Session {
         if let Some(rec) = self.recorder.take()
             && let Err(e) = rec.finish(reason)
         {
-            self.lost.get_or_insert(format!("its last second and the run's end ({e:#})"));
+            self.lost.get_or_insert(format!("its last second and the run's end ({})", crate::cmd::describe(&e)));
         }
         // What was written is still worth a diagnosis, whatever was lost after it.
         if self.output.metadata().is_ok_and(|m| m.len() > 0) {

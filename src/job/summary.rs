@@ -16,7 +16,12 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     let analysis = match analyze(path) {
         Ok(a) => a,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "\ngpulse: recording: {} (no diagnosis: {e:#})", path.display());
+            let _ = writeln!(
+                std::io::stderr(),
+                "\ngpulse: recording: {} (no diagnosis: {})",
+                path.display(),
+                crate::cmd::describe(&e)
+            );
             return;
         }
     };
@@ -32,7 +37,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
         let html = path.with_extension("html");
         match crate::cmd::report::write(path, &analysis, &html) {
             Ok(()) => out += &format!("report:    {}\n", html.display()),
-            Err(e) => out += &format!("report:    not written: {e:#}\n"),
+            Err(e) => out += &format!("report:    not written: {}\n", crate::cmd::describe(&e)),
         }
     }
     let _ = std::io::stderr().write_all(out.as_bytes());

@@ -5,6 +5,7 @@
 //! the writer commits once a second. [`schema`] defines the tables; [`Writer`] fills them;
 //! [`read`] turns a file back into the model's snapshots.
 
+mod check;
 mod claim;
 mod read;
 pub mod schema;
@@ -20,8 +21,11 @@ pub use write::Writer;
 /// A recording that cannot be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("{0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// SQLite's own words, once: its error's source repeats them.
+    #[error("{}", sqlite_words(.0))]
+    Sqlite(rusqlite::Error),
+    #[error("{path} is damaged: {why}")]
+    Damaged { path: String, why: String },
     #[error("{0} is not a gpulse recording")]
     NotARecording(String),
     #[error("{0} already exists; record to a new file")]
@@ -32,6 +36,23 @@ pub enum RecordError {
     TooNew { path: String, found: u32, supported: u32 },
     #[error("{0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<rusqlite::Error> for RecordError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(e)
+    }
+}
+
+/// SQLite's message, with a full disk said plainly (a file-size limit reads as an I/O error).
+fn sqlite_words(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => "the disk is full".into(),
+        rusqlite::Error::SqliteFailure(f, Some(m)) if f.code == rusqlite::ErrorCode::SystemIoFailure => {
+            format!("{m} (a full disk, or a file-size limit)")
+        }
+        e => e.to_string(),
+    }
 }
 
 /// Facts about the run a recording holds, stored in the `meta` table.

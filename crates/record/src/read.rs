@@ -24,6 +24,8 @@ pub struct Recording {
     pub events: Vec<Event>,
     /// Marks from inside the training loop, in time order.
     pub markers: Vec<Marker>,
+    /// What a reader should be told, such as a missing `-wal` file.
+    pub warnings: Vec<String>,
 }
 
 /// Opens `path` read-only (also while it is being written) and reads it whole.
@@ -38,6 +40,23 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
 /// a day of 8 GPUs need not be held in memory as snapshots. The returned recording's
 /// `snapshots` is empty.
 pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
+    let found = crate::check::inspect(path)?;
+    let result = read_open(path, on_snapshot);
+    found.tidy();
+    match result {
+        Ok(mut rec) => {
+            // A finished recording has its end; one in WAL mode without it and without its log
+            // may lack what followed the last checkpoint.
+            if !rec.events.iter().any(|e| e.kind == "stop") {
+                rec.warnings.extend(found.warning());
+            }
+            Ok(rec)
+        }
+        Err(e) => Err(found.explain(e)),
+    }
+}
+
+fn read_open(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
     let name = path.display().to_string();
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let version: Option<String> = conn
@@ -82,7 +101,7 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
             r.get(0)
         })?;
     let markers = if has_markers {
-        // Early schema-2 files have no `count`: every row stood for one mark.
+        // Schema-2 files may lack `count` (added in schema 3): every row stood for one mark.
         let has_count: bool =
             conn.query_row("SELECT count(*) > 0 FROM pragma_table_info('markers') WHERE name = 'count'", [], |r| {
                 r.get(0)
@@ -104,7 +123,7 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
     } else {
         Vec::new()
     };
-    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers })
+    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers, warnings: Vec::new() })
 }
 
 fn rows<T>(

@@ -26,9 +26,13 @@ pub trait Source {
 /// A source that cannot be opened or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
-    /// The NVML library is missing, or the driver is not loaded.
-    #[error("no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded)")]
-    NoDriver { detail: String },
+    /// The NVML library is missing, or the driver is not loaded. `library` is the path asked
+    /// for (`--nvml-lib`), if any: then the loader's reason is what the user needs.
+    #[error("{}", match library {
+        Some(lib) => format!("cannot load the NVML library {lib}: {detail}"),
+        None => "no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded)".to_owned(),
+    })]
+    NoDriver { library: Option<String>, detail: String },
     /// NVML loaded but failed for another reason.
     #[error("NVML failed: {0}")]
     Nvml(String),

@@ -93,6 +93,17 @@ pub struct NvmlSource {
     identities: HashMap<u32, read::Identity>,
 }
 
+/// The innermost reason a library failed to load (the dynamic loader's own words).
+fn loader_reason(e: &NvmlError) -> String {
+    let mut reason = e.to_string();
+    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        reason = c.to_string();
+        cause = c.source();
+    }
+    reason
+}
+
 impl NvmlSource {
     /// Loads NVML and reads every device's static facts.
     ///
@@ -108,7 +119,10 @@ impl NvmlSource {
             NvmlError::LibloadingError(_)
             | NvmlError::FailedToLoadSymbol(_)
             | NvmlError::DriverNotLoaded
-            | NvmlError::LibraryNotFound => SampleError::NoDriver { detail: e.to_string() },
+            | NvmlError::LibraryNotFound => SampleError::NoDriver {
+                library: options.lib_path.as_ref().map(|p| p.display().to_string()),
+                detail: loader_reason(&e),
+            },
             other => SampleError::Nvml(other.to_string()),
         })?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
