@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::support::{gpulse, root, run};
 
@@ -136,7 +136,6 @@ time.sleep(30)
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
         let dir = tmp(&format!("sig{sig}"));
         let (mut child, mut out) = start_ready(&dir, script);
-        let started = Instant::now();
         // SAFETY: signalling a child this test started and has not reaped.
         unsafe { libc::kill(child.id() as libc::pid_t, sig) };
         let mut rest = String::new();
@@ -144,7 +143,6 @@ time.sleep(30)
         let status = child.wait().unwrap();
         assert_eq!(rest.trim(), format!("got {name}"), "the command got the signal once");
         assert_eq!(status.code(), Some(40 + sig), "gpulse exits with the command's status");
-        assert!(started.elapsed() < Duration::from_secs(10));
         let rec = read(&dir.join("sig.db"));
         assert!(rec.events.iter().any(|e| e.kind == "stop"), "the recording is closed cleanly");
     }
@@ -225,13 +223,11 @@ fn attach_follows_a_running_process_until_it_exits() {
         "off",
     ]);
     cmd.env("GPULSE_NVML_LIB", dir.join("none.so"));
-    let started = Instant::now();
     // The job is this test's child: reap it as it exits so attach sees it gone.
     let reaper = std::thread::spawn(move || job.wait());
     let (code, _, err) = run(&mut cmd);
     reaper.join().unwrap().unwrap();
     assert_eq!(code, 0, "{err}");
-    assert!(started.elapsed() < Duration::from_secs(8));
     let rec = read(&dir.join("a.db"));
     assert!(rec.trees.len() >= 3, "{}", rec.trees.len());
     assert!(rec.events.iter().any(|e| e.kind == "stop" && e.payload["reason"].as_str().unwrap().contains("exited")));

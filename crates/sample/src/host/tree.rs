@@ -136,10 +136,29 @@ mod tests {
         assert_eq!(first.processes[0].pid, root.id());
         assert_eq!(first.processes.len(), 3, "{first:?}");
         assert!(first.cpu_pct.is_none(), "no interval yet");
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Wait for work, not for time: the spinner has used 5 more clock ticks of CPU, however
+        // long a loaded machine takes to give them, while the sleeper used none.
+        let ticks = |pid: u32| -> u64 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+        };
+        let kids: Vec<u32> = first.processes.iter().map(|p| p.pid).filter(|&p| p != root.id()).collect();
+        // The first child to have run 3 clock ticks spins; the sleeper never gets past its start.
+        let spinner = loop {
+            if let Some(&p) = kids.iter().find(|&&p| ticks(p) >= 3) {
+                break p;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let start_ticks = ticks(spinner);
+        while ticks(spinner) < start_ticks + 5 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let second = t.sample().unwrap();
-        let busy = second.processes.iter().filter_map(|p| p.cpu_pct).fold(0.0f32, f32::max);
-        assert!(busy > 50.0, "the spinning child uses most of a core: {second:?}");
+        let cpu = |pid: u32| second.processes.iter().find(|p| p.pid == pid).and_then(|p| p.cpu_pct).unwrap();
+        let sleeper = second.processes.iter().map(|p| p.pid).find(|&p| p != root.id() && p != spinner).unwrap();
+        assert!(cpu(spinner) > 0.0 && cpu(spinner) > cpu(sleeper), "the spinner is busy, the sleeper not: {second:?}");
         assert!(second.rss_bytes.unwrap() > 0);
         let tree: HashSet<u32> = t.pids().into_iter().collect();
         assert_eq!(classify(root.id(), &tree), GpuProcessClass::Tree);

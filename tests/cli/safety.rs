@@ -1,0 +1,317 @@
+//! Nothing a user has is lost: `-o` never replaces an input, a recording, a symlink, a FIFO or a
+//! device; two jobs never fight over a name; a full disk or a closed terminal still ends cleanly;
+//! and no number typed on the command line makes gpulse panic.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::{fixture, gpulse, run};
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpulse-safety-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A real H200 recording, copied to `dir`.
+fn recording(dir: &Path) -> PathBuf {
+    let p = dir.join("s.db");
+    std::fs::copy(fixture("h200-gpulse-run/dl_bound.db"), &p).unwrap();
+    p
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn an_output_that_is_an_input_or_a_recording_is_refused() {
+    let dir = tmp("same");
+    let db = recording(&dir);
+    let before = std::fs::read(&db).unwrap();
+    for verb in ["export", "report"] {
+        let (code, out, err) = run(gpulse(None).current_dir(&dir).args([verb, "s.db", "-o", "s.db"]));
+        assert_eq!(code, 1, "{verb}: {out}{err}");
+        assert!(err.contains("is the input"), "{verb}: {err}");
+        // The same file through another name: a hard link and a symlink.
+        std::fs::hard_link(&db, dir.join("hard.db")).unwrap();
+        std::os::unix::fs::symlink("s.db", dir.join("soft")).unwrap();
+        for alias in ["hard.db", "soft"] {
+            let (code, _, err) = run(gpulse(None).current_dir(&dir).args([verb, "s.db", "-o", alias]));
+            assert_eq!(code, 1, "{verb} -o {alias}: {err}");
+        }
+        std::fs::remove_file(dir.join("hard.db")).unwrap();
+        std::fs::remove_file(dir.join("soft")).unwrap();
+        // Another recording is never replaced either.
+        std::fs::copy(&db, dir.join("other.db")).unwrap();
+        let (code, _, err) = run(gpulse(None).current_dir(&dir).args([verb, "s.db", "-o", "other.db"]));
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("other.db is a recording"), "{err}");
+        assert_eq!(std::fs::read(dir.join("other.db")).unwrap(), before);
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the input is untouched");
+    assert_eq!(names(&dir), ["other.db", "s.db"], "no temporary file left behind");
+    // Any other existing file is replaced whole, as --help says.
+    std::fs::write(dir.join("old.csv"), "old").unwrap();
+    let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", "old.csv"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read_to_string(dir.join("old.csv")).unwrap().starts_with("timestamp, index"));
+    let (_, help, _) = run(gpulse(None).args(["export", "--help"]));
+    assert!(help.contains("an existing") && help.contains("never is"), "{help}");
+}
+
+#[test]
+fn symlinks_fifos_devices_and_dash_are_written_in_place() {
+    let dir = tmp("special");
+    recording(&dir);
+    let (_, expected, _) = run(gpulse(None).current_dir(&dir).args(["export", "s.db"]));
+    assert!(expected.lines().count() > 10);
+    // A symlink: its target gets the output, the link stays a link.
+    std::fs::write(dir.join("target.csv"), "old").unwrap();
+    std::os::unix::fs::symlink("target.csv", dir.join("link.csv")).unwrap();
+    let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", "link.csv"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::symlink_metadata(dir.join("link.csv")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(dir.join("target.csv")).unwrap(), expected);
+    // A FIFO: its reader gets every byte, and it is still a FIFO afterwards.
+    let fifo = dir.join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", "pipe"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(reader.join().unwrap(), expected);
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(&fifo).unwrap().file_type()));
+    // /dev/stdout and `-`: standard output, appended after what a shell's `>>` file held.
+    for name in ["/dev/stdout", "-"] {
+        let log = dir.join("app.log");
+        std::fs::write(&log, "kept\n").unwrap();
+        let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let status =
+            gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", name]).stdout(append).status().unwrap();
+        assert!(status.success());
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("kept\n{expected}"), "-o {name}");
+    }
+    assert!(std::fs::symlink_metadata("/dev/stdout").unwrap().file_type().is_symlink(), "/dev/stdout untouched");
+    // A report to standard output is the HTML itself.
+    let (code, html, _) = run(gpulse(None).current_dir(&dir).args(["report", "s.db", "-o", "-"]));
+    assert_eq!(code, 0);
+    assert!(html.starts_with("<!doctype html>"), "{}", &html[..40.min(html.len())]);
+    // A directory, or a block device, is refused in one line.
+    let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", "."]));
+    assert_eq!((code, err.lines().count()), (1, 1), "{err}");
+}
+
+#[test]
+fn jobs_started_at_once_each_get_a_recording() {
+    let dir = tmp("race");
+    // The names the next seconds would take are taken already: each job must find a free one.
+    std::fs::create_dir_all(dir.join("gpulse-runs")).unwrap();
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let mut taken = Vec::new();
+    for s in 0..4 {
+        let stamp = gpulse_smi::timestamp::format_local(now_us + s * 1_000_000);
+        let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
+        let p = dir.join("gpulse-runs").join(format!("{}-{}-train.db", &digits[..8], &digits[8..14]));
+        std::fs::write(&p, "a user's file").unwrap();
+        taken.push(p);
+    }
+    let jobs: Vec<_> = (0..4)
+        .map(|i| {
+            let mut cmd = gpulse(None);
+            // The names above were made in this process's time zone; gpulse names in its own.
+            match std::env::var_os("TZ") {
+                Some(tz) => cmd.env("TZ", tz),
+                None => cmd.env_remove("TZ"),
+            };
+            cmd.current_dir(&dir)
+                .args(["run", "--status", "off", "--no-report", "--", "sh", "-c", &format!("echo ran {i}"), "train.py"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, job) in jobs.into_iter().enumerate() {
+        let o = job.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), format!("ran {i}\n"), "{err}");
+        assert!(!err.contains("locked") && !err.contains("not recording"), "{err}");
+    }
+    for p in &taken {
+        assert_eq!(std::fs::read_to_string(p).unwrap(), "a user's file");
+    }
+    let recordings: Vec<String> = names(&dir.join("gpulse-runs"))
+        .into_iter()
+        .filter(|n| gpulse_record::read(&dir.join("gpulse-runs").join(n)).is_ok())
+        .collect();
+    assert_eq!(recordings.len(), 4, "{recordings:?}");
+    // Bookkeeping that cannot be done never keeps the job from running.
+    let blocked = tmp("blocked");
+    std::fs::write(blocked.join("gpulse-runs"), "a file where the folder would go").unwrap();
+    let (code, out, err) =
+        run(gpulse(None).current_dir(&blocked).args(["run", "--status", "off", "--", "sh", "-c", "echo ran; exit 3"]));
+    assert_eq!((code, out.as_str()), (3, "ran\n"), "{err}");
+    assert!(err.contains("not recording") && err.contains("the job runs anyway"), "{err}");
+}
+
+#[test]
+fn a_full_disk_still_gives_the_summary_of_what_was_written() {
+    let dir = tmp("full");
+    let mut cmd = gpulse(Some("scenarios/h200_idle.json"));
+    cmd.current_dir(&dir).args(["run", "--status", "off", "--no-report", "-o", "r.db", "--interval", "20ms", "--"]);
+    cmd.args(["sh", "-c", "sleep 4; echo done"]);
+    // SAFETY: between fork and exec only async-signal-safe calls: a file-size limit the
+    // recording soon reaches (as a full disk would stop it), and SIGXFSZ ignored so that the
+    // write fails instead of killing gpulse.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 224 * 1024, rlim_max: 224 * 1024 };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!((code, out.as_str()), (0, "done\n"), "{err}");
+    assert!(err.contains("stopped recording to r.db") && err.contains("the job goes on"), "{err}");
+    assert!(
+        err.contains("── gpulse ──") && err.contains("the recording lost "),
+        "the summary, and what was lost: {err}"
+    );
+    assert!(err.contains("recording: r.db"), "{err}");
+    assert!(!err.contains("Error code"), "SQLite's words once: {err}");
+    let rec = gpulse_record::read(&dir.join("r.db")).unwrap();
+    assert!(!rec.snapshots.is_empty());
+}
+
+fn wait_for_samples(db: &Path) {
+    for _ in 0..200 {
+        if gpulse_record::read(db).is_ok_and(|r| r.snapshots.len() >= 2) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} got no samples", db.display());
+}
+
+#[test]
+fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
+    let dir = tmp("hup");
+    let mut job = Command::new("sleep").arg("60").spawn().unwrap();
+    let job_pid = job.id().to_string();
+    let cases: [(&str, Vec<&str>); 2] = [
+        ("rec.db", vec!["record", "--interval", "100ms", "-o", "rec.db"]),
+        ("att.db", vec!["attach", &job_pid, "--status", "off", "--no-report", "--interval", "100ms", "-o", "att.db"]),
+    ];
+    for (name, args) in cases {
+        let child = gpulse(Some("scenarios/h200_idle.json"))
+            .current_dir(&dir)
+            .args(&args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_samples(&dir.join(name));
+        // SAFETY: signalling a child this test started and has not reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+        let rec = gpulse_record::read(&dir.join(name)).unwrap();
+        let stop = rec.events.iter().find(|e| e.kind == "stop").expect("closed cleanly");
+        assert_eq!(stop.payload["reason"], "signal 1", "{name}");
+        for side in ["-wal", "-shm"] {
+            assert!(!dir.join(format!("{name}{side}")).exists(), "{name}{side} left behind");
+        }
+    }
+    let _ = (job.kill(), job.wait());
+    // Under `run`, the job gets the hangup and decides.
+    let script = "trap 'echo got HUP; exit 5' HUP; echo ready; while :; do sleep 0.05; done";
+    let mut child = gpulse(None)
+        .current_dir(&dir)
+        .args(["run", "--status", "off", "--no-report", "-o", "run.db", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "got HUP\n");
+    assert_eq!(child.wait().unwrap().code(), Some(5));
+}
+
+#[test]
+fn odd_durations_get_one_clear_error_never_a_panic() {
+    let cases: &[&[&str]] = &[
+        &["watch", "-i", "1e20"],
+        &["watch", "-i", "inf"],
+        &["watch", "-i", "nan"],
+        &["--gpm-interval=1e20", "status"],
+        &["--gpm-interval=-1", "status"],
+        &["status", "--wait", "1e300"],
+        &["record", "-o", "x.db", "--interval=1e20"],
+        &["record", "-o", "x.db", "--duration=99999999999999999999s"],
+        &["record", "-o", "x.db", "--interval=NaN"],
+        &["record", "-o", "x.db", "--duration=0s"],
+        &["run", "--interval=1e20", "--", "true"],
+        &["run", "--status-every=1e20", "--", "true"],
+        &["run", "--status-every=-5s", "--", "true"],
+        &["demo", "--speed", "1e-300"],
+        &["demo", "--speed", "inf"],
+    ];
+    let dir = tmp("durations");
+    for args in cases {
+        let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json")).current_dir(&dir).args(*args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: invalid value"), "{args:?}: {err}");
+    }
+    assert!(names(&dir).is_empty(), "nothing recorded, nothing run: {:?}", names(&dir));
+}
+
+#[test]
+fn a_zero_loop_is_refused_as_nvidia_smi_refuses_it() {
+    // nvidia-smi's own answer on the H200, captured beside the tests.
+    let capture = std::fs::read_to_string(fixture("h200-smi-reference/loop_values.txt")).unwrap();
+    for flag in ["-l", "-lms"] {
+        let block = capture.split(&format!("=== {flag} 0\n")).nth(1).unwrap();
+        let mut lines = block.lines();
+        assert_eq!(lines.next(), Some("rc=2"));
+        assert_eq!(lines.next(), Some("lines=2"));
+        let expected = format!("{}\n\n", lines.next().unwrap());
+        let (code, out, err) =
+            run(gpulse(Some("scenarios/h200_idle.json")).args(["--query-gpu=timestamp", "--format=csv", flag, "0"]));
+        assert_eq!((code, out.as_str(), err.as_str()), (2, expected.as_str(), ""), "{flag} 0");
+    }
+}
+
+#[test]
+fn a_duration_ends_the_recording_whatever_the_interval() {
+    let dir = tmp("duration");
+    for interval in ["10s", "1h"] {
+        let db = dir.join(format!("{interval}.db"));
+        let started = Instant::now();
+        let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
+            .args(["record", "--interval", interval, "--duration", "1s", "-o"])
+            .arg(&db));
+        assert_eq!(code, 0, "{err}");
+        // Not a speed check: the next poll would have come 10 s or an hour later.
+        assert!(started.elapsed() < Duration::from_secs(9), "{interval}: ran {:?}", started.elapsed());
+        assert!(err.contains("recorded 1 sample of 1 GPU") && err.contains("duration reached"), "{err}");
+        assert_eq!(gpulse_record::read(&db).unwrap().snapshots.len(), 1);
+    }
+}
