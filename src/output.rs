@@ -206,6 +206,12 @@ impl TempPath {
         Self(std::env::temp_dir().join(Self::name(like)))
     }
 
+    /// `e` with this temporary path said as `shown`: a name the user never chose must not
+    /// reach them.
+    pub fn hide(&self, e: anyhow::Error, shown: &str) -> anyhow::Error {
+        anyhow::anyhow!(crate::cmd::describe(&e).replace(&*self.0.to_string_lossy(), shown))
+    }
+
     fn name(like: &Path) -> String {
         let name = like.file_name().map_or_else(|| "gpulse".into(), |n| n.to_string_lossy().into_owned());
         let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

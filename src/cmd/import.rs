@@ -10,7 +10,8 @@ pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.output.exists(), "{} already exists; import into a new file", args.output.display());
     // Written beside the target and renamed at the end: the recording appears whole or not at all.
     let tmp = TempPath::beside(&args.output);
-    let summary = import_logs(&args.logs, args.fields.as_deref(), &tmp.0)?;
+    let summary = import_logs(&args.logs, args.fields.as_deref(), &tmp.0)
+        .map_err(|e| tmp.hide(e, &args.output.to_string_lossy()))?;
     publish_new(&tmp.0, &args.output)?;
     eprintln!(
         "imported {} rows of {} GPU{} into {}",

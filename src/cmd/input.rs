@@ -40,9 +40,11 @@ pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot
         return Ok(rec);
     }
     let tmp = TempPath::in_temp_dir(path);
-    import_logs(&[path.to_path_buf()], None, &tmp.0)?;
+    let shown = format!("a temporary recording in {}", std::env::temp_dir().display());
+    import_logs(&[path.to_path_buf()], None, &tmp.0).map_err(|e| tmp.hide(e, &shown))?;
     gpulse_record::read_each(&tmp.0, on_snapshot)
         .with_context(|| format!("cannot read the import of {}", path.display()))
+        .map_err(|e| tmp.hide(e, &shown))
 }
 
 /// Replays a file in the trace format, if it is one.

@@ -67,8 +67,15 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
 /// words in their own message.
 pub fn describe(e: &anyhow::Error) -> String {
     let mut text = String::new();
+    let mut last = String::new();
     for cause in e.chain() {
-        let words = cause.to_string();
+        let full = cause.to_string();
+        // "cannot create x" then "cannot create x: no space": only the new part is news.
+        let words = full
+            .strip_prefix(last.as_str())
+            .filter(|_| !last.is_empty())
+            .map_or(&*full, |r| r.trim_start_matches(": "));
+        last = full.clone();
         let known = text.to_lowercase();
         // "Error code 11: The database disk image is malformed" repeats what was said.
         let core = words.split_once(": ").filter(|(head, _)| head.starts_with("Error code")).map_or(&*words, |p| p.1);
@@ -78,7 +85,7 @@ pub fn describe(e: &anyhow::Error) -> String {
         if !text.is_empty() {
             text += ": ";
         }
-        text += &words;
+        text += words;
     }
     text
 }

@@ -315,3 +315,56 @@ fn a_duration_ends_the_recording_whatever_the_interval() {
         assert_eq!(gpulse_record::read(&db).unwrap().snapshots.len(), 1);
     }
 }
+
+#[test]
+fn errors_name_what_is_wrong_once_and_never_a_temporary_file() {
+    let dir = tmp("errors");
+    let bytes = std::fs::read(fixture("h200-gpulse-run/dl_bound.db")).unwrap();
+    let one_line = |args: &[&str], env: Option<(&str, &Path)>| {
+        let mut cmd = gpulse(None);
+        cmd.current_dir(&dir).args(args);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let (code, _, err) = run(&mut cmd);
+        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("Error code") && !err.contains(".tmp"), "{args:?}: {err}");
+        err
+    };
+    // Corrupt pages: SQLite's complaint, said once, as damage.
+    let mut corrupt = bytes.clone();
+    corrupt[8192..].fill(0xA5);
+    std::fs::write(dir.join("corrupt.db"), &corrupt).unwrap();
+    let err = one_line(&["diagnose", "corrupt.db"], None);
+    assert!(err.contains("corrupt.db is damaged"), "{err}");
+    // Cut in half.
+    std::fs::write(dir.join("half.db"), &bytes[..bytes.len() / 2]).unwrap();
+    let err = one_line(&["export", "half.db"], None);
+    assert!(err.contains("half.db is damaged: it was cut short"), "{err}");
+    // A recording copied while it was written, without its -wal: said so, and reading it leaves
+    // no side files of its own.
+    let live = dir.join("live.db");
+    let mut rec = gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--interval", "100ms", "-o"])
+        .arg(&live)
+        .spawn()
+        .unwrap();
+    wait_for_samples(&live);
+    std::fs::copy(&live, dir.join("copy.db")).unwrap();
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    let err = one_line(&["diagnose", "copy.db"], None);
+    assert!(err.contains("-wal file is missing"), "{err}");
+    assert!(!dir.join("copy.db-wal").exists() && !dir.join("copy.db-shm").exists());
+    // The import of a log on the fly into a temporary directory that cannot be written.
+    std::fs::copy(fixture("h200-2026-11-29/rich_leak.csv"), dir.join("log.csv")).unwrap();
+    let err = one_line(&["diagnose", "log.csv"], Some(("TMPDIR", &dir.join("no-such-dir"))));
+    assert!(err.contains("temporary recording in"), "{err}");
+    // --nvml-lib: the path, and the loader's reason.
+    let err = one_line(&["status"], Some(("GPULSE_NVML_LIB", &dir.join("libnope.so"))));
+    assert!(err.contains("libnope.so") && err.contains("cannot open shared object file"), "{err}");
+    std::fs::write(dir.join("notelf.so"), "text").unwrap();
+    let err = one_line(&["--nvml-lib", "notelf.so", "status"], None);
+    assert!(err.contains("notelf.so") && err.to_lowercase().contains("elf"), "{err}");
+}

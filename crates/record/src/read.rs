@@ -61,7 +61,14 @@ fn read_open(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recor
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let version: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
-        .map_err(|_| RecordError::NotARecording(name.clone()))?;
+        .map_err(|e| match e {
+            // Another program's database, or no key: not ours. Anything else is damage.
+            rusqlite::Error::QueryReturnedNoRows => RecordError::NotARecording(name.clone()),
+            rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.starts_with("no such table") => {
+                RecordError::NotARecording(name.clone())
+            }
+            e => RecordError::Sqlite(e),
+        })?;
     let found: u32 = version.and_then(|v| v.parse().ok()).ok_or_else(|| RecordError::NotARecording(name.clone()))?;
     if found > SCHEMA_VERSION {
         return Err(RecordError::TooNew { path: name, found, supported: SCHEMA_VERSION });
