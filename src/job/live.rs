@@ -127,10 +127,12 @@ impl Live {
                         s += &format!("/{:.0}", total as f64 / GIB);
                     }
                     s += " GiB";
-                    if let Some(slope) = self.memory_trend_gib_per_min(g.gpu_index)
-                        && slope.abs() >= 0.05
-                    {
-                        s += &format!(" {}{:.1}/min", if slope > 0.0 { "↑" } else { "↓" }, slope.abs());
+                    match self.memory_trend_gib_per_min(g.gpu_index) {
+                        Some(slope) if slope.abs() >= 0.05 => {
+                            s += &format!(" {}{:.1} GiB/min", if slope > 0.0 { "↑" } else { "↓" }, slope.abs());
+                        }
+                        Some(_) => s += " steady",
+                        None => {}
                     }
                 }
                 parts.push(s);
@@ -162,7 +164,9 @@ impl Live {
         parts.join(" │ ")
     }
 
-    /// Least-squares slope of memory used over the latest [`TREND_US`], GiB a minute.
+    /// Memory's trend over the latest [`TREND_US`], GiB a minute: the median of the slopes
+    /// between pairs of samples (Theil–Sen), which one step such as a start-up climb cannot move,
+    /// and none where the latest third of the window does not share it (a climb that stopped).
     fn memory_trend_gib_per_min(&self, gpu: u32) -> Option<f64> {
         let last = self.window.snapshots.last()?.timestamp_us;
         let pts: Vec<(f64, f64)> = self
@@ -178,12 +182,34 @@ impl Live {
         if pts.len() < 5 {
             return None;
         }
-        let n = pts.len() as f64;
-        let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
-        let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-        let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-        (sxx > 0.0).then(|| sxy / sxx)
+        let slope = median_slope(&pts)?;
+        let third = TREND_US as f64 / 3.0 / 60e6;
+        let recent: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 >= -third).collect();
+        match median_slope(&recent) {
+            Some(r) if recent.len() >= 3 && (r.signum() != slope.signum() || r.abs() < slope.abs() / 3.0) => Some(0.0),
+            _ => Some(slope),
+        }
     }
+}
+
+/// The median of the slopes between every pair of points, over at most 120 of them evenly
+/// spaced, so a 20 ms interval costs no more than a 250 ms one.
+fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
+    let stride = pts.len().div_ceil(120).max(1);
+    let pts: Vec<&(f64, f64)> = pts.iter().step_by(stride).collect();
+    let mut slopes = Vec::with_capacity(pts.len() * pts.len() / 2);
+    for (i, a) in pts.iter().enumerate() {
+        for b in &pts[i + 1..] {
+            if b.0 > a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let mid = slopes.len() / 2;
+    Some(*slopes.select_nth_unstable_by(mid, f64::total_cmp).1)
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -240,13 +266,55 @@ mod tests {
         assert!((predicted_us - oom_us).abs() <= 5_000_000, "predicted {predicted_us}, was {oom_us}");
     }
 
+    /// A live view fed one GPU's memory in GiB, a sample a second.
+    fn memory_status(gib: impl Iterator<Item = f64>) -> String {
+        let mut live = Live::new(&[DeviceInfo::default()], false);
+        for (i, g) in gib.enumerate() {
+            let t = 1_000_000_000 + i as i64 * 1_000_000;
+            let gpu = gpulse_model::GpuSample {
+                memory_used_bytes: Some((g * GIB) as u64),
+                memory_total_bytes: Some(141 << 30),
+                ..Default::default()
+            };
+            let snapshot = gpulse_model::Snapshot { timestamp_us: t, gpus: vec![gpu] };
+            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
+            live.push_poll(Poll { snapshot: Some(snapshot), host, tree: None });
+        }
+        live.status_text()
+    }
+
+    #[test]
+    fn a_climb_that_stopped_is_no_trend_and_a_leak_is() {
+        // 10 s at 0.5 GiB, a climb to 134.5 GiB, then 20 s flat there: the memory is steady.
+        let climb = (0..40).map(|i| if i < 10 { 0.5 } else { 134.5 });
+        let s = memory_status(climb);
+        assert!(s.contains("134.5/141 GiB steady"), "{s}");
+        // A leak of 2 GiB a minute over a minute, in MiB steps as NVML reports it.
+        let leak = (0..60).map(|i| 10.0 + (2.0 * i as f64 / 60.0 * 1024.0).round() / 1024.0);
+        let s = memory_status(leak);
+        let slope: f64 = s.split('↑').nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
+        assert!((slope - 2.0).abs() <= 0.1, "{s}");
+        assert!(s.contains(" GiB/min"), "{s}");
+        // Too few samples: no claim either way.
+        assert!(!memory_status((0..3).map(|_| 1.0)).contains("steady"));
+    }
+
     #[test]
     fn start_up_is_not_a_finding() {
         // dl_tuned climbs to 7.3 GiB as it starts, then holds: no growth, and no input-bound
         // verdict while its workers fill their queues.
-        let (written, _, _) = replay("dl_tuned.db");
+        let (written, rec, statuses) = replay("dl_tuned.db");
         let ids: Vec<&str> = written.iter().map(|(_, f)| f.id).collect();
         assert!(!ids.contains(&"memory_growth") && !ids.contains(&"input_bound"), "{ids:?}");
+        // Once the recording's own memory holds still for the trend's window, no trend is shown.
+        let used = |i: usize| rec.snapshots[i].gpus[0].memory_used_bytes.unwrap() as f64 / GIB;
+        let t = |i: usize| rec.snapshots[i].timestamp_us;
+        let flat_from =
+            (0..rec.snapshots.len()).find(|&i| (i..rec.snapshots.len()).all(|j| (used(j) - used(i)).abs() < 0.01));
+        let flat_from = flat_from.expect("dl_tuned holds its memory at the end");
+        for (i, s) in statuses.iter().enumerate().filter(|&(i, _)| t(i) - t(flat_from) > TREND_US) {
+            assert!(!s.contains('↑') && !s.contains('↓'), "poll {i}: {s}");
+        }
         let (written, _, statuses) = replay("dl_bound.db");
         assert!(written.iter().any(|(_, f)| f.id == "input_bound"), "dl_bound is input-bound live too");
         // The pace shows as soon as the loop has marked a few steps, before any finding.
