@@ -13,8 +13,9 @@ pub struct HostSample {
     pub cpu_iowait_pct: Option<f32>,
     /// Share of CPU time stolen by the hypervisor, percent of the whole machine.
     pub cpu_steal_pct: Option<f32>,
-    /// Busy share of each core since the previous reading, percent (0–100).
-    pub cpu_core_busy_pct: Vec<f32>,
+    /// Busy share of each core since the previous reading, percent (0–100); `None` for a core
+    /// on which no ticks passed (offline, or an interval too short to tell).
+    pub cpu_core_busy_pct: Vec<Option<f32>>,
     /// Memory in use (total − available), bytes.
     pub memory_used_bytes: Option<u64>,
     /// Total memory, bytes.

@@ -87,7 +87,11 @@ fn read_open(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recor
             cpu_busy_pct: r.get::<_, Option<i64>>(1)?.map(|v| pct(v) as f32),
             cpu_iowait_pct: r.get::<_, Option<i64>>(2)?.map(|v| pct(v) as f32),
             cpu_steal_pct: r.get::<_, Option<i64>>(3)?.map(|v| pct(v) as f32),
-            cpu_core_busy_pct: cores.unwrap_or_default().into_iter().map(f32::from).collect(),
+            cpu_core_busy_pct: cores
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c != crate::schema::CORE_UNKNOWN).then_some(f32::from(c)))
+                .collect(),
             memory_used_bytes: r.get::<_, Option<i64>>(5)?.map(bytes),
             memory_total_bytes: r.get::<_, Option<i64>>(6)?.map(bytes),
             load_1m: r.get::<_, Option<i64>>(7)?.map(|v| v as f32 / 100.0),

@@ -11,6 +11,9 @@
 /// many marks). 2: `markers`. Every earlier version stays readable.
 pub const SCHEMA_VERSION: u32 = 3;
 
+/// A core whose busy share could not be read (no ticks passed on it), in `cores_busy_pct`.
+pub const CORE_UNKNOWN: u8 = 255;
+
 pub const CREATE: &str = r#"
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,

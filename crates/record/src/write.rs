@@ -477,7 +477,11 @@ impl Writer {
     /// Writes one reading of the machine.
     pub fn host(&mut self, h: &HostSample) -> Result<(), RecordError> {
         self.begin()?;
-        let cores: Vec<u8> = h.cpu_core_busy_pct.iter().map(|c| c.round().clamp(0.0, 100.0) as u8).collect();
+        let cores: Vec<u8> = h
+            .cpu_core_busy_pct
+            .iter()
+            .map(|c| c.map_or(crate::schema::CORE_UNKNOWN, |c| c.round().clamp(0.0, 100.0) as u8))
+            .collect();
         let f = |v: Option<f32>| v.map(|v| pm(f64::from(v)));
         self.conn.prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
             params![

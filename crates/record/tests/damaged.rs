@@ -98,3 +98,21 @@ proptest! {
         prop_assert!(side_files(&dir).is_empty());
     }
 }
+
+#[test]
+fn a_core_that_could_not_be_read_stays_unknown() {
+    let dir = scratch("cores");
+    let p = dir.join("cores.db");
+    let _ = std::fs::remove_file(&p);
+    let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };
+    let mut w = gpulse_record::Writer::create(&p, &meta, &[]).unwrap();
+    let h = gpulse_model::HostSample {
+        timestamp_us: 1_000_000,
+        cpu_core_busy_pct: vec![Some(42.0), None, Some(0.0)],
+        ..Default::default()
+    };
+    w.host(&h).unwrap();
+    w.finish().unwrap();
+    let back = gpulse_record::read(&p).unwrap();
+    assert_eq!(back.host[0].cpu_core_busy_pct, [Some(42.0), None, Some(0.0)], "unknown is not 0");
+}

@@ -53,7 +53,7 @@ impl HostSampler {
                 s.cpu_iowait_pct = share(total.iowait, pt.iowait, total.total, pt.total);
                 s.cpu_steal_pct = share(total.steal, pt.steal, total.total, pt.total);
                 s.cpu_core_busy_pct =
-                    cores.iter().zip(pc).map(|(c, p)| share(c.busy, p.busy, c.total, p.total).unwrap_or(0.0)).collect();
+                    cores.iter().zip(pc).map(|(c, p)| share(c.busy, p.busy, c.total, p.total)).collect();
             }
             self.prev = Some((total, cores));
         }
@@ -69,6 +69,13 @@ impl HostSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_core_without_ticks_is_unknown_not_idle() {
+        assert_eq!(share(500, 500, 1000, 1000), None, "no ticks passed: nothing to tell");
+        assert_eq!(share(500, 400, 1100, 900), Some(50.0));
+        assert_eq!(share(5, 4, 90, 100), None, "a counter that went back");
+    }
 
     #[test]
     fn second_reading_has_cpu_shares() {
