@@ -135,9 +135,7 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
     }
     let _ = writeln!(s, "  {:>8}  {:<10} {:>10}  {:>4}  COMMAND", "PID", "USER", "GPU MEM", "SM%");
     for p in &g.processes {
-        let cmd = p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("?");
-        let cmd: String =
-            if cmd.chars().count() > 80 { cmd.chars().take(79).chain(['…']).collect() } else { cmd.to_owned() };
+        let cmd = one_line(p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("?"), 80);
         let _ = writeln!(
             s,
             "  {:>8}  {:<10} {:>10}  {:>4}  {}",
@@ -148,4 +146,11 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
             cmd
         );
     }
+}
+
+/// A command line on one line of at most `max` characters: a `python3 -c '…'` script's newlines
+/// and tabs become spaces, so a table row stays one row.
+pub fn one_line(cmd: &str, max: usize) -> String {
+    let flat: String = cmd.split(|c: char| c.is_control()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max { flat.chars().take(max - 1).chain(['…']).collect() } else { flat }
 }

@@ -66,7 +66,7 @@ fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
     for (pid, (cmd, gpus)) in held {
         let list: Vec<String> =
             gpus.iter().map(|(g, b)| format!("GPU {g} ({:.1} GiB)", *b as f64 / (1u64 << 30) as f64)).collect();
-        let cmd: String = cmd.chars().take(60).collect();
+        let cmd = crate::cmd::status::one_line(&cmd, 60);
         s += &format!("  PID {pid:<8} {:<32} {cmd}\n", list.join(", "));
     }
     s + "\n"

@@ -30,6 +30,7 @@ pub enum SampleError {
     /// for (`--nvml-lib`), if any: then the loader's reason is what the user needs.
     #[error("{}", match library {
         Some(lib) => format!("cannot load the NVML library {lib}: {detail}"),
+        None if detail.is_empty() => "no NVIDIA driver found (the NVML library loaded, but no driver is running)".to_owned(),
         None => "no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded)".to_owned(),
     })]
     NoDriver { library: Option<String>, detail: String },

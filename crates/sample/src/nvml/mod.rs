@@ -116,13 +116,14 @@ impl NvmlSource {
             builder.lib_path(OsStr::new(p));
         }
         let nvml = profile::timed("nvmlInit", || builder.init()).map_err(|e| match e {
-            NvmlError::LibloadingError(_)
-            | NvmlError::FailedToLoadSymbol(_)
-            | NvmlError::DriverNotLoaded
-            | NvmlError::LibraryNotFound => SampleError::NoDriver {
-                library: options.lib_path.as_ref().map(|p| p.display().to_string()),
-                detail: loader_reason(&e),
-            },
+            // The library loaded: which one is not the problem.
+            NvmlError::DriverNotLoaded => SampleError::NoDriver { library: None, detail: String::new() },
+            NvmlError::LibloadingError(_) | NvmlError::FailedToLoadSymbol(_) | NvmlError::LibraryNotFound => {
+                SampleError::NoDriver {
+                    library: options.lib_path.as_ref().map(|p| p.display().to_string()),
+                    detail: loader_reason(&e),
+                }
+            }
             other => SampleError::Nvml(other.to_string()),
         })?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
