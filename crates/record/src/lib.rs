@@ -5,6 +5,7 @@
 //! the writer commits once a second. [`schema`] defines the tables; [`Writer`] fills them;
 //! [`read`] turns a file back into the model's snapshots.
 
+mod processes;
 mod read;
 pub mod schema;
 mod units;
@@ -12,6 +13,7 @@ mod write;
 
 use std::collections::BTreeMap;
 
+pub use processes::{ProcessRow, read_process_rows};
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
 
