@@ -188,12 +188,17 @@ pub struct ExportArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format.
-    #[arg(long, default_value = "csv", value_name = "csv[,noheader][,nounits]")]
-    pub format: String,
+    /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format
+    /// (default: the format of an imported log, else csv).
+    #[arg(long, value_name = "csv[,noheader][,nounits]")]
+    pub format: Option<String>,
     /// GPU fields to write (default: the fields an imported log had, else a rich set).
-    #[arg(long = "query-gpu", value_name = "FIELDS")]
+    #[arg(long = "query-gpu", value_name = "FIELDS", conflicts_with = "query_apps")]
     pub query_gpu: Option<String>,
+    /// Write processes instead, as nvidia-smi's --query-compute-apps (default fields: those of an
+    /// imported compute-apps log). A recording of such a log alone exports this way by default.
+    #[arg(long = "query-compute-apps", value_name = "FIELDS", num_args = 0..=1, require_equals = true)]
+    pub query_apps: Option<Option<String>>,
     /// Write here instead of standard output (atomically: the file appears complete or not at all).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
