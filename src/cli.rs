@@ -178,7 +178,8 @@ pub struct ImportArgs {
     /// The recording to create.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-    /// The --query-gpu list of logs written with `noheader`.
+    /// The --query-gpu (or --query-compute-apps) list of logs written with `noheader`; export
+    /// writes these fields back.
     #[arg(long, value_name = "FIELDS")]
     pub fields: Option<String>,
 }
