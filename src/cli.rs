@@ -181,7 +181,8 @@ pub struct ImportArgs {
     /// The recording to create.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-    /// The --query-gpu list of logs written with `noheader`.
+    /// The --query-gpu (or --query-compute-apps) list of logs written with `noheader`; export
+    /// writes these fields back.
     #[arg(long, value_name = "FIELDS")]
     pub fields: Option<String>,
 }
@@ -191,12 +192,17 @@ pub struct ExportArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format.
-    #[arg(long, default_value = "csv", value_name = "csv[,noheader][,nounits]")]
-    pub format: String,
+    /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format
+    /// (default: the format of an imported log, else csv).
+    #[arg(long, value_name = "csv[,noheader][,nounits]")]
+    pub format: Option<String>,
     /// GPU fields to write (default: the fields an imported log had, else a rich set).
-    #[arg(long = "query-gpu", value_name = "FIELDS")]
+    #[arg(long = "query-gpu", value_name = "FIELDS", conflicts_with = "query_apps")]
     pub query_gpu: Option<String>,
+    /// Write processes instead, as nvidia-smi's --query-compute-apps (default fields: those of an
+    /// imported compute-apps log). A recording of such a log alone exports this way by default.
+    #[arg(long = "query-compute-apps", value_name = "FIELDS", num_args = 0..=1, require_equals = true)]
+    pub query_apps: Option<Option<String>>,
     /// Write here instead of standard output. The file appears complete or not at all; an existing
     /// one is replaced (a symlink's target; a FIFO or device is written in place), but an input
     /// or a recording never is.

@@ -26,11 +26,19 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         samples += 1;
         builder.push(&snap);
     })?;
-    anyhow::ensure!(
-        samples > 0 || !recording.host.is_empty() || !recording.markers.is_empty(),
-        "{} holds no samples",
-        path.display()
-    );
+    if samples == 0 && recording.host.is_empty() && recording.markers.is_empty() {
+        // A compute-apps log lists processes, not GPU readings: say so, and what would do.
+        if recording.meta.contains_key("nvidia_smi_app_fields") {
+            let logs =
+                recording.meta.get("source").and_then(|s| s.strip_prefix("nvidia-smi csv: ")).unwrap_or("APPS.csv");
+            anyhow::bail!(
+                "{} holds no GPU samples to diagnose: it is a --query-compute-apps log, which lists processes only; \
+                 import it with the run's --query-gpu log (gpulse import GPU.csv {logs} -o run.db) and diagnose that",
+                path.display()
+            );
+        }
+        anyhow::bail!("{} holds no samples", path.display());
+    }
     let run = builder.finish(&recording);
     let findings = gpulse_diagnose::diagnose_run(&run);
     Ok(Analysis { run, findings, gpus: recording.devices.len(), samples })

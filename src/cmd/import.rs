@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::ImportArgs;
-use crate::cmd::input::import_logs;
+use crate::cmd::input::{ImportSummary, import_logs, warn_malformed};
 use crate::output::{TempPath, publish_new};
 
 pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
@@ -13,28 +13,39 @@ pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
     let summary = import_logs(&args.logs, args.fields.as_deref(), &tmp.0)
         .map_err(|e| tmp.hide(e, &args.output.to_string_lossy()))?;
     publish_new(&tmp.0, &args.output)?;
-    eprintln!(
-        "imported {} rows of {} GPU{} into {}",
-        summary.rows,
-        summary.gpus,
-        if summary.gpus == 1 { "" } else { "s" },
-        args.output.display()
-    );
+    eprintln!("{}", imported(&summary, &args.output));
     if !summary.ignored_columns.is_empty() {
         eprintln!("columns gpulse does not use: {}", summary.ignored_columns.join(", "));
     }
-    if !summary.malformed.is_empty() {
-        eprintln!(
-            "{} malformed line{} skipped:",
-            summary.malformed.len(),
-            if summary.malformed.len() == 1 { "" } else { "s" }
-        );
-        for (path, m) in summary.malformed.iter().take(20) {
-            eprintln!("  {}:{}: {}", path.display(), m.line, m.why);
-        }
-        if summary.malformed.len() > 20 {
-            eprintln!("  … and {} more", summary.malformed.len() - 20);
-        }
+    // The line every reading command prints, then why each line could not be read.
+    warn_malformed(&summary.malformed);
+    for (path, m) in summary.malformed.iter().take(20) {
+        eprintln!("  {}:{}: {}", path.display(), m.line, m.why);
+    }
+    if summary.malformed.len() > 20 {
+        eprintln!("  … and {} more", summary.malformed.len() - 20);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an import holds, in words: GPU samples and process rows are different things, and a
+/// `--query-compute-apps` log alone has no GPU samples.
+fn imported(s: &ImportSummary, out: &std::path::Path) -> String {
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let gpus = plural(s.gpus, "GPU", "GPUs");
+    match (s.gpu_rows, s.app_rows) {
+        (g, 0) => format!("imported {} of {gpus} into {}", plural(g, "GPU sample", "GPU samples"), out.display()),
+        (0, a) => format!(
+            "imported {} of {gpus} into {}, and no GPU samples: a --query-compute-apps log lists processes, \
+             not GPU readings",
+            plural(a, "process row", "process rows"),
+            out.display()
+        ),
+        (g, a) => format!(
+            "imported {} and {} of {gpus} into {}",
+            plural(g, "GPU sample", "GPU samples"),
+            plural(a, "process row", "process rows"),
+            out.display()
+        ),
+    }
 }

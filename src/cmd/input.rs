@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use gpulse_record::{Recording, RunMeta, Writer};
-use gpulse_smi::log::{LogRow, LogSummary, Registry};
+use gpulse_smi::log::{LogLayout, LogRow, LogSummary, Registry};
 
 use crate::output::{SQLITE_MAGIC, TempPath};
 
@@ -31,29 +31,72 @@ pub fn load_each(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot
     if let Some(rec) = load_trace(path, on_snapshot)? {
         return Ok(rec);
     }
+    let rec = with_recording(path, &mut |db| gpulse_record::read_each(db, on_snapshot).map_err(Into::into))?;
+    for w in &rec.warnings {
+        eprintln!("gpulse: warning: {w}");
+    }
+    Ok(rec)
+}
+
+/// Hands `read` the recording `path` is, or, for an nvidia-smi log, a temporary import of it
+/// (removed afterwards). Lines of the log that cannot be read are warned about on stderr.
+pub fn with_recording<T>(path: &Path, read: &mut dyn FnMut(&Path) -> anyhow::Result<T>) -> anyhow::Result<T> {
     if is_recording(path)? {
-        let rec =
-            gpulse_record::read_each(path, on_snapshot).with_context(|| format!("cannot read {}", path.display()))?;
-        for w in &rec.warnings {
-            eprintln!("gpulse: warning: {w}");
-        }
-        return Ok(rec);
+        return read(path).with_context(|| format!("cannot read {}", path.display()));
     }
     let tmp = TempPath::in_temp_dir(path);
+    // The temporary file's name is never the user's business; where it was is.
     let shown = format!("a temporary recording in {}", std::env::temp_dir().display());
-    import_logs(&[path.to_path_buf()], None, &tmp.0).map_err(|e| tmp.hide(e, &shown))?;
-    gpulse_record::read_each(&tmp.0, on_snapshot)
+    let summary = import_logs(&[path.to_path_buf()], None, &tmp.0).map_err(|e| tmp.hide(e, &shown))?;
+    warn_malformed(&summary.malformed);
+    read(&tmp.0)
         .with_context(|| format!("cannot read the import of {}", path.display()))
         .map_err(|e| tmp.hide(e, &shown))
 }
 
-/// Replays a file in the trace format, if it is one.
-fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) -> anyhow::Result<Option<Recording>> {
+/// The one line every command that reads a log prints per log with unreadable lines: how many,
+/// and where the first ones are.
+pub fn malformed_warning(path: &Path, lines: &[usize]) -> String {
+    const SHOWN: usize = 5;
+    let n = lines.len();
+    let mut at: Vec<String> = lines.iter().take(SHOWN).map(ToString::to_string).collect();
+    if n > SHOWN {
+        at.push("…".into());
+    }
+    format!(
+        "gpulse: warning: {n} malformed line{s} in {} skipped (line{s} {})",
+        path.display(),
+        at.join(", "),
+        s = if n == 1 { "" } else { "s" }
+    )
+}
+
+/// Prints [`malformed_warning`] for each log that had unreadable lines.
+pub fn warn_malformed(malformed: &[(PathBuf, gpulse_smi::log::Malformed)]) {
+    let mut by_log: Vec<(&Path, Vec<usize>)> = Vec::new();
+    for (path, m) in malformed {
+        match by_log.iter_mut().find(|(p, _)| p == path) {
+            Some((_, lines)) => lines.push(m.line),
+            None => by_log.push((path, vec![m.line])),
+        }
+    }
+    for (path, lines) in by_log {
+        eprintln!("{}", malformed_warning(path, &lines));
+    }
+}
+
+/// Whether `path` is in gpulse's per-poll NVML trace format (`t_s,gpu,...`).
+pub fn is_trace(path: &Path) -> anyhow::Result<bool> {
     let mut head = [0u8; 8];
     let n = std::fs::File::open(path)
         .and_then(|mut f| f.read(&mut head))
         .with_context(|| format!("cannot read {}", path.display()))?;
-    if !head[..n].starts_with(b"t_s,gpu,") {
+    Ok(head[..n].starts_with(b"t_s,gpu,"))
+}
+
+/// Replays a file in the trace format, if it is one.
+fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) -> anyhow::Result<Option<Recording>> {
+    if !is_trace(path)? {
         return Ok(None);
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -83,7 +126,10 @@ fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) 
 
 /// What an import read, for the user.
 pub struct ImportSummary {
-    pub rows: usize,
+    /// `--query-gpu` rows: one GPU sample each.
+    pub gpu_rows: usize,
+    /// `--query-compute-apps` rows: one process on one GPU at one poll each.
+    pub app_rows: usize,
     pub gpus: usize,
     pub malformed: Vec<(PathBuf, gpulse_smi::log::Malformed)>,
     pub ignored_columns: Vec<String>,
@@ -191,20 +237,39 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;
     writer.set_meta("started_at_us", &first_t.unwrap_or(0).to_string())?;
-    let gpu_fields =
-        summaries.iter().rev().map(|s| &s.1.gpu_fields).find(|f| !f.is_empty()).cloned().unwrap_or_default();
-    if !gpu_fields.is_empty() {
-        writer.set_meta("nvidia_smi_fields", &gpu_fields.join(","))?;
+    let (mut gpu, mut apps) = (LogLayout::default(), LogLayout::default());
+    for (_, s) in &summaries {
+        gpu.extend(&s.gpu);
+        apps.extend(&s.apps);
+    }
+    for (layout, prefix) in [(&gpu, "nvidia_smi"), (&apps, "nvidia_smi_app")] {
+        if layout.rows > 0 && !layout.fields.is_empty() {
+            write_layout(&mut writer, prefix, layout)?;
+        }
     }
     writer.finish()?;
-    let mut summary =
-        ImportSummary { rows: 0, gpus: registry.devices.len(), malformed: Vec::new(), ignored_columns: Vec::new() };
+    let mut summary = ImportSummary {
+        gpu_rows: gpu.rows,
+        app_rows: apps.rows,
+        gpus: registry.devices.len(),
+        malformed: Vec::new(),
+        ignored_columns: Vec::new(),
+    };
     for (path, s) in summaries {
-        summary.rows += s.rows;
         summary.malformed.extend(s.malformed.into_iter().map(|m| (path.clone(), m)));
         summary.ignored_columns.extend(s.ignored_columns);
     }
     summary.ignored_columns.sort();
     summary.ignored_columns.dedup();
     Ok(summary)
+}
+
+/// Stores how a log was written (`PREFIX_fields`, `PREFIX_format`, `PREFIX_header_rows`), so that
+/// `gpulse export` writes it back the same way.
+fn write_layout(writer: &mut Writer, prefix: &str, layout: &LogLayout) -> anyhow::Result<()> {
+    writer.set_meta(&format!("{prefix}_fields"), &layout.fields.join(","))?;
+    writer.set_meta(&format!("{prefix}_format"), &layout.format().spec())?;
+    let rows: Vec<String> = layout.header_rows.iter().map(ToString::to_string).collect();
+    writer.set_meta(&format!("{prefix}_header_rows"), &rows.join(","))?;
+    Ok(())
 }

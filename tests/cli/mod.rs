@@ -1,6 +1,7 @@
 mod diagnose;
 mod fake_nvml;
 mod hardware;
+mod logs;
 mod markers;
 mod python_clients;
 mod query;

@@ -209,11 +209,10 @@ fn import_survives_what_real_logs_go_through() {
     std::fs::write(&log, messy).unwrap();
     let (code, _, err) = run(gpulse(None).arg("import").arg(&log).arg("-o").arg(dir.join("m.db")));
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("imported 29 rows"), "{err}");
-    assert!(
-        err.contains("1 malformed line skipped") && err.contains("messy.csv:32: 1 cells where the header has 17"),
-        "{err}"
-    );
+    assert!(err.contains("imported 29 GPU samples of 1 GPU"), "{err}");
+    let warning = format!("gpulse: warning: 1 malformed line in {} skipped (line 32)", log.display());
+    assert!(err.lines().any(|l| l == warning), "{err}");
+    assert!(err.contains("messy.csv:32: 1 cells where the header has 17"), "{err}");
     // Something that is not a log at all.
     let junk = dir.join("junk.csv");
     std::fs::write(&junk, "name,age\nalice,3\n").unwrap();

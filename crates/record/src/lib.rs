@@ -7,6 +7,7 @@
 
 mod check;
 mod claim;
+mod processes;
 mod read;
 pub mod schema;
 mod units;
@@ -15,6 +16,7 @@ mod write;
 use std::collections::BTreeMap;
 
 pub use claim::{Claim, claim};
+pub use processes::{ProcessRow, read_process_rows};
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
 

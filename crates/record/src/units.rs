@@ -6,7 +6,7 @@ pub fn kib(bytes: u64) -> i64 {
 }
 
 pub fn bytes(kib: i64) -> u64 {
-    kib as u64 * 1024
+    (kib as u64).saturating_mul(1024)
 }
 
 /// A percentage to per-mille, rounded.

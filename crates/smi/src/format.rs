@@ -34,6 +34,18 @@ impl CsvFormat {
         }
         Ok(f)
     }
+
+    /// The `--format=` value that gives this format back.
+    pub fn spec(&self) -> String {
+        let mut s = String::from("csv");
+        if !self.header {
+            s += ",noheader";
+        }
+        if !self.units {
+            s += ",nounits";
+        }
+        s
+    }
 }
 
 #[cfg(test)]
@@ -47,5 +59,8 @@ mod tests {
         assert_eq!(CsvFormat::parse("csv,nounits"), Ok(CsvFormat { header: true, units: false }));
         assert_eq!(CsvFormat::parse("xml"), Err(QueryError::BadFormat));
         assert_eq!(CsvFormat::parse("csv,bogus"), Err(QueryError::BadFormat));
+        for spec in ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits"] {
+            assert_eq!(CsvFormat::parse(spec).unwrap().spec(), spec);
+        }
     }
 }

@@ -12,6 +12,8 @@ pub mod log;
 mod render;
 pub mod select;
 pub mod timestamp;
+#[cfg(test)]
+mod zoned;
 
 pub use fields::{AppField, GpuField, parse_app_fields, parse_gpu_fields};
 pub use format::CsvFormat;

@@ -129,12 +129,27 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 #[cfg(test)]
 mod parse_tests {
     use super::*;
+    use crate::zoned::in_zone;
 
     #[test]
     fn parses_what_it_formats() {
-        // SAFETY: tests in this module agree on UTC; nothing else reads TZ concurrently here.
-        unsafe { std::env::set_var("TZ", "UTC") };
+        in_zone("UTC", "timestamp::parse_tests::parses_what_it_formats", parses_what_it_formats_in_utc);
+    }
+
+    /// A zone without tz data (POSIX `JST-9`, nine hours ahead of UTC): local time is read and
+    /// written in that zone, not in UTC.
+    #[test]
+    fn reads_and_writes_the_local_zone() {
+        in_zone("JST-9", "timestamp::parse_tests::reads_and_writes_the_local_zone", || {
+            let mut cache = None;
+            assert_eq!(parse_local("2026/11/29 23:43:16.706", &mut cache), Some(1_795_963_396_706_000));
+            assert_eq!(format_local(1_795_963_396_706_000), "2026/11/29 23:43:16.706");
+        });
+    }
+
+    fn parses_what_it_formats_in_utc() {
         let mut cache = None;
+        assert_eq!(format_local(1_795_963_396_706_000), "2026/11/29 14:43:16.706");
         assert_eq!(parse_local("2026/11/29 14:43:16.706", &mut cache), Some(1_795_963_396_706_000));
         assert_eq!(parse_local("2000/02/29 00:00:00", &mut cache), Some(951_782_400_000_000));
         for t in [0i64, 951_782_400_123_000, 1_795_963_396_706_000] {
