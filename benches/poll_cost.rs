@@ -66,15 +66,22 @@ fn scenario(gpus: usize) -> PathBuf {
     path
 }
 
-fn measure(label: &str, options: NvmlOptions, gpus: usize, polls: u32) {
+/// Times `polls` samples; with `pace`, sleeps that long between them, untimed, so that each
+/// poll finds a GPM window due (windows last at least 100 ms).
+fn measure(label: &str, options: NvmlOptions, gpus: usize, polls: u32, pace: Option<Duration>) {
     let mut source = NvmlSource::open(options).expect("stand-in NVML opens");
     source.sample().unwrap();
     std::thread::sleep(Duration::from_millis(120));
-    let start = Instant::now();
+    let mut busy = Duration::ZERO;
     for _ in 0..polls {
+        let start = Instant::now();
         std::hint::black_box(source.sample().unwrap());
+        busy += start.elapsed();
+        if let Some(p) = pace {
+            std::thread::sleep(p);
+        }
     }
-    let per = start.elapsed().as_secs_f64() * 1e6 / f64::from(polls) / gpus as f64;
+    let per = busy.as_secs_f64() * 1e6 / f64::from(polls) / gpus as f64;
     println!("{label:<48} {per:>7.2} µs per GPU-sample ({gpus} GPUs, {polls} polls)");
 }
 
@@ -90,11 +97,13 @@ fn main() {
         NvmlOptions { metrics: Some(watch), ..base.clone() },
         gpus,
         2000,
+        None,
     );
-    measure("every field, processes, 1 s GPM windows", base.clone(), gpus, 2000);
+    measure("every field, processes, 1 s GPM windows", base.clone(), gpus, 2000, None);
     let all_but_buffer: Vec<Metric> = ALL.iter().copied().filter(|m| *m != Metric::UtilSamples).collect();
     let no_buffer = NvmlOptions { metrics: Some(all_but_buffer), ..base.clone() };
-    measure("every field but the utilization buffer", no_buffer, gpus, 2000);
-    let fast_gpm = NvmlOptions { gpm_every: Duration::ZERO, ..base };
-    measure("every field, processes, a GPM window every poll", fast_gpm, gpus, 200);
+    measure("every field but the utilization buffer", no_buffer, gpus, 2000, None);
+    // The shortest window, 100 ms, and a poll just after each one is due: every poll closes one.
+    let fast_gpm = NvmlOptions { gpm_every: Duration::from_millis(100), ..base };
+    measure("every field, processes, a GPM window every poll", fast_gpm, gpus, 40, Some(Duration::from_millis(101)));
 }

@@ -39,3 +39,29 @@ fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
     assert_eq!(rec.host.len(), rec.snapshots.len());
     assert_eq!(rec.events.last().unwrap().kind, "stop");
 }
+
+/// Schema 3 is what gpulse writes; 1 and 2 (with or without `markers.count`) stay readable,
+/// and a newer one is refused by name.
+#[test]
+fn schema_versions_read_and_refused() {
+    let dir = std::env::temp_dir().join(format!("gpulse-schema-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("new.db");
+    let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };
+    gpulse_record::Writer::create(&p, &meta, &[]).unwrap().finish().unwrap();
+    let rec = gpulse_record::read(&p).unwrap();
+    assert_eq!(rec.meta["schema_version"], "3");
+    assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 3);
+    // The real dl_bound recording is schema 2 from before `count`: one mark a row.
+    let v2 = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+    let old = gpulse_record::read(&v2).unwrap();
+    assert_eq!(old.meta["schema_version"], "2");
+    assert!(!old.markers.is_empty() && old.markers.iter().all(|m| m.count == 1));
+    // A schema from a later gpulse: refused, saying which.
+    let conn = rusqlite::Connection::open(&p).unwrap();
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", []).unwrap();
+    drop(conn);
+    let e = gpulse_record::read(&p).unwrap_err().to_string();
+    assert!(e.contains("newer gpulse (schema 99, this one reads 3)"), "{e}");
+}

@@ -26,8 +26,8 @@ pub struct NvmlOptions {
     pub lib_path: Option<PathBuf>,
     /// Read GPM performance counters where the device has them.
     pub gpm: bool,
-    /// How long each GPM window lasts (at least 100 ms). Closing a window costs about 5 ms of CPU
-    /// on an H200, so polls in between report the latest completed window.
+    /// How long each GPM window lasts (at least 100 ms). Closing a window cost 2.6–3.3 ms of CPU
+    /// on an H200 (BENCHMARKS.md), so polls in between report the latest completed window.
     pub gpm_every: Duration,
     /// List compute processes and their memory.
     pub processes: bool,
