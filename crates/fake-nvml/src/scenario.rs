@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use gpulse_model::trace;
+use gpulse_model::{GPM_FIELDS, trace};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -171,23 +171,6 @@ impl Device {
     }
 }
 
-/// GPM metric ids by the trace's column names.
-const GPM_COLUMNS: [(&str, u32); 13] = [
-    ("graphics", 1),
-    ("sm", 2),
-    ("occupancy", 3),
-    ("any_tensor", 5),
-    ("hmma", 7),
-    ("dram", 10),
-    ("fp64", 11),
-    ("fp32", 12),
-    ("fp16", 13),
-    ("pcie_tx", 20),
-    ("pcie_rx", 21),
-    ("nvlink_rx", 60),
-    ("nvlink_tx", 61),
-];
-
 /// Loads and checks a scenario; `dir` resolves relative trace paths.
 pub fn load(text: &str, dir: &std::path::Path) -> Result<(Scenario, Vec<Device>), String> {
     let mut sc: Scenario = serde_json::from_str(text).map_err(|e| format!("bad scenario: {e}"))?;
@@ -236,7 +219,7 @@ fn state_of(m: &Map<String, Value>) -> Result<State, String> {
     if let Some(Value::Object(g)) = m.get_mut("gpm") {
         let named: Vec<(String, Value)> = std::mem::take(g).into_iter().collect();
         for (k, v) in named {
-            let id = GPM_COLUMNS.iter().find(|c| c.0 == k).map(|c| c.1.to_string()).unwrap_or(k);
+            let id = GPM_FIELDS.iter().find(|f| f.scenario_key == k).map_or(k, |f| f.nvml_id.to_string());
             g.insert(id, v);
         }
     }
@@ -259,26 +242,10 @@ fn trace_point(r: &trace::TraceRow) -> Map<String, Value> {
     put("clock_sm_mhz", r.clock_sm_mhz.map(Value::from));
     put("clocks_event_reasons", r.clocks_event_reasons.map(Value::from));
     if let Some(g) = &r.gpm {
-        let mib = 1024.0 * 1024.0;
-        let vals = [
-            g.graphics_util_pct,
-            g.sm_util_pct,
-            g.sm_occupancy_pct,
-            g.any_tensor_util_pct,
-            g.hmma_tensor_util_pct,
-            g.dram_bw_util_pct,
-            g.fp64_util_pct,
-            g.fp32_util_pct,
-            g.fp16_util_pct,
-            g.pcie_tx_bytes_per_s.map(|v| v / mib),
-            g.pcie_rx_bytes_per_s.map(|v| v / mib),
-            g.nvlink_rx_bytes_per_s.map(|v| v / mib),
-            g.nvlink_tx_bytes_per_s.map(|v| v / mib),
-        ];
         let mut gpm = Map::new();
-        for ((_, id), v) in GPM_COLUMNS.iter().zip(vals) {
-            if let Some(v) = v {
-                gpm.insert(id.to_string(), Value::from(v));
+        for f in &GPM_FIELDS {
+            if let Some(v) = (f.get)(g) {
+                gpm.insert(f.nvml_id.to_string(), Value::from(f.unit.to_nvml(v)));
             }
         }
         p.insert("gpm".into(), Value::Object(gpm));

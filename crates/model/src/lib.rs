@@ -7,6 +7,7 @@
 
 pub mod clocks;
 pub mod device;
+pub mod gpm;
 pub mod gpu;
 pub mod host;
 pub mod process;
@@ -14,6 +15,7 @@ pub mod trace;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
+pub use gpm::{GPM_FIELDS, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use process::ProcessSample;

@@ -44,22 +44,7 @@ pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
     let find = |name: &'static str| cols.iter().position(|c| *c == name);
     let need = |name: &'static str| find(name).ok_or(TraceError::MissingColumn(name));
     let (t, gpu) = (need("t_s")?, need("gpu")?);
-    let gpm_cols = [
-        "GraphicsUtil",
-        "SmUtil",
-        "SmOccupancy",
-        "AnyTensorUtil",
-        "HmmaTensorUtil",
-        "DramBwUtil",
-        "Fp64Util",
-        "Fp32Util",
-        "Fp16Util",
-        "PcieTxPerSec",
-        "PcieRxPerSec",
-        "NvlinkTotalTxPerSec",
-        "NvlinkTotalRxPerSec",
-    ]
-    .map(find);
+    let gpm_cols = crate::GPM_FIELDS.map(|f| find(f.trace_column));
     let has_gpm = gpm_cols.iter().any(Option::is_some);
     let mut rows = Vec::new();
     let mut prev_t: Option<f64> = None;
@@ -72,22 +57,12 @@ pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
         let f = |c: Option<usize>| c.and_then(|c| cells[c].trim().parse::<f64>().ok());
         let u = |c: Option<usize>| f(c).filter(|v| *v >= 0.0).map(|v| v.round() as u32);
         let t_s = f(Some(t)).ok_or_else(|| bad(format!("bad t_s {:?}", cells[t])))?;
-        let mib_per_s = 1024.0 * 1024.0;
-        let gpm = has_gpm.then(|| GpmMetrics {
-            interval_ms: prev_t.map_or(0.0, |p| (t_s - p) * 1000.0),
-            graphics_util_pct: f(gpm_cols[0]),
-            sm_util_pct: f(gpm_cols[1]),
-            sm_occupancy_pct: f(gpm_cols[2]),
-            any_tensor_util_pct: f(gpm_cols[3]),
-            hmma_tensor_util_pct: f(gpm_cols[4]),
-            dram_bw_util_pct: f(gpm_cols[5]),
-            fp64_util_pct: f(gpm_cols[6]),
-            fp32_util_pct: f(gpm_cols[7]),
-            fp16_util_pct: f(gpm_cols[8]),
-            pcie_tx_bytes_per_s: f(gpm_cols[9]).map(|v| v * mib_per_s),
-            pcie_rx_bytes_per_s: f(gpm_cols[10]).map(|v| v * mib_per_s),
-            nvlink_tx_bytes_per_s: f(gpm_cols[11]).map(|v| v * mib_per_s),
-            nvlink_rx_bytes_per_s: f(gpm_cols[12]).map(|v| v * mib_per_s),
+        let gpm = has_gpm.then(|| {
+            let mut m = GpmMetrics { interval_ms: prev_t.map_or(0.0, |p| (t_s - p) * 1000.0), ..Default::default() };
+            for (field, col) in crate::GPM_FIELDS.iter().zip(gpm_cols) {
+                (field.set)(&mut m, f(col).map(|v| field.unit.from_nvml(v)));
+            }
+            m
         });
         let throttle = find("throttle").and_then(|c| {
             let s = cells[c].trim();

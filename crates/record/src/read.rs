@@ -186,25 +186,19 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
     let mut gpm_stmt = conn.prepare("SELECT * FROM gpm_samples ORDER BY t_ms, gpu")?;
     let mut gpm_rows = gpm_stmt.query([])?;
     let read_gpm = |r: &Row<'_>| -> rusqlite::Result<(i64, u32, GpmMetrics)> {
-        let p = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(pct));
-        let rate = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(|k| k as f64 * 1024.0));
-        Ok(GpmMetrics {
-            interval_ms: r.get::<_, i64>(2)? as f64,
-            graphics_util_pct: p(3)?,
-            sm_util_pct: p(4)?,
-            sm_occupancy_pct: p(5)?,
-            any_tensor_util_pct: p(6)?,
-            hmma_tensor_util_pct: p(7)?,
-            dram_bw_util_pct: p(8)?,
-            fp64_util_pct: p(9)?,
-            fp32_util_pct: p(10)?,
-            fp16_util_pct: p(11)?,
-            pcie_tx_bytes_per_s: rate(12)?,
-            pcie_rx_bytes_per_s: rate(13)?,
-            nvlink_tx_bytes_per_s: rate(14)?,
-            nvlink_rx_bytes_per_s: rate(15)?,
-        })
-        .map(|m| (r.get::<_, i64>(0).unwrap_or(0), r.get::<_, u32>(1).unwrap_or(0), m))
+        let mut m = GpmMetrics { interval_ms: r.get::<_, i64>(2)? as f64, ..Default::default() };
+        // The columns after the key follow the model's table.
+        for (i, f) in gpulse_model::GPM_FIELDS.iter().enumerate() {
+            let stored = r.get::<_, Option<i64>>(3 + i)?;
+            (f.set)(
+                &mut m,
+                stored.map(|v| match f.unit {
+                    gpulse_model::GpmUnit::Pct => pct(v),
+                    gpulse_model::GpmUnit::MibPerS => v as f64 * 1024.0,
+                }),
+            );
+        }
+        Ok((r.get::<_, i64>(0).unwrap_or(0), r.get::<_, u32>(1).unwrap_or(0), m))
     };
     let mut latest_gpm: HashMap<u32, GpmMetrics> = HashMap::new();
     let mut pending_gpm: Option<(i64, u32, GpmMetrics)> = None;

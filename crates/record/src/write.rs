@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gpulse_model::{
-    DeviceInfo, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeSample,
+    DeviceInfo, GPM_FIELDS, GpmMetrics, GpmUnit, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot,
+    TreeSample,
 };
 use rusqlite::{Connection, params};
 
@@ -374,28 +375,17 @@ impl Writer {
         if let Some(m) = &g.gpm
             && self.gpm.get(&g.gpu_index) != Some(&**m)
         {
-            let r = |v: Option<f64>| v.map(pm);
-            let rate = |v: Option<f64>| v.map(|b| (b / 1024.0).round() as i64);
+            // Percentages in per-mille, rates in KiB/s: the columns follow the model's table.
+            let values = GPM_FIELDS.iter().map(|f| {
+                (f.get)(m).map(|v| match f.unit {
+                    GpmUnit::Pct => pm(v),
+                    GpmUnit::MibPerS => (v / 1024.0).round() as i64,
+                })
+            });
+            let key = [Some(t), Some(i64::from(g.gpu_index)), Some(m.interval_ms.round() as i64)];
             self.conn
                 .prepare_cached("INSERT OR REPLACE INTO gpm_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)")?
-                .execute(params![
-                    t,
-                    g.gpu_index,
-                    m.interval_ms.round() as i64,
-                    r(m.graphics_util_pct),
-                    r(m.sm_util_pct),
-                    r(m.sm_occupancy_pct),
-                    r(m.any_tensor_util_pct),
-                    r(m.hmma_tensor_util_pct),
-                    r(m.dram_bw_util_pct),
-                    r(m.fp64_util_pct),
-                    r(m.fp32_util_pct),
-                    r(m.fp16_util_pct),
-                    rate(m.pcie_tx_bytes_per_s),
-                    rate(m.pcie_rx_bytes_per_s),
-                    rate(m.nvlink_tx_bytes_per_s),
-                    rate(m.nvlink_rx_bytes_per_s)
-                ])?;
+                .execute(rusqlite::params_from_iter(key.into_iter().chain(values)))?;
             self.gpm.insert(g.gpu_index, (**m).clone());
         }
         if listed { self.gpu_processes(t, g) } else { Ok(()) }

@@ -116,6 +116,28 @@ pub enum GpmKey {
     NvlinkRx,
 }
 
+impl GpmKey {
+    /// The metric in the model's table that this field shows.
+    pub fn field(self) -> &'static gpulse_model::GpmField {
+        let id = match self {
+            Self::GraphicsActive => 1,
+            Self::SmActive => 2,
+            Self::SmOccupancy => 3,
+            Self::TensorActive => 5,
+            Self::HmmaActive => 7,
+            Self::DramActive => 10,
+            Self::Fp64Active => 11,
+            Self::Fp32Active => 12,
+            Self::Fp16Active => 13,
+            Self::PcieTx => 20,
+            Self::PcieRx => 21,
+            Self::NvlinkRx => 60,
+            Self::NvlinkTx => 61,
+        };
+        gpulse_model::GPM_FIELDS.iter().find(|f| f.nvml_id == id).expect("every gpm.* field is in the table")
+    }
+}
+
 /// One requested `--query-gpu=` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuField {

@@ -2,7 +2,7 @@
 
 use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, ProcessSample};
 
-use crate::fields::{AppField, AppKey, GpmKey, GpuField, GpuKey};
+use crate::fields::{AppField, AppKey, GpuField, GpuKey};
 use crate::format::CsvFormat;
 use crate::timestamp;
 
@@ -119,20 +119,12 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         GpuKey::EccModeCurrent => info.ecc_enabled.map(enabled),
         GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile.map(|v| v.to_string()),
         GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile.map(|v| v.to_string()),
-        GpuKey::Gpm(k) => gpm.and_then(|g| match k {
-            GpmKey::SmActive => pct1(g.sm_util_pct),
-            GpmKey::SmOccupancy => pct1(g.sm_occupancy_pct),
-            GpmKey::TensorActive => pct1(g.any_tensor_util_pct),
-            GpmKey::HmmaActive => pct1(g.hmma_tensor_util_pct),
-            GpmKey::DramActive => pct1(g.dram_bw_util_pct),
-            GpmKey::GraphicsActive => pct1(g.graphics_util_pct),
-            GpmKey::Fp16Active => pct1(g.fp16_util_pct),
-            GpmKey::Fp32Active => pct1(g.fp32_util_pct),
-            GpmKey::Fp64Active => pct1(g.fp64_util_pct),
-            GpmKey::PcieTx => mib_s(g.pcie_tx_bytes_per_s),
-            GpmKey::PcieRx => mib_s(g.pcie_rx_bytes_per_s),
-            GpmKey::NvlinkTx => mib_s(g.nvlink_tx_bytes_per_s),
-            GpmKey::NvlinkRx => mib_s(g.nvlink_rx_bytes_per_s),
+        GpuKey::Gpm(k) => gpm.and_then(|g| {
+            let f = k.field();
+            match f.unit {
+                gpulse_model::GpmUnit::Pct => pct1((f.get)(g)),
+                gpulse_model::GpmUnit::MibPerS => mib_s((f.get)(g)),
+            }
         }),
     };
     match value {

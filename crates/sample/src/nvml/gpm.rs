@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpulse_model::GpmMetrics;
+use gpulse_model::{GPM_FIELDS, GpmMetrics};
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
@@ -12,22 +12,10 @@ use nvml_wrapper::{Device, Nvml};
 /// NVML needs this much time between two samples for meaningful metrics.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The metrics gpulse asks for, in the order they fill [`GpmMetrics`].
-const METRICS: [GpmMetricId; 13] = [
-    GpmMetricId::GraphicsUtil,
-    GpmMetricId::SmUtil,
-    GpmMetricId::SmOccupancy,
-    GpmMetricId::AnyTensorUtil,
-    GpmMetricId::HmmaTensorUtil,
-    GpmMetricId::DramBwUtil,
-    GpmMetricId::Fp64Util,
-    GpmMetricId::Fp32Util,
-    GpmMetricId::Fp16Util,
-    GpmMetricId::PcieTxPerSec,
-    GpmMetricId::PcieRxPerSec,
-    GpmMetricId::NvlinkTotalTxPerSec,
-    GpmMetricId::NvlinkTotalRxPerSec,
-];
+/// The metrics gpulse asks for: the model's table, in its order.
+static METRICS: std::sync::LazyLock<Vec<GpmMetricId>> = std::sync::LazyLock::new(|| {
+    GPM_FIELDS.iter().map(|f| GpmMetricId::try_from(f.nvml_id).expect("the table holds NVML's ids")).collect()
+});
 
 /// The previous sample of one device, and the metrics of the last completed window.
 #[derive(Default)]
@@ -60,25 +48,12 @@ impl GpmPair {
         let current = &self.prev.as_ref().expect("just stored").0;
         let values = super::profile::timed("gpm_metrics_get(13)", || gpm_metrics_get(nvml, &prev, current, &METRICS))?;
         super::profile::per_metric(|ids| gpm_metrics_get(nvml, &prev, current, ids).map(drop), &METRICS);
-        let v = |i: usize| values.get(i).and_then(|r| r.as_ref().ok()).map(|m| m.value).filter(|x| x.is_finite());
-        const MIB: f64 = 1024.0 * 1024.0;
-        self.last = Some(GpmMetrics {
-            interval_ms: now.duration_since(at).as_secs_f64() * 1000.0,
-            graphics_util_pct: v(0),
-            sm_util_pct: v(1),
-            sm_occupancy_pct: v(2),
-            any_tensor_util_pct: v(3),
-            hmma_tensor_util_pct: v(4),
-            dram_bw_util_pct: v(5),
-            fp64_util_pct: v(6),
-            fp32_util_pct: v(7),
-            fp16_util_pct: v(8),
-            // NVML reports these in MiB/s.
-            pcie_tx_bytes_per_s: v(9).map(|x| x * MIB),
-            pcie_rx_bytes_per_s: v(10).map(|x| x * MIB),
-            nvlink_tx_bytes_per_s: v(11).map(|x| x * MIB),
-            nvlink_rx_bytes_per_s: v(12).map(|x| x * MIB),
-        });
+        let mut m = GpmMetrics { interval_ms: now.duration_since(at).as_secs_f64() * 1000.0, ..Default::default() };
+        for (f, r) in GPM_FIELDS.iter().zip(&values) {
+            let v = r.as_ref().ok().map(|r| r.value).filter(|x| x.is_finite());
+            (f.set)(&mut m, v.map(|x| f.unit.from_nvml(x)));
+        }
+        self.last = Some(m);
         Ok(self.last.clone())
     }
 }

@@ -4,7 +4,7 @@ use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, ProcessSam
 
 use super::cells::{Col, absence, milli, number, scaled, uint};
 use super::{LogRow, Registry};
-use crate::fields::{AppKey, GpmKey, GpuKey};
+use crate::fields::{AppKey, GpuKey};
 
 /// The GPU a row names by UUID, bus id or index (in that order of preference), registering it.
 /// The most bytes a memory cell may say: a recording stores KiB in 63 bits.
@@ -130,22 +130,8 @@ pub(super) fn gpu_row(
             GpuKey::Gpm(k) => {
                 let v = number(cell).ok_or_else(bad)?;
                 let g = s.gpm.get_or_insert_with(Box::default);
-                let rate = v * MIB as f64;
-                match k {
-                    GpmKey::SmActive => g.sm_util_pct = Some(v),
-                    GpmKey::SmOccupancy => g.sm_occupancy_pct = Some(v),
-                    GpmKey::TensorActive => g.any_tensor_util_pct = Some(v),
-                    GpmKey::HmmaActive => g.hmma_tensor_util_pct = Some(v),
-                    GpmKey::DramActive => g.dram_bw_util_pct = Some(v),
-                    GpmKey::GraphicsActive => g.graphics_util_pct = Some(v),
-                    GpmKey::Fp16Active => g.fp16_util_pct = Some(v),
-                    GpmKey::Fp32Active => g.fp32_util_pct = Some(v),
-                    GpmKey::Fp64Active => g.fp64_util_pct = Some(v),
-                    GpmKey::PcieTx => g.pcie_tx_bytes_per_s = Some(rate),
-                    GpmKey::PcieRx => g.pcie_rx_bytes_per_s = Some(rate),
-                    GpmKey::NvlinkTx => g.nvlink_tx_bytes_per_s = Some(rate),
-                    GpmKey::NvlinkRx => g.nvlink_rx_bytes_per_s = Some(rate),
-                }
+                let f = k.field();
+                (f.set)(g, Some(f.unit.from_nvml(v)));
             }
         }
     }

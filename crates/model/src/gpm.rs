@@ -1,0 +1,98 @@
+//! The GPM metrics gpulse reads, defined once: NVML's id, the name in traces and scenarios, the
+//! unit, and the field of [`GpmMetrics`] each fills. The sampler, the recording, the trace
+//! reader and the stand-in library all walk this table, so no two of them can disagree on order.
+
+use crate::GpmMetrics;
+
+/// How NVML reports a metric, and how gpulse keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpmUnit {
+    /// A percentage, kept as is.
+    Pct,
+    /// NVML's MiB per second, kept in bytes per second.
+    MibPerS,
+}
+
+impl GpmUnit {
+    /// NVML's value in gpulse's unit.
+    pub fn from_nvml(self, v: f64) -> f64 {
+        match self {
+            Self::Pct => v,
+            Self::MibPerS => v * crate::MIB as f64,
+        }
+    }
+
+    /// gpulse's value in NVML's unit.
+    pub fn to_nvml(self, v: f64) -> f64 {
+        match self {
+            Self::Pct => v,
+            Self::MibPerS => v / crate::MIB as f64,
+        }
+    }
+}
+
+/// One metric.
+#[derive(Debug, Clone, Copy)]
+pub struct GpmField {
+    /// `NVML_GPM_METRIC_*`.
+    pub nvml_id: u32,
+    /// The column of gpulse's per-poll traces (the reference `gpm_*.csv`): NVML's name.
+    pub trace_column: &'static str,
+    /// The key of a stand-in scenario's `gpm` object.
+    pub scenario_key: &'static str,
+    pub unit: GpmUnit,
+    pub get: fn(&GpmMetrics) -> Option<f64>,
+    pub set: fn(&mut GpmMetrics, Option<f64>),
+}
+
+macro_rules! field {
+    ($id:expr, $trace:literal, $key:literal, $unit:ident, $f:ident) => {
+        GpmField {
+            nvml_id: $id,
+            trace_column: $trace,
+            scenario_key: $key,
+            unit: GpmUnit::$unit,
+            get: |m| m.$f,
+            set: |m, v| m.$f = v,
+        }
+    };
+}
+
+/// Every metric, in the order of the recording's `gpm_samples` columns.
+pub const GPM_FIELDS: [GpmField; 13] = [
+    field!(1, "GraphicsUtil", "graphics", Pct, graphics_util_pct),
+    field!(2, "SmUtil", "sm", Pct, sm_util_pct),
+    field!(3, "SmOccupancy", "occupancy", Pct, sm_occupancy_pct),
+    field!(5, "AnyTensorUtil", "any_tensor", Pct, any_tensor_util_pct),
+    field!(7, "HmmaTensorUtil", "hmma", Pct, hmma_tensor_util_pct),
+    field!(10, "DramBwUtil", "dram", Pct, dram_bw_util_pct),
+    field!(11, "Fp64Util", "fp64", Pct, fp64_util_pct),
+    field!(12, "Fp32Util", "fp32", Pct, fp32_util_pct),
+    field!(13, "Fp16Util", "fp16", Pct, fp16_util_pct),
+    field!(20, "PcieTxPerSec", "pcie_tx", MibPerS, pcie_tx_bytes_per_s),
+    field!(21, "PcieRxPerSec", "pcie_rx", MibPerS, pcie_rx_bytes_per_s),
+    field!(61, "NvlinkTotalTxPerSec", "nvlink_tx", MibPerS, nvlink_tx_bytes_per_s),
+    field!(60, "NvlinkTotalRxPerSec", "nvlink_rx", MibPerS, nvlink_rx_bytes_per_s),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_reads_back_what_was_set() {
+        let mut m = GpmMetrics::default();
+        for (i, f) in GPM_FIELDS.iter().enumerate() {
+            (f.set)(&mut m, Some(i as f64 + 0.5));
+        }
+        for (i, f) in GPM_FIELDS.iter().enumerate() {
+            assert_eq!((f.get)(&m), Some(i as f64 + 0.5), "{}", f.trace_column);
+        }
+        let mut ids: Vec<u32> = GPM_FIELDS.iter().map(|f| f.nvml_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), GPM_FIELDS.len(), "each NVML metric once");
+        assert_eq!(GpmUnit::MibPerS.from_nvml(1.0), 1048576.0);
+        assert_eq!(GpmUnit::MibPerS.to_nvml(GpmUnit::MibPerS.from_nvml(3.0)), 3.0);
+    }
+}
