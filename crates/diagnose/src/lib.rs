@@ -66,7 +66,7 @@ impl Finding {
 }
 
 /// Every finding for a recording held whole, worst first.
-pub fn diagnose(rec: &gpulse_record::Recording) -> Vec<Finding> {
+pub fn diagnose(rec: &gpulse_model::RunData) -> Vec<Finding> {
     diagnose_run(&Run::from_recording(rec))
 }
 

@@ -1,7 +1,7 @@
 //! The samples a rule reads: per-GPU series in seconds, cut to the window the job was active.
 
 use gpulse_model::ProcessSample;
-use gpulse_record::Recording;
+use gpulse_model::RunData;
 
 /// One GPU over the run.
 #[derive(Debug, Clone, Default)]
@@ -20,7 +20,7 @@ pub struct GpuSeries {
     pub max_sm_clock_mhz: Option<f64>,
     pub reasons: Vec<Option<u64>>,
     /// The process listing at each sample, shared while it does not change.
-    pub processes: Vec<std::rc::Rc<Vec<ProcessSample>>>,
+    pub processes: Vec<std::sync::Arc<Vec<ProcessSample>>>,
     /// Indices `[start, end)` of the active window: from the first to the last sample in which
     /// the GPU did any work.
     pub active: (usize, usize),
@@ -89,7 +89,7 @@ impl Run {
     }
 
     /// The run of a recording held whole.
-    pub fn from_recording(rec: &Recording) -> Self {
+    pub fn from_recording(rec: &RunData) -> Self {
         let mut b = RunBuilder::default();
         for snap in &rec.snapshots {
             b.push(snap);
@@ -135,14 +135,14 @@ impl RunBuilder {
             let listing = if same {
                 s.processes.last().cloned().unwrap_or_default()
             } else {
-                std::rc::Rc::new(g.processes.clone())
+                std::sync::Arc::new(g.processes.clone())
             };
             s.processes.push(listing);
         }
     }
 
     /// The run, with the host, tree and events of `rec` (whose snapshots are not read again).
-    pub fn finish(mut self, rec: &Recording) -> Run {
+    pub fn finish(mut self, rec: &RunData) -> Run {
         // Without GPU samples (no driver), time starts with the host's first sample or first mark.
         let start_us = self
             .start_us
@@ -248,5 +248,15 @@ fn active_window(s: &GpuSeries) -> (usize, usize) {
     match (start, end) {
         (Some(a), Some(b)) if b > a => (a, b),
         _ => (0, n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A collector thread or a server hands a run on: it must be `Send` (and shared, `Sync`).
+    #[test]
+    fn a_run_can_cross_threads() {
+        fn crosses<T: Send + Sync>() {}
+        crosses::<super::Run>();
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gpulse_record::{Marker, MarkerKind};
+use gpulse_model::{Marker, MarkerKind};
 
 /// Fewer step intervals than this say nothing steady about a loop.
 const MIN_STEPS: usize = 3;

@@ -11,6 +11,7 @@ pub mod gpm;
 pub mod gpu;
 pub mod host;
 pub mod process;
+pub mod run;
 pub mod trace;
 
 pub use clocks::ClocksEventReasons;
@@ -19,6 +20,7 @@ pub use gpm::{GPM_FIELDS, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use process::ProcessSample;
+pub use run::{Event, Marker, MarkerKind, RunData};
 
 /// One reading of every device a source knows, taken at one moment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -16,6 +16,7 @@ mod write;
 use std::collections::BTreeMap;
 
 pub use claim::{Claim, claim};
+pub use gpulse_model::{Event, Marker, MarkerKind, RunData};
 pub use processes::{ProcessRow, read_process_rows};
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
@@ -71,66 +72,4 @@ pub struct RunMeta {
     pub interval_ms: Option<u64>,
     /// Anything else worth keeping, such as the nvidia-smi fields an imported log had.
     pub extra: BTreeMap<String, String>,
-}
-
-/// What a [`Marker`] marks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MarkerKind {
-    /// A training step ended (`gpulse.step()`, or an optimizer step under `--instrument`).
-    Step,
-    /// The loop waited `dur_us` for its next batch (a DataLoader iterator's `__next__`).
-    DataWait,
-    /// A named phase (`with gpulse.phase("eval")`) lasted `dur_us`.
-    Phase,
-}
-
-impl MarkerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Step => "step",
-            Self::DataWait => "data_wait",
-            Self::Phase => "phase",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "step" => Some(Self::Step),
-            "data_wait" => Some(Self::DataWait),
-            "phase" => Some(Self::Phase),
-            _ => None,
-        }
-    }
-}
-
-/// A mark sent from inside the training loop.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Marker {
-    /// When it began (a step: when it ended), microseconds since the Unix epoch.
-    pub t_us: i64,
-    /// The process that sent it (each torchrun rank sends its own).
-    pub pid: u32,
-    pub kind: MarkerKind,
-    /// A phase's name.
-    pub name: Option<String>,
-    pub dur_us: Option<i64>,
-    /// How many marks this row stands for: a fast loop's steps (and their waits) are folded into
-    /// one row per tenth of a second; `dur_us` is then their total.
-    pub count: u32,
-}
-
-impl Marker {
-    /// One mark, standing for itself.
-    pub fn one(t_us: i64, pid: u32, kind: MarkerKind, name: Option<String>, dur_us: Option<i64>) -> Self {
-        Self { t_us, pid, kind, name, dur_us, count: 1 }
-    }
-}
-
-/// Something that happened during the run: a marker, an OOM, an error.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Event {
-    pub t_ms: i64,
-    pub kind: String,
-    pub payload: serde_json::Value,
 }

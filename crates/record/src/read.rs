@@ -11,22 +11,10 @@ use rusqlite::{Connection, OpenFlags, Row};
 
 use crate::schema::SCHEMA_VERSION;
 use crate::units::{bytes, pct};
-use crate::{Event, Marker, MarkerKind, RecordError};
+use crate::{Event, Marker, MarkerKind, RecordError, RunData};
 
-/// Everything a recording holds, in time order.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Recording {
-    pub meta: BTreeMap<String, String>,
-    pub devices: Vec<DeviceInfo>,
-    pub snapshots: Vec<Snapshot>,
-    pub host: Vec<HostSample>,
-    pub trees: Vec<TreeSample>,
-    pub events: Vec<Event>,
-    /// Marks from inside the training loop, in time order.
-    pub markers: Vec<Marker>,
-    /// What a reader should be told, such as a missing `-wal` file.
-    pub warnings: Vec<String>,
-}
+/// A recording read back: the run's data, and what its reader should be told.
+pub type Recording = RunData;
 
 /// Opens `path` read-only (also while it is being written) and reads it whole.
 pub fn read(path: &Path) -> Result<Recording, RecordError> {

@@ -1,0 +1,64 @@
+//! The crates' dependencies point one way, as docs/architecture.md draws them: checked against
+//! `cargo metadata`, so a new arrow fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each workspace package → the packages it depends on (normal dependencies, all of them below).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: BTreeMap<&str, &str> = doc["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let mut direct: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for node in doc["resolve"]["nodes"].as_array().unwrap() {
+        let name = names[node["id"].as_str().unwrap()].to_owned();
+        let deps = node["deps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+            .map(|d| names[d["pkg"].as_str().unwrap()].to_owned())
+            .collect();
+        direct.insert(name, deps);
+    }
+    // Close over what lies below.
+    let mut all = BTreeMap::new();
+    for name in direct.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<String> = direct[name].iter().cloned().collect();
+        while let Some(n) = stack.pop() {
+            if seen.insert(n.clone()) {
+                stack.extend(direct.get(&n).into_iter().flatten().cloned());
+            }
+        }
+        all.insert(name.clone(), seen);
+    }
+    all
+}
+
+#[test]
+fn the_diagnosis_stands_on_the_model_alone() {
+    let g = graph();
+    let below = &g["gpulse-diagnose"];
+    let ours: Vec<&String> = below.iter().filter(|n| n.starts_with("gpulse")).collect();
+    assert_eq!(ours, ["gpulse-model"], "gpulse-diagnose depends on: {below:?}");
+    assert!(!below.contains("rusqlite") && !below.contains("nvml-wrapper"), "{below:?}");
+}
+
+#[test]
+fn nothing_in_crates_depends_on_the_binary() {
+    for (name, below) in graph() {
+        if name != "gpulse" {
+            assert!(!below.contains("gpulse"), "{name} depends on the binary");
+        }
+    }
+}
