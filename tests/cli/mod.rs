@@ -6,5 +6,6 @@ mod python_clients;
 mod query;
 mod record;
 mod run;
+mod skips;
 mod status;
 mod support;
