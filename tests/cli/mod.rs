@@ -3,6 +3,7 @@ mod fake_nvml;
 mod hardware;
 mod markers;
 mod python_clients;
+mod python_package;
 mod query;
 mod record;
 mod run;
