@@ -149,8 +149,7 @@ fn a_value_the_scenario_leaves_out_is_not_supported_never_0() {
     assert_eq!(query(&scenario(r#""util_gpu_pct":37,"util_mem_pct":12,"#, "")), "37 %, 12 %, 20480 MiB, [N/A]\n");
     // The process row's SM% in `gpulse status`.
     let sm = |process: &str| {
-        let (code, out, err) =
-            run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", scenario("", process)).arg("status"));
+        let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", scenario("", process)).arg("status"));
         assert_eq!(code, 0, "{err}");
         let row = out.lines().find(|l| l.trim_start().starts_with("4242 ")).unwrap_or_else(|| panic!("{out}"));
         row.split_whitespace().nth(4).unwrap().to_owned()

@@ -36,7 +36,8 @@ fn python_reads_the_schema_the_recorder_writes_and_refuses_a_newer_one_as_the_cl
     let dir = scenario_file("schema", "{}").parent().unwrap().to_path_buf();
     let db = dir.join("fresh.db");
     let _ = std::fs::remove_file(&db);
-    let (code, _, err) = run(gpulse(None).args(["record", "--duration", "300ms", "--interval", "100ms", "-o"]).arg(&db));
+    let (code, _, err) =
+        run(gpulse(None).args(["record", "--duration", "300ms", "--interval", "100ms", "-o"]).arg(&db));
     assert_eq!(code, 0, "{err}");
     let check = "import gpulse, sys\n\
         from gpulse import _load\n\
