@@ -15,6 +15,10 @@ Outside ``gpulse run`` every call returns at once and sends nothing::
 ``gpulse run --instrument`` marks steps and the wait for each batch with no change to the
 script. Callbacks for PyTorch Lightning and Hugging Face ``Trainer`` are
 ``gpulse.LightningCallback`` and ``gpulse.HFCallback``; each imports its library only when used.
+
+``gpulse.load(path)`` reads a recording into pandas DataFrames. It needs pandas, which the
+package does not pull in by itself: ``pip install .[pandas]`` (or ``pip install pandas``). It
+refuses a recording written by a newer gpulse with ``gpulse.NewerSchemaError``.
 """
 
 import json as _json
@@ -22,7 +26,17 @@ import time as _time
 
 from . import _events
 
-__all__ = ["step", "phase", "mark", "load", "enabled", "stats", "LightningCallback", "HFCallback"]
+__all__ = [
+    "step",
+    "phase",
+    "mark",
+    "load",
+    "NewerSchemaError",
+    "enabled",
+    "stats",
+    "LightningCallback",
+    "HFCallback",
+]
 
 
 def enabled():
@@ -70,13 +84,19 @@ def stats():
 
 
 def load(path):
-    """A recording as a dict of pandas DataFrames, one per table (needs pandas)."""
+    """A recording as a dict of pandas DataFrames, one per table (needs pandas:
+    ``pip install .[pandas]``). Raises ``gpulse.NewerSchemaError`` for a recording written by a
+    newer gpulse, and ``ValueError`` for a file that is not a recording."""
     from ._load import load as _load
 
     return _load(path)
 
 
 def __getattr__(name):
+    if name == "NewerSchemaError":
+        from ._load import NewerSchemaError
+
+        return NewerSchemaError
     if name == "LightningCallback":
         from .lightning import GpulseCallback
 

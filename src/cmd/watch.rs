@@ -29,7 +29,7 @@ pub fn stream(source: &mut dyn Source, pace: Duration, count: Option<u64>, out: 
     let mut k: u64 = 0;
     while count.is_none_or(|c| k < c) {
         let Ok(snap) = source.sample() else { break };
-        if k % 20 == 0 {
+        if k.is_multiple_of(20) {
             out.emit(&header())?;
         }
         let mut text = String::new();

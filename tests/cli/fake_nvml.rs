@@ -83,7 +83,7 @@ fn gpus(n: usize) -> std::path::PathBuf {
         .map(|i| {
             format!(
                 r#"{{"name":"NVIDIA H200","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","pci_bus_id":"00000000:{:02X}:00.0",
-                "base":{{"util_gpu_pct":{},"memory_total_mib":143771,"memory_used_mib":{},"temperature_gpu_c":40}}}}"#,
+                "base":{{"util_gpu_pct":{},"util_mem_pct":5,"memory_total_mib":143771,"memory_used_mib":{},"temperature_gpu_c":40}}}}"#,
                 0x18 + i * 0x10,
                 i * 10,
                 1000 * (i + 1)
@@ -124,4 +124,38 @@ fn a_malformed_scenario_fails_cleanly() {
     let (code, _, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).arg("status"));
     assert_ne!(code, 0);
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_value_the_scenario_leaves_out_is_not_supported_never_0() {
+    // NVML answers GPU and memory utilization in one call, and a process's SM and memory shares
+    // in one sample: naming one of a pair answers neither.
+    let scenario = |util: &str, process: &str| {
+        let json = format!(
+            r#"{{"devices":[{{"name":"NVIDIA H200","uuid":"GPU-1","pci_bus_id":"00000000:19:00.0",
+            "base":{{{util}"memory_total_mib":143771,"memory_used_mib":20480}},
+            "processes":[{{"pid":4242,"name":"python3","used_memory_mib":20000{process}}}]}}]}}"#
+        );
+        scenario_file(&format!("unnamed-{}", json.len()), &json)
+    };
+    let query = |sc: &std::path::Path| {
+        let (code, out, err) = run(gpulse(None)
+            .env("GPULSE_FAKE_NVML_SCENARIO", sc)
+            .args(["--query-gpu=utilization.gpu,utilization.memory,memory.used,fan.speed", "--format=csv,noheader"]));
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let not_supported = "[Not Supported], [Not Supported], 20480 MiB, [N/A]\n";
+    assert_eq!(query(&scenario(r#""util_gpu_pct":37,"#, "")), not_supported);
+    assert_eq!(query(&scenario(r#""util_mem_pct":12,"#, "")), not_supported);
+    assert_eq!(query(&scenario(r#""util_gpu_pct":37,"util_mem_pct":12,"#, "")), "37 %, 12 %, 20480 MiB, [N/A]\n");
+    // The process row's SM% in `gpulse status`.
+    let sm = |process: &str| {
+        let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", scenario("", process)).arg("status"));
+        assert_eq!(code, 0, "{err}");
+        let row = out.lines().find(|l| l.trim_start().starts_with("4242 ")).unwrap_or_else(|| panic!("{out}"));
+        row.split_whitespace().nth(4).unwrap().to_owned()
+    };
+    assert_eq!(sm(r#","sm_util_pct":42"#), "—");
+    assert_eq!(sm(r#","sm_util_pct":42,"mem_util_pct":7"#), "42");
 }

@@ -29,7 +29,7 @@ fn tree_scenario(tree_pid: u32, foreign_pid: u32) -> PathBuf {
         "base":{{"util_gpu_pct":9,"util_mem_pct":2,"memory_total_mib":143771,"memory_used_mib":28522,"memory_reserved_mib":615,
         "temperature_gpu_c":40,"power_w":151.5,"power_limit_w":700,"clock_sm_mhz":1980,"clock_mem_mhz":3201,"pstate":0,
         "clocks_event_reasons":0,"gpm_supported":true,"gpm":{{"sm":6.0,"occupancy":3.0,"any_tensor":1.0,"dram":3.0}}}},
-        "processes":[{{"pid":{tree_pid},"used_memory_mib":7418,"sm_util_pct":6}},{{"pid":{foreign_pid},"used_memory_mib":21090}},
+        "processes":[{{"pid":{tree_pid},"used_memory_mib":7418,"sm_util_pct":6,"mem_util_pct":2}},{{"pid":{foreign_pid},"used_memory_mib":21090}},
                      {{"pid":4000000,"used_memory_mib":512}}]}}]}}"#
     );
     scenario_file(&format!("tree{tree_pid}"), &json)

@@ -9,7 +9,7 @@ fn status_shows_sm_activity_and_process_command_lines() {
     let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
         .unwrap()
         .replace(r#""cuda_cc": [9, 0],"#, r#""cuda_cc": [9, 0], "util_gpu_pct": 97,"#)
-        .replace(r#""pci_bus_id": "00000000:00:06.0","#, &format!(r#""pci_bus_id": "00000000:00:06.0", "processes": [{{"pid": {me}, "used_memory_mib": 20480, "sm_util_pct": 42}}],"#))
+        .replace(r#""pci_bus_id": "00000000:00:06.0","#, &format!(r#""pci_bus_id": "00000000:00:06.0", "processes": [{{"pid": {me}, "used_memory_mib": 20480, "sm_util_pct": 42, "mem_util_pct": 9}}],"#))
         .replace(r#""sm": 0.0"#, r#""sm": 12.5"#);
     let sc = scenario_file("status", &json);
     let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).arg("status"));

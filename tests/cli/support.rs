@@ -56,6 +56,14 @@ pub fn gpulse(scenario: Option<&str>) -> Command {
     cmd
 }
 
+/// Says on the terminal that a check did not run: one `skipped: …` line. The test harness
+/// captures `eprintln!` of a passing test, but not a write to the stderr handle itself, so
+/// `cargo test` shows this line without `--nocapture`.
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped: {why}");
+}
+
 /// Runs and returns (exit status, stdout, stderr).
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
     let Output { status, stdout, stderr } = cmd.output().expect("gpulse starts");

@@ -38,7 +38,8 @@ class OutsideRun(unittest.TestCase):
         for name, lib in (("LightningCallback", "lightning"), ("HFCallback", "transformers")):
             try:
                 __import__(lib)
-                continue  # installed here: nothing to check
+                print(f"skipped: gpulse.{name} without {lib} ({lib} is installed here)", file=sys.stderr)
+                continue
             except ImportError:
                 pass
             with self.assertRaises(ImportError):
@@ -140,26 +141,110 @@ class InsideRun(unittest.TestCase):
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
 
 
+def skip(test, why):
+    """Skips `test` (a test or its class), saying so in one `skipped: …` line, which
+    tests/cli/run.rs passes on to the terminal."""
+    print(f"skipped: {why}", file=sys.stderr, flush=True)
+    raise unittest.SkipTest(why)
+
+
+def recordings():
+    """The recordings named by GPULSE_TEST_RECORDING (separated by `:`), oldest schema first."""
+    return [p for p in os.environ.get("GPULSE_TEST_RECORDING", "").split(os.pathsep) if p]
+
+
+def with_schema(src, version, dirname):
+    """A copy of the recording `src` that claims to be of schema `version`."""
+    import shutil
+    import sqlite3
+
+    dst = os.path.join(dirname, f"schema{version}.db")
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    con.commit()
+    con.close()
+    return dst
+
+
+class Schema(unittest.TestCase):
+    """What gpulse.load() accepts, checked before pandas is imported (so without pandas)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not recordings():
+            skip(cls, "gpulse.load()'s schema check (GPULSE_TEST_RECORDING not set)")
+        cls.recording = recordings()[0]
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def test_a_newer_schema_is_refused_as_the_cli_refuses_it(self):
+        from gpulse import _load
+
+        newest = _load.SCHEMA_VERSION
+        for v in range(1, newest + 1):
+            self.assertEqual(_load.schema_version(with_schema(self.recording, v, self.dir)), v)
+        for v in (newest + 1, 99):
+            path = with_schema(self.recording, v, self.dir)
+            with self.assertRaises(gpulse.NewerSchemaError) as e:
+                gpulse.load(path)
+            self.assertEqual(
+                str(e.exception), f"{path} was written by a newer gpulse (schema {v}, this one reads {newest})"
+            )
+            self.assertIsInstance(e.exception, ValueError)
+
+    def test_a_file_that_is_not_a_recording_is_refused(self):
+        for path in (os.devnull, os.path.join(self.dir, "missing.db"), __file__):
+            with self.assertRaises(ValueError) as e:
+                gpulse.load(path)
+            self.assertNotIsInstance(e.exception, gpulse.NewerSchemaError)
+            self.assertIn(path, str(e.exception))
+
+
 class Load(unittest.TestCase):
-    def test_a_recording_loads_into_dataframes(self):
-        path = os.environ.get("GPULSE_TEST_RECORDING")
-        if not path:
-            self.skipTest("GPULSE_TEST_RECORDING not set")
+    @classmethod
+    def setUpClass(cls):
+        if not recordings():
+            skip(cls, "gpulse.load() into pandas (GPULSE_TEST_RECORDING not set)")
+        cls.recording = recordings()[0]
         try:
             import pandas  # noqa: F401
         except ImportError:
             if os.environ.get("GPULSE_REQUIRE_PANDAS") == "1":
                 raise
-            self.skipTest("pandas is not installed")
-        tables = gpulse.load(path)
-        gpu = tables["gpu_samples"]
-        self.assertGreater(len(gpu), 10)
-        self.assertIn("t_ms", gpu.columns)
-        self.assertIn("gpu", gpu.columns)
-        self.assertEqual(str(gpu["time"].dtype), "datetime64[ns, UTC]")
-        self.assertGreater(len(tables["tree_samples"]), 0)
-        with self.assertRaises(Exception):
-            gpulse.load(os.devnull)
+            skip(cls, "gpulse.load() into pandas (python3 has no pandas; CI installs it)")
+
+    def test_a_recording_loads_into_dataframes(self):
+        import pandas as pd
+
+        for path in recordings():
+            with self.subTest(path=path):
+                tables = gpulse.load(path)
+                gpu = tables["gpu_samples"]
+                self.assertGreater(len(gpu), 10)
+                self.assertIn("t_ms", gpu.columns)
+                self.assertIn("gpu", gpu.columns)
+                self.assertGreater(len(tables["tree_samples"]), 0)
+                # The same time dtype with pandas 2 and 3, and the right instants.
+                for name, df in tables.items():
+                    if "time" in df.columns:
+                        self.assertEqual(str(df["time"].dtype), "datetime64[ns, UTC]", f"{name}, pandas {pd.__version__}")
+                first = int(gpu["t_ms"].iloc[0])
+                self.assertEqual(gpu["time"].iloc[0], pd.Timestamp(first * 1_000_000, tz="UTC"))
+                self.assertEqual(gpu["time"].iloc[0].year, 2026)
+                if "markers" in tables:
+                    m = tables["markers"]
+                    self.assertEqual(m["time"].iloc[0], pd.Timestamp(int(m["t_us"].iloc[0]) * 1000, tz="UTC"))
+
+    def test_each_schema_it_reads_loads(self):
+        from gpulse import _load
+
+        d = tempfile.mkdtemp()
+        for v in range(1, _load.SCHEMA_VERSION + 1):
+            tables = gpulse.load(with_schema(self.recording, v, d))
+            self.assertEqual(tables["meta"].set_index("key")["value"]["schema_version"], str(v))
+            self.assertGreater(len(tables["gpu_samples"]), 10)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ dev = lambda i: {"name": "NVIDIA H200", "uuid": f"GPU-{i:08d}-0000-0000-0000-000
            "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0, "energy_j": 1000.0, "gpm_supported": True,
            "gpm": {"sm": 45.0, "occupancy": 20.0, "any_tensor": 10.0, "dram": 15.0, "pcie_tx": 7.0, "pcie_rx": 30.0}},
   "timeline": [{"t_s": t, "util_gpu_pct": 40 + (t * 7 + i) % 50, "power_w": 400 + (t * 13 + i) % 250, "memory_used_mib": 40000 + t} for t in range(0, 600)],
-  "processes": [{"pid": 1000 + i, "name": "python3", "used_memory_mib": 39000, "sm_util_pct": 45}]}
+  "processes": [{"pid": 1000 + i, "name": "python3", "used_memory_mib": 39000, "sm_util_pct": 45, "mem_util_pct": 20}]}
 json.dump({"devices": [dev(i) for i in range(8)]}, open(sys.argv[1], "w"))
 PY
 export GPULSE_NVML_LIB=$PWD/target/release/libnvidia_ml.so GPULSE_FAKE_NVML_SCENARIO=$dir/sc.json

@@ -256,8 +256,9 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, m: *mut nvmlMemo
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, u: *mut nvmlUtilization_t) -> nvmlReturn_t {
+    // One call answers both, so it answers only when the scenario names both.
     with_device("nvmlDeviceGetUtilizationRates", device, |_, _, s| {
-        put(u, s.util_gpu_pct.zip(s.util_mem_pct.or(Some(0))).map(|(gpu, memory)| nvmlUtilization_t { gpu, memory }))
+        put(u, s.util_gpu_pct.zip(s.util_mem_pct).map(|(gpu, memory)| nvmlUtilization_t { gpu, memory }))
     })
 }
 
@@ -499,16 +500,19 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
     with_device("nvmlDeviceGetProcessUtilization", device, |w, i, _| {
         let now = w.now_s();
         let ts = w.unix_us(now);
+        // A sample carries both figures, so a process has samples only when both are named.
         let items: Vec<_> = live_processes(w, i, now)
             .into_iter()
-            .filter(|p| p.sm_util_pct.is_some() && ts > last_seen_us)
-            .map(|p| nvmlProcessUtilizationSample_t {
-                pid: p.pid,
-                timeStamp: ts,
-                smUtil: p.sm_util_pct.unwrap_or(0),
-                memUtil: p.mem_util_pct.unwrap_or(0),
-                encUtil: 0,
-                decUtil: 0,
+            .filter(|_| ts > last_seen_us)
+            .filter_map(|p| {
+                Some(nvmlProcessUtilizationSample_t {
+                    pid: p.pid,
+                    timeStamp: ts,
+                    smUtil: p.sm_util_pct?,
+                    memUtil: p.mem_util_pct?,
+                    encUtil: 0,
+                    decUtil: 0,
+                })
             })
             .collect();
         // The driver answers NOT_FOUND when its buffer holds no samples.
