@@ -46,10 +46,42 @@ fn sustained(y: &[f64]) -> bool {
     rise > 0.0 && b - a >= 0.2 * rise && c - b >= 0.2 * rise && still_rising >= 0.1 * rise
 }
 
+/// What to do after an out-of-memory error, whatever its evidence.
+const OOM_ADVICE: [&str; 2] = [
+    "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
+    "torch.cuda.memory_summary() at the failing step shows what holds the memory",
+];
+
+/// An `oom` event from a trace's own log, or `cuda_oom` from the job's stderr under `gpulse run`.
+fn is_oom_event(kind: &str) -> bool {
+    matches!(kind, "oom" | "cuda_oom")
+}
+
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
         out.extend(for_gpu(run, g));
+    }
+    // No GPU reading to place it on (no driver, or memory that could not be read): the error
+    // message itself is the evidence that the job ran out of memory.
+    if !out.iter().any(|f| f.id == "oom")
+        && let Some((_, at, message)) = run.events.iter().find(|e| is_oom_event(&e.0))
+    {
+        let gpu = message.get("gpu").and_then(serde_json::Value::as_u64);
+        let title = match gpu {
+            Some(gpu) => format!("GPU {gpu}: ran out of memory {at:.0} s into the run"),
+            None => format!("Ran out of GPU memory {at:.0} s into the run"),
+        };
+        let mut f = Finding::new("oom", Severity::Critical, title);
+        if let Some(gpu) = gpu {
+            f = f.with("gpu", gpu);
+        }
+        out.push(
+            f.with("at_s", round(*at, 1))
+                .with("message", message.clone())
+                .advise(&OOM_ADVICE)
+                .limit("no GPU memory readings: the peak and what grew before the error are unknown (record where the driver answers)"),
+        );
     }
     out
 }
@@ -62,7 +94,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     // `oom` from a trace's own log; `cuda_oom` from the job's stderr under `gpulse run`, which
     // names the GPU when PyTorch does.
     let oom_event = run.events.iter().find(|e| {
-        matches!(e.0.as_str(), "oom" | "cuda_oom")
+        is_oom_event(&e.0)
             && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
     });
     let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
@@ -152,14 +184,12 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         }
     }
     if let Some(at) = oom_at {
-        let mut f = Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
-            .with("gpu", g.gpu)
-            .with("at_s", round(at, 1))
-            .with("peak_gib", round(peak / GIB, 2))
-            .advise(&[
-                "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
-                "torch.cuda.memory_summary() at the failing step shows what holds the memory",
-            ]);
+        let mut f =
+            Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
+                .with("gpu", g.gpu)
+                .with("at_s", round(at, 1))
+                .with("peak_gib", round(peak / GIB, 2))
+                .advise(&OOM_ADVICE);
         if let Some(e) = oom_event {
             f = f.with("message", e.2.clone());
         } else {
