@@ -211,9 +211,9 @@ impl Session {
         eprintln!("gpulse: stopped recording to {}: {e:#}; the job goes on", self.output.display());
     }
 
-    /// Closes the recording with `reason`; then prints the diagnosis, the report's path and the
-    /// GPUs each process of the job held.
-    pub fn finish(mut self, reason: &str, report: bool) {
+    /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event);
+    /// then prints the diagnosis, the report's path and the GPUs each process of the job held.
+    pub fn finish(mut self, reason: &str, fields: serde_json::Map<String, serde_json::Value>, report: bool) {
         self.drain();
         let mut held = Vec::new();
         self.folder.finish(&mut held);
@@ -236,7 +236,7 @@ impl Session {
             }
         }
         let Some(rec) = self.recorder.take() else { return };
-        if let Err(e) = rec.finish(reason) {
+        if let Err(e) = rec.finish_with(reason, fields) {
             eprintln!("gpulse: could not close {}: {e:#}", self.output.display());
             return;
         }
