@@ -117,3 +117,78 @@ pub fn host_oom(run: &Run) -> Vec<Finding> {
     }
     vec![f]
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testing::*;
+    use super::*;
+
+    /// A run that ended at 20 s with `stop` as its stop event, host memory `mem_pct` used at the
+    /// samples of its last seconds (and 40 % earlier).
+    fn ended(stop: Value, mem_pct: f64) -> Run {
+        let mut host: Vec<(f64, f64)> = (0..17).map(|t| (f64::from(t), 40.0)).collect();
+        host.extend([(17.0, mem_pct - 2.0), (18.0, mem_pct), (19.0, mem_pct - 1.0)]);
+        Run { events: vec![("stop".into(), 20.0, stop)], host_mem_used_pct: host, ..run(Vec::new()) }
+    }
+
+    fn killed(extra: Value) -> Value {
+        let mut v = json!({"reason": "command killed by SIGKILL", "signal": "SIGKILL", "exit_status": 137});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    #[test]
+    fn host_oom_from_the_cgroups_kill_count() {
+        let f = host_oom(&ended(killed(json!({"oom_kills": 1})), 50.0));
+        assert_eq!(ids(&f), ["host_oom"], "the kernel's own count, whatever host memory read");
+        assert_eq!(
+            (f[0].severity, &f[0].evidence["oom_kills"], &f[0].evidence["signal"]),
+            (Severity::Critical, &json!(1), &json!("SIGKILL"))
+        );
+        assert!(f[0].limits.is_empty());
+        // A worker taken while the job itself exited: still the OOM killer.
+        let f =
+            host_oom(&ended(json!({"reason": "command exited with status 1", "exit_status": 1, "oom_kills": 2}), 50.0));
+        assert_eq!(ids(&f), ["host_oom"]);
+        assert!(host_oom(&ended(killed(json!({"oom_kills": 0})), 50.0)).is_empty(), "no kill counted");
+    }
+
+    #[test]
+    fn host_oom_from_a_sigkill_with_host_memory_95_percent_full() {
+        assert!(host_oom(&ended(killed(json!({})), 94.9)).is_empty(), "just below");
+        let f = host_oom(&ended(killed(json!({})), 95.0));
+        assert_eq!(ids(&f), ["host_oom"], "at the threshold");
+        assert_eq!(f[0].evidence["host_memory_used_pct"], 95.0, "the peak of the last seconds");
+        assert!(f[0].limits.iter().any(|l| l.contains("memory.events")), "{:?}", f[0].limits);
+        // The count was read and stayed 0: the kernel says no OOM kill, whatever memory read.
+        assert!(host_oom(&ended(killed(json!({"oom_kills": 0})), 99.0)).is_empty());
+        // Full memory without a SIGKILL is not a kill.
+        assert!(host_oom(&ended(json!({"reason": "command exited with status 1", "exit_status": 1}), 99.0)).is_empty());
+        // Memory full long before the end, freed since: not evidence at the end.
+        let mut r = ended(killed(json!({})), 40.0);
+        r.host_mem_used_pct[5].1 = 99.0;
+        assert!(host_oom(&r).is_empty());
+    }
+
+    #[test]
+    fn gpu_lost_from_the_samples_or_the_event_whichever_is_first() {
+        let mut g = steady(1, 90.0, 10);
+        g.lost_at_s = Some(6.0);
+        for u in &mut g.util_pct[6..] {
+            *u = None;
+        }
+        let f = gpu_lost(&run(vec![steady(0, 90.0, 10), g.clone()]));
+        assert_eq!(ids(&f), ["gpu_lost"], "only the GPU that was lost");
+        assert_eq!(
+            (f[0].severity, &f[0].evidence["gpu"], &f[0].evidence["at_s"]),
+            (Severity::Critical, &json!(1), &json!(6.0))
+        );
+        assert_eq!(f[0].evidence["last_reading_s"], 5.0);
+        // The recorder's event, earlier than any sample that still held the GPU's listing.
+        let r = Run { events: vec![("gpu_lost".into(), 5.5, json!({"gpu": 1}))], ..run(vec![g]) };
+        assert_eq!(gpu_lost(&r)[0].evidence["at_s"], 5.5);
+        assert!(gpu_lost(&run(vec![steady(0, 90.0, 10)])).is_empty(), "a GPU that answered throughout");
+    }
+}

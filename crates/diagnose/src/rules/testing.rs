@@ -6,8 +6,6 @@ use gpulse_model::ProcessSample;
 
 use crate::{Finding, GpuSeries, Run};
 
-pub const GIB: f64 = super::GIB;
-
 /// GPU `index` sampled every `dt_s` with `util` as GPU-Util; every other reading absent.
 pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
     let n = util.len();
@@ -39,9 +37,9 @@ pub fn with_processes(mut g: GpuSeries, listing: Vec<ProcessSample>) -> GpuSerie
     g
 }
 
-/// A process holding `gib` GiB.
+/// A process holding `gib` GiB, rounded up to whole bytes (a threshold in GiB is then met).
 pub fn holder(pid: u32, gib: f64) -> ProcessSample {
-    ProcessSample { pid, used_memory_bytes: Some((gib * GIB) as u64), ..ProcessSample::default() }
+    ProcessSample { pid, used_memory_bytes: Some((gib * super::GIB).ceil() as u64), ..ProcessSample::default() }
 }
 
 pub fn run(gpus: Vec<GpuSeries>) -> Run {
