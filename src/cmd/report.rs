@@ -303,7 +303,7 @@ mod tests {
             temp_c: vec![None; 2],
             sm_clock_mhz: vec![None; 2],
             reasons: vec![None; 2],
-            processes: vec![std::rc::Rc::new(vec![listing(7, None), listing(8, Some(2 << 30))]); 2],
+            processes: (0..2).map(|_| std::rc::Rc::new(vec![listing(7, None), listing(8, Some(2 << 30))])).collect(),
             active: (0, 2),
             ..Default::default()
         };

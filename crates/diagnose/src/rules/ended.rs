@@ -85,10 +85,10 @@ pub fn host_oom(run: &Run) -> Vec<Finding> {
     }
     let title = match (signal, oom_kills.filter(|n| *n > 0)) {
         (Some(sig), Some(n)) => format!(
-            "Killed by {sig}: the kernel's OOM killer took {n} of the job's processes (host memory, not GPU memory)"
+            "Killed by {sig}: the kernel's OOM killer took {n} process(es) in the job's cgroup (host memory, not GPU memory)"
         ),
         (None, Some(n)) => {
-            format!("The kernel's OOM killer took {n} of the job's processes (host memory, not GPU memory)")
+            format!("The kernel's OOM killer took {n} process(es) in the job's cgroup (host memory, not GPU memory)")
         }
         (sig, None) => format!(
             "Killed by {} with host memory {:.0}% full: the kernel's OOM killer (host memory, not GPU memory)",

@@ -19,7 +19,7 @@ pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
         temp_c: vec![None; n],
         sm_clock_mhz: vec![None; n],
         reasons: vec![None; n],
-        processes: vec![Rc::new(Vec::new()); n],
+        processes: (0..n).map(|_| Rc::new(Vec::new())).collect(),
         active: (0, n),
         ..GpuSeries::default()
     }
