@@ -83,18 +83,17 @@ pub fn host_oom(run: &Run) -> Vec<Finding> {
     if !by_cgroup && !by_memory {
         return Vec::new();
     }
-    let title = match (signal, oom_kills.filter(|n| *n > 0)) {
-        (Some(sig), Some(n)) => format!(
+    let title = match (signal, oom_kills.filter(|n| *n > 0), mem_peak) {
+        (Some(sig), Some(n), _) => format!(
             "Killed by {sig}: the kernel's OOM killer took {n} process(es) in the job's cgroup (host memory, not GPU memory)"
         ),
-        (None, Some(n)) => {
+        (None, Some(n), _) => {
             format!("The kernel's OOM killer took {n} process(es) in the job's cgroup (host memory, not GPU memory)")
         }
-        (sig, None) => format!(
-            "Killed by {} with host memory {:.0}% full: the kernel's OOM killer (host memory, not GPU memory)",
-            sig.unwrap_or("a signal"),
-            mem_peak.unwrap_or(f64::NAN)
+        (_, None, Some(m)) => format!(
+            "Killed by SIGKILL with host memory {m:.0}% full: the kernel's OOM killer (host memory, not GPU memory)"
         ),
+        (_, None, None) => return Vec::new(),
     };
     let mut f = Finding::new("host_oom", Severity::Critical, title)
         .with("at_s", round(*end, 1))
