@@ -157,8 +157,18 @@ impl Recorder {
     }
 
     /// Writes the stop event and closes the file.
-    pub fn finish(mut self, reason: &str) -> anyhow::Result<()> {
-        self.event(gpulse_sample::now_us() / 1000, "stop", serde_json::json!({ "reason": reason }))?;
+    pub fn finish(self, reason: &str) -> anyhow::Result<()> {
+        self.finish_with(reason, serde_json::Map::new())
+    }
+
+    /// Writes the stop event, with `fields` beside its reason (how a job ended), and closes the file.
+    pub fn finish_with(
+        mut self,
+        reason: &str,
+        mut fields: serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<()> {
+        fields.insert("reason".into(), reason.into());
+        self.event(gpulse_sample::now_us() / 1000, "stop", serde_json::Value::Object(fields))?;
         self.writer.finish()?;
         Ok(())
     }

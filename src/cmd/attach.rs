@@ -29,6 +29,6 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         JobEnd::Signal(s) => format!("signal {s}"),
         JobEnd::Exited(_) => "exited".to_owned(),
     };
-    session.finish(&reason, !args.job.no_report);
+    session.finish(&reason, serde_json::Map::new(), !args.job.no_report);
     Ok(ExitCode::SUCCESS)
 }

@@ -12,9 +12,17 @@ use crate::output::Output;
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let (before, after) = (analyze(&args.before)?, analyze(&args.after)?);
     let c = compare(&before.run, &before.findings, &after.run, &after.findings);
+    let (b, a) = (args.before.display().to_string(), args.after.display().to_string());
     let text = match args.format {
-        ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&c)?),
-        ReportFormat::Text => render(&c),
+        ReportFormat::Json => {
+            let mut doc = serde_json::to_value(&c)?;
+            if let Some(o) = doc.as_object_mut() {
+                o.insert("before_input".into(), b.into());
+                o.insert("after_input".into(), a.into());
+            }
+            format!("{}\n", serde_json::to_string_pretty(&doc)?)
+        }
+        ReportFormat::Text => format!("before: {b}\nafter:  {a}\n\n{}", render(&c)),
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -25,8 +33,11 @@ fn render(c: &Comparison) -> String {
     let row = |s: &mut String, name: &str, f: &dyn Fn(&Figures) -> Option<f64>, unit: &str| {
         let (b, a) = (f(&c.before), f(&c.after));
         let cell = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| format!("{v:.1}{unit}"));
+        // A share changes by points (a ratio of 86.9 % to 0.5 % says nothing); an amount by a
+        // factor, printed with enough digits that a large fall does not read "0.0×".
         let change = match (b, a) {
-            (Some(b), Some(a)) if b.abs() > 1e-9 => format!("{:.1}×", a / b),
+            (Some(b), Some(a)) if unit == "%" => format!("{:+.1} pts", a - b),
+            (Some(b), Some(a)) if b.abs() > 1e-9 => format!("{}×", factor(a / b)),
             _ => String::new(),
         };
         let _ = writeln!(s, "  {name:<18} {:>12} → {:<12} {change}", cell(b), cell(a));
@@ -48,4 +59,16 @@ fn render(c: &Comparison) -> String {
     }
     let _ = writeln!(s, "\n{}", c.verdict);
     s
+}
+
+/// A factor with two significant digits below 10 (0.012×, 0.5×, 7.3×), whole above.
+fn factor(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 1.0 || r <= 0.0 {
+        format!("{r:.1}")
+    } else {
+        let digits = (1 - r.log10().floor() as i32).max(1) as usize;
+        format!("{r:.digits$}")
+    }
 }

@@ -78,7 +78,7 @@ pub fn describe(e: &anyhow::Error) -> String {
         last = full.clone();
         let known = text.to_lowercase();
         // "Error code 11: The database disk image is malformed" repeats what was said.
-        let core = words.split_once(": ").filter(|(head, _)| head.starts_with("Error code")).map_or(&*words, |p| p.1);
+        let core = words.split_once(": ").filter(|(head, _)| head.starts_with("Error code")).map_or(words, |p| p.1);
         if words.is_empty() || known.contains(&core.to_lowercase()) {
             continue;
         }

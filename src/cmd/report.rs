@@ -250,19 +250,21 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "</section>";
     }
     // Every process seen on a GPU, with the most memory it held.
-    // (gpu, pid) → (peak bytes, name, command line, class)
-    type Row = (f64, Option<String>, Option<String>, String);
+    // (gpu, pid) → (peak bytes, `None` while never read; name, command line, class)
+    type Row = (Option<f64>, Option<String>, Option<String>, String);
     let mut procs: BTreeMap<(u32, u32), Row> = BTreeMap::new();
     for g in &run.gpus {
         for listing in &g.processes {
             for p in listing.iter() {
                 let e = procs.entry((g.gpu, p.pid)).or_insert((
-                    0.0,
+                    None,
                     p.name.clone(),
                     p.cmdline.clone(),
                     p.class.map_or(String::new(), |c| format!("{c:?}").to_lowercase()),
                 ));
-                e.0 = e.0.max(p.used_memory_bytes.map_or(0.0, |b| b as f64));
+                if let Some(b) = p.used_memory_bytes {
+                    e.0 = Some(e.0.map_or(b as f64, |m| m.max(b as f64)));
+                }
             }
         }
     }
@@ -270,10 +272,10 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "<section><h2>Processes</h2><table class=\"processes\"><tr><th>GPU</th><th>PID</th><th>peak memory</th><th>class</th><th>command</th></tr>";
         for ((gpu, pid), (mem, name, cmd, class)) in &procs {
             let cmd = cmd.as_deref().or(name.as_deref()).unwrap_or("");
+            let mem = mem.map_or_else(|| "unknown".to_owned(), |m| format!("{:.1} GiB", m / (1u64 << 30) as f64));
             let _ = write!(
                 s,
-                "<tr><td>{gpu}</td><td>{pid}</td><td>{:.1} GiB</td><td>{}</td><td>{}</td></tr>",
-                mem / (1u64 << 30) as f64,
+                "<tr><td>{gpu}</td><td>{pid}</td><td>{mem}</td><td>{}</td><td>{}</td></tr>",
                 esc(class),
                 esc(cmd)
             );
@@ -281,4 +283,36 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "</table></section>";
     }
     s + "</body></html>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_memory_never_read_is_unknown_not_zero() {
+        let listing = |pid: u32, used: Option<u64>| gpulse_model::ProcessSample {
+            pid,
+            used_memory_bytes: used,
+            name: Some("python3".into()),
+            ..Default::default()
+        };
+        let g = GpuSeries {
+            t_s: vec![0.0, 1.0],
+            util_pct: vec![Some(50.0); 2],
+            sm_pct: vec![None; 2],
+            mem_used_bytes: vec![None; 2],
+            power_w: vec![None; 2],
+            temp_c: vec![None; 2],
+            sm_clock_mhz: vec![None; 2],
+            reasons: vec![None; 2],
+            processes: (0..2).map(|_| std::sync::Arc::new(vec![listing(7, None), listing(8, Some(2 << 30))])).collect(),
+            active: (0, 2),
+            ..Default::default()
+        };
+        let run = Run { gpus: vec![g], has_processes: true, ..Default::default() };
+        let html = render("x.db", &Analysis { run, findings: Vec::new(), gpus: 1, samples: 2 });
+        assert!(html.contains("<td>7</td><td>unknown</td>"), "never read: unknown");
+        assert!(html.contains("<td>8</td><td>2.0 GiB</td>"), "read: its peak");
+    }
 }

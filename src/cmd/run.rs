@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::cmd::Exit;
 use crate::job::bootstrap::Bootstrap;
+use crate::job::cgroup::OomCounter;
 use crate::job::child::{self, exit_code};
 use crate::job::marks::{MarkReceiver, SOCKET_ENV};
 use crate::job::session::{JobEnd, Session, claim_output};
@@ -79,6 +80,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     session.follow(child.id());
+    let oom = OomCounter::start(child.id());
     let pump = pump::spawn(stderr, session.term.clone(), session.events());
     let end = session.watch(Some(&mut child));
     // The job's last words (a traceback) may still be in flight; wait briefly for them.
@@ -86,13 +88,29 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     while !pump.is_finished() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    // How it ended goes into the stop event, for the summary and the host_oom rule.
+    let mut fields = serde_json::Map::new();
     let (code, reason) = match end {
         JobEnd::Exited(status) => {
             let code = exit_code(status);
-            (code, format!("command exited with status {code}"))
+            fields.insert("exit_status".into(), code.into());
+            match child::killed_by(status) {
+                Some(sig) => {
+                    let reason = format!("command killed by {sig}");
+                    fields.insert("signal".into(), sig.into());
+                    (code, reason)
+                }
+                None => (code, format!("command exited with status {code}")),
+            }
         }
         JobEnd::RootGone | JobEnd::Signal(_) => (1, "stopped".to_owned()),
     };
-    session.finish(&reason, !args.job.no_report);
+    if let Some(oom) = &oom
+        && let Some(kills) = oom.since_start()
+    {
+        fields.insert("oom_kills".into(), kills.into());
+        fields.insert("memory_events".into(), oom.path().display().to_string().into());
+    }
+    session.finish(&reason, fields, !args.job.no_report);
     Ok(ExitCode::from(code))
 }

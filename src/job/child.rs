@@ -56,6 +56,37 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
+/// The signal that ended the job, by name (`SIGKILL`), when a signal ended it.
+pub fn killed_by(status: ExitStatus) -> Option<String> {
+    status.signal().map(signal_name)
+}
+
+/// A signal's name as `kill -l` gives it, with the `SIG` prefix; `signal N` for the rest.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_owned()
+}
+
 fn cloexec(fd: &OwnedFd) {
     // SAFETY: F_SETFD on a descriptor this process owns.
     unsafe {

@@ -2,6 +2,7 @@
 //! and the live view. `cmd/run.rs` and `cmd/attach.rs` put these together with the recorder.
 
 pub mod bootstrap;
+pub mod cgroup;
 pub mod child;
 pub mod fold;
 pub mod live;

@@ -240,9 +240,9 @@ impl Session {
             writeln!(std::io::stderr(), "gpulse: stopped recording to {}: {e}; the job goes on", self.output.display());
     }
 
-    /// Closes the recording with `reason`; then prints the diagnosis, the report's path and the
-    /// GPUs each process of the job held.
-    pub fn finish(mut self, reason: &str, report: bool) {
+    /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event);
+    /// then prints the diagnosis, the report's path and the GPUs each process of the job held.
+    pub fn finish(mut self, reason: &str, fields: serde_json::Map<String, serde_json::Value>, report: bool) {
         self.drain();
         let mut held = Vec::new();
         self.folder.finish(&mut held);
@@ -265,7 +265,7 @@ impl Session {
             }
         }
         if let Some(rec) = self.recorder.take()
-            && let Err(e) = rec.finish(reason)
+            && let Err(e) = rec.finish_with(reason, fields)
         {
             self.lost.get_or_insert(format!("its last second and the run's end ({})", crate::cmd::describe(&e)));
         }

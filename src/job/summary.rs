@@ -29,6 +29,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     if let Some(lost) = lost {
         out += &format!("the recording lost {lost}; this covers what was written before\n");
     }
+    out += &ended_line(&analysis.run);
     out += &steps_line(&analysis.run);
     out += &render_text(&analysis.findings);
     out += &gpu_holders(&analysis.run);
@@ -43,11 +44,22 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
 
+/// "command killed by SIGKILL (exit status 137)", from the recording's stop event, when a signal
+/// ended the job; nothing when it exited by itself (its status is gpulse's own).
+fn ended_line(run: &gpulse_diagnose::Run) -> String {
+    let Some((_, _, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return String::new() };
+    let Some(sig) = stop.get("signal").and_then(serde_json::Value::as_str) else { return String::new() };
+    match stop.get("exit_status").and_then(serde_json::Value::as_u64) {
+        Some(code) => format!("command killed by {sig} (exit status {code})\n\n"),
+        None => format!("command killed by {sig}\n\n"),
+    }
+}
+
 /// One line per process of the job that held GPU memory: the GPUs and the most it held on each
 /// (torchrun's ranks each get a line).
 fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
-    // pid → (command, gpu → peak bytes)
-    let mut held: BTreeMap<u32, (String, BTreeMap<u32, u64>)> = BTreeMap::new();
+    // pid → (command, gpu → peak bytes, `None` while never read)
+    let mut held: BTreeMap<u32, (String, BTreeMap<u32, Option<u64>>)> = BTreeMap::new();
     for g in &run.gpus {
         for listing in &g.processes {
             for p in listing.iter().filter(|p| p.class == Some(GpuProcessClass::Tree)) {
@@ -55,7 +67,7 @@ fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
                     (p.cmdline.clone().or_else(|| p.name.clone()).unwrap_or_default(), BTreeMap::new())
                 });
                 let peak = e.1.entry(g.gpu).or_default();
-                *peak = (*peak).max(p.used_memory_bytes.unwrap_or(0));
+                *peak = (*peak).max(p.used_memory_bytes);
             }
         }
     }
@@ -64,10 +76,59 @@ fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
     }
     let mut s = String::from("GPUs held by the job's processes:\n");
     for (pid, (cmd, gpus)) in held {
-        let list: Vec<String> =
-            gpus.iter().map(|(g, b)| format!("GPU {g} ({:.1} GiB)", *b as f64 / (1u64 << 30) as f64)).collect();
+        let list: Vec<String> = gpus
+            .iter()
+            .map(|(g, b)| match b {
+                Some(b) => format!("GPU {g} ({:.1} GiB)", *b as f64 / (1u64 << 30) as f64),
+                None => format!("GPU {g} (memory unknown)"),
+            })
+            .collect();
         let cmd = crate::cmd::status::one_line(&cmd, 60);
         s += &format!("  PID {pid:<8} {:<32} {cmd}\n", list.join(", "));
     }
     s + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_model::{GpuProcessClass, ProcessSample};
+
+    use super::*;
+
+    fn run_with(used: &[Option<u64>]) -> gpulse_diagnose::Run {
+        let listing = |u: Option<u64>| {
+            std::sync::Arc::new(vec![ProcessSample {
+                pid: 42,
+                used_memory_bytes: u,
+                name: Some("python3".into()),
+                class: Some(GpuProcessClass::Tree),
+                ..ProcessSample::default()
+            }])
+        };
+        let g =
+            gpulse_diagnose::GpuSeries { processes: used.iter().map(|u| listing(*u)).collect(), ..Default::default() };
+        gpulse_diagnose::Run { gpus: vec![g], ..Default::default() }
+    }
+
+    #[test]
+    fn memory_never_read_is_unknown_not_zero() {
+        let s = gpu_holders(&run_with(&[None, None]));
+        assert!(s.contains("GPU 0 (memory unknown)") && !s.contains("0.0 GiB"), "{s}");
+        // Read once: the reading stands, the unread listings do not pull it down.
+        let s = gpu_holders(&run_with(&[None, Some(3 << 30), None]));
+        assert!(s.contains("GPU 0 (3.0 GiB)"), "{s}");
+    }
+
+    #[test]
+    fn a_signal_is_named_and_an_exit_says_nothing() {
+        let stop =
+            |p: serde_json::Value| gpulse_diagnose::Run { events: vec![("stop".into(), 1.0, p)], ..Default::default() };
+        let killed =
+            stop(serde_json::json!({"reason": "command killed by SIGKILL", "signal": "SIGKILL", "exit_status": 137}));
+        assert_eq!(ended_line(&killed), "command killed by SIGKILL (exit status 137)\n\n");
+        assert_eq!(
+            ended_line(&stop(serde_json::json!({"reason": "command exited with status 1", "exit_status": 1}))),
+            ""
+        );
+    }
 }

@@ -190,18 +190,34 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let verdict = out.lines().last().unwrap();
     assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
-    // With GPM (the gpm_* traces): SM activity measures the work; the truth is 7.3x more steps
-    // per second.
+    // With GPM (the gpm_* traces): SM activity measures the work. The truth is the loop's own
+    // steps/s between its first and last step (7.1×; the README's 7.3× is the ratio of step
+    // counts, 782 against 107, over runs of 49 and 45 s). The ratio of SM activity stands for it
+    // when every step costs the same GPU work; the active window also holds start-up (model
+    // build, cuDNN autotuning) that is no training step, a few seconds of 45: 10 % is allowed.
     let g = |s: &str| fixture(&format!("h200-2026-11-29/gpm_{s}.csv"));
+    let truth = |s: &str| loop_truth(&fixture(&format!("h200-2026-11-29/steps_{s}.jsonl"))).1;
+    let truth_ratio = truth("dl_tuned") / truth("dl_bound");
     let (code, out, err) = run(gpulse(None).arg("compare").arg(g("dl_bound")).arg(g("dl_tuned")));
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out.lines().last(),
-        Some(
-            "input bottleneck removed; util 9% → 53%; throughput up ~7.1× (by SM activity); remaining gap: host overhead"
-        ),
+    let verdict = out.lines().last().unwrap();
+    assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
+    assert!(verdict.ends_with("× (by SM activity); remaining gap: host overhead"), "{out}");
+    let said = numbers(verdict.split("throughput up ~").nth(1).unwrap())[0];
+    eprintln!("compare says {said}x, the loop {truth_ratio:.2}x");
+    assert!((said - truth_ratio).abs() <= 0.10 * truth_ratio, "{said} vs {truth_ratio}: {out}");
+    // Both inputs are named.
+    assert!(
+        out.starts_with(&format!("before: {}\nafter:  {}\n", g("dl_bound").display(), g("dl_tuned").display())),
         "{out}"
     );
+    // A file against itself: unchanged, within the noise the comparison states.
+    let (code, out, err) = run(gpulse(None).arg("compare").arg(g("healthy")).arg(g("healthy")));
+    assert_eq!(code, 0, "{err}");
+    let verdict = out.lines().last().unwrap();
+    assert!(verdict.contains("throughput unchanged by SM activity (within ±") && !verdict.contains('×'), "{out}");
+    let changed = |l: &str| l.trim_start().starts_with("gone:") || l.trim_start().starts_with("new:");
+    assert!(!out.lines().any(changed), "healthy is no finding that comes or goes: {out}");
     let replay = |s: &str| {
         let text = std::fs::read_to_string(fixture(&format!("h200-2026-11-29/gpm_{s}.csv"))).unwrap();
         let dev = gpulse_model::DeviceInfo { index: 0, memory_total_bytes: Some(143_771 << 20), ..Default::default() };

@@ -159,3 +159,39 @@ fn a_value_the_scenario_leaves_out_is_not_supported_never_0() {
     assert_eq!(sm(r#","sm_util_pct":42"#), "—");
     assert_eq!(sm(r#","sm_util_pct":42,"mem_util_pct":7"#), "42");
 }
+
+#[test]
+fn a_gpu_lost_during_a_recording_is_a_critical_finding_at_the_time_it_was_lost() {
+    let lost_at_s = 1.0;
+    let sc = idle_with(&format!(r#""lost_at_s": {lost_at_s},"#), "");
+    let db = std::env::temp_dir().join(format!("gpulse-lost-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&db);
+    let (code, _, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .args(["record", "--interval", "100ms", "--duration", "2s", "-o"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    // The truth is in the recording: the first snapshot that found GPU 0 lost.
+    let rec = gpulse_record::read(&db).unwrap();
+    let t0 = rec.snapshots[0].timestamp_us;
+    let first_lost = rec
+        .snapshots
+        .iter()
+        .find(|s| s.gpus[0].status == gpulse_model::DeviceStatus::Lost)
+        .expect("the stand-in lost the GPU");
+    let truth_s = (first_lost.timestamp_us - t0) as f64 / 1e6;
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "gpu_lost").expect("gpu_lost");
+    assert_eq!(f["severity"], "critical");
+    assert_eq!(f["evidence"]["gpu"], 0);
+    let at = f["evidence"]["at_s"].as_f64().unwrap();
+    // To the recorder's 0.1 s rounding; and near the scenario's own time (scenario time starts at
+    // nvmlInit, shortly before the first sample; a sample comes every 0.1 s).
+    assert!((at - truth_s).abs() <= 0.05, "{at} vs {truth_s}");
+    assert!((lost_at_s - 0.5..=lost_at_s + 0.5).contains(&at), "{at} vs the scenario's {lost_at_s}");
+    assert_eq!(doc["findings"][0]["id"], "gpu_lost", "critical comes first: {out}");
+    let (_, text, _) = run(gpulse(None).arg("diagnose").arg(&db));
+    assert!(text.contains("GPU 0: fell off the bus"), "{text}");
+}

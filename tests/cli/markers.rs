@@ -4,7 +4,7 @@
 
 use gpulse_record::{Marker, MarkerKind, Recording};
 
-use super::support::fixture;
+use super::support::{fixture, loop_steps, loop_truth, numbers};
 
 /// The run's GPM trace and its steps as marks. Returns the run and the loop's own data-wait
 /// share over the same window (from the end of the first step to the end of the last).
@@ -70,24 +70,6 @@ fn compare_reports_steps_per_second() {
     assert!(c.verdict.contains(&format!("data wait {b_wait:.0}% → {a_wait:.0}%")), "{}", c.verdict);
 }
 
-/// The loop's own data-wait share and steps/s in `steps_<name>.jsonl`, over the window gpulse
-/// measures: from the end of the first step to the end of the last.
-fn loop_truth(path: &std::path::Path) -> (f64, f64) {
-    let text = std::fs::read_to_string(path).unwrap();
-    let steps: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|v: &serde_json::Value| v["step"].is_u64())
-        .collect();
-    let ends: Vec<f64> = steps
-        .iter()
-        .map(|s| s["t"].as_f64().unwrap() + s["data_s"].as_f64().unwrap() + s["compute_s"].as_f64().unwrap())
-        .collect();
-    let span = ends[ends.len() - 1] - ends[0];
-    let waited: f64 = steps[1..].iter().map(|s| s["data_s"].as_f64().unwrap()).sum();
-    (100.0 * waited / span, (ends.len() - 1) as f64 / span)
-}
-
 /// Recordings `gpulse run --instrument` made of the fixtures' workloads on an H200.
 #[test]
 fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
@@ -116,8 +98,23 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
         super::support::gpulse(None).arg("compare").arg(dir.join("dl_bound.db")).arg(dir.join("dl_tuned.db")),
     );
     assert_eq!(code, 0, "{err}");
-    assert!(out.lines().last().unwrap().contains("× more steps/s"), "{out}");
-    assert!(out.contains("steps/s                     2.8 → 20.5"), "{out}");
+    // Against the loop's own steps/s and wait: the same 2 % as above, plus the table's rounding
+    // to 0.1 (steps/s) and to 0.1 point (the wait).
+    let (b_wait, b_per_s) = loop_truth(&dir.join("steps_dl_bound.jsonl"));
+    let (a_wait, a_per_s) = loop_truth(&dir.join("steps_dl_tuned.jsonl"));
+    let row =
+        |name: &str| numbers(out.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{out}")));
+    let steps = row("steps/s");
+    assert!((steps[0] - b_per_s).abs() <= 0.02 * b_per_s + 0.05, "{steps:?} vs {b_per_s}: {out}");
+    assert!((steps[1] - a_per_s).abs() <= 0.02 * a_per_s + 0.05, "{steps:?} vs {a_per_s}: {out}");
+    let truth_ratio = a_per_s / b_per_s;
+    assert!((steps[2] - truth_ratio).abs() <= 0.04 * truth_ratio + 0.05, "{steps:?} vs {truth_ratio}: {out}");
+    let verdict = out.lines().last().unwrap();
+    assert!(verdict.contains(&format!("{truth_ratio:.1}× more steps/s")), "{verdict} vs {truth_ratio}");
+    // A share changes by points, not by a ratio of shares.
+    let wait = row("data wait");
+    assert!(!out.contains("0.0×") && out.lines().any(|l| l.contains("data wait") && l.ends_with(" pts")), "{out}");
+    assert!((wait[2] - (a_wait - b_wait)).abs() <= 5.0 + 0.1, "{wait:?} vs {}: {out}", a_wait - b_wait);
 
     // The leak: the OOM on stderr is an event, and the forecast made before it is in the file.
     let rec = gpulse_record::read(&dir.join("leak.db")).unwrap();
@@ -154,7 +151,15 @@ fn the_report_draws_step_time_and_data_wait_and_lists_caught_errors() {
         std::fs::read_to_string(out).unwrap()
     };
     let html = report("dl_bound");
-    assert!(html.contains("<h2>Training loop</h2><p>77 steps at 2.83 steps/s"), "the loop's section");
+    // The loop's own count and rate: every step after the first is timed (the first step's mark
+    // opens the window), at the loop's steps/s within the 2 % above and the text's 0.005 rounding.
+    let truth = fixture("h200-gpulse-run/steps_dl_bound.jsonl");
+    let (_, per_s) = loop_truth(&truth);
+    let head = "<h2>Training loop</h2><p>";
+    let section = &html[html.find(head).expect("the loop's section") + head.len()..];
+    let n = numbers(section.split(" steps/s").next().unwrap());
+    assert_eq!(n[0] as usize, loop_steps(&truth) - 1, "{}", &section[..80]);
+    assert!((n[1] - per_s).abs() <= 0.02 * per_s + 0.005, "{n:?} vs {per_s}");
     assert!(html.contains("waiting for data 87% of the time"));
     let section = &html[html.find("Training loop").unwrap()..];
     assert!(section.contains("Step time and data wait, ms") && section.contains("<title>waiting for data</title>"));

@@ -101,9 +101,83 @@ sys.exit(1)
     let oom = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap();
     assert!(oom.payload["text"].as_str().unwrap().starts_with("torch.OutOfMemoryError: CUDA out of memory."));
     assert_eq!(oom.payload["tried_bytes"], 2u64 << 30);
-    // The diagnosis at exit knows the job ran out of memory.
-    let (_, out, _) = run(gpulse(None).arg("diagnose").arg(dir.join("e.db")).args(["--format", "json"]));
-    assert!(out.contains("\"id\": \"oom\"") || rec.snapshots.is_empty(), "{out}");
+}
+
+/// The ids and the `oom` finding of a recording's diagnosis.
+fn oom_finding(db: &Path) -> Option<serde_json::Value> {
+    let (code, out, err) = run(gpulse(None).arg("diagnose").arg(db).args(["--format", "json"]));
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "oom").cloned()
+}
+
+const CUDA_OOM: &str = "import sys\nprint('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.21 GiB is free.', file=sys.stderr)\nsys.exit(1)\n";
+
+#[test]
+fn a_cuda_oom_without_a_driver_is_an_oom_finding_from_the_message_alone() {
+    let dir = tmp("oom-nodriver");
+    let mut cmd = gpulse_run(&dir, &["-o", "o.db"], &["python3", "-c", CUDA_OOM]);
+    cmd.env("GPULSE_NVML_LIB", dir.join("no-such-libnvidia-ml.so"));
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 1, "{err}");
+    let rec = read(&dir.join("o.db"));
+    assert!(rec.snapshots.is_empty(), "no driver, no GPU readings");
+    let oom = oom_finding(&dir.join("o.db")).expect("an oom finding from the cuda_oom event");
+    assert_eq!(oom["severity"], "critical");
+    assert_eq!(oom["evidence"]["gpu"], 0, "the GPU the message names");
+    assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"), "{oom}");
+    assert!(oom["evidence"].get("peak_gib").is_none(), "no memory was read: no peak");
+    assert!(err.contains("ran out of memory"), "the summary at exit says so: {err}");
+}
+
+#[test]
+fn a_cuda_oom_on_the_stand_in_gpu_is_an_oom_finding_with_its_memory() {
+    let dir = tmp("oom-gpu");
+    let mut cmd = gpulse(Some("scenarios/h200_idle.json"));
+    cmd.current_dir(&dir).args(["run", "--status", "off", "-o", "o.db", "--interval", "100ms", "--"]);
+    cmd.args(["python3", "-c", &format!("import time\ntime.sleep(0.5)\n{CUDA_OOM}")]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 1, "{err}");
+    let rec = read(&dir.join("o.db"));
+    let used: Vec<u64> = rec.snapshots.iter().flat_map(|s| &s.gpus).filter_map(|g| g.memory_used_bytes).collect();
+    assert!(!used.is_empty(), "the stand-in GPU's memory was read");
+    let oom = oom_finding(&dir.join("o.db")).expect("an oom finding");
+    assert_eq!(oom["evidence"]["gpu"], 0);
+    // The peak is the recording's own highest reading, in GiB to two places.
+    let peak_gib = *used.iter().max().unwrap() as f64 / (1u64 << 30) as f64;
+    assert!((oom["evidence"]["peak_gib"].as_f64().unwrap() - peak_gib).abs() <= 0.005, "{oom} vs {peak_gib}");
+    assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"), "{oom}");
+}
+
+#[test]
+fn a_job_killed_by_sigkill_is_reported_killed() {
+    let dir = tmp("sigkill");
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "k.db"], &["sh", "-c", "kill -KILL $$"]));
+    assert_eq!(code, 128 + 9, "a shell's status for SIGKILL: {err}");
+    assert!(err.contains("command killed by SIGKILL (exit status 137)"), "the summary: {err}");
+    let rec = read(&dir.join("k.db"));
+    let stop = rec.events.iter().find(|e| e.kind == "stop").expect("the stop event");
+    assert_eq!(stop.payload["reason"], "command killed by SIGKILL");
+    assert_eq!(stop.payload["signal"], "SIGKILL");
+    assert_eq!(stop.payload["exit_status"], 137);
+    // The kernel did not take it: no host_oom, unless this host's own counters say otherwise.
+    let (_, out, _) = run(gpulse(None).arg("diagnose").arg(dir.join("k.db")).args(["--format", "json"]));
+    let host_full = rec
+        .host
+        .iter()
+        .filter_map(|h| Some(h.memory_used_bytes? as f64 / h.memory_total_bytes? as f64))
+        .any(|u| u >= 0.95);
+    if stop.payload["oom_kills"].as_u64().unwrap_or(0) == 0 && !host_full {
+        assert!(!out.contains("\"host_oom\""), "{out}");
+    }
+    // A job that exits by itself is not called killed.
+    let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "x.db"], &["sh", "-c", "exit 137"]));
+    assert_eq!(code, 137);
+    assert!(!err.contains("killed"), "{err}");
+    assert_eq!(
+        read(&dir.join("x.db")).events.iter().find(|e| e.kind == "stop").unwrap().payload["reason"],
+        "command exited with status 137"
+    );
 }
 
 /// Starts `gpulse run` on a Python script that prints `ready` once its handlers are set.

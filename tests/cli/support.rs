@@ -120,3 +120,34 @@ pub fn lib_without(symbols: &[&str]) -> PathBuf {
     std::fs::write(&path, bytes).unwrap();
     path
 }
+
+/// The loop's own data-wait share and steps/s in `steps_<name>.jsonl`, over the window gpulse
+/// measures: from the end of the first step to the end of the last.
+pub fn loop_truth(path: &std::path::Path) -> (f64, f64) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let steps: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["step"].is_u64())
+        .collect();
+    let ends: Vec<f64> = steps
+        .iter()
+        .map(|s| s["t"].as_f64().unwrap() + s["data_s"].as_f64().unwrap() + s["compute_s"].as_f64().unwrap())
+        .collect();
+    let span = ends[ends.len() - 1] - ends[0];
+    let waited: f64 = steps[1..].iter().map(|s| s["data_s"].as_f64().unwrap()).sum();
+    (100.0 * waited / span, (ends.len() - 1) as f64 / span)
+}
+
+/// How many steps the loop logged in `steps_<name>.jsonl`.
+pub fn loop_steps(path: &std::path::Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["step"].is_u64()).count()
+}
+
+/// The numbers in a line of text, in order ("2.8 → 20.5  7.2×" gives 2.8, 20.5, 7.2).
+pub fn numbers(line: &str) -> Vec<f64> {
+    line.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}

@@ -61,6 +61,10 @@ pub struct Comparison {
     pub gpu_work_ratio: Option<f64>,
     /// Which figure the ratio rests on.
     pub gpu_work_basis: &'static str,
+    /// Half-width of the ratio's noise band, as a share of 1: two standard errors of each run's
+    /// mean (step time, or per-sample SM activity or GPU-Util), combined (see `relative_error`). A ratio within
+    /// `1 ± gpu_work_noise` is no measurable change.
+    pub gpu_work_noise: Option<f64>,
     pub gone: Vec<&'static str>,
     pub new: Vec<&'static str>,
     pub verdict: String,
@@ -76,7 +80,13 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
         (None, Some(r)) => (Some(r), "SM activity"),
         (None, None) => (ratio(b.util_gpu_pct, a.util_gpu_pct), "GPU-Util"),
     };
-    let ids = |f: &[Finding]| f.iter().map(|f| f.id).collect::<Vec<_>>();
+    let gpu_work_noise = gpu_work_ratio.and(
+        relative_error(before, gpu_work_basis)
+            .zip(relative_error(after, gpu_work_basis))
+            .map(|(eb, ea)| 2.0 * eb.hypot(ea)),
+    );
+    // `healthy` says no other finding fired; it is not a problem that can go away or appear.
+    let ids = |f: &[Finding]| f.iter().map(|f| f.id).filter(|id| *id != "healthy").collect::<Vec<_>>();
     let (ib, ia) = (ids(fb), ids(fa));
     let mut gone: Vec<&'static str> = ib.iter().copied().filter(|i| !ia.contains(i)).collect();
     let mut new: Vec<&'static str> = ia.iter().copied().filter(|i| !ib.contains(i)).collect();
@@ -98,7 +108,13 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
     if let (Some(w0), Some(w1)) = (b.data_wait_pct, a.data_wait_pct) {
         parts.push(format!("data wait {w0:.0}% → {w1:.0}%"));
     }
-    if let (Some(r), "steps/s") = (gpu_work_ratio, gpu_work_basis) {
+    if let (Some(r), Some(noise)) = (gpu_work_ratio, gpu_work_noise)
+        && (r - 1.0).abs() <= noise
+    {
+        let what = if gpu_work_basis == "steps/s" { "steps/s" } else { "throughput" };
+        let by = if gpu_work_basis == "steps/s" { String::new() } else { format!(" by {gpu_work_basis}") };
+        parts.push(format!("{what} unchanged{by} (within ±{:.1}%, the noise of the measurement)", 100.0 * noise));
+    } else if let (Some(r), "steps/s") = (gpu_work_ratio, gpu_work_basis) {
         let (n, what) = if r >= 1.0 { (r, "more") } else { (1.0 / r, "fewer") };
         parts.push(format!("{}× {what} steps/s", fmt_ratio(n)));
     } else if let Some(r) = gpu_work_ratio {
@@ -124,14 +140,85 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
         parts.push(format!("remaining gap: {}", remaining.join(", ")));
     }
     for id in &new {
-        if !matches!(*id, "healthy" | "host_bound" | "input_bound") {
+        if !matches!(*id, "host_bound" | "input_bound") {
             parts.push(format!("new: {id}"));
         }
     }
     let verdict = if parts.is_empty() { "no material change".to_owned() } else { parts.join("; ") };
-    Comparison { before: b, after: a, gpu_work_ratio, gpu_work_basis, gone, new, verdict }
+    Comparison { before: b, after: a, gpu_work_ratio, gpu_work_basis, gpu_work_noise, gone, new, verdict }
 }
 
+/// The standard error of a run's mean on `basis`, as a share of that mean. The spread is taken
+/// from one sample to the next (the mean squared successive difference, halved): the reading's
+/// own jitter, not the run's slow changes (warm-up, phases, a stall's pauses), which are the job's
+/// and not noise in its measurement. It does not cover the job's run-to-run variation, which only
+/// repeated runs measure.
+fn relative_error(run: &Run, basis: &str) -> Option<f64> {
+    let series: Vec<Vec<f64>> = match basis {
+        "steps/s" => vec![run.steps.as_ref()?.step_s.iter().map(|s| s.1).collect()],
+        "SM activity" => run.gpus.iter().map(|g| g.active_values(&g.sm_pct)).collect(),
+        _ => run.gpus.iter().map(|g| g.active_values(&g.util_pct)).collect(),
+    };
+    let all: Vec<f64> = series.iter().flatten().copied().collect();
+    let m = mean(&all)?;
+    let pairs: Vec<f64> = series.iter().flat_map(|s| s.windows(2).map(|w| (w[1] - w[0]).powi(2))).collect();
+    let sigma = (mean(&pairs)? / 2.0).sqrt();
+    (m > 0.0).then(|| sigma / m / (all.len() as f64).sqrt())
+}
+
+/// A ratio of 1 or more: whole from 10, two places below 2 (so a change just outside the noise
+/// band does not read "1.0×").
 fn fmt_ratio(r: f64) -> String {
-    if r >= 10.0 { format!("{r:.0}") } else { format!("{r:.1}") }
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 2.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::testing::*;
+
+    /// One GPU, 100 samples a second apart: `level` % SM activity jittering by ±`jitter` points.
+    fn sm_run(level: f64, jitter: f64) -> Run {
+        let mut g = steady(0, level, 100);
+        g.sm_pct = (0..100).map(|i| Some(level + if i % 2 == 0 { jitter } else { -jitter })).collect();
+        run(vec![g])
+    }
+
+    #[test]
+    fn healthy_is_not_a_finding_that_comes_or_goes() {
+        let r = sm_run(85.0, 1.0);
+        let healthy = crate::diagnose_run(&r);
+        assert_eq!(ids(&healthy), ["healthy"]);
+        let slow = crate::diagnose_run(&sm_run(30.0, 1.0));
+        let c = compare(&r, &healthy, &r, &slow);
+        assert!(!c.gone.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
+        let c = compare(&r, &slow, &r, &healthy);
+        assert!(!c.new.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
+    }
+
+    #[test]
+    fn a_run_against_itself_is_unchanged_and_a_change_beyond_the_noise_is_not() {
+        let r = sm_run(50.0, 5.0);
+        let f = crate::diagnose_run(&r);
+        let c = compare(&r, &f, &r, &f);
+        assert_eq!(c.gpu_work_ratio, Some(1.0));
+        // Jitter ±5 on 50: successive differences of 10, σ = √(10²/2), a standard error of
+        // σ/50/√100 ≈ 1.4 % a run; two standard errors of the two runs combined: 4 %.
+        let noise = c.gpu_work_noise.unwrap();
+        assert!((noise - 2.0 * (50f64.sqrt() / 500.0) * 2f64.sqrt()).abs() < 1e-9, "{noise}");
+        assert!(c.verdict.contains("throughput unchanged by SM activity (within ±4.0%"), "{}", c.verdict);
+        assert!(!c.verdict.contains('×'), "{}", c.verdict);
+        // 2 % more work: inside the band. 10 %: outside it, and said with two places.
+        let near = sm_run(51.0, 5.0);
+        assert!(compare(&r, &f, &near, &f).verdict.contains("unchanged"));
+        let beyond = sm_run(55.0, 5.0);
+        let c = compare(&r, &f, &beyond, &f);
+        assert!(c.verdict.contains("throughput up ~1.10× (by SM activity)"), "{}", c.verdict);
+    }
 }

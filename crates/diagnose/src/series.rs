@@ -24,6 +24,9 @@ pub struct GpuSeries {
     /// Indices `[start, end)` of the active window: from the first to the last sample in which
     /// the GPU did any work.
     pub active: (usize, usize),
+    /// Seconds since the run started of the first sample that found the GPU lost (fallen off
+    /// the bus); `None` while it answered.
+    pub lost_at_s: Option<f64>,
 }
 
 impl GpuSeries {
@@ -71,6 +74,9 @@ pub struct Run {
     /// Whole-machine CPU busy, percent, and the core count.
     pub host_cpu: Vec<(f64, f64)>,
     pub cores: usize,
+    /// Host memory in use (total less what the kernel can still reclaim), percent of the total,
+    /// over time (seconds, value).
+    pub host_mem_used_pct: Vec<(f64, f64)>,
     /// Events by kind and time (seconds since the start).
     pub events: Vec<(String, f64, serde_json::Value)>,
     /// Steps and data wait measured inside the training loop, when it sent marks.
@@ -130,6 +136,9 @@ impl RunBuilder {
             s.temp_c.push(g.temperature_gpu_c.map(f64::from));
             s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
             s.reasons.push(g.clocks_event_reasons);
+            if g.status == gpulse_model::DeviceStatus::Lost && s.lost_at_s.is_none() {
+                s.lost_at_s = Some(t);
+            }
             // Listings repeat from sample to sample: share one copy while they do not change.
             let same = s.processes.last().is_some_and(|p| **p == g.processes);
             let listing = if same {
@@ -188,6 +197,14 @@ impl RunBuilder {
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
         let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
         let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
+        let host_mem_used_pct = rec
+            .host
+            .iter()
+            .filter_map(|h| {
+                let (used, total) = (h.memory_used_bytes?, h.memory_total_bytes.filter(|t| *t > 0)?);
+                Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
+            })
+            .collect();
         let events = rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms * 1000), e.payload.clone())).collect();
         Run {
             gpus,
@@ -200,6 +217,7 @@ impl RunBuilder {
             worker_count,
             host_cpu,
             cores,
+            host_mem_used_pct,
             events,
             steps: crate::Steps::from_markers(
                 &rec.markers,

@@ -86,3 +86,34 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// Process 7 holding `home` GiB on GPU 0 and `extra` GiB on GPU 1.
+    fn two_gpus(home: f64, extra: f64) -> Vec<&'static str> {
+        let g0 = with_processes(steady(0, 90.0, 5), vec![holder(7, home)]);
+        let g1 = with_processes(steady(1, 90.0, 5), vec![holder(7, extra), holder(8, 20.0)]);
+        ids(&findings(&run(vec![g0, g1])))
+    }
+
+    #[test]
+    fn a_stray_context_is_0_1_to_2_gib_and_a_quarter_of_the_main_footprint_at_most() {
+        assert_eq!(two_gpus(20.0, 0.1), ["device_misbinding"], "0.1 GiB");
+        assert!(two_gpus(20.0, 0.099).is_empty(), "too small for a context");
+        assert_eq!(two_gpus(20.0, 2.0), ["device_misbinding"], "2 GiB");
+        assert!(two_gpus(20.0, 2.01).is_empty(), "a replica, not a context");
+        assert_eq!(two_gpus(2.0, 0.5), ["device_misbinding"], "a quarter");
+        assert!(two_gpus(2.0, 0.51).is_empty(), "more than a quarter");
+    }
+
+    #[test]
+    fn data_parallel_holds_1_gib_and_a_quarter_of_its_largest_on_two_gpus() {
+        assert_eq!(two_gpus(4.0, 1.0), ["data_parallel", "device_misbinding"], "1 GiB, a quarter: both readings");
+        assert_eq!(two_gpus(4.0, 0.99), ["device_misbinding"], "under 1 GiB");
+        assert_eq!(two_gpus(8.0, 3.0), ["data_parallel"], "a replica");
+        assert!(two_gpus(13.0, 3.0).is_empty(), "under a quarter, over 2 GiB: neither");
+    }
+}

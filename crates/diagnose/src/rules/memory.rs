@@ -46,10 +46,42 @@ fn sustained(y: &[f64]) -> bool {
     rise > 0.0 && b - a >= 0.2 * rise && c - b >= 0.2 * rise && still_rising >= 0.1 * rise
 }
 
+/// What to do after an out-of-memory error, whatever its evidence.
+const OOM_ADVICE: [&str; 2] = [
+    "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
+    "torch.cuda.memory_summary() at the failing step shows what holds the memory",
+];
+
+/// An `oom` event from a trace's own log, or `cuda_oom` from the job's stderr under `gpulse run`.
+fn is_oom_event(kind: &str) -> bool {
+    matches!(kind, "oom" | "cuda_oom")
+}
+
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
         out.extend(for_gpu(run, g));
+    }
+    // No GPU reading to place it on (no driver, or memory that could not be read): the error
+    // message itself is the evidence that the job ran out of memory.
+    if !out.iter().any(|f| f.id == "oom")
+        && let Some((_, at, message)) = run.events.iter().find(|e| is_oom_event(&e.0))
+    {
+        let gpu = message.get("gpu").and_then(serde_json::Value::as_u64);
+        let title = match gpu {
+            Some(gpu) => format!("GPU {gpu}: ran out of memory {at:.0} s into the run"),
+            None => format!("Ran out of GPU memory {at:.0} s into the run"),
+        };
+        let mut f = Finding::new("oom", Severity::Critical, title);
+        if let Some(gpu) = gpu {
+            f = f.with("gpu", gpu);
+        }
+        out.push(
+            f.with("at_s", round(*at, 1))
+                .with("message", message.clone())
+                .advise(&OOM_ADVICE)
+                .limit("no GPU memory readings: the peak and what grew before the error are unknown (record where the driver answers)"),
+        );
     }
     out
 }
@@ -62,7 +94,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     // `oom` from a trace's own log; `cuda_oom` from the job's stderr under `gpulse run`, which
     // names the GPU when PyTorch does.
     let oom_event = run.events.iter().find(|e| {
-        matches!(e.0.as_str(), "oom" | "cuda_oom")
+        is_oom_event(&e.0)
             && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
     });
     let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
@@ -152,14 +184,12 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         }
     }
     if let Some(at) = oom_at {
-        let mut f = Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
-            .with("gpu", g.gpu)
-            .with("at_s", round(at, 1))
-            .with("peak_gib", round(peak / GIB, 2))
-            .advise(&[
-                "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
-                "torch.cuda.memory_summary() at the failing step shows what holds the memory",
-            ]);
+        let mut f =
+            Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
+                .with("gpu", g.gpu)
+                .with("at_s", round(at, 1))
+                .with("peak_gib", round(peak / GIB, 2))
+                .advise(&OOM_ADVICE);
         if let Some(e) = oom_event {
             f = f.with("message", e.2.clone());
         } else {
@@ -168,4 +198,95 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         out.push(f);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testing::*;
+    use super::*;
+
+    /// GPU 0 of `total_gib` sampled every second with `used_gib` in use.
+    fn mem(total_gib: f64, used_gib: &[f64]) -> Run {
+        let mut g = gpu(0, 1.0, &vec![50.0; used_gib.len()]);
+        g.mem_used_bytes = used_gib.iter().map(|u| Some(u * GIB)).collect();
+        g.mem_total_bytes = Some(total_gib * GIB);
+        run(vec![g])
+    }
+
+    fn found(run: &Run) -> Vec<&'static str> {
+        ids(&findings(run))
+    }
+
+    #[test]
+    fn pressure_starts_at_90_percent_of_the_total() {
+        assert!(found(&mem(100.0, &[89.9; 5])).is_empty());
+        assert_eq!(found(&mem(100.0, &[90.0; 5])), ["memory_pressure"]);
+    }
+
+    #[test]
+    fn a_fall_of_20_percent_from_95_within_6_samples_is_an_oom() {
+        let at_edge = [95.0, 95.0, 95.0, 91.0, 87.0, 83.0, 79.0, 75.0, 75.0];
+        let f = findings(&mem(100.0, &at_edge));
+        assert_eq!(ids(&f), ["oom"], "95 → 75 over 6 samples");
+        assert_eq!(f[0].evidence["at_s"], 2.0);
+        assert!(f[0].limits.iter().any(|l| l.contains("inferred")), "no message: said so");
+        let slower = [95.0, 95.0, 95.0, 91.0, 87.0, 83.0, 79.0, 76.0, 75.0];
+        assert_eq!(found(&mem(100.0, &slower)), ["memory_pressure"], "19 points within 6 samples");
+        let lower = [94.9, 94.9, 94.9, 90.0, 80.0, 70.0, 70.0];
+        assert_eq!(found(&mem(100.0, &lower)), ["memory_pressure"], "from below 95 %");
+    }
+
+    /// Memory climbing linearly by `rise_gib` over `span_s` seconds (one sample a second).
+    fn ramp(total_gib: f64, rise_gib: f64, span_s: usize) -> Run {
+        let used: Vec<f64> = (0..=span_s).map(|i| 10.0 + rise_gib * i as f64 / span_s as f64).collect();
+        mem(total_gib, &used)
+    }
+
+    #[test]
+    fn growth_needs_5_percent_of_the_gpu_over_10_s() {
+        assert!(found(&ramp(100.0, 4.99, 20)).is_empty(), "under 5 % of the GPU");
+        assert_eq!(found(&ramp(100.0, 5.01, 20)), ["memory_growth"]);
+        assert!(found(&ramp(100.0, 20.0, 9)).is_empty(), "9 s");
+        assert_eq!(found(&ramp(100.0, 20.0, 10)), ["memory_growth"], "10 s");
+        // A model loading: a climb, then flat, is not growth.
+        let mut load: Vec<f64> = (0..10).map(|i| 10.0 + 3.0 * f64::from(i)).collect();
+        load.extend([37.0; 20]);
+        assert!(found(&mem(100.0, &load)).is_empty());
+    }
+
+    #[test]
+    fn growth_is_critical_when_the_forecast_is_under_10_minutes() {
+        // 1/3 GiB/s from 10 to 30 GiB over 60 s: full in 3 × (total - 30) s.
+        let f = findings(&ramp(30.0 + 599.0 / 3.0, 20.0, 60));
+        assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Critical));
+        assert!((f[0].evidence["time_to_oom_s"].as_f64().unwrap() - 599.0).abs() < 0.5, "{:?}", f[0].evidence);
+        let f = findings(&ramp(30.0 + 601.0 / 3.0, 20.0, 60));
+        assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Warning));
+    }
+
+    #[test]
+    fn an_oom_message_without_gpu_readings_is_an_oom() {
+        let ev = |payload: serde_json::Value| vec![("cuda_oom".to_owned(), 12.0, payload)];
+        let r = Run {
+            events: ev(json!({"text": "torch.OutOfMemoryError: CUDA out of memory.", "gpu": 1})),
+            ..run(Vec::new())
+        };
+        let f = findings(&r);
+        assert_eq!(ids(&f), ["oom"]);
+        assert_eq!((&f[0].evidence["gpu"], &f[0].evidence["at_s"]), (&json!(1), &json!(12.0)));
+        assert!(f[0].evidence.get("peak_gib").is_none(), "no reading, no peak");
+        // A GPU whose memory was never read is no better placed.
+        let r = Run { events: ev(json!({"text": "CUDA out of memory"})), ..run(vec![steady(0, 50.0, 5)]) };
+        let f = findings(&r);
+        assert_eq!(ids(&f), ["oom"]);
+        assert!(f[0].title.starts_with("Ran out of GPU memory 12 s"), "{}", f[0].title);
+        // With readings, the GPU's own finding carries the message, once.
+        let mut r = mem(100.0, &[50.0; 5]);
+        r.events = ev(json!({"text": "CUDA out of memory", "gpu": 0}));
+        let f = findings(&r);
+        assert_eq!(ids(&f), ["oom"]);
+        assert_eq!(f[0].evidence["peak_gib"], 50.0);
+    }
 }

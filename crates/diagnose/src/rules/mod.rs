@@ -1,10 +1,13 @@
 //! The rules. Each takes the run and returns its findings.
 
 mod binding;
+mod ended;
 mod memory;
 mod processes;
 mod stall;
 pub(crate) mod steps;
+#[cfg(test)]
+pub(crate) mod testing;
 mod throttle;
 mod utilization;
 
@@ -20,6 +23,8 @@ pub fn all(run: &Run) -> Vec<Finding> {
     out.extend(processes::findings(run));
     out.extend(utilization::imbalance(run));
     out.extend(binding::findings(run));
+    out.extend(ended::gpu_lost(run));
+    out.extend(ended::host_oom(run));
     // Other processes' memory says nothing about how well the job itself runs.
     let troubled = out
         .iter()

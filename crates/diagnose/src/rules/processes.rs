@@ -79,3 +79,65 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// 10 listings of GPU 0; process 9 holds `gib[i]` in listing i (absent where `None`), with SM
+    /// use `sm` and class `class`.
+    fn held(gib: &[Option<f64>], sm: Option<u32>, class: Option<GpuProcessClass>) -> Run {
+        let mut g = steady(0, 90.0, gib.len());
+        g.processes = gib
+            .iter()
+            .map(|m| {
+                let mut l = vec![holder(1, 30.0)];
+                if let Some(m) = m {
+                    l.push(gpulse_model::ProcessSample { sm_util_pct: sm, class, ..holder(9, *m) });
+                }
+                std::sync::Arc::new(l)
+            })
+            .collect();
+        run(vec![g])
+    }
+
+    fn flagged(r: &Run) -> Vec<&'static str> {
+        findings(r).iter().filter(|f| f.evidence["pid"] == 9).map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn an_idle_holder_holds_1_gib_in_nine_tenths_of_the_listings_without_changing() {
+        assert_eq!(flagged(&held(&[Some(1.0); 10], Some(0), None)), ["idle_holder"], "1 GiB");
+        assert!(flagged(&held(&[Some(0.999); 10], Some(0), None)).is_empty(), "under 1 GiB");
+        let mut nine = [Some(4.0); 10];
+        nine[0] = None;
+        assert_eq!(flagged(&held(&nine, Some(0), None)), ["idle_holder"], "9 of 10");
+        nine[1] = None;
+        assert!(flagged(&held(&nine, Some(0), None)).is_empty(), "8 of 10");
+    }
+
+    #[test]
+    fn idle_means_memory_within_2_percent_and_sm_at_most_1_percent() {
+        let mut m = [Some(4.0); 10];
+        m[3] = Some(4.0 * 0.98);
+        assert_eq!(flagged(&held(&m, Some(1), None)), ["idle_holder"]);
+        m[3] = Some(4.0 * 0.979);
+        assert!(flagged(&held(&m, Some(1), None)).is_empty(), "its memory moved");
+        assert!(flagged(&held(&[Some(4.0); 10], Some(2), None)).is_empty(), "it uses the SMs");
+        let f = findings(&held(&[Some(4.0); 10], None, None));
+        assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "SM use unknown: said so");
+    }
+
+    #[test]
+    fn a_foreign_process_holds_1_gib_outside_the_tree() {
+        let mut m = [Some(1.0); 10];
+        m[0] = Some(3.0);
+        assert_eq!(
+            flagged(&held(&m, Some(50), Some(GpuProcessClass::Foreign))),
+            ["foreign_process"],
+            "busy and growing, still foreign"
+        );
+        assert!(flagged(&held(&[Some(0.999); 10], Some(0), Some(GpuProcessClass::Foreign))).is_empty());
+    }
+}

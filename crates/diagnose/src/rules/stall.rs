@@ -79,3 +79,58 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// Every 0.5 s from 0 to `end_s`: `busy` GPU-Util, and `idle` inside each `[from, to)` pause.
+    fn paused(end_s: f64, busy: f64, idle: f64, pauses: &[(f64, f64)]) -> Run {
+        let n = (end_s / 0.5) as usize + 1;
+        let util: Vec<f64> = (0..n)
+            .map(|i| {
+                let t = i as f64 * 0.5;
+                if pauses.iter().any(|p| t >= p.0 && t < p.1) { idle } else { busy }
+            })
+            .collect();
+        run(vec![gpu(0, 0.5, &util)])
+    }
+
+    fn stall(r: &Run) -> Option<Finding> {
+        findings(r).into_iter().next()
+    }
+
+    #[test]
+    fn a_pause_is_2_s_or_more_at_10_percent_or_less() {
+        let two = [(10.0, 12.0), (25.0, 27.0)];
+        assert!(stall(&paused(40.0, 90.0, 10.0, &two)).is_some(), "2 s at 10 %");
+        assert!(stall(&paused(40.0, 90.0, 10.1, &two)).is_none(), "not idle");
+        assert!(stall(&paused(40.0, 90.0, 0.0, &[(10.0, 11.5), (25.0, 26.5)])).is_none(), "1.5 s");
+        assert!(stall(&paused(40.0, 90.0, 0.0, &[(10.0, 12.0)])).is_none(), "one pause");
+    }
+
+    #[test]
+    fn between_pauses_the_gpu_is_busy_50_percent() {
+        let two = [(10.0, 12.0), (25.0, 27.0)];
+        assert!(stall(&paused(40.0, 50.0, 0.0, &two)).is_some());
+        assert!(stall(&paused(40.0, 49.9, 0.0, &two)).is_none());
+    }
+
+    #[test]
+    fn pauses_are_periodic_when_their_intervals_vary_by_a_quarter_at_most() {
+        // Intervals 10 and 6 s: standard deviation 2, a quarter of their mean 8.
+        assert!(stall(&paused(40.0, 90.0, 0.0, &[(5.0, 7.0), (15.0, 17.0), (21.0, 23.0)])).is_some());
+        // 10.5 and 6: 2.25 against 2.06.
+        assert!(stall(&paused(40.0, 90.0, 0.0, &[(5.0, 7.0), (15.5, 17.5), (21.5, 23.5)])).is_none());
+    }
+
+    #[test]
+    fn a_stall_is_a_warning_from_a_tenth_of_the_run_lost() {
+        let two = [(10.0, 12.0), (25.0, 27.0)];
+        // 4 s of 40 s: 10 %; of 40.5 s: 9.9 %.
+        let f = stall(&paused(40.0, 90.0, 0.0, &two)).unwrap();
+        assert_eq!((f.severity, &f.evidence["lost_share"]), (Severity::Warning, &serde_json::json!(0.1)));
+        assert_eq!(stall(&paused(40.5, 90.0, 0.0, &two)).unwrap().severity, Severity::Info);
+    }
+}

@@ -48,3 +48,34 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     };
     vec![f.advise(&[workers_advice]).advise(&super::utilization::INPUT_ADVICE)]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten 1 s steps that waited `share` of the time for data.
+    fn waited(share: f64) -> Run {
+        let steps = crate::Steps {
+            pid: 1,
+            ranks: 1,
+            count: 10,
+            window_s: [0.0, 10.0],
+            step_s: (1..=10).map(|i| (f64::from(i), 1.0)).collect(),
+            data_wait_s: (1..=10).map(|i| (f64::from(i), share)).collect(),
+            waited_s: Some(10.0 * share),
+        };
+        Run { steps: Some(steps), ..Run::default() }
+    }
+
+    #[test]
+    fn a_measured_wait_is_input_bound_from_20_percent_and_critical_from_50() {
+        assert!(input_bound(&waited(0.19)).is_empty());
+        assert_eq!(input_bound(&waited(0.2))[0].severity, Severity::Warning);
+        assert_eq!(input_bound(&waited(0.49))[0].severity, Severity::Warning);
+        let f = &input_bound(&waited(0.5))[0];
+        assert_eq!((f.severity, &f.evidence["speedup_if_hidden"]), (Severity::Critical, &serde_json::json!(2.0)));
+        let mut unmeasured = waited(0.9);
+        unmeasured.steps.as_mut().unwrap().waited_s = None;
+        assert!(input_bound(&unmeasured).is_empty(), "no wait timed: nothing measured");
+    }
+}

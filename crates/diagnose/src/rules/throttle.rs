@@ -67,3 +67,35 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// `n` busy samples at SM clock 1980 MHz (its maximum), the first `k` with `reason` at `clock`.
+    fn clocked(n: usize, k: usize, reason: u64, clock: f64) -> Run {
+        let mut g = steady(0, 95.0, n);
+        g.max_sm_clock_mhz = Some(2000.0);
+        g.reasons = (0..n).map(|i| Some(if i < k { reason } else { 0 })).collect();
+        g.sm_clock_mhz = (0..n).map(|i| Some(if i < k { clock } else { 1980.0 })).collect();
+        run(vec![g])
+    }
+
+    #[test]
+    fn thermal_or_hardware_slowdown_in_a_tenth_of_the_samples() {
+        let f = findings(&clocked(10, 1, 0x20, 1500.0));
+        assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Warning), "1 of 10");
+        assert!(findings(&clocked(11, 1, 0x20, 1500.0)).is_empty(), "1 of 11");
+    }
+
+    #[test]
+    fn the_power_cap_counts_when_it_costs_a_tenth_of_the_clock() {
+        // Clock 1799 of 2000: 10.05 % lost; 1801: 9.95 %.
+        let f = findings(&clocked(10, 5, 0x4, 1799.0));
+        assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Info));
+        assert!(findings(&clocked(10, 5, 0x4, 1801.0)).is_empty(), "the cap, at little cost");
+        assert!(findings(&clocked(11, 1, 0x4, 1000.0)).is_empty(), "1 of 11 samples");
+        assert_eq!(ids(&findings(&clocked(10, 1, 0x4, 1000.0))), ["throttling"], "1 of 10");
+    }
+}

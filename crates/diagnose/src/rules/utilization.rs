@@ -54,12 +54,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         let workers_saturated = run.worker_cpu_mean.is_some_and(|c| c >= WORKERS_BUSY_PCT);
         let guessed_input = bursty || one_core_loader || host_saturated || workers_saturated;
         let mut f = if guessed_input && measured_wait.is_none() {
-            let why = if workers_saturated {
-                format!(
-                    "{} DataLoader workers busy {:.0}% of a core each",
-                    run.tree_width.saturating_sub(1),
-                    run.worker_cpu_mean.unwrap_or(0.0)
-                )
+            let why = if let Some(w) = run.worker_cpu_mean.filter(|_| workers_saturated) {
+                format!("{} DataLoader workers busy {w:.0}% of a core each", run.tree_width.saturating_sub(1))
             } else if one_core_loader {
                 "data loaded in the training process itself".to_owned()
             } else if host_saturated {
@@ -90,10 +86,15 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         if let Some(sm) = sm {
             f = f.with("sm_active_mean_pct", round(sm, 1));
         }
-        if !run.tree_cpu.is_empty() {
-            f = f
-                .with("tree_processes", run.tree_width as u64)
-                .with("tree_cpu_mean_pct", round(tree_cpu.unwrap_or(0.0), 0));
+        if run.tree_width > 0 {
+            f = f.with("tree_processes", run.tree_width as u64);
+            // A tree watched whose CPU could not be read: the count stands, the CPU stays absent.
+            match tree_cpu {
+                Some(c) => f = f.with("tree_cpu_mean_pct", round(c, 0)),
+                None => {
+                    f = f.limit("the training tree's CPU could not be read: whether it loads data itself is unknown")
+                }
+            }
             if let Some(w) = run.worker_cpu_mean {
                 f = f.with("worker_cpu_mean_pct", round(w, 0));
             }
@@ -232,4 +233,137 @@ pub fn healthy(run: &Run) -> Vec<Finding> {
         f = f.limit("no GPM data: SM activity unknown; record on Hopper or newer with gpulse to see it");
     }
     vec![f]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// `n` samples a second alternating between `hi` and `lo`: mean (hi+lo)/2, CV (hi-lo)/(hi+lo).
+    fn alternating(hi: f64, lo: f64, n: usize) -> crate::GpuSeries {
+        gpu(0, 1.0, &(0..n).map(|i| if i % 2 == 0 { hi } else { lo }).collect::<Vec<_>>())
+    }
+
+    fn found(run: &Run) -> Vec<&'static str> {
+        ids(&findings(run))
+    }
+
+    #[test]
+    fn low_utilization_starts_below_60_percent() {
+        assert_eq!(found(&run(vec![steady(0, 59.9, 20)])), ["host_bound"]);
+        assert!(found(&run(vec![steady(0, 60.0, 20)])).is_empty());
+    }
+
+    #[test]
+    fn a_window_under_10_s_is_not_judged() {
+        assert!(found(&run(vec![gpu(0, 0.5, &[30.0; 20])])).is_empty(), "9.5 s");
+        assert_eq!(found(&run(vec![gpu(0, 0.5, &[30.0; 21])])), ["host_bound"], "10 s");
+    }
+
+    #[test]
+    fn bursts_read_as_input_bound_from_a_cv_of_0_8() {
+        // 44.9/5.1: CV 0.796; 45/5: CV 0.8 exactly; both mean 25 %.
+        assert_eq!(found(&run(vec![alternating(44.9, 5.1, 20)])), ["host_bound"]);
+        let f = findings(&run(vec![alternating(45.0, 5.0, 20)]));
+        assert_eq!(ids(&f), ["input_bound"]);
+        assert_eq!(f[0].evidence["util_gpu_cv"], 0.8);
+    }
+
+    #[test]
+    fn one_process_at_80_percent_of_a_core_is_the_loader_in_the_training_process() {
+        let with_tree =
+            |cpu: f64| Run { tree_cpu: vec![(0.0, cpu), (10.0, cpu)], tree_width: 1, ..run(vec![steady(0, 30.0, 20)]) };
+        assert_eq!(found(&with_tree(79.9)), ["host_bound"]);
+        assert_eq!(found(&with_tree(80.0)), ["input_bound"]);
+        // Two processes at that CPU are not one loading in-process.
+        assert_eq!(found(&Run { tree_width: 2, ..with_tree(95.0) }), ["host_bound"]);
+    }
+
+    #[test]
+    fn a_host_90_percent_busy_starves_the_loader() {
+        let with_host = |cpu: f64| Run { host_cpu: vec![(0.0, cpu), (10.0, cpu)], ..run(vec![steady(0, 30.0, 20)]) };
+        assert_eq!(found(&with_host(89.9)), ["host_bound"]);
+        assert_eq!(found(&with_host(90.0)), ["input_bound"]);
+    }
+
+    #[test]
+    fn workers_at_70_percent_of_a_core_are_the_limit() {
+        let with_workers = |cpu: f64| Run {
+            tree_cpu: vec![(0.0, 4.0 * cpu)],
+            tree_width: 5,
+            worker_cpu_mean: Some(cpu),
+            worker_count: 4,
+            ..run(vec![steady(0, 30.0, 20)])
+        };
+        assert_eq!(found(&with_workers(69.9)), ["host_bound"]);
+        let f = findings(&with_workers(70.0));
+        assert_eq!(ids(&f), ["input_bound"]);
+        assert!(f[0].title.contains("4 DataLoader workers busy 70% of a core each"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn a_measured_wait_of_20_percent_hands_over_to_the_measured_finding() {
+        let steps = |share: f64| crate::Steps {
+            pid: 1,
+            ranks: 1,
+            count: 10,
+            window_s: [0.0, 10.0],
+            step_s: vec![(1.0, 1.0); 10],
+            data_wait_s: vec![(1.0, share); 10],
+            waited_s: Some(10.0 * share),
+        };
+        let bursty = |share: f64| Run { steps: Some(steps(share)), ..run(vec![alternating(45.0, 5.0, 20)]) };
+        // Bursty, but the loop measured a small wait: not input-bound.
+        assert_eq!(found(&bursty(0.19)), ["host_bound"]);
+        assert!(found(&bursty(0.2)).is_empty(), "steps::input_bound reports it");
+    }
+
+    #[test]
+    fn a_watched_tree_whose_cpu_was_not_read_keeps_its_width_and_no_invented_cpu() {
+        let r = Run { tree_width: 5, ..run(vec![alternating(45.0, 5.0, 20)]) };
+        let f = &findings(&r)[0];
+        assert_eq!(f.evidence["tree_processes"], 5);
+        assert!(f.evidence.get("tree_cpu_mean_pct").is_none(), "{:?}", f.evidence);
+        assert!(f.limits.iter().all(|l| !l.contains("no host data")), "the tree was watched: {:?}", f.limits);
+        assert!(f.limits.iter().any(|l| l.contains("CPU could not be read")), "{:?}", f.limits);
+    }
+
+    /// `n` samples at GPU-Util 90 % with SM 85 %, and `bad` more at GPU-Util `util`, SM `sm`.
+    fn mixed(n: usize, bad: usize, util: f64, sm: f64) -> Run {
+        let mut g = gpu(0, 1.0, &vec![90.0; n + bad]);
+        g.sm_pct = (0..n + bad).map(|i| Some(if i < n { 85.0 } else { sm })).collect();
+        for u in &mut g.util_pct[n..] {
+            *u = Some(util);
+        }
+        run(vec![g])
+    }
+
+    #[test]
+    fn misleading_util_needs_util_50_sm_at_most_half_in_a_fifth_of_five_samples_or_more() {
+        let m = |r: &Run| misleading(&r.gpus[0]).is_some();
+        assert!(m(&mixed(20, 5, 50.0, 25.0)), "5 of 25 = 20 %, at both edges");
+        assert!(!m(&mixed(21, 5, 50.0, 25.0)), "5 of 26 < 20 %");
+        assert!(!m(&mixed(20, 5, 49.9, 10.0)), "GPU-Util below 50 %");
+        assert!(!m(&mixed(20, 5, 50.0, 25.1)), "SM above half");
+        assert!(!m(&mixed(12, 4, 90.0, 10.0)), "4 samples are too few");
+    }
+
+    #[test]
+    fn imbalance_starts_at_three_quarters_of_a_busiest_gpu_at_30_percent() {
+        let two = |hi: f64, lo: f64| ids(&imbalance(&run(vec![steady(0, hi, 20), steady(1, lo, 20)])));
+        assert_eq!(two(40.0, 30.0), ["gpu_imbalance"], "exactly 3/4");
+        assert!(two(40.0, 30.1).is_empty());
+        assert_eq!(two(30.0, 10.0), ["gpu_imbalance"]);
+        assert!(two(29.9, 10.0).is_empty(), "too idle to judge");
+        assert!(ids(&imbalance(&run(vec![steady(0, 90.0, 20)]))).is_empty(), "one GPU");
+    }
+
+    #[test]
+    fn healthy_needs_80_percent() {
+        assert!(healthy(&run(vec![steady(0, 79.9, 20)])).is_empty());
+        let h = healthy(&run(vec![steady(0, 80.0, 20)]));
+        assert_eq!(ids(&h), ["healthy"]);
+        assert!(h[0].limits.iter().any(|l| l.contains("no GPM")), "SM activity unknown, said so");
+    }
 }

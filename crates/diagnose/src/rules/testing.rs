@@ -1,0 +1,52 @@
+//! Synthetic runs for the rules' tests: series built sample by sample, active over all of it.
+
+use std::sync::Arc;
+
+use gpulse_model::ProcessSample;
+
+use crate::{Finding, GpuSeries, Run};
+
+/// GPU `index` sampled every `dt_s` with `util` as GPU-Util; every other reading absent.
+pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
+    let n = util.len();
+    GpuSeries {
+        gpu: index,
+        t_s: (0..n).map(|i| i as f64 * dt_s).collect(),
+        util_pct: util.iter().map(|u| Some(*u)).collect(),
+        sm_pct: vec![None; n],
+        mem_used_bytes: vec![None; n],
+        power_w: vec![None; n],
+        temp_c: vec![None; n],
+        sm_clock_mhz: vec![None; n],
+        reasons: vec![None; n],
+        processes: (0..n).map(|_| Arc::new(Vec::new())).collect(),
+        active: (0, n),
+        ..GpuSeries::default()
+    }
+}
+
+/// `n` samples of a constant GPU-Util, one a second.
+pub fn steady(index: u32, util: f64, n: usize) -> GpuSeries {
+    gpu(index, 1.0, &vec![util; n])
+}
+
+/// The same listing of processes at every sample of `g`.
+pub fn with_processes(mut g: GpuSeries, listing: Vec<ProcessSample>) -> GpuSeries {
+    let l = Arc::new(listing);
+    g.processes = vec![l; g.t_s.len()];
+    g
+}
+
+/// A process holding `gib` GiB, rounded up to whole bytes (a threshold in GiB is then met).
+pub fn holder(pid: u32, gib: f64) -> ProcessSample {
+    ProcessSample { pid, used_memory_bytes: Some((gib * super::GIB).ceil() as u64), ..ProcessSample::default() }
+}
+
+pub fn run(gpus: Vec<GpuSeries>) -> Run {
+    let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
+    Run { gpus, has_processes, ..Run::default() }
+}
+
+pub fn ids(findings: &[Finding]) -> Vec<&'static str> {
+    findings.iter().map(|f| f.id).collect()
+}
