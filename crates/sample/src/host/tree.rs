@@ -125,11 +125,28 @@ pub fn classify(pid: u32, tree: &HashSet<u32>) -> GpuProcessClass {
 mod tests {
     use super::*;
 
+    /// Kills the shell's process group when dropped, so a failed assertion leaves no spinner.
+    struct Group(std::process::Child);
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: signalling the process group this test created.
+            unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+            let _ = self.0.wait();
+        }
+    }
+
     #[test]
     fn follows_children_and_their_cpu() {
-        // A shell that starts a CPU-bound child and a sleeping one.
-        let mut root =
-            std::process::Command::new("sh").args(["-c", "(while :; do :; done) & sleep 30 & wait"]).spawn().unwrap();
+        // A shell, in its own process group, that starts a CPU-bound child and a sleeping one.
+        use std::os::unix::process::CommandExt;
+        let spawned = std::process::Command::new("sh")
+            .args(["-c", "(while :; do :; done) & sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut guard = Group(spawned);
+        let root = &mut guard.0;
         std::thread::sleep(std::time::Duration::from_millis(200));
         let mut t = TreeSampler::new(root.id());
         let first = t.sample().unwrap();
@@ -170,5 +187,6 @@ mod tests {
         }
         root.wait().unwrap();
         assert!(t.sample().is_none());
+        drop(guard);
     }
 }
