@@ -32,6 +32,11 @@ echo "### gpulse run with its own name claimed while another run holds the same 
 (cd "$w" && $G run --status off --no-report -- python3 -c 'import time; time.sleep(1)' 2>&1 | tail -2) &
 (cd "$w" && $G run --status off --no-report -- python3 -c 'import time; time.sleep(1)' 2>&1 | tail -2); wait %2 2>/dev/null
 ls gpulse-runs; wait $j
+echo "### a job that kills itself with SIGKILL, and one that asks CUDA for 200 GiB"
+$G run --status off --no-report -o killed.db -- python3 -c 'import torch, os, time; x = torch.ones(1, device="cuda"); time.sleep(2); os.kill(os.getpid(), 9)'; echo "rc=$?"
+cat /proc/self/cgroup; ls /sys/fs/cgroup/memory.events 2>/dev/null
+$G run --status off --no-report -o oom.db -- python3 -c 'import torch; torch.empty(200 << 30, dtype=torch.uint8, device="cuda")' 2>&1 | grep -v "^  File\|^    " | tail -12; echo "rc=${PIPESTATUS[0]}"
+$G diagnose oom.db --format json | python3 -c "import json,sys; d=json.load(sys.stdin); print([(f['id'], f['severity'], f['evidence'].get('tried_gib'), f['evidence'].get('peak_gib')) for f in d['findings']])"
 echo "### --nvml-lib naming the path and the loader's reason; the driver's own library"
 $G --nvml-lib /nonexistent/libnvidia-ml.so status; echo "rc=$?"
 $G --nvml-lib "$(ldconfig -p | awk '/libnvidia-ml.so.1 /{print $NF; exit}')" --query-gpu=name --format=csv,noheader; echo "rc=$?"
