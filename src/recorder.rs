@@ -1,14 +1,12 @@
 //! The sampling loop's body, shared by `record`, `run` and `attach`: one poll of every GPU, the
 //! host and a process tree, written to a recording.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::Context;
-use gpulse_model::{DeviceInfo, DeviceStatus, HostSample, Snapshot, TreeSample};
+use gpulse_model::{DeviceInfo, Poll};
 use gpulse_record::{Claim, Event, Marker, RunMeta, Writer};
-use gpulse_sample::host::{HostSampler, TreeSampler, classify};
-use gpulse_sample::{NvmlOptions, NvmlSource, SampleError, Source};
+use gpulse_sample::{NvmlOptions, NvmlSource, Poller, SampleError};
 
 use crate::cli::GlobalArgs;
 use crate::cmd::open_nvml;
@@ -16,28 +14,10 @@ use crate::cmd::open_nvml;
 /// How often the recorder reads NVML's costly calls (energy, the utilization buffer).
 const COSTLY_EVERY: Duration = Duration::from_secs(5);
 
-/// One poll's samples, for a live view.
-pub struct Poll {
-    pub snapshot: Option<Snapshot>,
-    pub host: HostSample,
-    pub tree: Option<TreeSample>,
-}
-
-/// What a poll found.
-pub enum Polled {
-    Sampled(Poll),
-    /// The watched tree's root is gone.
-    RootExited,
-}
-
-/// Owns the sources and the writer of one recording.
+/// Samples through a [`Poller`] and writes each poll to one recording.
 pub struct Recorder {
     writer: Writer,
-    source: Option<NvmlSource>,
-    host: HostSampler,
-    tree: Option<TreeSampler>,
-    lost: HashSet<u32>,
-    devices: Vec<DeviceInfo>,
+    poller: Poller,
     polls: u64,
 }
 
@@ -67,7 +47,9 @@ impl Recorder {
         command: Option<String>,
         extra: &[(&str, String)],
     ) -> anyhow::Result<Self> {
-        let devices = source.as_ref().map(|s| s.devices().to_vec()).unwrap_or_default();
+        let gpus = source.map(|s| Box::new(s) as Box<dyn gpulse_sample::Source + Send>);
+        let poller = Poller::new(gpus, root);
+        let devices = poller.devices().to_vec();
         let mut extra_meta: std::collections::BTreeMap<String, String> =
             extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
         if let Some(p) = root {
@@ -78,27 +60,25 @@ impl Recorder {
             gpulse_version: env!("CARGO_PKG_VERSION").to_owned(),
             command: command.or_else(|| root.and_then(gpulse_sample::proc_info::cmdline)),
             started_at_us: gpulse_sample::now_us(),
-            source: if source.is_some() { "nvml".into() } else { "host only".into() },
+            source: if poller.has_gpus() { "nvml".into() } else { "host only".into() },
             interval_ms: Some(interval.as_millis() as u64),
             extra: extra_meta,
         };
         let shown = output.path().display().to_string();
         let writer =
             Writer::create_claimed(output, &meta, &devices).with_context(|| format!("cannot create {shown}"))?;
-        let mut host = HostSampler::new();
-        host.sample();
-        Ok(Self { writer, source, host, tree: root.map(TreeSampler::new), lost: HashSet::new(), devices, polls: 0 })
+        Ok(Self { writer, poller, polls: 0 })
     }
 
     /// Follows the tree under `pid` from now on (a job started after the recording was created).
     pub fn follow(&mut self, pid: u32) -> anyhow::Result<()> {
-        self.tree = Some(TreeSampler::new(pid));
+        self.poller.follow(pid);
         self.writer.set_meta("root_pid", &pid.to_string())?;
         Ok(())
     }
 
     pub fn devices(&self) -> &[DeviceInfo] {
-        &self.devices
+        self.poller.devices()
     }
 
     pub fn polls(&self) -> u64 {
@@ -106,44 +86,21 @@ impl Recorder {
     }
 
     /// Samples everything once and writes it. When the watched root is gone, the GPUs and the
-    /// host are still sampled (what the job left behind), and the answer is [`Polled::RootExited`].
-    pub fn poll(&mut self) -> anyhow::Result<Polled> {
-        let (tree, root_gone) = match self.tree.as_mut() {
-            Some(t) => match t.sample() {
-                Some(s) => (Some(s), false),
-                None => (None, true),
-            },
-            None => (None, false),
-        };
-        let mut snapshot = None;
-        if let Some(src) = self.source.as_mut() {
-            let mut snap = src.sample()?;
-            if let Some(t) = &tree {
-                let pids: HashSet<u32> = t.processes.iter().map(|p| p.pid).collect();
-                for g in &mut snap.gpus {
-                    for p in &mut g.processes {
-                        p.class = Some(classify(p.pid, &pids));
-                    }
-                }
+    /// host are still sampled (what the job left behind), with `root_gone` set.
+    pub fn poll(&mut self) -> anyhow::Result<Poll> {
+        let poll = self.poller.poll()?;
+        if let Some(snap) = &poll.snapshot {
+            for &gpu in &poll.newly_lost {
+                self.event(snap.timestamp_us / 1000, "gpu_lost", serde_json::json!({ "gpu": gpu }))?;
             }
-            for g in &snap.gpus {
-                if g.status == DeviceStatus::Lost && self.lost.insert(g.gpu_index) {
-                    self.event(snap.timestamp_us / 1000, "gpu_lost", serde_json::json!({ "gpu": g.gpu_index }))?;
-                }
-            }
-            self.writer.snapshot(&snap)?;
-            snapshot = Some(snap);
+            self.writer.snapshot(snap)?;
         }
-        let host = self.host.sample();
-        self.writer.host(&host)?;
-        if let Some(t) = &tree {
+        self.writer.host(&poll.host)?;
+        if let Some(t) = &poll.tree {
             self.writer.tree(t)?;
         }
         self.polls += 1;
-        if root_gone {
-            return Ok(Polled::RootExited);
-        }
-        Ok(Polled::Sampled(Poll { snapshot, host, tree }))
+        Ok(poll)
     }
 
     /// Records an event (committed at once).

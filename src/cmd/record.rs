@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::cli::{GlobalArgs, RecordArgs};
-use crate::recorder::{Polled, Recorder, open_source};
+use crate::recorder::{Recorder, open_source};
 use crate::signals;
 
 pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         if args.duration.is_some_and(|d| start.elapsed() >= d) {
             break "duration reached".to_owned();
         }
-        if let Polled::RootExited = rec.poll()? {
+        if rec.poll()?.root_gone {
             break format!("process {} exited", args.pid.unwrap_or(0));
         }
         // The duration ends the recording on time, however long the interval.

@@ -7,7 +7,7 @@ use gpulse_diagnose::{Finding, Run};
 use gpulse_model::DeviceInfo;
 use gpulse_record::{Event, Marker, Recording};
 
-use crate::recorder::Poll;
+use gpulse_model::Poll;
 
 /// How much of the run the live diagnosis reads.
 const WINDOW_US: i64 = 10 * 60 * 1_000_000;
@@ -232,7 +232,7 @@ mod tests {
             let host = rec.host.iter().min_by_key(|h| (h.timestamp_us - t).abs()).cloned().unwrap_or_default();
             let host = gpulse_model::HostSample { timestamp_us: t, ..host };
             let tree = rec.trees.iter().min_by_key(|x| (x.timestamp_us - t).abs()).cloned();
-            live.push_poll(Poll { snapshot: Some(snap.clone()), host, tree });
+            live.push_poll(Poll { snapshot: Some(snap.clone()), host, tree, ..Default::default() });
             while mk < rec.markers.len() && rec.markers[mk].t_us <= t {
                 live.push_markers(&rec.markers[mk..=mk]);
                 mk += 1;
@@ -278,7 +278,7 @@ mod tests {
             };
             let snapshot = gpulse_model::Snapshot { timestamp_us: t, gpus: vec![gpu] };
             let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
-            live.push_poll(Poll { snapshot: Some(snapshot), host, tree: None });
+            live.push_poll(Poll { snapshot: Some(snapshot), host, ..Default::default() });
         }
         live.status_text()
     }

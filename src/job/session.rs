@@ -15,7 +15,7 @@ use super::live::Live;
 use super::marks::{MarkReceiver, Received};
 use super::terminal::{StatusStyle, Terminal};
 use crate::cli::{JobArgs, StatusMode};
-use crate::recorder::{Polled, Recorder};
+use crate::recorder::Recorder;
 use crate::signals;
 
 /// How the watch ended.
@@ -180,13 +180,10 @@ impl Session {
     fn poll(&mut self) -> bool {
         let Some(rec) = self.recorder.as_mut() else { return false };
         let result = rec.poll().and_then(|p| {
-            let gone = match p {
-                Polled::Sampled(p) => {
-                    self.live.push_poll(p);
-                    false
-                }
-                Polled::RootExited => true,
-            };
+            let gone = p.root_gone;
+            if !gone {
+                self.live.push_poll(p);
+            }
             for f in self.live.update() {
                 rec.event(gpulse_sample::now_us() / 1000, "finding", serde_json::to_value(&f)?)?;
             }

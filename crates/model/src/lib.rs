@@ -33,3 +33,16 @@ pub struct Snapshot {
 
 /// Bytes in one MiB, the unit nvidia-smi reports memory in.
 pub const MIB: u64 = 1024 * 1024;
+
+/// One poll of everything a watcher reads: every GPU (when a GPU source is open), the host, and
+/// the watched process tree (when one is followed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Poll {
+    pub snapshot: Option<Snapshot>,
+    pub host: HostSample,
+    pub tree: Option<TreeSample>,
+    /// GPUs this poll found lost for the first time.
+    pub newly_lost: Vec<u32>,
+    /// The watched tree's root is gone (the GPUs and the host were still read: what it left).
+    pub root_gone: bool,
+}

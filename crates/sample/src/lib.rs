@@ -6,12 +6,14 @@
 
 pub mod host;
 pub mod nvml;
+mod poller;
 pub mod proc_info;
 pub mod replay;
 
 use gpulse_model::{DeviceInfo, Snapshot};
 
 pub use nvml::{NvmlOptions, NvmlSource};
+pub use poller::Poller;
 pub use replay::TraceReplay;
 
 /// Something that can be polled for GPU samples.
