@@ -76,7 +76,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // The diagnosis of the whole recording, every 200 ms sample of it.
     let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 0.2)?;
     let mut recording = gpulse_record::Recording { devices: replay.devices().to_vec(), ..Default::default() };
-    while let Ok(s) = replay.sample() {
+    while let Some(s) = gpulse_sample::until_ended(replay.sample())? {
         recording.snapshots.push(s);
     }
     out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;

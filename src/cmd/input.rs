@@ -118,7 +118,7 @@ fn load_trace(path: &Path, on_snapshot: &mut dyn FnMut(gpulse_model::Snapshot)) 
     let devices: Vec<gpulse_model::DeviceInfo> =
         (0..=*gpus.last().unwrap_or(&0)).map(|i| gpulse_model::DeviceInfo { index: i, ..Default::default() }).collect();
     let mut replay = gpulse_sample::TraceReplay::new(&text, devices.clone(), Vec::new(), step)?;
-    while let Ok(s) = gpulse_sample::Source::sample(&mut replay) {
+    while let Some(s) = gpulse_sample::until_ended(gpulse_sample::Source::sample(&mut replay))? {
         on_snapshot(s);
     }
     Ok(Some(Recording { devices, ..Default::default() }))

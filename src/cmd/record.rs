@@ -18,6 +18,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let mut rec = Recorder::create(claim, source, args.interval, args.pid, None, &[])?;
     signals::catch_stop_signals();
     let start = Instant::now();
+    let mut failed = false;
     let reason = loop {
         if let Some(sig) = signals::received() {
             break format!("signal {sig}");
@@ -25,8 +26,14 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         if args.duration.is_some_and(|d| start.elapsed() >= d) {
             break "duration reached".to_owned();
         }
-        if rec.poll()?.root_gone {
-            break format!("process {} exited", args.pid.unwrap_or(0));
+        match rec.poll() {
+            Ok(p) if p.root_gone => break format!("process {} exited", args.pid.unwrap_or(0)),
+            Ok(_) => {}
+            // What was recorded is closed cleanly, with why it stopped.
+            Err(e) => {
+                failed = true;
+                break format!("sampling failed: {}", crate::cmd::describe(&e));
+            }
         }
         // The duration ends the recording on time, however long the interval.
         let next = start + args.interval.saturating_mul(rec.polls() as u32);
@@ -43,5 +50,5 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         start.elapsed().as_secs_f64(),
         args.output.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -98,14 +98,16 @@ fn chart(
 }
 
 fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
-    let windows: Vec<(f64, f64, &str)> = findings
+    // Only this GPU's findings shade its charts.
+    let mine: Vec<&Finding> =
+        findings.iter().filter(|f| f.evidence.get("gpu").and_then(|v| v.as_u64()) == Some(u64::from(g.gpu))).collect();
+    let windows: Vec<(f64, f64, &str)> = mine
         .iter()
-        .filter(|f| f.evidence.get("gpu").and_then(|v| v.as_u64()) == Some(u64::from(g.gpu)))
         .filter_map(|f| {
             let w = f.evidence.get("window_s")?.as_array()?;
             Some((w.first()?.as_f64()?, w.get(1)?.as_f64()?, f.id))
         })
-        .chain(findings.iter().filter(|f| f.id == "periodic_stall").flat_map(|f| {
+        .chain(mine.iter().filter(|f| f.id == "periodic_stall").flat_map(|f| {
             f.evidence.get("pauses").and_then(|p| p.as_array()).into_iter().flatten().filter_map(|p| {
                 let p = p.as_array()?;
                 Some((p.first()?.as_f64()?, p.get(1)?.as_f64()?, "pause"))
@@ -288,6 +290,26 @@ fn render(input: &str, a: &Analysis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stall_shades_only_its_own_gpus_charts() {
+        let series = |gpu: u32| GpuSeries { gpu, t_s: vec![0.0, 10.0, 20.0], ..Default::default() };
+        let stall = Finding {
+            id: "periodic_stall",
+            severity: Severity::Warning,
+            title: String::new(),
+            evidence: serde_json::json!({ "gpu": 1, "pauses": [[2.0, 4.0], [12.0, 14.0]] })
+                .as_object()
+                .unwrap()
+                .clone(),
+            advice: Vec::new(),
+            limits: Vec::new(),
+        };
+        let shaded =
+            |gpu| gpu_section(&series(gpu), std::slice::from_ref(&stall)).matches(r#"class="finding""#).count();
+        assert_eq!(shaded(0), 0, "GPU 0 did not stall");
+        assert!(shaded(1) >= 2, "both pauses on GPU 1's charts");
+    }
 
     #[test]
     fn process_memory_never_read_is_unknown_not_zero() {

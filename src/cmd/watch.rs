@@ -28,7 +28,8 @@ pub fn stream(source: &mut dyn Source, pace: Duration, count: Option<u64>, out: 
     let start = Instant::now();
     let mut k: u64 = 0;
     while count.is_none_or(|c| k < c) {
-        let Ok(snap) = source.sample() else { break };
+        // A replay's end ends the stream; a source that fails is an error, said once.
+        let Some(snap) = gpulse_sample::until_ended(source.sample())? else { break };
         if k.is_multiple_of(20) {
             out.emit(&header())?;
         }
@@ -68,4 +69,32 @@ pub fn line(timestamp_us: i64, g: &GpuSample) -> String {
     let temp = g.temperature_gpu_c.map_or_else(dash, |c| format!("{c}C"));
     let power = g.power_draw_mw.map_or_else(dash, |mw| format!("{}W", mw / 1000));
     format!("{time:<12} {:>3} {util:>5} {sm:>6} {mem:>17} {temp:>5} {power:>6}\n", g.gpu_index)
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_model::{DeviceInfo, Snapshot};
+    use gpulse_sample::{SampleError, Source};
+
+    /// Two samples, then `then`.
+    struct Two(u32, fn() -> SampleError);
+
+    impl Source for Two {
+        fn devices(&self) -> &[DeviceInfo] {
+            &[]
+        }
+        fn sample(&mut self) -> Result<Snapshot, SampleError> {
+            self.0 += 1;
+            if self.0 > 2 { Err((self.1)()) } else { Ok(Snapshot::default()) }
+        }
+    }
+
+    #[test]
+    fn a_replays_end_ends_the_stream_and_a_failure_is_an_error() {
+        let pace = std::time::Duration::ZERO;
+        let mut out = crate::output::Output::open(None).unwrap();
+        assert!(super::stream(&mut Two(0, || SampleError::Ended), pace, None, &mut out).is_ok());
+        let failing = super::stream(&mut Two(0, || SampleError::Nvml("gone".into())), pace, None, &mut out);
+        assert_eq!(failing.unwrap_err().to_string(), "NVML failed: gone");
+    }
 }

@@ -28,8 +28,8 @@ pub struct Live {
     window: Recording,
     last_diagnosis_us: Option<i64>,
     leading: Option<Finding>,
-    /// Finding id → the time-to-OOM last written for it (`None` when it had none).
-    written: HashMap<&'static str, Option<f64>>,
+    /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
+    written: HashMap<(&'static str, Option<u64>), Option<f64>>,
     run: Option<Run>,
 }
 
@@ -87,10 +87,19 @@ impl Live {
         let run = Run::from_recording(&self.window);
         let findings = gpulse_diagnose::diagnose_run(&run);
         self.run = Some(run);
+        let fresh = self.worth_writing(&findings);
+        self.leading = findings.into_iter().find(|f| f.id != "healthy" || self.leading.is_none());
+        fresh
+    }
+
+    /// The findings not written before, each GPU's on its own, and memory forecasts that moved by
+    /// a quarter or more.
+    fn worth_writing(&mut self, findings: &[Finding]) -> Vec<Finding> {
         let mut fresh = Vec::new();
-        for f in &findings {
+        for f in findings {
             let oom_s = f.evidence.get("time_to_oom_s").and_then(serde_json::Value::as_f64);
-            let new = match self.written.get(f.id) {
+            let key = (f.id, f.evidence.get("gpu").and_then(serde_json::Value::as_u64));
+            let new = match self.written.get(&key) {
                 None => true,
                 Some(before) => match (before, oom_s) {
                     (Some(b), Some(now)) => (now - b).abs() >= 0.25 * b.abs().max(1.0),
@@ -99,11 +108,10 @@ impl Live {
                 },
             };
             if new {
-                self.written.insert(f.id, oom_s);
+                self.written.insert(key, oom_s);
                 fresh.push(f.clone());
             }
         }
-        self.leading = findings.into_iter().find(|f| f.id != "healthy" || self.leading.is_none());
         fresh
     }
 
@@ -281,6 +289,23 @@ mod tests {
             live.push_poll(Poll { snapshot: Some(snapshot), host, ..Default::default() });
         }
         live.status_text()
+    }
+
+    #[test]
+    fn each_gpus_finding_is_written_once() {
+        let mut live = Live::new(&[], false);
+        let on = |gpu: u32| Finding {
+            id: "input_bound",
+            severity: gpulse_diagnose::Severity::Warning,
+            title: String::new(),
+            evidence: [("gpu".to_owned(), serde_json::Value::from(gpu))].into_iter().collect(),
+            advice: Vec::new(),
+            limits: Vec::new(),
+        };
+        let ids = |f: Vec<Finding>| f.iter().map(|f| f.evidence["gpu"].as_u64().unwrap()).collect::<Vec<_>>();
+        assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);
+        assert_eq!(ids(live.worth_writing(&[on(0), on(1)])), [1], "GPU 1's is news, GPU 0's is not");
+        assert!(live.worth_writing(&[on(0), on(1)]).is_empty());
     }
 
     #[test]

@@ -39,9 +39,22 @@ pub enum SampleError {
     /// NVML loaded but failed for another reason.
     #[error("NVML failed: {0}")]
     Nvml(String),
-    /// A replayed trace is malformed or has ended.
+    /// A replayed trace is malformed.
     #[error("{0}")]
     Replay(String),
+    /// A replayed trace has no more samples: its end, not a failure.
+    #[error("the trace has ended")]
+    Ended,
+}
+
+/// A sample, `None` at a replay's end, or the error: the one way every loop over a source tells
+/// an end from a failure.
+pub fn until_ended(sample: Result<Snapshot, SampleError>) -> Result<Option<Snapshot>, SampleError> {
+    match sample {
+        Ok(s) => Ok(Some(s)),
+        Err(SampleError::Ended) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Microseconds since the Unix epoch, now.

@@ -92,7 +92,7 @@ impl Source for TraceReplay {
 
     fn sample(&mut self) -> Result<Snapshot, SampleError> {
         if self.finished() {
-            return Err(SampleError::Replay("the trace has ended".into()));
+            return Err(SampleError::Ended);
         }
         while self.next_row < self.rows.len() && self.rows[self.next_row].t_s <= self.cursor_s {
             self.last[self.rows[self.next_row].gpu as usize] = Some(self.next_row);

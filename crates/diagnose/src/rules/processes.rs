@@ -1,6 +1,6 @@
 //! Processes that hold GPU memory and do nothing, and processes outside the job.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use gpulse_model::GpuProcessClass;
 
@@ -31,7 +31,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     for g in &run.gpus {
         let listings: Vec<&Vec<gpulse_model::ProcessSample>> = g.processes.iter().map(|p| &**p).collect();
         let n = listings.len() as f64;
-        let mut seen: HashMap<u32, Held> = HashMap::new();
+        // By PID, so the findings come out in the same order every time.
+        let mut seen: BTreeMap<u32, Held> = BTreeMap::new();
         for l in &listings {
             for p in *l {
                 let m = p.used_memory_bytes.map_or(0.0, |b| b as f64);
@@ -127,6 +128,18 @@ mod tests {
         assert!(flagged(&held(&[Some(4.0); 10], Some(2), None)).is_empty(), "it uses the SMs");
         let f = findings(&held(&[Some(4.0); 10], None, None));
         assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "SM use unknown: said so");
+    }
+
+    #[test]
+    fn holders_come_out_in_pid_order_every_time() {
+        // Enough processes that a hash map's order would differ from run to run.
+        let listing: Vec<_> = (0..40u32).rev().map(|i| holder(1000 + i * 7919 % 977, 2.0)).collect();
+        let r = run(vec![with_processes(steady(0, 90.0, 10), listing)]);
+        let pids: Vec<u64> = findings(&r).iter().map(|f| f.evidence["pid"].as_u64().unwrap()).collect();
+        let mut sorted = pids.clone();
+        sorted.sort_unstable();
+        assert_eq!(pids.len(), 40);
+        assert_eq!(pids, sorted);
     }
 
     #[test]
