@@ -114,7 +114,7 @@ fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
             })
         }))
         .collect();
-    let gib = |v: &[Option<f64>]| v.iter().map(|x| x.map(|b| b / (1u64 << 30) as f64)).collect::<Vec<_>>();
+    let gib = |v: &[Option<f64>]| v.iter().map(|x| x.map(gpulse_model::to_gib)).collect::<Vec<_>>();
     let mut s = format!("<section><h2>GPU {}</h2>", g.gpu);
     s += &chart(
         "Utilization, %",
@@ -127,7 +127,7 @@ fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
         "Memory used, GiB",
         &g.t_s,
         &[("memory used", "#2ca02c", gib(&g.mem_used_bytes))],
-        g.mem_total_bytes.map(|b| b / (1u64 << 30) as f64),
+        g.mem_total_bytes.map(gpulse_model::to_gib),
         &windows,
     );
     s += &chart("Power, W", &g.t_s, &[("power", "#ff7f0e", g.power_w.clone())], None, &windows);
@@ -274,7 +274,7 @@ fn render(input: &str, a: &Analysis) -> String {
         s += "<section><h2>Processes</h2><table class=\"processes\"><tr><th>GPU</th><th>PID</th><th>peak memory</th><th>class</th><th>command</th></tr>";
         for ((gpu, pid), (mem, name, cmd, class)) in &procs {
             let cmd = cmd.as_deref().or(name.as_deref()).unwrap_or("");
-            let mem = mem.map_or_else(|| "unknown".to_owned(), |m| format!("{:.1} GiB", m / (1u64 << 30) as f64));
+            let mem = mem.map_or_else(|| "unknown".to_owned(), |m| format!("{:.1} GiB", gpulse_model::to_gib(m)));
             let _ = write!(
                 s,
                 "<tr><td>{gpu}</td><td>{pid}</td><td>{mem}</td><td>{}</td><td>{}</td></tr>",

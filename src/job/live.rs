@@ -220,7 +220,7 @@ fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
     Some(*slopes.select_nth_unstable_by(mid, f64::total_cmp).1)
 }
 
-const GIB: f64 = (1u64 << 30) as f64;
+const GIB: f64 = gpulse_model::GIB as f64;
 
 #[cfg(test)]
 mod tests {

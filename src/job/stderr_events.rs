@@ -85,7 +85,7 @@ fn parse_size(s: &str) -> Option<u64> {
         "B" | "bytes" => 1u64,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
+        "GiB" => gpulse_model::GIB,
         "TiB" => 1 << 40,
         _ => return None,
     };

@@ -79,7 +79,7 @@ fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
         let list: Vec<String> = gpus
             .iter()
             .map(|(g, b)| match b {
-                Some(b) => format!("GPU {g} ({:.1} GiB)", *b as f64 / (1u64 << 30) as f64),
+                Some(b) => format!("GPU {g} ({:.1} GiB)", gpulse_model::to_gib(*b as f64)),
                 None => format!("GPU {g} (memory unknown)"),
             })
             .collect();

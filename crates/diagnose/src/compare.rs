@@ -40,7 +40,7 @@ impl Figures {
                 .flat_map(|g| g.mem_used_bytes.iter().flatten())
                 .copied()
                 .reduce(f64::max)
-                .map(|b| b / (1u64 << 30) as f64),
+                .map(gpulse_model::to_gib),
             power_w: per_gpu(&|g| mean(&g.active_values(&g.power_w))),
             tree_cpu_pct: run.tree_cpu_mean(),
             active_s: run.gpus.iter().map(crate::GpuSeries::active_s).fold(0.0, f64::max),

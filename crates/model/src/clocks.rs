@@ -6,17 +6,28 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClocksEventReasons(pub u64);
 
+/// NVML's reason bits (`nvmlClocksEventReason*`).
+pub const GPU_IDLE: u64 = 0x1;
+pub const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
+pub const SW_POWER_CAP: u64 = 0x4;
+pub const HW_SLOWDOWN: u64 = 0x8;
+pub const SYNC_BOOST: u64 = 0x10;
+pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
+pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
+pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
+pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
+
 /// Each named reason: NVML bit, nvidia-smi member name, and whether it slows the GPU down.
 pub const REASONS: &[(u64, &str, bool)] = &[
-    (0x1, "gpu_idle", false),
-    (0x2, "applications_clocks_setting", false),
-    (0x4, "sw_power_cap", true),
-    (0x8, "hw_slowdown", true),
-    (0x10, "sync_boost", false),
-    (0x20, "sw_thermal_slowdown", true),
-    (0x40, "hw_thermal_slowdown", true),
-    (0x80, "hw_power_brake_slowdown", true),
-    (0x100, "display_clock_setting", false),
+    (GPU_IDLE, "gpu_idle", false),
+    (APPLICATIONS_CLOCKS_SETTING, "applications_clocks_setting", false),
+    (SW_POWER_CAP, "sw_power_cap", true),
+    (HW_SLOWDOWN, "hw_slowdown", true),
+    (SYNC_BOOST, "sync_boost", false),
+    (SW_THERMAL_SLOWDOWN, "sw_thermal_slowdown", true),
+    (HW_THERMAL_SLOWDOWN, "hw_thermal_slowdown", true),
+    (HW_POWER_BRAKE_SLOWDOWN, "hw_power_brake_slowdown", true),
+    (DISPLAY_CLOCK_SETTING, "display_clock_setting", false),
 ];
 
 impl ClocksEventReasons {

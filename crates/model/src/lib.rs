@@ -34,6 +34,14 @@ pub struct Snapshot {
 /// Bytes in one MiB, the unit nvidia-smi reports memory in.
 pub const MIB: u64 = 1024 * 1024;
 
+/// Bytes in one GiB, the unit gpulse's own views show memory in.
+pub const GIB: u64 = 1 << 30;
+
+/// `bytes` in GiB.
+pub fn to_gib(bytes: f64) -> f64 {
+    bytes / GIB as f64
+}
+
 /// One poll of everything a watcher reads: every GPU (when a GPU source is open), the host, and
 /// the watched process tree (when one is followed).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,6 +1,7 @@
 //! The fields gpulse answers, with nvidia-smi's canonical names, aliases and units.
 
 use gpulse_model::Metric;
+use gpulse_model::clocks;
 
 use crate::QueryError;
 
@@ -182,29 +183,41 @@ const GPU_FIELDS: &[Row] = &[
     (&["clocks.max.memory", "clocks.max.mem"], Some("MHz"), GpuKey::ClockMaxMemory),
     (&["clocks_event_reasons.active", "clocks_throttle_reasons.active"], None, GpuKey::ReasonsActive),
     (&["clocks_event_reasons.supported", "clocks_throttle_reasons.supported"], None, GpuKey::ReasonsSupported),
-    (&["clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"], None, GpuKey::Reason(0x1)),
+    (&["clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"], None, GpuKey::Reason(clocks::GPU_IDLE)),
     (
         &["clocks_event_reasons.applications_clocks_setting", "clocks_throttle_reasons.applications_clocks_setting"],
         None,
-        GpuKey::Reason(0x2),
+        GpuKey::Reason(clocks::APPLICATIONS_CLOCKS_SETTING),
     ),
-    (&["clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"], None, GpuKey::Reason(0x4)),
-    (&["clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"], None, GpuKey::Reason(0x8)),
-    (&["clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"], None, GpuKey::Reason(0x10)),
+    (
+        &["clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"],
+        None,
+        GpuKey::Reason(clocks::SW_POWER_CAP),
+    ),
+    (
+        &["clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"],
+        None,
+        GpuKey::Reason(clocks::HW_SLOWDOWN),
+    ),
+    (
+        &["clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"],
+        None,
+        GpuKey::Reason(clocks::SYNC_BOOST),
+    ),
     (
         &["clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"],
         None,
-        GpuKey::Reason(0x20),
+        GpuKey::Reason(clocks::SW_THERMAL_SLOWDOWN),
     ),
     (
         &["clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"],
         None,
-        GpuKey::Reason(0x40),
+        GpuKey::Reason(clocks::HW_THERMAL_SLOWDOWN),
     ),
     (
         &["clocks_event_reasons.hw_power_brake_slowdown", "clocks_throttle_reasons.hw_power_brake_slowdown"],
         None,
-        GpuKey::Reason(0x80),
+        GpuKey::Reason(clocks::HW_POWER_BRAKE_SLOWDOWN),
     ),
     (&["pcie.link.gen.current"], None, GpuKey::PcieLinkGen),
     (&["pcie.link.width.current"], None, GpuKey::PcieLinkWidth),

@@ -46,4 +46,4 @@ pub(crate) fn stdev(v: &[f64]) -> Option<f64> {
     Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
 }
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+const GIB: f64 = gpulse_model::GIB as f64;

@@ -1,11 +1,14 @@
 //! Clocks held down: power cap, thermal or hardware slowdown.
 
 use gpulse_model::ClocksEventReasons;
+use gpulse_model::clocks::{
+    HW_POWER_BRAKE_SLOWDOWN, HW_SLOWDOWN, HW_THERMAL_SLOWDOWN, SW_POWER_CAP, SW_THERMAL_SLOWDOWN,
+};
 
 use crate::{Finding, Run, Severity, round};
 
 /// Clocks-event reasons that are not the GPU's choice: thermal and hardware slowdowns.
-const THERMAL_OR_HW: u64 = 0x8 | 0x20 | 0x40 | 0x80;
+const THERMAL_OR_HW: u64 = HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
 /// The power cap holds clocks down in many well-fed runs; it matters when clocks lose this much.
 const POWER_CAP_CLOCK_LOSS: f64 = 0.10;
 /// Reasons present in less than this share of the active samples are transients.
@@ -22,7 +25,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         let share = |mask: u64| {
             idx.iter().filter(|&&i| g.reasons[i].is_some_and(|r| r & mask != 0)).count() as f64 / idx.len() as f64
         };
-        let (hw, cap) = (share(THERMAL_OR_HW), share(0x4));
+        let (hw, cap) = (share(THERMAL_OR_HW), share(SW_POWER_CAP));
         let clocks_under = |mask: u64| -> Option<f64> {
             let v: Vec<f64> = idx
                 .iter()
@@ -50,7 +53,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
             out.push(f);
         } else if cap >= MIN_SHARE
-            && let (Some(c), Some(m)) = (clocks_under(0x4), max_clock)
+            && let (Some(c), Some(m)) = (clocks_under(SW_POWER_CAP), max_clock)
             && 1.0 - c / m >= POWER_CAP_CLOCK_LOSS
         {
             out.push(

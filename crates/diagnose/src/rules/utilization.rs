@@ -184,7 +184,7 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
             gpus.iter()
                 .map(|g| {
                     let peak = g.mem_used_bytes.iter().flatten().copied().fold(0.0, f64::max);
-                    serde_json::json!({ "gpu": g.gpu, "peak": round(peak / (1u64 << 30) as f64, 2) })
+                    serde_json::json!({ "gpu": g.gpu, "peak": round(gpulse_model::to_gib(peak), 2) })
                 })
                 .collect::<Vec<_>>(),
         )
