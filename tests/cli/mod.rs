@@ -10,5 +10,6 @@ mod record;
 mod run;
 mod safety;
 mod skips;
+mod snapshots;
 mod status;
 mod support;
