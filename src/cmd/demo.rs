@@ -72,7 +72,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     replay.sample()?;
     let snap = replay.sample()?;
     out.emit("\nStatus 30 s into the run:\n")?;
-    out.emit(&super::status::render(replay.devices(), &[0], &snap))?;
+    out.emit(&gpulse_report::status::render(replay.devices(), &[0], &snap))?;
     // The diagnosis of the whole recording, every 200 ms sample of it.
     let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 0.2)?;
     let mut recording = gpulse_record::Recording { devices: replay.devices().to_vec(), ..Default::default() };
@@ -80,6 +80,6 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         recording.snapshots.push(s);
     }
     out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;
-    out.emit(&super::diagnose::render_text(&gpulse_diagnose::diagnose(&recording)))?;
+    out.emit(&gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording)))?;
     Ok(ExitCode::SUCCESS)
 }

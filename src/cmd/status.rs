@@ -1,10 +1,8 @@
 //! `gpulse status` (also a bare `gpulse`): one concise block per GPU, SM activity beside
 //! GPU-Util, and the processes with their command lines.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use gpulse_model::{ClocksEventReasons, DeviceInfo, DeviceStatus, GpuSample, MIB, Snapshot};
 use gpulse_sample::{NvmlOptions, Source};
 
 use crate::cli::{GlobalArgs, StatusArgs};
@@ -29,128 +27,8 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         let doc = serde_json::json!({ "timestamp_us": snap.timestamp_us, "devices": devices, "gpus": gpus });
         format!("{}\n", serde_json::to_string_pretty(&doc)?)
     } else {
-        render(source.devices(), &chosen, &snap)
+        gpulse_report::status::render(source.devices(), &chosen, &snap)
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn opt<T: std::fmt::Display>(v: Option<T>, unit: &str) -> String {
-    v.map_or_else(|| "—".to_owned(), |v| format!("{v}{unit}"))
-}
-
-fn pct1(v: Option<f64>) -> String {
-    v.map_or_else(|| "—".to_owned(), |v| format!("{v:.1}%"))
-}
-
-/// The whole status text for the devices at positions `chosen`.
-pub fn render(devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot) -> String {
-    let mut s = String::new();
-    let first = devices.first();
-    let n = devices.len();
-    let _ = writeln!(
-        s,
-        "{} GPU{} · driver {} · CUDA {} · {}",
-        n,
-        if n == 1 { "" } else { "s" },
-        opt(first.and_then(|d| d.driver_version.as_deref()), ""),
-        opt(first.and_then(|d| d.cuda_version.as_deref()), ""),
-        gpulse_smi::timestamp::format_local(snap.timestamp_us)
-    );
-    for &i in chosen {
-        gpu_block(&mut s, &devices[i], &snap.gpus[i]);
-    }
-    s
-}
-
-fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
-    let cuda = d.cuda_index.map(|c| format!(" (cuda:{c})")).unwrap_or_default();
-    let _ = writeln!(s, "\nGPU {}{}  {}  {}  {}", d.index, cuda, d.name, d.uuid, d.pci_bus_id.as_deref().unwrap_or(""));
-    if g.status == DeviceStatus::Lost {
-        let _ = writeln!(s, "  LOST: the GPU fell off the bus; NVML cannot read it until it is reset");
-        return;
-    }
-    let gpm = g.gpm.as_ref();
-    let gpm_line = match gpm {
-        Some(m) => format!(
-            "SM active {}  occupancy {}  tensor {}  DRAM {}",
-            pct1(m.sm_util_pct),
-            pct1(m.sm_occupancy_pct),
-            pct1(m.any_tensor_util_pct),
-            pct1(m.dram_bw_util_pct)
-        ),
-        None if d.gpm_supported == Some(true) => "SM active — (GPM off)".to_owned(),
-        None => "SM active — (no GPM on this GPU)".to_owned(),
-    };
-    let _ = writeln!(s, "  GPU-Util {:>4}   {}", opt(g.util_gpu_pct, "%"), gpm_line);
-    let total = g.memory_total_bytes.or(d.memory_total_bytes);
-    let used_pct = g
-        .memory_used_bytes
-        .zip(total)
-        .filter(|(_, t)| *t > 0)
-        .map(|(u, t)| format!(" ({:.0}%)", u as f64 * 100.0 / t as f64));
-    let _ = writeln!(
-        s,
-        "  Memory   {} / {}{}   reserved {}",
-        opt(g.memory_used_bytes.map(gpulse_smi::render_mib), ""),
-        opt(total.map(gpulse_smi::render_mib), " MiB"),
-        used_pct.unwrap_or_default(),
-        opt(g.memory_reserved_bytes.map(gpulse_smi::render_mib), " MiB")
-    );
-    let reasons = g.clocks_event_reasons.map(ClocksEventReasons);
-    let reason_text = match reasons {
-        Some(r) if r.0 == 0 => "none".to_owned(),
-        Some(r) => r.names().join(","),
-        None => "—".to_owned(),
-    };
-    let throttled = if reasons.is_some_and(ClocksEventReasons::is_throttling) { "  THROTTLED" } else { "" };
-    let watts = |mw: Option<u32>| opt(mw.map(|m| m / 1000), "");
-    let hbm = g.temperature_memory_c.map(|c| format!(" (HBM {c}°C)")).unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "  Power    {} / {}   Temp {}{}   SM {} / {} MHz   {}   clocks events: {}{}",
-        watts(g.power_draw_mw),
-        opt(g.power_limit_mw.or(d.power_limit_mw).map(|m| m / 1000), " W"),
-        opt(g.temperature_gpu_c, "°C"),
-        hbm,
-        opt(g.clock_sm_mhz, ""),
-        opt(d.clock_max_sm_mhz, ""),
-        opt(g.pstate.map(|p| format!("P{p}")), ""),
-        reason_text,
-        throttled
-    );
-    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), |b| format!("{:.1} MiB/s", b / MIB as f64));
-    let _ = writeln!(
-        s,
-        "  PCIe     gen {} x{}   tx {}  rx {}   ECC uncorrected {}",
-        opt(g.pcie_link_gen, ""),
-        opt(g.pcie_link_width, ""),
-        rate(g.pcie_tx_bytes_per_s.map(|v| v as f64)),
-        rate(g.pcie_rx_bytes_per_s.map(|v| v as f64)),
-        opt(g.ecc_uncorrected_volatile, "")
-    );
-    if g.processes.is_empty() {
-        let _ = writeln!(s, "  No compute processes");
-        return;
-    }
-    let _ = writeln!(s, "  {:>8}  {:<10} {:>10}  {:>4}  COMMAND", "PID", "USER", "GPU MEM", "SM%");
-    for p in &g.processes {
-        let cmd = one_line(p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("?"), 80);
-        let _ = writeln!(
-            s,
-            "  {:>8}  {:<10} {:>10}  {:>4}  {}",
-            p.pid,
-            p.user.as_deref().unwrap_or("?"),
-            opt(p.used_memory_bytes.map(gpulse_smi::render_mib), " MiB"),
-            opt(p.sm_util_pct, ""),
-            cmd
-        );
-    }
-}
-
-/// A command line on one line of at most `max` characters: a `python3 -c '…'` script's newlines
-/// and tabs become spaces, so a table row stays one row.
-pub fn one_line(cmd: &str, max: usize) -> String {
-    let flat: String = cmd.split(|c: char| c.is_control()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max { flat.chars().take(max - 1).chain(['…']).collect() } else { flat }
 }

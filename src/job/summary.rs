@@ -7,7 +7,9 @@ use std::path::Path;
 
 use gpulse_model::GpuProcessClass;
 
-use crate::cmd::diagnose::{analyze, render_text, steps_line};
+use gpulse_report::text::{render_text, steps_line};
+
+use crate::cmd::diagnose::analyze;
 
 /// Prints the summary of the finished recording at `path` on stderr (stdout is the job's), and
 /// what the recording `lost`, if anything. Write errors are ignored: after SIGHUP the terminal
@@ -83,7 +85,7 @@ fn gpu_holders(run: &gpulse_diagnose::Run) -> String {
                 None => format!("GPU {g} (memory unknown)"),
             })
             .collect();
-        let cmd = crate::cmd::status::one_line(&cmd, 60);
+        let cmd = gpulse_report::status::one_line(&cmd, 60);
         s += &format!("  PID {pid:<8} {:<32} {cmd}\n", list.join(", "));
     }
     s + "\n"

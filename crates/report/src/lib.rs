@@ -1,0 +1,18 @@
+//! Every rendering of a diagnosis and a poll, for a terminal, a file or a browser: the text and
+//! JSON diagnosis, the HTML report, the status block, `watch`'s lines and the compare table.
+//!
+//! It reads the model and the diagnosis only; it never samples and never opens a recording.
+
+pub mod compare;
+pub mod html;
+pub mod status;
+pub mod text;
+pub mod watch;
+
+/// A run and its findings, with what the renderers say of its input.
+pub struct Analysis {
+    pub run: gpulse_diagnose::Run,
+    pub findings: Vec<gpulse_diagnose::Finding>,
+    pub gpus: usize,
+    pub samples: usize,
+}

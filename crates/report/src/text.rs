@@ -1,0 +1,58 @@
+//! Text and JSON renderings of a diagnosis: the loop's pace, and each finding with its evidence,
+//! advice and limits.
+
+use std::fmt::Write as _;
+
+use gpulse_diagnose::{Finding, Severity};
+
+/// The loop's own measurements, for `--format json`.
+pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
+    serde_json::json!({
+        "pid": s.pid,
+        "ranks": s.ranks,
+        "steps": s.count,
+        "window_s": s.window_s,
+        "steps_per_s": s.per_s(),
+        "step_mean_ms": 1000.0 * s.mean_step_s(),
+        "data_wait_share_pct": s.data_wait_share().map(|w| 100.0 * w),
+    })
+}
+
+/// One line on the loop's own measurements, when it sent marks.
+pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
+    let Some(s) = &run.steps else { return String::new() };
+    let mut line = format!("steps: {} at {:.2}/s, {:.0} ms each", s.count, s.per_s(), 1000.0 * s.mean_step_s());
+    if let Some(w) = s.data_wait_share() {
+        line += &format!(", waiting for data {:.0}% of the time", 100.0 * w);
+    }
+    if s.ranks > 1 {
+        line += &format!(" (PID {}, one of {} processes marking steps)", s.pid, s.ranks);
+    }
+    line + "\n\n"
+}
+
+/// Findings for a terminal: a headline each, then evidence, advice and limits.
+pub fn render_text(findings: &[Finding]) -> String {
+    let mut s = String::new();
+    if findings.is_empty() {
+        s += "No findings: nothing points to a bottleneck (or the input is too short or too idle to judge).\n";
+    }
+    for f in findings {
+        let tag = match f.severity {
+            Severity::Critical => "CRITICAL",
+            Severity::Warning => "WARNING",
+            Severity::Info => "INFO",
+        };
+        let _ = writeln!(s, "{tag:<8} {}  [{}]", f.title, f.id);
+        let evidence: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(s, "         evidence: {}", evidence.join(", "));
+        for a in &f.advice {
+            let _ = writeln!(s, "         - {a}");
+        }
+        for l in &f.limits {
+            let _ = writeln!(s, "         ? {l}");
+        }
+        s.push('\n');
+    }
+    s
+}
