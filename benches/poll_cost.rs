@@ -73,13 +73,19 @@ fn measure(label: &str, options: NvmlOptions, gpus: usize, polls: u32, pace: Opt
     source.sample().unwrap();
     std::thread::sleep(Duration::from_millis(120));
     let mut busy = Duration::ZERO;
-    for _ in 0..polls {
+    if pace.is_none() {
+        // Back to back: one clock read around them all.
+        let start = Instant::now();
+        for _ in 0..polls {
+            std::hint::black_box(source.sample().unwrap());
+        }
+        busy = start.elapsed();
+    }
+    for _ in 0..polls * u32::from(pace.is_some()) {
         let start = Instant::now();
         std::hint::black_box(source.sample().unwrap());
         busy += start.elapsed();
-        if let Some(p) = pace {
-            std::thread::sleep(p);
-        }
+        std::thread::sleep(pace.unwrap_or_default());
     }
     let per = busy.as_secs_f64() * 1e6 / f64::from(polls) / gpus as f64;
     println!("{label:<48} {per:>7.2} µs per GPU-sample ({gpus} GPUs, {polls} polls)");

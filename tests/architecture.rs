@@ -67,6 +67,9 @@ fn nothing_in_crates_depends_on_the_binary() {
 fn the_renderers_never_sample_nor_open_a_recording() {
     let g = graph();
     let below = &g["gpulse-report"];
-    assert!(!below.contains("gpulse-sample") && !below.contains("gpulse-record"), "gpulse-report depends on: {below:?}");
+    assert!(
+        !below.contains("gpulse-sample") && !below.contains("gpulse-record"),
+        "gpulse-report depends on: {below:?}"
+    );
     assert!(!below.contains("rusqlite") && !below.contains("nvml-wrapper"), "{below:?}");
 }
