@@ -9,8 +9,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// The first bytes of every SQLite database (a recording).
-pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+use gpulse_input::{SQLITE_MAGIC, TempPath};
 
 /// A line-oriented sink. A closed pipe ends the command quietly, as `head` expects.
 pub struct Output {
@@ -189,44 +188,6 @@ fn follow_links(path: &Path) -> io::Result<Option<PathBuf>> {
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
-}
-
-/// A file that is removed, with any SQLite side files, when dropped.
-pub struct TempPath(pub PathBuf);
-
-impl TempPath {
-    /// A fresh hidden path beside `target`, so that renaming it onto `target` is atomic.
-    pub fn beside(target: &Path) -> Self {
-        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        Self(dir.join(Self::name(target)))
-    }
-
-    /// A fresh path in the system's temporary directory.
-    pub fn in_temp_dir(like: &Path) -> Self {
-        Self(std::env::temp_dir().join(Self::name(like)))
-    }
-
-    /// `e` with this temporary path said as `shown`: a name the user never chose must not
-    /// reach them.
-    pub fn hide(&self, e: anyhow::Error, shown: &str) -> anyhow::Error {
-        anyhow::anyhow!(crate::cmd::describe(&e).replace(&*self.0.to_string_lossy(), shown))
-    }
-
-    fn name(like: &Path) -> String {
-        let name = like.file_name().map_or_else(|| "gpulse".into(), |n| n.to_string_lossy().into_owned());
-        let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        format!(".{name}.{}.{ns}.tmp", std::process::id())
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = fs::remove_file(p);
-        }
-    }
 }
 
 #[cfg(test)]

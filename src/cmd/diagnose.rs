@@ -6,8 +6,8 @@ use gpulse_report::Analysis;
 use gpulse_report::text::{render_text, steps_json, steps_line};
 
 use crate::cli::{DiagnoseArgs, ReportFormat};
-use crate::cmd::input::load_each;
 use crate::output::Output;
+use gpulse_input::load_each;
 
 /// Reads `path` (snapshots stream into the per-GPU series: a day of 8 GPUs is never held whole)
 /// and diagnoses it.

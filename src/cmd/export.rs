@@ -7,8 +7,8 @@ use gpulse_smi::{CsvFormat, GpuRow};
 
 use crate::cli::ExportArgs;
 use crate::cmd::Exit;
-use crate::cmd::input::{is_trace, load, with_recording};
 use crate::output::{Output, destination, write_whole};
+use gpulse_input::{is_trace, load, with_recording};
 
 /// Fields written when neither the user nor an imported log says which.
 const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed";

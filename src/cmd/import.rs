@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use crate::cli::ImportArgs;
-use crate::cmd::input::{ImportSummary, import_logs, warn_malformed};
-use crate::output::{TempPath, publish_new};
+use gpulse_input::{ImportSummary, TempPath, import_logs, warn_malformed};
+
+use crate::output::publish_new;
 
 pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.output.exists(), "{} already exists; import into a new file", args.output.display());

@@ -6,7 +6,6 @@ pub mod demo;
 pub mod diagnose;
 pub mod export;
 pub mod import;
-pub mod input;
 pub mod query;
 pub mod record;
 pub mod report;
@@ -20,6 +19,8 @@ use gpulse_sample::{NvmlOptions, NvmlSource, SampleError};
 
 use crate::cli::GlobalArgs;
 use crate::output::is_broken_pipe;
+
+pub use gpulse_input::describe;
 
 /// A failure that carries its own message and exit status (nvidia-smi's, where gpulse stands in
 /// for it).
@@ -61,33 +62,6 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
     }
     eprintln!("gpulse: {}", describe(e));
     ExitCode::FAILURE
-}
-
-/// An error and its causes on one line, each said once: libraries often repeat their cause's
-/// words in their own message.
-pub fn describe(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    let mut last = String::new();
-    for cause in e.chain() {
-        let full = cause.to_string();
-        // "cannot create x" then "cannot create x: no space": only the new part is news.
-        let words = full
-            .strip_prefix(last.as_str())
-            .filter(|_| !last.is_empty())
-            .map_or(&*full, |r| r.trim_start_matches(": "));
-        last = full.clone();
-        let known = text.to_lowercase();
-        // "Error code 11: The database disk image is malformed" repeats what was said.
-        let core = words.split_once(": ").filter(|(head, _)| head.starts_with("Error code")).map_or(words, |p| p.1);
-        if words.is_empty() || known.contains(&core.to_lowercase()) {
-            continue;
-        }
-        if !text.is_empty() {
-            text += ": ";
-        }
-        text += words;
-    }
-    text
 }
 
 /// Opens the live NVML source with the global options applied. `one_shot` views take a single
