@@ -29,7 +29,14 @@ impl Output {
                 anyhow::ensure!(dup >= 0, "cannot write /dev/fd/{fd}: {}", io::Error::last_os_error());
                 Box::new(BufWriter::new(unsafe { File::from_raw_fd(dup) }))
             }
-            Some(Dest::Stream(p) | Dest::File(p)) => Box::new(BufWriter::new(
+            Some(Dest::Stream(p)) => Box::new(BufWriter::new(
+                fs::OpenOptions::new()
+                    .append(true)
+                    .open(&p)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
+            )),
+            // nvidia-smi's `-f` starts the file afresh, and so does gpulse's.
+            Some(Dest::File(p)) => Box::new(BufWriter::new(
                 File::create(&p).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
             )),
         };
@@ -70,11 +77,11 @@ pub fn destination(path: &Path, inputs: &[&Path]) -> anyhow::Result<Dest> {
         return Ok(Dest::Stdout);
     }
     let shown = path.display();
-    if let Some(fd) = own_descriptor(path) {
-        return Ok(Dest::Descriptor(fd));
-    }
-    let Some(target) = follow_links(path).map_err(|e| anyhow::anyhow!("cannot write {shown}: {e}"))? else {
-        return Ok(Dest::Stream(path.to_path_buf()));
+    let target = match follow_links(path).map_err(|e| anyhow::anyhow!("cannot write {shown}: {e}"))? {
+        Hop::Path(p) => p,
+        Hop::Descriptor(fd) => return Ok(Dest::Descriptor(fd)),
+        // Another process's descriptor: appended to, never truncated.
+        Hop::Proc(p) => return Ok(Dest::Stream(p)),
     };
     let meta = match fs::metadata(&target) {
         Ok(m) => m,
@@ -91,7 +98,17 @@ pub fn destination(path: &Path, inputs: &[&Path]) -> anyhow::Result<Dest> {
         let same = fs::metadata(input).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
         anyhow::ensure!(!same, "{shown} is the input {}; write the output to another file", input.display());
     }
-    anyhow::ensure!(!is_sqlite(&target), "{shown} is a recording; gpulse never replaces one, choose another -o");
+    let head = read_head(&target).map_err(|e| {
+        anyhow::anyhow!("cannot tell whether {shown} is a recording ({e}); gpulse replaces nothing it cannot read")
+    })?;
+    anyhow::ensure!(
+        !head.starts_with(SQLITE_MAGIC),
+        "{shown} is a recording; gpulse never replaces one, choose another -o"
+    );
+    anyhow::ensure!(
+        !is_sqlite_side_file(&target, &head),
+        "{shown} holds part of a recording (its write-ahead log or journal); gpulse never replaces one"
+    );
     Ok(Dest::File(target))
 }
 
@@ -112,7 +129,7 @@ pub fn write_whole(path: &Path, inputs: &[&Path], bytes: &[u8]) -> anyhow::Resul
             f.write_all(bytes).map_err(cannot)?;
         }
         Dest::Stream(p) => {
-            fs::OpenOptions::new().write(true).open(p).and_then(|mut f| f.write_all(bytes)).map_err(cannot)?
+            fs::OpenOptions::new().append(true).open(p).and_then(|mut f| f.write_all(bytes)).map_err(cannot)?
         }
         Dest::File(p) => {
             let tmp = TempPath::beside(&p);
@@ -138,8 +155,9 @@ pub fn publish_new(from: &Path, to: &Path) -> anyhow::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             anyhow::bail!("{} already exists; write to a new file", to.display())
         }
-        // A file system without hard links: the existence check is the best left.
-        Err(_) if !to.exists() => {
+        // A file system without hard links: the existence check is the best left (a dangling
+        // symlink exists too).
+        Err(_) if fs::symlink_metadata(to).is_err() => {
             fs::rename(from, to).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", to.display()))
         }
         Err(e) => anyhow::bail!("cannot create {}: {e}", to.display()),
@@ -148,42 +166,92 @@ pub fn publish_new(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 /// Whether `path` starts like a SQLite database.
 pub fn is_sqlite(path: &Path) -> bool {
-    let mut head = [0u8; 16];
-    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == SQLITE_MAGIC
+    read_head(path).is_ok_and(|h| h.starts_with(SQLITE_MAGIC))
 }
 
-/// The descriptor a path names in this process, if it names one.
+/// The first 16 bytes of an existing file (fewer if it is shorter).
+fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(16);
+    File::open(path)?.take(16).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// A recording's write-ahead log or rollback journal: by its own magic number, or by its name
+/// beside a SQLite file. Replacing one loses what the recording has not yet checkpointed.
+fn is_sqlite_side_file(path: &Path, head: &[u8]) -> bool {
+    const WAL: [[u8; 4]; 2] = [[0x37, 0x7f, 0x06, 0x82], [0x37, 0x7f, 0x06, 0x83]];
+    const JOURNAL: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+    if WAL.iter().any(|m| head.starts_with(m)) || head.starts_with(&JOURNAL) {
+        return true;
+    }
+    let name = path.as_os_str().to_string_lossy();
+    ["-wal", "-shm", "-journal"].iter().any(|s| name.strip_suffix(s).is_some_and(|base| is_sqlite(Path::new(base))))
+}
+
+/// The descriptors this process was started with, noted by `main` before it opens anything, so
+/// that `-o /dev/fd/N` can name only those and never one of gpulse's own (NVML's, SQLite's).
+static INHERITED: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
+
+/// Notes the descriptors open now; call first thing.
+pub fn note_inherited_descriptors() {
+    let open = fs::read_dir("/proc/self/fd")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_else(|_| vec![0, 1, 2]);
+    let _ = INHERITED.set(open);
+}
+
+/// The descriptor a path names in this process, if it names one it was started with.
 fn own_descriptor(path: &Path) -> Option<i32> {
     let s = path.to_str()?;
+    let me = format!("/proc/{}/fd/", std::process::id());
     let fd = match s {
         "/dev/stdin" => "0",
         "/dev/stdout" => "1",
         "/dev/stderr" => "2",
-        _ => s.strip_prefix("/dev/fd/").or_else(|| s.strip_prefix("/proc/self/fd/"))?,
+        _ => ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/", &me].iter().find_map(|p| s.strip_prefix(p))?,
     };
     let fd: i32 = fd.parse().ok()?;
+    let inherited = INHERITED.get().is_none_or(|fds| fds.contains(&fd));
     // SAFETY: fcntl(F_GETFD) only asks whether the descriptor is open.
-    (unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0).then_some(fd)
+    (inherited && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0).then_some(fd)
 }
 
-/// The path a chain of symlinks ends at (which may not exist yet), or `None` when it leads into
-/// a process's open descriptors, whose links only the kernel can follow.
-fn follow_links(path: &Path) -> io::Result<Option<PathBuf>> {
-    let mut p = path.to_path_buf();
+/// Where a chain of symlinks ends.
+enum Hop {
+    /// A path, which may not exist yet.
+    Path(PathBuf),
+    /// One of this process's descriptors (`/dev/stdout`, through any spelling or link).
+    Descriptor(i32),
+    /// Somewhere in `/proc` that only the kernel can follow.
+    Proc(PathBuf),
+}
+
+/// `path` with `.` and repeated slashes gone, so `/dev/./stdout` and `//dev/stdout` are seen as
+/// `/dev/stdout` (`..` stays: after a symlink it means something else).
+fn tidy(path: &Path) -> PathBuf {
+    path.components().filter(|c| *c != std::path::Component::CurDir).collect()
+}
+
+/// Follows symlinks one hop at a time, stopping at this process's descriptors and at `/proc`.
+fn follow_links(path: &Path) -> io::Result<Hop> {
+    let mut p = tidy(path);
     for _ in 0..40 {
+        if let Some(fd) = own_descriptor(&p) {
+            return Ok(Hop::Descriptor(fd));
+        }
         if p.starts_with("/proc") || p.starts_with("/dev/fd") {
-            return Ok(None);
+            return Ok(Hop::Proc(p));
         }
         match fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
                 let link = fs::read_link(&p)?;
-                p = match p.parent() {
+                p = tidy(&match p.parent() {
                     Some(dir) if link.is_relative() => dir.join(link),
                     _ => link,
-                };
+                });
             }
-            Ok(_) => return Ok(Some(p)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(p)),
+            Ok(_) => return Ok(Hop::Path(p)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Hop::Path(p)),
             Err(e) => return Err(e),
         }
     }
@@ -242,6 +310,36 @@ mod tests {
             0o640
         );
         assert_eq!(fs::read_dir(&d).unwrap().count(), 4, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_recordings_log_and_journal_are_never_replaced() {
+        let d = dir("side");
+        fs::write(d.join("r.db"), [SQLITE_MAGIC, b"rest"].concat()).unwrap();
+        // Named beside the recording, whatever they hold (an empty -shm, a log not yet written).
+        for side in ["r.db-wal", "r.db-shm", "r.db-journal"] {
+            fs::write(d.join(side), b"").unwrap();
+            let e = write_whole(&d.join(side), &[], b"x").unwrap_err().to_string();
+            assert!(e.contains("part of a recording"), "{side}: {e}");
+        }
+        // A write-ahead log by its magic, under any name.
+        fs::write(d.join("copied"), [0x37, 0x7f, 0x06, 0x82, 0, 0, 0, 0]).unwrap();
+        assert!(write_whole(&d.join("copied"), &[], b"x").is_err());
+        assert_eq!(fs::read(d.join("copied")).unwrap()[..4], [0x37, 0x7f, 0x06, 0x82]);
+        // A -wal beside a file that is no recording is an ordinary file.
+        fs::write(d.join("notes.txt"), "words").unwrap();
+        fs::write(d.join("notes.txt-wal"), "old").unwrap();
+        write_whole(&d.join("notes.txt-wal"), &[], b"new").unwrap();
+    }
+
+    #[test]
+    fn every_spelling_of_stdout_is_this_processs_descriptor() {
+        for s in ["/dev/stdout", "/dev/./stdout", "//dev/stdout", "/proc/self/fd/1", "/dev/fd/1"] {
+            assert_eq!(destination(Path::new(s), &[]).unwrap(), Dest::Descriptor(1), "{s}");
+        }
+        let d = dir("stdout-link");
+        std::os::unix::fs::symlink("/dev/stdout", d.join("out")).unwrap();
+        assert_eq!(destination(&d.join("out"), &[]).unwrap(), Dest::Descriptor(1));
     }
 
     #[test]

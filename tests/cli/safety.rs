@@ -100,6 +100,14 @@ fn symlinks_fifos_devices_and_dash_are_written_in_place() {
         assert!(status.success());
         assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("kept\n{expected}"), "-o {name}");
     }
+    // A link of the user's to /dev/stdout, as the shell's `>>` file sees it.
+    std::os::unix::fs::symlink("/dev/stdout", dir.join("out")).unwrap();
+    let log = dir.join("app.log");
+    std::fs::write(&log, "kept\n".repeat(200)).unwrap();
+    let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let status = gpulse(None).current_dir(&dir).args(["export", "s.db", "-o", "out"]).stdout(append).status().unwrap();
+    assert!(status.success());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("{}{expected}", "kept\n".repeat(200)));
     assert!(std::fs::symlink_metadata("/dev/stdout").unwrap().file_type().is_symlink(), "/dev/stdout untouched");
     // A report to standard output is the HTML itself.
     let (code, html, _) = run(gpulse(None).current_dir(&dir).args(["report", "s.db", "-o", "-"]));
