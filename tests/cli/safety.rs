@@ -376,3 +376,31 @@ fn errors_name_what_is_wrong_once_and_never_a_temporary_file() {
     let err = one_line(&["--nvml-lib", "notelf.so", "status"], None);
     assert!(err.contains("notelf.so") && err.to_lowercase().contains("elf"), "{err}");
 }
+
+#[test]
+fn absurd_times_in_a_trace_or_a_recording_are_errors_never_a_hang_or_a_panic() {
+    let dir = tmp("absurd");
+    let gpm = std::fs::read_to_string(fixture("h200-2026-11-29/gpm_tiny.csv")).unwrap();
+    let mut lines = gpm.lines();
+    let header = lines.next().unwrap();
+    let row = lines.next().unwrap().split_once(',').unwrap().1;
+    for (name, t) in [("nan", "NaN"), ("inf", "inf"), ("huge", "1e308")] {
+        std::fs::write(dir.join(format!("{name}.csv")), format!("{header}\n1,{row}\n{t},{row}\n")).unwrap();
+        let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["diagnose", &format!("{name}.csv")]));
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains("is not a time") && !err.contains("panicked"), "{name}: {err}");
+    }
+    // A recording whose times were damaged to near i64's end.
+    let db = dir.join("t.db");
+    std::fs::copy(fixture("h200-gpulse-run/dl_bound.db"), &db).unwrap();
+    let sql = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+               c.execute('UPDATE host_samples SET t_ms = 9000000000000000000 WHERE rowid = 1'); \
+               c.execute('UPDATE events SET t_ms = -9000000000000000000 WHERE rowid = 1'); c.commit()";
+    assert!(Command::new("python3").args(["-c", sql]).arg(&db).status().unwrap().success());
+    for verb in ["diagnose", "report"] {
+        let args: &[&str] = if verb == "report" { &["report", "t.db", "-o", "-"] } else { &["diagnose", "t.db"] };
+        let (code, _, err) = run(gpulse(None).current_dir(&dir).args(args));
+        assert!(code == 0 || code == 1, "{verb}: {err}");
+        assert!(!err.contains("panicked"), "{verb}: {err}");
+    }
+}

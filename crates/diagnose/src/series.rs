@@ -115,7 +115,7 @@ impl RunBuilder {
     /// Adds one snapshot.
     pub fn push(&mut self, snap: &gpulse_model::Snapshot) {
         let start = *self.start_us.get_or_insert(snap.timestamp_us);
-        let t = (snap.timestamp_us - start) as f64 / 1e6;
+        let t = snap.timestamp_us.saturating_sub(start) as f64 / 1e6;
         for g in &snap.gpus {
             let pos = match self.gpus.iter().position(|s| s.gpu == g.gpu_index) {
                 Some(p) => p,
@@ -158,7 +158,7 @@ impl RunBuilder {
             .or(rec.host.first().map(|h| h.timestamp_us))
             .or(rec.markers.iter().map(|m| m.t_us).min())
             .unwrap_or(0);
-        let t = |us: i64| (us - start_us) as f64 / 1e6;
+        let t = |us: i64| us.saturating_sub(start_us) as f64 / 1e6;
         for s in &mut self.gpus {
             s.active = active_window(s);
             let info = rec.devices.iter().find(|d| d.index == s.gpu);
@@ -205,7 +205,8 @@ impl RunBuilder {
                 Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
             })
             .collect();
-        let events = rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms * 1000), e.payload.clone())).collect();
+        let events =
+            rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms.saturating_mul(1000)), e.payload.clone())).collect();
         Run {
             gpus,
             start_us,

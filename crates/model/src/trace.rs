@@ -36,6 +36,11 @@ pub enum TraceError {
     BadLine { line: usize, why: String },
 }
 
+/// The largest `t_s` accepted: about the year 5000, far inside an `i64` of microseconds.
+const MAX_T_S: f64 = 1e11;
+/// The highest GPU index accepted, as a recording keeps it (8 bits).
+const MAX_GPU: u32 = 255;
+
 /// Parses a whole trace. Rows keep the file's order.
 pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
@@ -57,6 +62,13 @@ pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
         let f = |c: Option<usize>| c.and_then(|c| cells[c].trim().parse::<f64>().ok());
         let u = |c: Option<usize>| f(c).filter(|v| *v >= 0.0).map(|v| v.round() as u32);
         let t_s = f(Some(t)).ok_or_else(|| bad(format!("bad t_s {:?}", cells[t])))?;
+        // Finite, in order, and within what microseconds since the epoch can hold.
+        if !t_s.is_finite() || t_s.abs() > MAX_T_S {
+            return Err(bad(format!("t_s {t_s} is not a time")));
+        }
+        if prev_t.is_some_and(|p| t_s < p) {
+            return Err(bad(format!("t_s {t_s} goes back in time")));
+        }
         let gpm = has_gpm.then(|| {
             let mut m = GpmMetrics { interval_ms: prev_t.map_or(0.0, |p| (t_s - p) * 1000.0), ..Default::default() };
             for (field, col) in crate::GPM_FIELDS.iter().zip(gpm_cols) {
@@ -70,7 +82,9 @@ pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
         });
         rows.push(TraceRow {
             t_s,
-            gpu: u(Some(gpu)).ok_or_else(|| bad(format!("bad gpu {:?}", cells[gpu])))?,
+            gpu: u(Some(gpu))
+                .filter(|g| *g <= MAX_GPU)
+                .ok_or_else(|| bad(format!("bad gpu {:?} (0 to {MAX_GPU})", cells[gpu])))?,
             util_gpu_pct: u(find("util_gpu")),
             util_mem_pct: u(find("util_mem")),
             memory_used_mib: u(find("mem_used_mib")).map(u64::from),
@@ -89,6 +103,18 @@ pub fn parse(text: &str) -> Result<Vec<TraceRow>, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_that_are_not_times_and_impossible_gpus_are_refused() {
+        for bad in ["NaN", "inf", "-inf", "1e308", "-1e308"] {
+            let text = format!("t_s,gpu,util_gpu\n1,0,5\n{bad},0,5\n");
+            assert!(parse(&text).is_err(), "t_s {bad}");
+        }
+        assert!(parse("t_s,gpu,util_gpu\n2,0,5\n1,0,5\n").is_err(), "back in time");
+        assert!(parse("t_s,gpu,util_gpu\n1,4000000000,5\n").is_err(), "GPU 4e9");
+        assert!(parse("t_s,gpu,util_gpu\n1,256,5\n").is_err(), "GPU 256");
+        assert_eq!(parse("t_s,gpu,util_gpu\n1,255,5\n1,0,6\n").unwrap().len(), 2, "GPU 255, and two GPUs at one time");
+    }
 
     const TRACE: &str = "t_s,gpu,util_gpu,util_mem,mem_used_mib,temp_c,power_w,sm_clock_mhz,throttle,nprocs,poll_us,SmUtil,PcieTxPerSec\n\
         10.0,0,99,50,41772,57,690.5,1980,0x4,2,2209,91.7,7.5\n\

@@ -1,8 +1,10 @@
 //! What can be told of a recording before SQLite opens it, so that a damaged or incomplete copy
-//! is named as such rather than as "not a recording"; and tidying the side files a read-only
-//! open of a WAL-mode file creates.
+//! is named as such rather than as "not a recording", and so that reading one without its `-wal`
+//! creates no side files.
 
 use std::path::{Path, PathBuf};
+
+use rusqlite::OpenFlags;
 
 use crate::RecordError;
 
@@ -15,8 +17,6 @@ pub(crate) struct Found {
     /// In WAL mode (a recording being written, or one whose writer was killed) with no `-wal`
     /// file beside it: what was not yet checkpointed is elsewhere or gone.
     pub wal_missing: bool,
-    /// Side files that did not exist before the read, so the read may remove them.
-    created: Vec<PathBuf>,
 }
 
 fn side(path: &Path, suffix: &str) -> PathBuf {
@@ -56,25 +56,11 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, RecordError> {
         });
     }
     let wal_mode = bytes[18] == 2;
-    let created = ["-wal", "-shm"].iter().map(|s| side(path, s)).filter(|p| !p.exists()).collect::<Vec<_>>();
-    let wal_missing = wal_mode && created.iter().any(|p| p.as_os_str().to_string_lossy().ends_with("-wal"));
-    Ok(Found { path: name, wal_missing, created })
+    let wal_missing = wal_mode && std::fs::symlink_metadata(side(path, "-wal")).is_err();
+    Ok(Found { path: name, wal_missing })
 }
 
 impl Found {
-    /// Removes the side files the read created, when the `-wal` among them is empty: nothing of
-    /// the user's is in them.
-    pub fn tidy(&self) {
-        let wal_empty = self.created.iter().all(|p| {
-            !p.as_os_str().to_string_lossy().ends_with("-wal") || std::fs::metadata(p).map_or(true, |m| m.len() == 0)
-        });
-        if wal_empty {
-            for p in &self.created {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-
     /// The warning a readable file deserves, if any.
     pub fn warning(&self) -> Option<String> {
         self.wal_missing.then(|| {
@@ -99,4 +85,23 @@ impl Found {
             e => e,
         }
     }
+}
+
+/// How to open a file that passed [`inspect`] read-only. A WAL-mode file without its `-wal` is
+/// opened immutable: SQLite then makes no `-wal` or `-shm` beside it, so nothing of a writer that
+/// might start meanwhile is ever removed afterwards.
+pub(crate) fn open(path: &Path, found: &Found) -> rusqlite::Result<rusqlite::Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if !found.wal_missing {
+        return rusqlite::Connection::open_with_flags(path, flags);
+    }
+    let mut uri = String::from("file:");
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => uri.push(char::from(*b)),
+            _ => uri += &format!("%{b:02X}"),
+        }
+    }
+    uri += "?immutable=1";
+    rusqlite::Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
 }

@@ -29,7 +29,7 @@ pub fn read_process_rows(path: &Path) -> Result<Vec<ProcessRow>, RecordError> {
     let rows = stmt
         .query_map([], |r| {
             Ok(ProcessRow {
-                timestamp_us: r.get::<_, i64>(0)? * 1000,
+                timestamp_us: crate::units::us(r.get::<_, i64>(0)?),
                 gpu: r.get(1)?,
                 process: ProcessSample {
                     pid: r.get(2)?,

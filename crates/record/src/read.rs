@@ -7,10 +7,10 @@ use gpulse_model::{
     DeviceInfo, DeviceStatus, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeProcess,
     TreeSample, UtilSample,
 };
-use rusqlite::{Connection, OpenFlags, Row};
+use rusqlite::{Connection, Row};
 
 use crate::schema::SCHEMA_VERSION;
-use crate::units::{bytes, pct};
+use crate::units::{bytes, pct, us};
 use crate::{Event, Marker, MarkerKind, RecordError, RunData};
 
 /// A recording read back: the run's data, and what its reader should be told.
@@ -29,8 +29,8 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
 /// `snapshots` is empty.
 pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
     let found = crate::check::inspect(path)?;
-    let result = read_open(path, on_snapshot);
-    found.tidy();
+    let result =
+        crate::check::open(path, &found).map_err(RecordError::from).and_then(|conn| read_open(conn, path, on_snapshot));
     match result {
         Ok(mut rec) => {
             // A finished recording has its end; one in WAL mode without it and without its log
@@ -44,9 +44,8 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
     }
 }
 
-fn read_open(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
+fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
     let name = path.display().to_string();
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let version: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
         .map_err(|e| match e {
@@ -71,7 +70,7 @@ fn read_open(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recor
     let host = rows(&conn, "SELECT * FROM host_samples ORDER BY t_ms", |r| {
         let cores: Option<Vec<u8>> = r.get(4)?;
         Ok(HostSample {
-            timestamp_us: r.get::<_, i64>(0)? * 1000,
+            timestamp_us: us(r.get::<_, i64>(0)?),
             cpu_busy_pct: r.get::<_, Option<i64>>(1)?.map(|v| pct(v) as f32),
             cpu_iowait_pct: r.get::<_, Option<i64>>(2)?.map(|v| pct(v) as f32),
             cpu_steal_pct: r.get::<_, Option<i64>>(3)?.map(|v| pct(v) as f32),
@@ -306,14 +305,14 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
         if let Some(line) = hires.get(&gpu) {
             let pos = hires_pos.entry(gpu).or_insert(0);
             while *pos < line.len() && line[*pos].0 <= t {
-                g.util_gpu_samples.push(UtilSample { timestamp_us: line[*pos].0 * 1000, util_pct: line[*pos].1 });
+                g.util_gpu_samples.push(UtilSample { timestamp_us: us(line[*pos].0), util_pct: line[*pos].1 });
                 *pos += 1;
             }
         }
         match current.as_mut() {
-            Some(s) if s.timestamp_us == t * 1000 => s.gpus.push(g),
+            Some(s) if s.timestamp_us == us(t) => s.gpus.push(g),
             _ => {
-                if let Some(done) = current.replace(Snapshot { timestamp_us: t * 1000, gpus: vec![g] }) {
+                if let Some(done) = current.replace(Snapshot { timestamp_us: us(t), gpus: vec![g] }) {
                     emit(done);
                 }
             }
@@ -348,9 +347,9 @@ fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, Record
         ))
     })? {
         match out.last_mut() {
-            Some(s) if s.timestamp_us == t * 1000 => s.processes.push(p),
+            Some(s) if s.timestamp_us == us(t) => s.processes.push(p),
             _ => out.push(TreeSample {
-                timestamp_us: t * 1000,
+                timestamp_us: us(t),
                 root_pid: root.unwrap_or(p.pid),
                 processes: vec![p],
                 ..TreeSample::default()

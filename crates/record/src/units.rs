@@ -18,6 +18,12 @@ pub fn pct(pm: i64) -> f64 {
     pm as f64 / 10.0
 }
 
+/// Milliseconds since the epoch to microseconds; a damaged file's absurd time saturates rather
+/// than overflows.
+pub fn us(ms: i64) -> i64 {
+    ms.saturating_mul(1000)
+}
+
 /// Microseconds since the epoch to milliseconds.
 pub fn ms(us: i64) -> i64 {
     us.div_euclid(1000)

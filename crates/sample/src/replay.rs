@@ -18,6 +18,9 @@ pub struct ReplayProcess {
     pub process: ProcessSample,
 }
 
+/// Steps of silence after which a replay jumps to the next row.
+const GAP_STEPS: f64 = 100.0;
+
 /// A trace replayed step by step.
 pub struct TraceReplay {
     devices: Vec<DeviceInfo>,
@@ -109,6 +112,13 @@ impl Source for TraceReplay {
             .collect();
         let snapshot = Snapshot { timestamp_us: (self.cursor_s * 1e6) as i64, gpus };
         self.cursor_s += self.step_s;
+        // Across a long gap nothing was read: jump to the next row rather than repeat the last
+        // one thousands of times.
+        if let Some(next) = self.rows.get(self.next_row)
+            && next.t_s > self.cursor_s + GAP_STEPS * self.step_s
+        {
+            self.cursor_s = next.t_s;
+        }
         Ok(snapshot)
     }
 }
@@ -122,6 +132,18 @@ mod tests {
 
     fn device() -> DeviceInfo {
         DeviceInfo { index: 0, memory_total_bytes: Some(4096 * MIB), ..DeviceInfo::default() }
+    }
+
+    #[test]
+    fn a_long_gap_is_jumped_not_repeated() {
+        let text = "t_s,gpu,util_gpu\n0,0,10\n0.001,0,20\n1000000000,0,30\n";
+        let mut r = TraceReplay::new(text, vec![device()], vec![], 0.001).unwrap();
+        let mut n = 0;
+        while crate::until_ended(r.sample()).unwrap().is_some() {
+            n += 1;
+            assert!(n < 1000, "the gap was replayed step by step");
+        }
+        assert!(n >= 3, "every row replayed: {n}");
     }
 
     #[test]
