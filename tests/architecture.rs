@@ -73,3 +73,17 @@ fn the_renderers_never_sample_nor_open_a_recording() {
     );
     assert!(!below.contains("rusqlite") && !below.contains("nvml-wrapper"), "{below:?}");
 }
+
+#[test]
+fn the_library_crates_stand_in_layers() {
+    let g = graph();
+    let ours = |name: &str| -> Vec<String> { g[name].iter().filter(|n| n.starts_with("gpulse")).cloned().collect() };
+    // The model is the floor; sampling, the recording and nvidia-smi's language stand on it alone.
+    assert!(ours("gpulse-model").is_empty(), "{:?}", ours("gpulse-model"));
+    for name in ["gpulse-sample", "gpulse-record", "gpulse-smi"] {
+        assert_eq!(ours(name), ["gpulse-model"], "{name}");
+    }
+    // Input reads files and logs; it never renders and never diagnoses.
+    let input = ours("gpulse-input");
+    assert!(!input.iter().any(|n| n == "gpulse-report" || n == "gpulse-diagnose"), "{input:?}");
+}

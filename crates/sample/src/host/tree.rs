@@ -147,9 +147,14 @@ mod tests {
             .unwrap();
         let mut guard = Group(spawned);
         let root = &mut guard.0;
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Both children forked, however long a loaded machine takes.
         let mut t = TreeSampler::new(root.id());
-        let first = t.sample().unwrap();
+        let mut first = t.sample().unwrap();
+        while first.processes.len() < 3 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            t = TreeSampler::new(root.id());
+            first = t.sample().unwrap();
+        }
         assert_eq!(first.processes[0].pid, root.id());
         assert_eq!(first.processes.len(), 3, "{first:?}");
         assert!(first.cpu_pct.is_none(), "no interval yet");
