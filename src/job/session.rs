@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use gpulse_record::{Claim, Event};
 
 use super::fold::Folder;
-use super::live::Live;
 use super::marks::{MarkReceiver, Received};
 use super::terminal::{StatusStyle, Terminal};
 use crate::cli::{JobArgs, StatusMode};
@@ -33,7 +32,7 @@ pub struct Session {
     output: PathBuf,
     /// What the recording lost when it stopped early (a full disk), for the summary.
     lost: Option<String>,
-    live: Live,
+    live: gpulse_diagnose::LiveDiagnosis,
     pub term: Arc<Terminal>,
     interval: Duration,
     status_every: Duration,
@@ -100,7 +99,10 @@ impl Session {
         };
         let (events_tx, events_rx) = channel();
         Self {
-            live: Live::new(recorder.as_ref().map_or(&[][..], Recorder::devices), instrumented),
+            live: gpulse_diagnose::LiveDiagnosis::new(
+                recorder.as_ref().map_or(&[][..], Recorder::devices),
+                instrumented,
+            ),
             recorder,
             output,
             lost: None,
@@ -170,7 +172,7 @@ impl Session {
             self.drain();
             if Instant::now() >= next_status {
                 next_status = Instant::now() + status_every;
-                self.term.status(&self.live.status_text());
+                self.term.status(&gpulse_report::live::status_row(&self.live));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

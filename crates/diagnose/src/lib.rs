@@ -7,6 +7,7 @@
 
 pub mod compare;
 mod forecast;
+mod live;
 mod rules;
 mod series;
 mod steps;
@@ -15,6 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use forecast::{Forecast, time_to_full};
+pub use live::LiveDiagnosis;
 pub use series::{GpuSeries, Run, RunBuilder};
 pub use steps::Steps;
 

@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod html;
+pub mod live;
 pub mod status;
 pub mod text;
 pub mod watch;

@@ -1,0 +1,205 @@
+//! A run as it happens: a rolling diagnosis over the last minutes, and the findings worth writing
+//! down as they appear (a memory forecast, before the OOM it forecasts), each GPU's on its own.
+//! Times are the samples' own, so a recording replays through it as it ran.
+
+use std::collections::HashMap;
+
+use gpulse_model::{DeviceInfo, Event, Marker, Poll, RunData};
+
+use crate::{Finding, Run, Steps};
+
+/// How much of the run the live diagnosis reads.
+const WINDOW_US: i64 = 10 * 60 * 1_000_000;
+/// How often it runs.
+const DIAGNOSE_EVERY_US: i64 = 5_000_000;
+/// Start-up (CUDA context, model build, cuDNN autotuning, the first batches) looks like every
+/// problem at once; findings are held back this long.
+const WARM_UP_US: i64 = 30_000_000;
+/// Steps per second and the data wait shown are over this much of the latest marks.
+const RECENT_STEPS_US: i64 = 30 * 1_000_000;
+/// Memory trend is the slope over this much of the latest samples.
+const TREND_US: i64 = 30 * 1_000_000;
+
+/// Times are the samples' own, so a recording replays through it as it ran.
+pub struct LiveDiagnosis {
+    started_us: Option<i64>,
+    now_us: i64,
+    window: RunData,
+    last_diagnosis_us: Option<i64>,
+    leading: Option<Finding>,
+    /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
+    written: HashMap<(&'static str, Option<u64>), Option<f64>>,
+    run: Option<Run>,
+}
+
+impl LiveDiagnosis {
+    /// `instrumented`: the job runs under `--instrument`, so every DataLoader wait is marked.
+    pub fn new(devices: &[DeviceInfo], instrumented: bool) -> Self {
+        let mut window = RunData { devices: devices.to_vec(), ..RunData::default() };
+        if instrumented {
+            window.meta.insert("instrumented".into(), "true".into());
+        }
+        Self {
+            started_us: None,
+            now_us: 0,
+            window,
+            last_diagnosis_us: None,
+            leading: None,
+            written: HashMap::new(),
+            run: None,
+        }
+    }
+
+    pub fn push_poll(&mut self, poll: Poll) {
+        let now = poll.host.timestamp_us;
+        self.window.snapshots.extend(poll.snapshot);
+        self.window.host.push(poll.host);
+        self.window.trees.extend(poll.tree);
+        self.started_us.get_or_insert(now);
+        self.now_us = now;
+        let keep = |t_us: i64| now - t_us <= WINDOW_US;
+        self.window.snapshots.retain(|s| keep(s.timestamp_us));
+        self.window.host.retain(|h| keep(h.timestamp_us));
+        self.window.trees.retain(|t| keep(t.timestamp_us));
+        self.window.events.retain(|e| keep(e.t_ms * 1000));
+        self.window.markers.retain(|m| keep(m.t_us));
+    }
+
+    pub fn push_markers(&mut self, marks: &[Marker]) {
+        self.window.markers.extend_from_slice(marks);
+    }
+
+    pub fn push_event(&mut self, e: &Event) {
+        self.window.events.push(e.clone());
+    }
+
+    /// Diagnoses when due; returns the findings to write down: those not seen before, and a
+    /// memory forecast that moved by a quarter or more.
+    pub fn update(&mut self) -> Vec<Finding> {
+        let Some(started) = self.started_us else { return Vec::new() };
+        if self.now_us - started < WARM_UP_US
+            || self.last_diagnosis_us.is_some_and(|t| self.now_us - t < DIAGNOSE_EVERY_US)
+        {
+            return Vec::new();
+        }
+        self.last_diagnosis_us = Some(self.now_us);
+        let run = Run::from_recording(&self.window);
+        let findings = crate::diagnose_run(&run);
+        self.run = Some(run);
+        let fresh = self.worth_writing(&findings);
+        self.leading = findings.into_iter().find(|f| f.id != "healthy" || self.leading.is_none());
+        fresh
+    }
+
+    /// The findings not written before, each GPU's on its own, and memory forecasts that moved by
+    /// a quarter or more.
+    fn worth_writing(&mut self, findings: &[Finding]) -> Vec<Finding> {
+        let mut fresh = Vec::new();
+        for f in findings {
+            let oom_s = f.evidence.get("time_to_oom_s").and_then(serde_json::Value::as_f64);
+            let key = (f.id, f.evidence.get("gpu").and_then(serde_json::Value::as_u64));
+            let new = match self.written.get(&key) {
+                None => true,
+                Some(before) => match (before, oom_s) {
+                    (Some(b), Some(now)) => (now - b).abs() >= 0.25 * b.abs().max(1.0),
+                    (None, Some(_)) => true,
+                    _ => false,
+                },
+            };
+            if new {
+                self.written.insert(key, oom_s);
+                fresh.push(f.clone());
+            }
+        }
+        fresh
+    }
+
+    /// The rolling window of the run so far (the last ten minutes).
+    pub fn window(&self) -> &RunData {
+        &self.window
+    }
+
+    /// The latest finding worth leading with, if any.
+    pub fn leading(&self) -> Option<&Finding> {
+        self.leading.as_ref()
+    }
+
+    /// The loop's pace over its latest marks.
+    pub fn recent_steps(&self) -> Option<Steps> {
+        let recent: Vec<Marker> =
+            self.window.markers.iter().filter(|m| self.now_us - m.t_us <= RECENT_STEPS_US).cloned().collect();
+        let instrumented = self.window.meta.contains_key("instrumented");
+        Steps::from_markers(&recent, self.now_us, instrumented)
+    }
+
+    /// Memory's trend over the latest [`TREND_US`], GiB a minute: the median of the slopes
+    /// between pairs of samples (Theil–Sen), which one step such as a start-up climb cannot move,
+    /// and none where the latest third of the window does not share it (a climb that stopped).
+    pub fn memory_trend_gib_per_min(&self, gpu: u32) -> Option<f64> {
+        let last = self.window.snapshots.last()?.timestamp_us;
+        let pts: Vec<(f64, f64)> = self
+            .window
+            .snapshots
+            .iter()
+            .filter(|s| last - s.timestamp_us <= TREND_US)
+            .filter_map(|s| {
+                let g = s.gpus.iter().find(|g| g.gpu_index == gpu)?;
+                Some(((s.timestamp_us - last) as f64 / 60e6, g.memory_used_bytes? as f64 / GIB))
+            })
+            .collect();
+        if pts.len() < 5 {
+            return None;
+        }
+        let slope = median_slope(&pts)?;
+        let third = TREND_US as f64 / 3.0 / 60e6;
+        let recent: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 >= -third).collect();
+        match median_slope(&recent) {
+            Some(r) if recent.len() >= 3 && (r.signum() != slope.signum() || r.abs() < slope.abs() / 3.0) => Some(0.0),
+            _ => Some(slope),
+        }
+    }
+}
+
+/// The median of the slopes between every pair of points, over at most 120 of them evenly
+/// spaced, so a 20 ms interval costs no more than a 250 ms one.
+fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
+    let stride = pts.len().div_ceil(120).max(1);
+    let pts: Vec<&(f64, f64)> = pts.iter().step_by(stride).collect();
+    let mut slopes = Vec::with_capacity(pts.len() * pts.len() / 2);
+    for (i, a) in pts.iter().enumerate() {
+        for b in &pts[i + 1..] {
+            if b.0 > a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let mid = slopes.len() / 2;
+    Some(*slopes.select_nth_unstable_by(mid, f64::total_cmp).1)
+}
+
+const GIB: f64 = gpulse_model::GIB as f64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_gpus_finding_is_written_once() {
+        let mut live = LiveDiagnosis::new(&[], false);
+        let on = |gpu: u32| Finding {
+            id: "input_bound",
+            severity: crate::Severity::Warning,
+            title: String::new(),
+            evidence: [("gpu".to_owned(), serde_json::Value::from(gpu))].into_iter().collect(),
+            advice: Vec::new(),
+            limits: Vec::new(),
+        };
+        let ids = |f: Vec<Finding>| f.iter().map(|f| f.evidence["gpu"].as_u64().unwrap()).collect::<Vec<_>>();
+        assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);
+        assert_eq!(ids(live.worth_writing(&[on(0), on(1)])), [1], "GPU 1's is news, GPU 0's is not");
+        assert!(live.worth_writing(&[on(0), on(1)]).is_empty());
+    }
+}
