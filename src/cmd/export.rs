@@ -3,18 +3,13 @@
 use std::process::ExitCode;
 
 use gpulse_record::Recording;
-use gpulse_smi::{CsvFormat, GpuRow};
+use gpulse_report::csv::{apps_csv, gpu_csv};
+use gpulse_smi::CsvFormat;
 
 use crate::cli::ExportArgs;
 use crate::cmd::Exit;
 use crate::output::{Output, destination, write_whole};
 use gpulse_input::{is_trace, load, with_recording};
-
-/// Fields written when neither the user nor an imported log says which.
-const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed";
-/// Compute-app fields written when neither the user nor an imported log says which: all of them,
-/// in the order nvidia-smi's help lists them.
-const DEFAULT_APP_FIELDS: &str = "timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_gpu_memory";
 
 fn smi(e: gpulse_smi::QueryError) -> Exit {
     Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: false }
@@ -31,8 +26,9 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let mut apps = None;
     let recording = read_input(args, &mut apps)?;
     let text = match apps {
-        Some(rows) => apps_csv(args, &recording, &rows)?,
-        None => gpu_csv(args, &recording)?,
+        Some(rows) => apps_csv(&recording, &rows, args.format.as_deref(), args.query_apps.clone().flatten().as_deref())
+            .map_err(smi)?,
+        None => gpu_csv(&recording, args.format.as_deref(), args.query_gpu.as_deref()).map_err(smi)?,
     };
     match &args.output {
         Some(path) => write_whole(path, &[&args.input], text.as_bytes())?,
@@ -80,84 +76,4 @@ fn snapshot_rows(rec: &Recording) -> Vec<gpulse_record::ProcessRow> {
         }
     }
     rows
-}
-
-/// The format to write: the one asked for, else the imported log's own, else plain csv.
-fn format(args: &ExportArgs, rec: &Recording, key: &str) -> anyhow::Result<CsvFormat> {
-    let spec = args.format.as_deref().or(rec.meta.get(key).map(String::as_str)).unwrap_or("csv");
-    Ok(CsvFormat::parse(spec).map_err(smi)?)
-}
-
-/// Where headers go: where the imported log had them when its own fields are written, else on top.
-fn header_rows(rec: &Recording, key: &str, own_fields: bool) -> Vec<usize> {
-    let stored: Option<Vec<usize>> = rec.meta.get(key).map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect());
-    match stored {
-        Some(rows) if own_fields && !rows.is_empty() => rows,
-        _ => vec![0],
-    }
-}
-
-/// `rows` as lines, with `header` before the rows it stood before (and once on top of none).
-fn csv(header: &str, at: &[usize], format: CsvFormat, rows: impl Iterator<Item = String>) -> String {
-    let mut text = String::new();
-    let mut at = at.iter().peekable();
-    let mut put_headers = |text: &mut String, before: Option<usize>| {
-        while format.header && at.next_if(|&&r| before.is_none_or(|n| r <= n)).is_some() {
-            *text += header;
-            text.push('\n');
-        }
-    };
-    for (n, row) in rows.enumerate() {
-        put_headers(&mut text, Some(n));
-        text += &row;
-        text.push('\n');
-    }
-    put_headers(&mut text, None);
-    text
-}
-
-fn gpu_csv(args: &ExportArgs, rec: &Recording) -> anyhow::Result<String> {
-    let format = format(args, rec, "nvidia_smi_format")?;
-    let list = match &args.query_gpu {
-        Some(q) => q.clone(),
-        None => rec.meta.get("nvidia_smi_fields").cloned().unwrap_or_else(|| DEFAULT_FIELDS.to_owned()),
-    };
-    // An imported log may hold fields gpulse does not read; those cannot be written back.
-    let fields: Vec<_> = if args.query_gpu.is_some() {
-        gpulse_smi::parse_gpu_fields(&list).map_err(smi)?
-    } else {
-        list.split(',').filter_map(gpulse_smi::fields::gpu_field).collect()
-    };
-    let at = header_rows(rec, "nvidia_smi_header_rows", args.query_gpu.is_none());
-    let count = rec.devices.len();
-    let fields = &fields;
-    let rows = rec.snapshots.iter().flat_map(|snap| {
-        snap.gpus.iter().filter_map(move |g| {
-            let info = rec.devices.iter().find(|d| d.index == g.gpu_index)?;
-            let row = GpuRow { info, sample: g, timestamp_us: snap.timestamp_us, device_count: count };
-            Some(gpulse_smi::gpu_row(fields, &row, format))
-        })
-    });
-    Ok(csv(&gpulse_smi::gpu_header(fields), &at, format, rows))
-}
-
-fn apps_csv(args: &ExportArgs, rec: &Recording, rows: &[gpulse_record::ProcessRow]) -> anyhow::Result<String> {
-    let format = format(args, rec, "nvidia_smi_app_format")?;
-    let asked = args.query_apps.clone().flatten();
-    let list = match &asked {
-        Some(q) => q.clone(),
-        None => rec.meta.get("nvidia_smi_app_fields").cloned().unwrap_or_else(|| DEFAULT_APP_FIELDS.to_owned()),
-    };
-    let fields: Vec<_> = if asked.is_some() {
-        gpulse_smi::parse_app_fields(&list).map_err(smi)?
-    } else {
-        list.split(',').filter_map(gpulse_smi::fields::app_field).collect()
-    };
-    let at = header_rows(rec, "nvidia_smi_app_header_rows", asked.is_none());
-    let unknown = gpulse_model::DeviceInfo::default();
-    let lines = rows.iter().map(|r| {
-        let info = rec.devices.iter().find(|d| d.index == r.gpu).unwrap_or(&unknown);
-        gpulse_smi::app_row(&fields, info, &r.process, r.timestamp_us, format)
-    });
-    Ok(csv(&gpulse_smi::app_header(&fields), &at, format, lines))
 }

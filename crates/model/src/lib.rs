@@ -19,7 +19,7 @@ pub use device::DeviceInfo;
 pub use gpm::{GPM_FIELDS, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
-pub use process::ProcessSample;
+pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 
 /// One reading of every device a source knows, taken at one moment.

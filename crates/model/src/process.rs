@@ -23,3 +23,11 @@ pub struct ProcessSample {
     /// How the process relates to the watched process tree, when there is one.
     pub class: Option<crate::GpuProcessClass>,
 }
+
+/// One process on one GPU at one poll, as one `--query-compute-apps` row has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRow {
+    pub timestamp_us: i64,
+    pub gpu: u32,
+    pub process: ProcessSample,
+}

@@ -16,8 +16,9 @@ mod write;
 use std::collections::BTreeMap;
 
 pub use claim::{Claim, claim};
+pub use gpulse_model::ProcessRow;
 pub use gpulse_model::{Event, Marker, MarkerKind, RunData};
-pub use processes::{ProcessRow, read_process_rows};
+pub use processes::read_process_rows;
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
 

@@ -2,19 +2,12 @@
 
 use std::path::Path;
 
+use gpulse_model::ProcessRow;
 use gpulse_model::ProcessSample;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::RecordError;
 use crate::units::bytes;
-
-/// One process on one GPU at one poll, as one `--query-compute-apps` row has it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcessRow {
-    pub timestamp_us: i64,
-    pub gpu: u32,
-    pub process: ProcessSample,
-}
 
 /// Every process of every stored listing, by time, then GPU, then PID. Listings are stored as
 /// they were polled for an imported log, but only when they changed for a live recording.

@@ -4,6 +4,7 @@
 //! It reads the model and the diagnosis only; it never samples and never opens a recording.
 
 pub mod compare;
+pub mod csv;
 pub mod html;
 pub mod live;
 pub mod status;

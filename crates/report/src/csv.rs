@@ -1,0 +1,98 @@
+//! A recording as the CSV nvidia-smi would have written: `gpulse export`. An imported log comes
+//! back byte for byte: its fields, its format, and its headers where it had them.
+
+use gpulse_model::{ProcessRow, RunData};
+use gpulse_smi::{CsvFormat, GpuRow, QueryError};
+
+/// Fields written when neither the user nor an imported log says which.
+const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current,fan.speed";
+/// Compute-app fields written when neither the user nor an imported log says which: all of them,
+/// in the order nvidia-smi's help lists them.
+const DEFAULT_APP_FIELDS: &str = "timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_gpu_memory";
+
+/// The format to write: the one asked for, else the imported log's own, else plain csv.
+fn format(asked: Option<&str>, rec: &RunData, key: &str) -> Result<CsvFormat, QueryError> {
+    let spec = asked.or(rec.meta.get(key).map(String::as_str)).unwrap_or("csv");
+    CsvFormat::parse(spec)
+}
+
+/// Where headers go: where the imported log had them when its own fields are written, else on top.
+fn header_rows(rec: &RunData, key: &str, own_fields: bool) -> Vec<usize> {
+    let stored: Option<Vec<usize>> = rec.meta.get(key).map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect());
+    match stored {
+        Some(rows) if own_fields && !rows.is_empty() => rows,
+        _ => vec![0],
+    }
+}
+
+/// `rows` as lines, with `header` before the rows it stood before (and once on top of none).
+fn csv(header: &str, at: &[usize], format: CsvFormat, rows: impl Iterator<Item = String>) -> String {
+    let mut text = String::new();
+    let mut at = at.iter().peekable();
+    let mut put_headers = |text: &mut String, before: Option<usize>| {
+        while format.header && at.next_if(|&&r| before.is_none_or(|n| r <= n)).is_some() {
+            *text += header;
+            text.push('\n');
+        }
+    };
+    for (n, row) in rows.enumerate() {
+        put_headers(&mut text, Some(n));
+        text += &row;
+        text.push('\n');
+    }
+    put_headers(&mut text, None);
+    text
+}
+
+/// A recording's GPU samples as nvidia-smi's `--query-gpu` CSV: the `format` and `fields` asked
+/// for, else an imported log's own (with its headers where it had them), else a rich set.
+pub fn gpu_csv(rec: &RunData, format_asked: Option<&str>, fields_asked: Option<&str>) -> Result<String, QueryError> {
+    let format = format(format_asked, rec, "nvidia_smi_format")?;
+    let list = match fields_asked {
+        Some(q) => q.to_owned(),
+        None => rec.meta.get("nvidia_smi_fields").cloned().unwrap_or_else(|| DEFAULT_FIELDS.to_owned()),
+    };
+    // An imported log may hold fields gpulse does not read; those cannot be written back.
+    let fields: Vec<_> = if fields_asked.is_some() {
+        gpulse_smi::parse_gpu_fields(&list)?
+    } else {
+        list.split(',').filter_map(gpulse_smi::fields::gpu_field).collect()
+    };
+    let at = header_rows(rec, "nvidia_smi_header_rows", fields_asked.is_none());
+    let count = rec.devices.len();
+    let fields = &fields;
+    let rows = rec.snapshots.iter().flat_map(|snap| {
+        snap.gpus.iter().filter_map(move |g| {
+            let info = rec.devices.iter().find(|d| d.index == g.gpu_index)?;
+            let row = GpuRow { info, sample: g, timestamp_us: snap.timestamp_us, device_count: count };
+            Some(gpulse_smi::gpu_row(fields, &row, format))
+        })
+    });
+    Ok(csv(&gpulse_smi::gpu_header(fields), &at, format, rows))
+}
+
+/// Process rows as nvidia-smi's `--query-compute-apps` CSV, chosen as [`gpu_csv`] chooses.
+pub fn apps_csv(
+    rec: &RunData,
+    rows: &[ProcessRow],
+    format_asked: Option<&str>,
+    asked: Option<&str>,
+) -> Result<String, QueryError> {
+    let format = format(format_asked, rec, "nvidia_smi_app_format")?;
+    let list = match asked {
+        Some(q) => q.to_owned(),
+        None => rec.meta.get("nvidia_smi_app_fields").cloned().unwrap_or_else(|| DEFAULT_APP_FIELDS.to_owned()),
+    };
+    let fields: Vec<_> = if asked.is_some() {
+        gpulse_smi::parse_app_fields(&list)?
+    } else {
+        list.split(',').filter_map(gpulse_smi::fields::app_field).collect()
+    };
+    let at = header_rows(rec, "nvidia_smi_app_header_rows", asked.is_none());
+    let unknown = gpulse_model::DeviceInfo::default();
+    let lines = rows.iter().map(|r| {
+        let info = rec.devices.iter().find(|d| d.index == r.gpu).unwrap_or(&unknown);
+        gpulse_smi::app_row(&fields, info, &r.process, r.timestamp_us, format)
+    });
+    Ok(csv(&gpulse_smi::app_header(&fields), &at, format, lines))
+}
