@@ -9,7 +9,8 @@ use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use gpulse_input::{SQLITE_MAGIC, TempPath};
+use gpulse_input::TempPath;
+use gpulse_record::SQLITE_MAGIC;
 
 /// A line-oriented sink. A closed pipe ends the command quietly, as `head` expects.
 pub struct Output {
@@ -185,7 +186,7 @@ fn is_sqlite_side_file(path: &Path, head: &[u8]) -> bool {
         return true;
     }
     let name = path.as_os_str().to_string_lossy();
-    ["-wal", "-shm", "-journal"].iter().any(|s| name.strip_suffix(s).is_some_and(|base| is_sqlite(Path::new(base))))
+    gpulse_record::SIDE_FILES.iter().any(|s| name.strip_suffix(s).is_some_and(|base| is_sqlite(Path::new(base))))
 }
 
 /// The descriptors this process was started with, noted by `main` before it opens anything, so

@@ -71,10 +71,8 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             // Nothing ran: leave no recording behind.
             let recorded = session.is_recording();
             drop(session);
-            for suffix in ["", "-wal", "-shm"].iter().filter(|_| recorded) {
-                let mut p = output.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
+            if recorded {
+                gpulse_record::remove_with_side_files(&output);
             }
             return Err(Exit { code: e.code, message: e.message, to_stdout: false }.into());
         }

@@ -17,8 +17,7 @@ pub use describe::describe;
 pub use import::{ImportSummary, import_logs, malformed_warning, warn_malformed};
 pub use temp::TempPath;
 
-/// The first bytes of every SQLite database (a recording).
-pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+pub use gpulse_record::SQLITE_MAGIC;
 
 /// Whether `path` is a SQLite file (a recording) rather than a text log.
 pub fn is_recording(path: &Path) -> anyhow::Result<bool> {

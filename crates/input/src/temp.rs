@@ -1,6 +1,5 @@
 //! Files that exist only while gpulse writes them: an import in progress, a log imported on the fly.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// A file that is removed, with any SQLite side files, when dropped.
@@ -33,10 +32,6 @@ impl TempPath {
 
 impl Drop for TempPath {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = fs::remove_file(p);
-        }
+        gpulse_record::remove_with_side_files(&self.0);
     }
 }

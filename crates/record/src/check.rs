@@ -2,14 +2,11 @@
 //! is named as such rather than as "not a recording", and so that reading one without its `-wal`
 //! creates no side files.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::OpenFlags;
 
 use crate::RecordError;
-
-/// The first bytes of every SQLite database.
-const MAGIC: &[u8] = b"SQLite format 3\0";
 
 /// A recording file as found on disk.
 pub(crate) struct Found {
@@ -17,12 +14,6 @@ pub(crate) struct Found {
     /// In WAL mode (a recording being written, or one whose writer was killed) with no `-wal`
     /// file beside it: what was not yet checkpointed is elsewhere or gone.
     pub wal_missing: bool,
-}
-
-fn side(path: &Path, suffix: &str) -> PathBuf {
-    let mut p = path.as_os_str().to_owned();
-    p.push(suffix);
-    PathBuf::from(p)
 }
 
 /// Checks `path`'s SQLite header: a recording at all, cut short, in WAL mode without its log.
@@ -35,7 +26,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, RecordError> {
             Ok(head)
         })
         .map_err(|error| RecordError::Io { path: name.clone(), error })?;
-    if !bytes.starts_with(MAGIC) {
+    if !bytes.starts_with(crate::SQLITE_MAGIC) {
         return Err(RecordError::NotARecording(name));
     }
     if bytes.len() < 100 {
@@ -56,7 +47,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, RecordError> {
         });
     }
     let wal_mode = bytes[18] == 2;
-    let wal_missing = wal_mode && std::fs::symlink_metadata(side(path, "-wal")).is_err();
+    let wal_missing = wal_mode && std::fs::symlink_metadata(crate::side_file(path, "-wal")).is_err();
     Ok(Found { path: name, wal_missing })
 }
 

@@ -22,6 +22,28 @@ pub use processes::read_process_rows;
 pub use read::{Recording, read, read_each};
 pub use write::Writer;
 
+/// The first bytes of every SQLite database, so of every recording.
+pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// The files SQLite keeps beside a recording: its write-ahead log, its shared memory and its
+/// rollback journal, each the recording's name with this suffix.
+pub const SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// `path` with `suffix` appended to its name (`run.db` → `run.db-wal`).
+pub fn side_file(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+/// Removes a recording this process made and the side files SQLite made beside it.
+pub fn remove_with_side_files(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    for suffix in SIDE_FILES {
+        let _ = std::fs::remove_file(side_file(path, suffix));
+    }
+}
+
 /// A recording that cannot be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {

@@ -139,11 +139,7 @@ impl Writer {
         let result = Self::fill(claim.path(), meta, devices, bulk);
         let path = claim.take();
         if result.is_err() {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = path.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
+            crate::remove_with_side_files(&path);
         }
         result
     }
