@@ -16,6 +16,23 @@ fn format(asked: Option<&str>, rec: &RunData, key: &str) -> Result<CsvFormat, Qu
     CsvFormat::parse(spec)
 }
 
+/// The fields to write: those asked for (each must be a field), else the ones stored under `key`
+/// by an import, else `default`. An imported log may hold fields gpulse does not read; those
+/// cannot be written back, so they are left out rather than refused.
+fn chosen<F>(
+    asked: Option<&str>,
+    rec: &RunData,
+    key: &str,
+    default: &str,
+    parse: fn(&str) -> Result<Vec<F>, QueryError>,
+    field: fn(&str) -> Option<F>,
+) -> Result<Vec<F>, QueryError> {
+    match asked {
+        Some(list) => parse(list),
+        None => Ok(rec.meta.get(key).map_or(default, String::as_str).split(',').filter_map(field).collect()),
+    }
+}
+
 /// Where headers go: where the imported log had them when its own fields are written, else on top.
 fn header_rows(rec: &RunData, key: &str, own_fields: bool) -> Vec<usize> {
     let stored: Option<Vec<usize>> = rec.meta.get(key).map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect());
@@ -48,16 +65,14 @@ fn csv(header: &str, at: &[usize], format: CsvFormat, rows: impl Iterator<Item =
 /// for, else an imported log's own (with its headers where it had them), else a rich set.
 pub fn gpu_csv(rec: &RunData, format_asked: Option<&str>, fields_asked: Option<&str>) -> Result<String, QueryError> {
     let format = format(format_asked, rec, "nvidia_smi_format")?;
-    let list = match fields_asked {
-        Some(q) => q.to_owned(),
-        None => rec.meta.get("nvidia_smi_fields").cloned().unwrap_or_else(|| DEFAULT_FIELDS.to_owned()),
-    };
-    // An imported log may hold fields gpulse does not read; those cannot be written back.
-    let fields: Vec<_> = if fields_asked.is_some() {
-        gpulse_smi::parse_gpu_fields(&list)?
-    } else {
-        list.split(',').filter_map(gpulse_smi::fields::gpu_field).collect()
-    };
+    let fields = chosen(
+        fields_asked,
+        rec,
+        "nvidia_smi_fields",
+        DEFAULT_FIELDS,
+        gpulse_smi::parse_gpu_fields,
+        gpulse_smi::fields::gpu_field,
+    )?;
     let at = header_rows(rec, "nvidia_smi_header_rows", fields_asked.is_none());
     let count = rec.devices.len();
     let fields = &fields;
@@ -79,15 +94,14 @@ pub fn apps_csv(
     asked: Option<&str>,
 ) -> Result<String, QueryError> {
     let format = format(format_asked, rec, "nvidia_smi_app_format")?;
-    let list = match asked {
-        Some(q) => q.to_owned(),
-        None => rec.meta.get("nvidia_smi_app_fields").cloned().unwrap_or_else(|| DEFAULT_APP_FIELDS.to_owned()),
-    };
-    let fields: Vec<_> = if asked.is_some() {
-        gpulse_smi::parse_app_fields(&list)?
-    } else {
-        list.split(',').filter_map(gpulse_smi::fields::app_field).collect()
-    };
+    let fields = chosen(
+        asked,
+        rec,
+        "nvidia_smi_app_fields",
+        DEFAULT_APP_FIELDS,
+        gpulse_smi::parse_app_fields,
+        gpulse_smi::fields::app_field,
+    )?;
     let at = header_rows(rec, "nvidia_smi_app_header_rows", asked.is_none());
     let unknown = gpulse_model::DeviceInfo::default();
     let lines = rows.iter().map(|r| {
