@@ -13,10 +13,7 @@ const SEED_FIELDS: &str = "timestamp,utilization.gpu,memory.used";
 const APPS_FIELDS: &str = "timestamp,gpu_uuid,pid,process_name,used_memory";
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-logs-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("logs", name)
 }
 
 fn real(name: &str) -> String {

@@ -7,10 +7,7 @@ use std::time::Duration;
 use super::support::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-rec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("rec", name)
 }
 
 /// Rows of a SQL query through Python's standard `sqlite3`, as a user would read the file.

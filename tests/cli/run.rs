@@ -5,13 +5,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::support::{fixture, gpulse, root, run, skipped};
+use super::support::{fixture, fresh_dir, gpulse, root, run, skipped};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("run", name)
 }
 
 fn gpulse_run(dir: &Path, extra: &[&str], cmd: &[&str]) -> Command {

@@ -7,13 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::support::{fixture, gpulse, run};
+use super::support::{fixture, fresh_dir, gpulse, run};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-safety-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("safety", name)
 }
 
 /// A real H200 recording, copied to `dir`.

@@ -70,6 +70,14 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
     (status.code().unwrap_or(-1), String::from_utf8_lossy(&stdout).into(), String::from_utf8_lossy(&stderr).into())
 }
 
+/// An empty directory of its own for one test: `area` names the test file, `name` the test.
+pub fn fresh_dir(area: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpulse-{area}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Writes a scenario to a fresh temporary directory and returns its path.
 pub fn scenario_file(name: &str, json: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gpulse-test-{}-{name}", std::process::id()));
