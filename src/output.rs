@@ -21,25 +21,12 @@ impl Output {
     /// Standard output, or `path` written as it goes (a log that grows while a loop runs).
     /// An existing recording is refused.
     pub fn open(path: Option<&Path>) -> anyhow::Result<Self> {
-        let inner: Box<dyn Write> = match path.map(|p| destination(p, &[])).transpose()? {
-            None | Some(Dest::Stdout | Dest::Descriptor(1)) => Box::new(BufWriter::new(io::stdout().lock())),
-            Some(Dest::Descriptor(fd)) => {
-                use std::os::fd::FromRawFd;
-                // SAFETY: dup(2) of a descriptor checked open gives one this File owns alone.
-                let dup = unsafe { libc::dup(fd) };
-                anyhow::ensure!(dup >= 0, "cannot write /dev/fd/{fd}: {}", io::Error::last_os_error());
-                Box::new(BufWriter::new(unsafe { File::from_raw_fd(dup) }))
-            }
-            Some(Dest::Stream(p)) => Box::new(BufWriter::new(
-                fs::OpenOptions::new()
-                    .append(true)
-                    .open(&p)
-                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
-            )),
+        let dest = path.map(|p| destination(p, &[])).transpose()?.unwrap_or(Dest::Stdout);
+        let cannot = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", path.unwrap_or(Path::new("-")).display());
+        let inner = match open_in_place(dest).map_err(cannot)? {
+            Opened::InPlace(w) => w,
             // nvidia-smi's `-f` starts the file afresh, and so does gpulse's.
-            Some(Dest::File(p)) => Box::new(BufWriter::new(
-                File::create(&p).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
-            )),
+            Opened::File(p) => Box::new(BufWriter::new(File::create(p).map_err(cannot)?)),
         };
         Ok(Self { inner })
     }
@@ -117,22 +104,13 @@ pub fn destination(path: &Path, inputs: &[&Path]) -> anyhow::Result<Dest> {
 /// not at all, keeping the mode of the file it replaces.
 pub fn write_whole(path: &Path, inputs: &[&Path], bytes: &[u8]) -> anyhow::Result<()> {
     let cannot = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
-    match destination(path, inputs)? {
-        Dest::Stdout | Dest::Descriptor(1) => {
-            let mut out = io::stdout().lock();
-            out.write_all(bytes).and_then(|()| out.flush())?;
-        }
-        Dest::Descriptor(fd) => {
-            use std::os::fd::FromRawFd;
-            // SAFETY: the descriptor is this process's own and stays open; ManuallyDrop keeps
-            // it from being closed here.
-            let mut f = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-            f.write_all(bytes).map_err(cannot)?;
-        }
-        Dest::Stream(p) => {
-            fs::OpenOptions::new().append(true).open(p).and_then(|mut f| f.write_all(bytes)).map_err(cannot)?
-        }
-        Dest::File(p) => {
+    match open_in_place(destination(path, inputs)?).map_err(cannot)? {
+        // Context, not a new message: a closed pipe must still read as one (see is_broken_pipe).
+        Opened::InPlace(mut w) => w
+            .write_all(bytes)
+            .and_then(|()| w.flush())
+            .map_err(|e| anyhow::Error::from(e).context(format!("cannot write {}", path.display())))?,
+        Opened::File(p) => {
             let tmp = TempPath::beside(&p);
             let mut f = File::create(&tmp.0).map_err(cannot)?;
             f.write_all(bytes).and_then(|()| f.sync_all()).map_err(cannot)?;
@@ -143,6 +121,33 @@ pub fn write_whole(path: &Path, inputs: &[&Path], bytes: &[u8]) -> anyhow::Resul
         }
     }
     Ok(())
+}
+
+/// A destination ready to write.
+enum Opened {
+    /// Standard output, one of this process's inherited descriptors (duplicated, so the caller's
+    /// offset and `O_APPEND` hold), or a stream appended to.
+    InPlace(Box<dyn Write>),
+    /// A regular file, which each caller writes its own way.
+    File(PathBuf),
+}
+
+fn open_in_place(dest: Dest) -> io::Result<Opened> {
+    let w: Box<dyn Write> = match dest {
+        Dest::Stdout | Dest::Descriptor(1) => Box::new(BufWriter::new(io::stdout().lock())),
+        Dest::Descriptor(fd) => {
+            use std::os::fd::FromRawFd;
+            // SAFETY: dup(2) of a descriptor checked open gives one this File owns alone.
+            let dup = unsafe { libc::dup(fd) };
+            if dup < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Box::new(BufWriter::new(unsafe { File::from_raw_fd(dup) }))
+        }
+        Dest::Stream(p) => Box::new(BufWriter::new(fs::OpenOptions::new().append(true).open(p)?)),
+        Dest::File(p) => return Ok(Opened::File(p)),
+    };
+    Ok(Opened::InPlace(w))
 }
 
 /// Moves the finished file `from` to `to` only if `to` does not exist: a hard link cannot
