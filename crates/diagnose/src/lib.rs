@@ -29,26 +29,110 @@ pub enum Severity {
     Info,
 }
 
-/// One diagnosis.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One diagnosis. The typed fields are what renderers place on a chart or a screen; in JSON they
+/// sit inside `evidence` under their own names, beside the numbers that only get printed.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     /// Stable identifier, such as `input_bound`.
     pub id: &'static str,
     pub severity: Severity,
     /// One line with the key number.
     pub title: String,
-    /// The numbers, the time window and the GPUs it rests on.
+    /// The GPU it concerns; `None` for the host or the run as a whole.
+    pub gpu: Option<u32>,
+    /// The stretch of the run it rests on, seconds from the run's start.
+    pub window_s: Option<[f64; 2]>,
+    /// The pauses a stall is made of, seconds from the run's start.
+    pub pauses_s: Vec<[f64; 2]>,
+    /// Seconds until memory runs out at the present trend.
+    pub time_to_oom_s: Option<f64>,
+    /// The other numbers it rests on.
     pub evidence: Map<String, Value>,
     /// What to do, in PyTorch terms.
     pub advice: Vec<String>,
     /// What the input could not tell, and what to record to be sure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<String>,
 }
 
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            id: &'a str,
+            severity: Severity,
+            title: &'a str,
+            evidence: Map<String, Value>,
+            advice: &'a [String],
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            limits: &'a [String],
+        }
+        Json {
+            id: self.id,
+            severity: self.severity,
+            title: &self.title,
+            evidence: self.all_evidence(),
+            advice: &self.advice,
+            limits: &self.limits,
+        }
+        .serialize(s)
+    }
+}
+
 impl Finding {
-    fn new(id: &'static str, severity: Severity, title: String) -> Self {
-        Self { id, severity, title, evidence: Map::new(), advice: Vec::new(), limits: Vec::new() }
+    /// The evidence as shown and written: the typed fields under their own names among the rest.
+    pub fn all_evidence(&self) -> Map<String, Value> {
+        let mut evidence = self.evidence.clone();
+        if let Some(g) = self.gpu {
+            evidence.insert("gpu".into(), g.into());
+        }
+        if let Some(w) = self.window_s {
+            evidence.insert("window_s".into(), w.to_vec().into());
+        }
+        if !self.pauses_s.is_empty() {
+            evidence.insert("pauses".into(), self.pauses_s.iter().map(|p| p.to_vec()).collect::<Vec<_>>().into());
+        }
+        if let Some(t) = self.time_to_oom_s {
+            evidence.insert("time_to_oom_s".into(), t.into());
+        }
+        evidence
+    }
+
+    /// A finding with nothing placed yet; rules fill it with the builders below.
+    pub fn new(id: &'static str, severity: Severity, title: String) -> Self {
+        Self {
+            id,
+            severity,
+            title,
+            gpu: None,
+            window_s: None,
+            pauses_s: Vec::new(),
+            time_to_oom_s: None,
+            evidence: Map::new(),
+            advice: Vec::new(),
+            limits: Vec::new(),
+        }
+    }
+
+    pub fn on_gpu(mut self, gpu: u32) -> Self {
+        self.gpu = Some(gpu);
+        self
+    }
+
+    /// Rounded to a tenth of a second, as evidence is shown.
+    pub fn over(mut self, window_s: [f64; 2]) -> Self {
+        self.window_s = Some(window_s.map(|t| round(t, 1)));
+        self
+    }
+
+    /// Already rounded: the pauses are shown as they are kept.
+    pub fn pauses(mut self, pauses_s: Vec<[f64; 2]>) -> Self {
+        self.pauses_s = pauses_s;
+        self
+    }
+
+    pub fn forecast(mut self, time_to_oom_s: f64) -> Self {
+        self.time_to_oom_s = Some(time_to_oom_s);
+        self
     }
 
     fn with(mut self, key: &str, value: impl Into<Value>) -> Self {

@@ -28,7 +28,7 @@ pub struct LiveDiagnosis {
     last_diagnosis_us: Option<i64>,
     leading: Option<Finding>,
     /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
-    written: HashMap<(&'static str, Option<u64>), Option<f64>>,
+    written: HashMap<(&'static str, Option<u32>), Option<f64>>,
     run: Option<Run>,
 }
 
@@ -96,8 +96,8 @@ impl LiveDiagnosis {
     fn worth_writing(&mut self, findings: &[Finding]) -> Vec<Finding> {
         let mut fresh = Vec::new();
         for f in findings {
-            let oom_s = f.evidence.get("time_to_oom_s").and_then(serde_json::Value::as_f64);
-            let key = (f.id, f.evidence.get("gpu").and_then(serde_json::Value::as_u64));
+            let oom_s = f.time_to_oom_s;
+            let key = (f.id, f.gpu);
             let new = match self.written.get(&key) {
                 None => true,
                 Some(before) => match (before, oom_s) {
@@ -189,15 +189,8 @@ mod tests {
     #[test]
     fn each_gpus_finding_is_written_once() {
         let mut live = LiveDiagnosis::new(&[], false);
-        let on = |gpu: u32| Finding {
-            id: "input_bound",
-            severity: crate::Severity::Warning,
-            title: String::new(),
-            evidence: [("gpu".to_owned(), serde_json::Value::from(gpu))].into_iter().collect(),
-            advice: Vec::new(),
-            limits: Vec::new(),
-        };
-        let ids = |f: Vec<Finding>| f.iter().map(|f| f.evidence["gpu"].as_u64().unwrap()).collect::<Vec<_>>();
+        let on = |gpu: u32| Finding::new("input_bound", crate::Severity::Warning, String::new()).on_gpu(gpu);
+        let ids = |f: Vec<Finding>| f.iter().map(|f| f.gpu.unwrap()).collect::<Vec<_>>();
         assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);
         assert_eq!(ids(live.worth_writing(&[on(0), on(1)])), [1], "GPU 1's is news, GPU 0's is not");
         assert!(live.worth_writing(&[on(0), on(1)]).is_empty());

@@ -80,20 +80,11 @@ fn chart(
 
 fn gpu_section(g: &GpuSeries, findings: &[Finding]) -> String {
     // Only this GPU's findings shade its charts.
-    let mine: Vec<&Finding> =
-        findings.iter().filter(|f| f.evidence.get("gpu").and_then(|v| v.as_u64()) == Some(u64::from(g.gpu))).collect();
+    let mine: Vec<&Finding> = findings.iter().filter(|f| f.gpu == Some(g.gpu)).collect();
     let windows: Vec<(f64, f64, &str)> = mine
         .iter()
-        .filter_map(|f| {
-            let w = f.evidence.get("window_s")?.as_array()?;
-            Some((w.first()?.as_f64()?, w.get(1)?.as_f64()?, f.id))
-        })
-        .chain(mine.iter().filter(|f| f.id == "periodic_stall").flat_map(|f| {
-            f.evidence.get("pauses").and_then(|p| p.as_array()).into_iter().flatten().filter_map(|p| {
-                let p = p.as_array()?;
-                Some((p.first()?.as_f64()?, p.get(1)?.as_f64()?, "pause"))
-            })
-        }))
+        .filter_map(|f| f.window_s.map(|w| (w[0], w[1], f.id)))
+        .chain(mine.iter().flat_map(|f| f.pauses_s.iter().map(|p| (p[0], p[1], "pause"))))
         .collect();
     let gib = |v: &[Option<f64>]| v.iter().map(|x| x.map(gpulse_model::to_gib)).collect::<Vec<_>>();
     let mut s = format!("<section><h2>GPU {}</h2>", g.gpu);
@@ -276,17 +267,9 @@ mod tests {
     #[test]
     fn a_stall_shades_only_its_own_gpus_charts() {
         let series = |gpu: u32| GpuSeries { gpu, t_s: vec![0.0, 10.0, 20.0], ..Default::default() };
-        let stall = Finding {
-            id: "periodic_stall",
-            severity: Severity::Warning,
-            title: String::new(),
-            evidence: serde_json::json!({ "gpu": 1, "pauses": [[2.0, 4.0], [12.0, 14.0]] })
-                .as_object()
-                .unwrap()
-                .clone(),
-            advice: Vec::new(),
-            limits: Vec::new(),
-        };
+        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+            .on_gpu(1)
+            .pauses(vec![[2.0, 4.0], [12.0, 14.0]]);
         let shaded =
             |gpu| gpu_section(&series(gpu), std::slice::from_ref(&stall)).matches(r#"class="finding""#).count();
         assert_eq!(shaded(0), 0, "GPU 0 did not stall");

@@ -111,7 +111,7 @@ mod tests {
         let forecasts: Vec<(i64, f64)> = written
             .iter()
             .filter(|(_, f)| f.id == "memory_growth")
-            .filter_map(|(t, f)| Some((*t, f.evidence.get("time_to_oom_s")?.as_f64()?)))
+            .filter_map(|(t, f)| Some((*t, f.time_to_oom_s?)))
             .collect();
         let (t, s) = *forecasts.first().expect("a forecast");
         assert!(oom_us - t >= 15_000_000, "the first forecast came {} s before the OOM", (oom_us - t) / 1_000_000);

@@ -44,7 +44,7 @@ pub fn render_text(findings: &[Finding]) -> String {
             Severity::Info => "INFO",
         };
         let _ = writeln!(s, "{tag:<8} {}  [{}]", f.title, f.id);
-        let evidence: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let evidence: Vec<String> = f.all_evidence().iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(s, "         evidence: {}", evidence.join(", "));
         for a in &f.advice {
             let _ = writeln!(s, "         - {a}");

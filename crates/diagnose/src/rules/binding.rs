@@ -74,7 +74,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 Severity::Warning,
                 format!("GPU {gpu}: {} process{} working on other GPUs also hold{} {:.1} GiB here", list.len(), if list.len() == 1 { "" } else { "es" }, if list.len() == 1 { "s" } else { "" }, total / GIB),
             )
-            .with("gpu", gpu)
+            .on_gpu(gpu)
             .with("pids", list.iter().map(|x| x.0).collect::<Vec<_>>())
             .with("home_gpus", list.iter().map(|x| x.2).collect::<Vec<_>>())
             .with("extra_gib", round(total / GIB, 2))

@@ -43,7 +43,7 @@ pub fn gpu_lost(run: &Run) -> Vec<Finding> {
                 Severity::Critical,
                 format!("GPU {gpu}: fell off the bus {at:.0} s into the run; nothing it did after that was read"),
             )
-            .with("gpu", gpu)
+            .on_gpu(gpu)
             .with("at_s", round(at, 1))
             .advise(&[
                 "the GPU stopped answering the driver: any CUDA context on it is gone; `dmesg` or `journalctl -k` shows the Xid (79: fallen off the bus)",
@@ -180,10 +180,7 @@ mod tests {
         }
         let f = gpu_lost(&run(vec![steady(0, 90.0, 10), g.clone()]));
         assert_eq!(ids(&f), ["gpu_lost"], "only the GPU that was lost");
-        assert_eq!(
-            (f[0].severity, &f[0].evidence["gpu"], &f[0].evidence["at_s"]),
-            (Severity::Critical, &json!(1), &json!(6.0))
-        );
+        assert_eq!((f[0].severity, f[0].gpu, &f[0].evidence["at_s"]), (Severity::Critical, Some(1), &json!(6.0)));
         assert_eq!(f[0].evidence["last_reading_s"], 5.0);
         // The recorder's event, earlier than any sample that still held the GPU's listing.
         let r = Run { events: vec![("gpu_lost".into(), 5.5, json!({"gpu": 1}))], ..run(vec![g]) };

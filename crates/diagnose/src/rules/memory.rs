@@ -67,14 +67,14 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     if !out.iter().any(|f| f.id == "oom")
         && let Some((_, at, message)) = run.events.iter().find(|e| is_oom_event(&e.0))
     {
-        let gpu = message.get("gpu").and_then(serde_json::Value::as_u64);
+        let gpu = message.get("gpu").and_then(serde_json::Value::as_u64).and_then(|g| u32::try_from(g).ok());
         let title = match gpu {
             Some(gpu) => format!("GPU {gpu}: ran out of memory {at:.0} s into the run"),
             None => format!("Ran out of GPU memory {at:.0} s into the run"),
         };
         let mut f = Finding::new("oom", Severity::Critical, title);
         if let Some(gpu) = gpu {
-            f = f.with("gpu", gpu);
+            f = f.on_gpu(gpu);
         }
         out.push(
             f.with("at_s", round(*at, 1))
@@ -113,7 +113,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                     Severity::Warning,
                     format!("GPU {}: memory peaked at {:.0}% of {:.0} GiB", g.gpu, 100.0 * peak / total, total / GIB),
                 )
-                .with("gpu", g.gpu)
+                .on_gpu(g.gpu)
                 .with("peak_gib", round(peak / GIB, 2))
                 .with("total_gib", round(total / GIB, 2))
                 .advise(&[
@@ -152,8 +152,8 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                 Severity::Warning,
                 format!("GPU {}: memory grew {:.1} GiB in {span:.0} s ({:.2} GiB/min)", g.gpu, rise / GIB, rise / span * 60.0 / GIB),
             )
-            .with("gpu", g.gpu)
-            .with("window_s", vec![round(t[0], 1), round(t[t.len() - 1], 1)])
+            .on_gpu(g.gpu)
+            .over([t[0], t[t.len() - 1]])
             .with("growth_gib_per_min", round(rise / span * 60.0 / GIB, 3))
             .advise(&[
                 "accumulate the loss as a number: total += loss.item() (or loss.detach()), not total += loss, which keeps every step's graph alive",
@@ -167,7 +167,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                     (Some(_), Some(fc)) => {
                         f.title += &format!("; out of memory in about {:.0} s", fc.seconds);
                         f = f
-                            .with("time_to_oom_s", round(fc.seconds, 1))
+                            .forecast(round(fc.seconds, 1))
                             .with("time_to_oom_range_s", vec![Some(round(fc.low_s, 1)), fc.high_s.map(|h| round(h, 1))])
                             .with("fit_r2", round(fc.r2, 3));
                         if fc.seconds < 600.0 {
@@ -186,7 +186,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     if let Some(at) = oom_at {
         let mut f =
             Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
-                .with("gpu", g.gpu)
+                .on_gpu(g.gpu)
                 .with("at_s", round(at, 1))
                 .with("peak_gib", round(peak / GIB, 2))
                 .advise(&OOM_ADVICE);
@@ -261,7 +261,7 @@ mod tests {
         // 1/3 GiB/s from 10 to 30 GiB over 60 s: full in 3 × (total - 30) s.
         let f = findings(&ramp(30.0 + 599.0 / 3.0, 20.0, 60));
         assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Critical));
-        assert!((f[0].evidence["time_to_oom_s"].as_f64().unwrap() - 599.0).abs() < 0.5, "{:?}", f[0].evidence);
+        assert!((f[0].time_to_oom_s.unwrap() - 599.0).abs() < 0.5, "{:?}", f[0].evidence);
         let f = findings(&ramp(30.0 + 601.0 / 3.0, 20.0, 60));
         assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Warning));
     }
@@ -275,7 +275,7 @@ mod tests {
         };
         let f = findings(&r);
         assert_eq!(ids(&f), ["oom"]);
-        assert_eq!((&f[0].evidence["gpu"], &f[0].evidence["at_s"]), (&json!(1), &json!(12.0)));
+        assert_eq!((f[0].gpu, &f[0].evidence["at_s"]), (Some(1), &json!(12.0)));
         assert!(f[0].evidence.get("peak_gib").is_none(), "no reading, no peak");
         // A GPU whose memory was never read is no better placed.
         let r = Run { events: ev(json!({"text": "CUDA out of memory"})), ..run(vec![steady(0, 50.0, 5)]) };

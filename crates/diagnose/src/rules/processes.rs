@@ -58,7 +58,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
             let (id, what) = if foreign { ("foreign_process", "outside the job") } else { ("idle_holder", "idle") };
             let mut f = Finding::new(id, Severity::Warning, format!("GPU {}: process {pid} holds {:.1} GiB {what}", g.gpu, hi / GIB))
-                .with("gpu", g.gpu)
+                .on_gpu(g.gpu)
                 .with("pid", pid)
                 .with("held_gib", round(hi / GIB, 2))
                 .with("present_share", round(count as f64 / n, 3))

@@ -61,11 +61,11 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             severity,
             format!("GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of the run lost)", g.gpu, lost * 100.0),
         )
-        .with("gpu", g.gpu)
-        .with("window_s", g.window().to_vec())
+        .on_gpu(g.gpu)
+        .over(g.window())
         .with("period_s", round(period, 1))
         .with("pause_s", round(pause, 1))
-        .with("pauses", pauses.iter().map(|p| vec![round(p.0, 1), round(p.1, 1)]).collect::<Vec<_>>())
+        .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
         .with("lost_share", round(lost, 3))
         .advise(&[
             "something on the host runs every period while the GPU waits: checkpoint saving, evaluation, logging or a synchronizing metric",

@@ -28,7 +28,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         ),
     )
     .with("pid", steps.pid)
-    .with("window_s", vec![round(steps.window_s[0], 1), round(steps.window_s[1], 1)])
+    .over(steps.window_s)
     .with("steps", steps.count as u64)
     .with("steps_per_s", round(steps.per_s(), 2))
     .with("data_wait_share_pct", round(100.0 * share, 1))

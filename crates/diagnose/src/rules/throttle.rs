@@ -41,7 +41,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         };
         if hw >= MIN_SHARE {
             let mut f = Finding::new("throttling", Severity::Warning, format!("GPU {}: thermal or hardware slowdown in {:.0}% of the run", g.gpu, hw * 100.0))
-                .with("gpu", g.gpu)
+                .on_gpu(g.gpu)
                 .with("share", round(hw, 3))
                 .with("reasons", names.clone())
                 .advise(&["check cooling and airflow, and the GPU temperature against its slowdown threshold (nvidia-smi -q -d TEMPERATURE)", "a hardware slowdown can also mean a failing power supply: report it to the cluster admins"]);
@@ -58,7 +58,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         {
             out.push(
                 Finding::new("throttling", Severity::Info, format!("GPU {}: at its power limit {:.0}% of the time, SM clock {:.0}% below maximum", g.gpu, cap * 100.0, 100.0 * (1.0 - c / m)))
-                    .with("gpu", g.gpu)
+                    .on_gpu(g.gpu)
                     .with("share", round(cap, 3))
                     .with("reasons", names)
                     .with("sm_clock_mean_mhz", round(c, 0))

@@ -46,7 +46,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         if measured_wait.is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE) {
             continue;
         }
-        let window = g.window().to_vec();
+        let window = g.window();
         let one_core_loader = run.tree_width == 1 && tree_cpu.is_some_and(|c| c >= 80.0);
         let host_saturated = run.host_cpu_mean().is_some_and(|c| c >= 90.0);
         let bursty = cv >= BURSTY_CV;
@@ -78,11 +78,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                     "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
                 ])
         };
-        f = f
-            .with("gpu", g.gpu)
-            .with("window_s", window)
-            .with("util_gpu_mean_pct", round(mu, 1))
-            .with("util_gpu_cv", round(cv, 2));
+        f = f.on_gpu(g.gpu).over(window).with("util_gpu_mean_pct", round(mu, 1)).with("util_gpu_cv", round(cv, 2));
         if let Some(sm) = sm {
             f = f.with("sm_active_mean_pct", round(sm, 1));
         }
@@ -139,8 +135,8 @@ fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
             Severity::Warning,
             format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
         )
-        .with("gpu", g.gpu)
-        .with("window_s", vec![round(g.t_s[first], 1), round(g.t_s[last], 1)])
+        .on_gpu(g.gpu)
+        .over([g.t_s[first], g.t_s[last]])
         .with("share_of_run", round(bad.len() as f64 / both.len() as f64, 3))
         .with("util_gpu_mean_pct", round(mu, 1))
         .with("sm_active_mean_pct", round(sm, 1))
