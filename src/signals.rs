@@ -64,12 +64,3 @@ pub fn take_to_forward() -> Vec<i32> {
     }
     out
 }
-
-/// Sleeps until `deadline`, waking early when a stop signal arrives.
-pub fn sleep_until(deadline: std::time::Instant) {
-    while received().is_none() {
-        let now = std::time::Instant::now();
-        let Some(left) = deadline.checked_duration_since(now) else { return };
-        std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
-    }
-}

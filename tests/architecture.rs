@@ -87,3 +87,14 @@ fn the_library_crates_stand_in_layers() {
     let input = ours("gpulse-input");
     assert!(!input.iter().any(|n| n == "gpulse-report" || n == "gpulse-diagnose"), "{input:?}");
 }
+
+#[test]
+fn the_live_pipeline_never_renders() {
+    let g = graph();
+    let below = &g["gpulse-live"];
+    // Sinks draw; the pipeline only hands them frames.
+    assert!(!below.contains("gpulse-report") && !below.contains("gpulse-input"), "gpulse-live depends on: {below:?}");
+    for needed in ["gpulse-sample", "gpulse-record", "gpulse-diagnose"] {
+        assert!(below.contains(needed), "gpulse-live should stand on {needed}: {below:?}");
+    }
+}

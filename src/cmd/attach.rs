@@ -5,8 +5,7 @@ use std::process::ExitCode;
 use crate::cli::{AttachArgs, GlobalArgs};
 use crate::cmd::Exit;
 use crate::job::session::{JobEnd, Session, claim_output};
-use crate::recorder::{Recorder, open_source};
-use crate::signals;
+use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let pid = args.pid;
@@ -18,10 +17,11 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     // Attaching is all about the recording: one that cannot be made is an error.
     let claim = claim_output(args.job.output.as_deref(), &format!("{name}-{pid}"))?.map_err(|(_, e)| e)?;
     let output = claim.path().to_path_buf();
-    let source = open_source(global, false)?;
+    let poller = recorder::poller(recorder::open_source(global, false)?, Some(pid));
     let extra = [("runner", "gpulse attach".to_owned())];
-    let recorder = Recorder::create(claim, source, args.job.interval, Some(pid), Some(cmdline), &extra)?;
-    let mut session = Session::new(Some(recorder), output, &args.job, None, false);
+    let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline), &extra)?;
+    let mut session = Session::new(Some(recording), poller, output, &args.job, None, false);
+    session.follow(pid);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.watch(None) {

@@ -2,11 +2,12 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use gpulse_live::{Collector, Pipeline};
 
 use crate::cli::{GlobalArgs, RecordArgs};
-use crate::recorder::{Recorder, open_source};
-use crate::signals;
+use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(pid) = args.pid {
@@ -14,10 +15,13 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     }
     // Claimed first, so that a refusal comes before any warning about the driver.
     let claim = gpulse_record::claim(&args.output)?;
-    let source = open_source(global, false)?;
-    let mut rec = Recorder::create(claim, source, args.interval, args.pid, None, &[])?;
+    let poller = recorder::poller(recorder::open_source(global, false)?, args.pid);
+    let recording = recorder::create(claim, &poller, args.interval, args.pid, None, &[])?;
+    let gpus = poller.devices().len();
+    let mut pipeline = Pipeline::new(Some(recording), None);
     signals::catch_stop_signals();
-    let start = Instant::now();
+    let (start, start_us) = (Instant::now(), gpulse_sample::now_us());
+    let collector = Collector::spawn(poller, args.interval);
     let mut failed = false;
     let reason = loop {
         if let Some(sig) = signals::received() {
@@ -26,21 +30,39 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         if args.duration.is_some_and(|d| start.elapsed() >= d) {
             break "duration reached".to_owned();
         }
-        match rec.poll() {
-            Ok(p) if p.root_gone => break format!("process {} exited", args.pid.unwrap_or(0)),
-            Ok(_) => {}
-            // What was recorded is closed cleanly, with why it stopped.
-            Err(e) => {
-                failed = true;
-                break format!("sampling failed: {}", crate::cmd::describe(&e));
+        let wait = args
+            .duration
+            .map_or(Duration::from_millis(50), |d| d.saturating_sub(start.elapsed()).min(Duration::from_millis(50)));
+        match collector.next(wait) {
+            // What the job left behind on the GPUs is the last sample.
+            Some(Ok(p)) if p.root_gone => {
+                pipeline.poll(p);
+                break format!("process {} exited", args.pid.unwrap_or(0));
             }
+            Some(Ok(p)) => pipeline.poll(p),
+            // What was recorded is closed cleanly, with why it stopped.
+            Some(Err(e)) => {
+                failed = true;
+                break format!("sampling failed: {e}");
+            }
+            None => {}
         }
-        // The duration ends the recording on time, however long the interval.
-        let next = start + args.interval.saturating_mul(rec.polls() as u32);
-        signals::sleep_until(args.duration.map_or(next, |d| next.min(start + d)));
+        if let Some(lost) = pipeline.lost() {
+            failed = true;
+            break format!("writing failed: {}", lost.error);
+        }
     };
-    let (polls, gpus) = (rec.polls(), rec.devices().len());
-    rec.finish(&reason)?;
+    // A poll taken as the recording stopped is kept, unless it came after the duration.
+    let end_us = args.duration.map(|d| start_us + d.as_micros() as i64);
+    for p in collector.stop().into_iter().flatten() {
+        if !p.root_gone && end_us.is_none_or(|e| p.host.timestamp_us < e) {
+            pipeline.poll(p);
+        }
+    }
+    let polls = pipeline.polls();
+    if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
+        anyhow::bail!("cannot finish {}: {}", args.output.display(), lost.error);
+    }
     // After SIGHUP the terminal may be gone: a failed write must not turn a clean stop into a panic.
     let _ = writeln!(
         std::io::stderr(),

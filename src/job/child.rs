@@ -47,6 +47,32 @@ pub fn spawn(argv: &[OsString], env: &[(OsString, OsString)], stderr_is_tty: boo
     Ok(Job { child, stderr: File::from(ours) })
 }
 
+/// How the job ended: the exit status gpulse passes on, the recording's stop reason, and the
+/// facts for its stop event (the status, the signal, the OOM killer's count).
+pub fn ended(
+    status: ExitStatus,
+    oom: Option<&super::cgroup::OomCounter>,
+) -> (u8, String, serde_json::Map<String, serde_json::Value>) {
+    let mut fields = serde_json::Map::new();
+    let code = exit_code(status);
+    fields.insert("exit_status".into(), code.into());
+    let reason = match killed_by(status) {
+        Some(sig) => {
+            let reason = format!("command killed by {sig}");
+            fields.insert("signal".into(), sig.into());
+            reason
+        }
+        None => format!("command exited with status {code}"),
+    };
+    if let Some(oom) = oom
+        && let Some(kills) = oom.since_start()
+    {
+        fields.insert("oom_kills".into(), kills.into());
+        fields.insert("memory_events".into(), oom.path().display().to_string().into());
+    }
+    (code, reason, fields)
+}
+
 /// The status a shell reports for `status`: the exit code, or 128 + the signal that ended it.
 pub fn exit_code(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {

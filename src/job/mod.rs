@@ -4,7 +4,6 @@
 pub mod bootstrap;
 pub mod cgroup;
 pub mod child;
-pub mod fold;
 pub mod marks;
 pub mod pump;
 pub mod session;

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
-use gpulse_record::{Claim, Event};
+use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink};
+use gpulse_record::{Claim, Event, Writer};
+use gpulse_sample::Poller;
 
-use super::fold::Folder;
 use super::marks::{MarkReceiver, Received};
 use super::terminal::{StatusStyle, Terminal};
 use crate::cli::{JobArgs, StatusMode};
-use crate::recorder::Recorder;
 use crate::signals;
 
 /// How the watch ended.
@@ -28,18 +29,48 @@ pub enum JobEnd {
 }
 
 pub struct Session {
-    recorder: Option<Recorder>,
+    pipeline: Pipeline,
+    /// Until the watch starts; then the collector samples with it.
+    poller: Option<Poller>,
+    collector: Option<Collector>,
+    root: Option<u32>,
+    /// Why sampling stopped early, if it did.
+    sampling_failed: Option<String>,
     output: PathBuf,
-    /// What the recording lost when it stopped early (a full disk), for the summary.
-    lost: Option<String>,
-    live: gpulse_diagnose::LiveDiagnosis,
     pub term: Arc<Terminal>,
     interval: Duration,
-    status_every: Duration,
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
-    folder: Folder,
+}
+
+/// The live status on gpulse's stderr, and the notice when the recording stops.
+struct StatusSink {
+    term: Arc<Terminal>,
+    output: PathBuf,
+    every: Duration,
+    next: Instant,
+}
+
+impl Sink for StatusSink {
+    fn frame(&mut self, frame: &Frame) {
+        if let Some(live) = frame.live
+            && Instant::now() >= self.next
+        {
+            self.next = Instant::now() + self.every;
+            self.term.status(&gpulse_report::live::status_row(live));
+        }
+    }
+
+    fn recording_stopped(&mut self, lost: &Lost) {
+        self.term.clear();
+        let _ = writeln!(
+            std::io::stderr(),
+            "gpulse: stopped recording to {}: {}; the job goes on",
+            self.output.display(),
+            lost.error
+        );
+    }
 }
 
 /// Claims `-o`, or `./gpulse-runs/<local time>-<name>.db` (the folder created on demand). An
@@ -54,6 +85,33 @@ pub fn claim_output(output: Option<&Path>, name: &str) -> anyhow::Result<Result<
         },
         None => Ok(claim_default(name).map_err(|e| (PathBuf::from("gpulse-runs"), e))),
     }
+}
+
+/// Names, claims and creates the recording of a job. Failing that, the job runs unrecorded, with
+/// one line saying why; the path is where it would have been. An existing `-o` is an error.
+pub fn open_recording(
+    output: Option<&Path>,
+    name: &str,
+    poller: &Poller,
+    interval: Duration,
+    root: Option<u32>,
+    command: String,
+    extra: &[(&str, String)],
+) -> anyhow::Result<(PathBuf, Option<Writer>)> {
+    let created = match claim_output(output, name)? {
+        Ok(c) => {
+            let path = c.path().to_path_buf();
+            (path, crate::recorder::create(c, poller, interval, root, Some(command), extra))
+        }
+        Err((path, e)) => (path, Err(e)),
+    };
+    Ok(match created {
+        (path, Ok(w)) => (path, Some(w)),
+        (path, Err(e)) => {
+            eprintln!("gpulse: not recording ({}); the job runs anyway", crate::cmd::describe(&e));
+            (path, None)
+        }
+    })
 }
 
 /// The first free `./gpulse-runs/<local time>-<name>[-N].db`, claimed atomically: two jobs
@@ -81,10 +139,11 @@ fn claim_default(name: &str) -> anyhow::Result<Claim> {
 }
 
 impl Session {
-    /// `recorder` is `None` when the recording could not be created: the job is watched anyway.
+    /// `recording` is `None` when it could not be created: the job is watched anyway.
     /// `instrumented`: the job runs under `--instrument`.
     pub fn new(
-        recorder: Option<Recorder>,
+        recording: Option<Writer>,
+        poller: Poller,
         output: PathBuf,
         args: &JobArgs,
         marks: Option<MarkReceiver>,
@@ -97,35 +156,43 @@ impl Session {
             StatusMode::Auto if is_tty => StatusStyle::Row,
             StatusMode::Auto => StatusStyle::Lines,
         };
+        let term = Arc::new(Terminal::new(style));
+        let every = if term.style() == StatusStyle::Row { Duration::from_secs(1) } else { args.status_every };
+        let live = LiveDiagnosis::new(poller.devices(), instrumented);
+        let mut pipeline = Pipeline::new(recording, Some(live));
+        let next = Instant::now() + every;
+        pipeline.add_sink(Box::new(StatusSink { term: term.clone(), output: output.clone(), every, next }));
         let (events_tx, events_rx) = channel();
         Self {
-            live: gpulse_diagnose::LiveDiagnosis::new(
-                recorder.as_ref().map_or(&[][..], Recorder::devices),
-                instrumented,
-            ),
-            recorder,
+            pipeline,
+            poller: Some(poller),
+            collector: None,
+            root: None,
+            sampling_failed: None,
             output,
-            lost: None,
-            term: Arc::new(Terminal::new(style)),
+            term,
             interval: args.interval,
-            status_every: args.status_every,
             events_tx,
             events_rx,
             marks,
-            folder: Folder::default(),
         }
     }
 
     /// Whether samples are still being written.
     pub fn is_recording(&self) -> bool {
-        self.recorder.is_some()
+        self.pipeline.is_recording()
     }
 
     /// Follows the process tree under `pid` (the job, once started).
     pub fn follow(&mut self, pid: u32) {
-        if let Some(Err(e)) = self.recorder.as_mut().map(|r| r.follow(pid)) {
-            self.stop_recording(&e);
+        self.root = Some(pid);
+        if let Some(p) = self.poller.as_mut() {
+            p.follow(pid);
         }
+        if let Some(c) = &self.collector {
+            c.follow(pid);
+        }
+        self.pipeline.set_meta("root_pid", &pid.to_string());
     }
 
     /// Where the job's stderr events go.
@@ -135,17 +202,18 @@ impl Session {
 
     /// Samples until the job ends.
     pub fn watch(&mut self, mut child: Option<&mut Child>) -> JobEnd {
-        let start = Instant::now();
-        let mut polls: u32 = 0;
-        let status_every =
-            if self.term.style() == StatusStyle::Row { Duration::from_secs(1) } else { self.status_every };
-        let mut next_status = Instant::now() + status_every;
+        let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
+        self.collector = Some(Collector::spawn(poller, self.interval));
         let mut root_gone = false;
-        loop {
-            // Sample before looking at the job, so even a job that ends at once leaves a sample.
-            if Instant::now() >= start + self.interval * polls {
-                polls += 1;
-                root_gone |= self.poll();
+        let end = loop {
+            match self.collector.as_ref().and_then(|c| c.next(Duration::from_millis(20))) {
+                Some(Ok(p)) => {
+                    root_gone |= p.root_gone;
+                    self.pipeline.poll(p);
+                }
+                Some(Err(e)) => self.stop_sampling(&e),
+                None if self.collector.is_none() => std::thread::sleep(Duration::from_millis(20)),
+                None => {}
             }
             match child.as_deref_mut() {
                 Some(c) => {
@@ -154,123 +222,83 @@ impl Session {
                         unsafe { libc::kill(c.id() as libc::pid_t, sig) };
                     }
                     if let Ok(Some(status)) = c.try_wait() {
-                        self.drain();
-                        return JobEnd::Exited(status);
+                        break JobEnd::Exited(status);
                     }
                 }
                 None => {
                     if let Some(sig) = signals::received() {
-                        self.drain();
-                        return JobEnd::Signal(sig);
+                        break JobEnd::Signal(sig);
                     }
-                    if root_gone {
-                        self.drain();
-                        return JobEnd::RootGone;
+                    // Without samples, the root is looked up directly.
+                    let gone = root_gone
+                        || (self.collector.is_none()
+                            && self.root.is_some_and(|p| !gpulse_sample::proc_info::is_running(p)));
+                    if gone {
+                        break JobEnd::RootGone;
                     }
                 }
             }
             self.drain();
-            if Instant::now() >= next_status {
-                next_status = Instant::now() + status_every;
-                self.term.status(&gpulse_report::live::status_row(&self.live));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The poll under way when the job ended, or the first one for a job that ended at once.
+        for p in self.collector.take().map(Collector::stop).unwrap_or_default().into_iter().flatten() {
+            self.pipeline.poll(p);
         }
+        self.drain();
+        end
     }
 
-    /// One poll; true when the watched root is gone.
-    fn poll(&mut self) -> bool {
-        let Some(rec) = self.recorder.as_mut() else { return false };
-        let result = rec.poll().and_then(|p| {
-            let gone = p.root_gone;
-            if !gone {
-                self.live.push_poll(p);
-            }
-            for f in self.live.update() {
-                rec.event(gpulse_sample::now_us() / 1000, "finding", serde_json::to_value(&f)?)?;
-            }
-            Ok(gone)
-        });
-        result.unwrap_or_else(|e| {
-            self.stop_recording(&e);
-            false
-        })
+    /// The one policy for a failed poll: sampling stops, the job goes on, and the recording
+    /// keeps what it has and says why it stopped.
+    fn stop_sampling(&mut self, e: &gpulse_sample::SampleError) {
+        self.collector = None;
+        self.term.clear();
+        let _ = writeln!(std::io::stderr(), "gpulse: sampling stopped: {e}; the job goes on");
+        self.sampling_failed = Some(e.to_string());
     }
 
     /// Writes what arrived from the job's stderr and from its marks.
     fn drain(&mut self) {
-        let events: Vec<Event> = self.events_rx.try_iter().collect();
         let received = self.marks.as_ref().map(MarkReceiver::drain).unwrap_or_default();
-        let mut markers = Vec::new();
-        let mut all_events = events;
+        let mut marks = Vec::new();
+        let mut events: Vec<Event> = self.events_rx.try_iter().collect();
         for r in received {
             match r {
-                Received::Marker(m) => self.folder.push(m, &mut markers),
-                Received::Event(e) => all_events.push(e),
+                Received::Marker(m) => marks.push(m),
+                Received::Event(e) => events.push(e),
             }
         }
-        self.live.push_markers(&markers);
-        for e in &all_events {
-            self.live.push_event(e);
+        self.pipeline.marks(marks);
+        for e in events {
+            self.pipeline.event(e);
         }
-        let Some(rec) = self.recorder.as_mut() else { return };
-        let result = (|| {
-            if !markers.is_empty() {
-                rec.markers(&markers)?;
-            }
-            for e in all_events {
-                rec.event(e.t_ms, &e.kind, e.payload)?;
-            }
-            anyhow::Ok(())
-        })();
-        if let Err(e) = result {
-            self.stop_recording(&e);
-        }
-    }
-
-    /// A recording that cannot be written stops; the job goes on untouched.
-    fn stop_recording(&mut self, e: &anyhow::Error) {
-        self.recorder = None;
-        self.term.clear();
-        let at = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
-        let e = crate::cmd::describe(e);
-        self.lost = Some(format!("everything after {} ({e})", &at[11..19]));
-        let _ =
-            writeln!(std::io::stderr(), "gpulse: stopped recording to {}: {e}; the job goes on", self.output.display());
     }
 
     /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event);
     /// then prints the diagnosis, the report's path and the GPUs each process of the job held.
-    pub fn finish(mut self, reason: &str, fields: serde_json::Map<String, serde_json::Value>, report: bool) {
+    pub fn finish(mut self, reason: &str, mut fields: serde_json::Map<String, serde_json::Value>, report: bool) {
         self.drain();
-        let mut held = Vec::new();
-        self.folder.finish(&mut held);
-        if !held.is_empty()
-            && let Some(Err(e)) = self.recorder.as_mut().map(|r| r.markers(&held))
-        {
-            self.stop_recording(&e);
-        }
         self.term.clear();
         if let Some(marks) = &self.marks {
             let dropped: u64 = marks.stats().dropped.values().sum();
-            if dropped > 0
-                && let Some(rec) = self.recorder.as_mut()
-            {
-                let _ = rec.event(
-                    gpulse_sample::now_us() / 1000,
-                    "marks_dropped",
-                    serde_json::json!({ "dropped": dropped, "text": format!("{dropped} marks dropped while the recorder was behind") }),
-                );
+            if dropped > 0 {
+                self.pipeline.event(Event {
+                    t_ms: gpulse_sample::now_us() / 1000,
+                    kind: "marks_dropped".into(),
+                    payload: serde_json::json!({ "dropped": dropped, "text": format!("{dropped} marks dropped while the recorder was behind") }),
+                });
             }
         }
-        if let Some(rec) = self.recorder.take()
-            && let Err(e) = rec.finish_with(reason, fields)
-        {
-            self.lost.get_or_insert(format!("its last second and the run's end ({})", crate::cmd::describe(&e)));
+        if let Some(e) = self.sampling_failed.take() {
+            fields.insert("sampling_failed".into(), e.into());
         }
+        let lost = self.pipeline.finish(reason, fields).map(|l| {
+            let at = gpulse_smi::timestamp::format_local(l.at_us);
+            format!("everything after {} ({})", &at[11..19], l.error)
+        });
         // What was written is still worth a diagnosis, whatever was lost after it.
         if self.output.metadata().is_ok_and(|m| m.len() > 0) {
-            super::summary::print(&self.output, report, self.lost.as_deref());
+            super::summary::print(&self.output, report, lost.as_deref());
         }
     }
 }

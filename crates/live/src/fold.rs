@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use gpulse_record::{Marker, MarkerKind};
+use gpulse_model::{Marker, MarkerKind};
 
 /// The most one folded row spans.
 const FOLD_US: i64 = 100_000;

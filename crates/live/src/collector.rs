@@ -1,0 +1,140 @@
+//! Sampling on its own thread, so that a slow driver call never delays the marks or a frame.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpulse_model::Poll;
+use gpulse_sample::{Poller, SampleError};
+
+/// What the collector sends: a poll, or the failure that ended it.
+pub type Collected = Result<Poll, SampleError>;
+
+enum Control {
+    Follow(u32),
+    Stop,
+}
+
+/// A thread that polls every `interval`, on a fixed schedule from its start, until stopped or a
+/// poll fails. The first poll is taken at once.
+pub struct Collector {
+    polls: Receiver<Collected>,
+    control: Sender<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Collector {
+    pub fn spawn(mut poller: Poller, interval: Duration) -> Self {
+        let (polls_tx, polls) = mpsc::channel();
+        let (control, control_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("gpulse-collector".into())
+            .spawn(move || {
+                let start = Instant::now();
+                for n in 1u32.. {
+                    let result = poller.poll();
+                    let failed = result.is_err();
+                    if polls_tx.send(result).is_err() || failed {
+                        return;
+                    }
+                    // Wait for the next poll's time, woken at once by a control message.
+                    let next = start + interval.saturating_mul(n);
+                    loop {
+                        match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                            Ok(Control::Follow(pid)) => poller.follow(pid),
+                            Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                            Err(RecvTimeoutError::Timeout) => break,
+                        }
+                    }
+                }
+            })
+            .expect("spawning a thread");
+        Self { polls, control, thread: Some(thread) }
+    }
+
+    /// Follows the tree under `pid` from the next poll on.
+    pub fn follow(&self, pid: u32) {
+        let _ = self.control.send(Control::Follow(pid));
+    }
+
+    /// The next poll, waiting at most `timeout`; `None` when none came. After a failure, or once
+    /// stopped, it never waits.
+    pub fn next(&self, timeout: Duration) -> Option<Collected> {
+        match self.polls.recv_timeout(timeout) {
+            Ok(c) => Some(c),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// Whether the thread has stopped (after a failure), with nothing left to take.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stops the thread after the poll it may be taking, and returns every poll not yet taken,
+    /// that one included.
+    pub fn stop(mut self) -> Vec<Collected> {
+        let _ = self.control.send(Control::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.polls.try_iter().collect()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.control.send(Control::Stop);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_on_schedule_and_stop_returns_the_rest() {
+        let c = Collector::spawn(Poller::new(None, None), Duration::from_millis(30));
+        let first = c.next(Duration::from_secs(5)).expect("the first poll comes at once");
+        assert!(first.is_ok());
+        std::thread::sleep(Duration::from_millis(100));
+        let rest = c.stop();
+        assert!((2..=5).contains(&rest.len()), "{} polls in about 100 ms at 30 ms", rest.len());
+    }
+
+    /// A GPU source whose second reading fails, as a driver that goes away does.
+    struct Failing(u32);
+
+    impl gpulse_sample::Source for Failing {
+        fn devices(&self) -> &[gpulse_model::DeviceInfo] {
+            &[]
+        }
+        fn sample(&mut self) -> Result<gpulse_model::Snapshot, SampleError> {
+            self.0 += 1;
+            match self.0 {
+                1 => Ok(gpulse_model::Snapshot::default()),
+                _ => Err(SampleError::Nvml("the driver went away".into())),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_poll_is_sent_and_ends_sampling() {
+        let c = Collector::spawn(Poller::new(Some(Box::new(Failing(0))), None), Duration::from_millis(5));
+        assert!(c.next(Duration::from_secs(5)).is_some_and(|p| p.is_ok()));
+        let failure = c.next(Duration::from_secs(5)).expect("the failure is sent");
+        assert!(matches!(failure, Err(SampleError::Nvml(_))), "{failure:?}");
+        assert!(c.next(Duration::from_millis(50)).is_none(), "nothing after the failure");
+        assert!(c.is_finished());
+    }
+
+    #[test]
+    fn a_followed_root_that_is_gone_says_so() {
+        let c = Collector::spawn(Poller::new(None, None), Duration::from_millis(10));
+        // No process has PID 0x7fff_fff0.
+        c.follow(0x7fff_fff0);
+        let gone = (0..100).filter_map(|_| c.next(Duration::from_secs(1))).find_map(|p| p.ok().filter(|p| p.root_gone));
+        assert!(gone.is_some(), "a poll after follow() saw the root gone");
+    }
+}
