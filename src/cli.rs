@@ -62,6 +62,39 @@ The command's stdin, stdout and stderr pass through; gpulse exits with its statu
     Report(ReportArgs),
     /// Replay a bundled real H200 recording through the whole pipeline; needs no GPU.
     Demo(DemoArgs),
+    /// Serve live metrics under dcgm-exporter's names, a JSON API and a dashboard over HTTP.
+    #[command(after_help = "Prometheus scrapes http://HOST:9400/metrics as it scrapes dcgm-exporter. \
+The dashboard and the API need the token: from --token-file, else GPULSE_TOKEN, else one is generated \
+and printed once as a ready URL.")]
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Where to listen. Binding beyond loopback needs auth on (it is, unless --no-auth).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]
+    pub listen: std::net::SocketAddr,
+    /// How often to sample.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    pub interval: Duration,
+    /// The token, as the file's first line (keep the file private).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// /metrics needs `Authorization: Bearer TOKEN` too (by default it is open, as dcgm-exporter's).
+    #[arg(long)]
+    pub metrics_auth: bool,
+    /// No token at all: anyone who reaches the port sees everything. Loopback addresses only.
+    #[arg(long, conflicts_with_all = ["token_file", "metrics_auth"])]
+    pub no_auth: bool,
+    /// Also record to FILE (it must not exist yet); the dashboard links its report.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Spell dcgm-exporter's host label `hostname`, as its newest code does, instead of `Hostname`.
+    #[arg(long)]
+    pub lowercase_hostname: bool,
+    /// Stop after this long (default: at Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    pub duration: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
+        Command::Serve(args) => cmd::serve::run(&cli.global, &args),
     };
     match result {
         Ok(code) => code,

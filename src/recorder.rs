@@ -60,3 +60,13 @@ pub fn create(
     let shown = output.path().display().to_string();
     Writer::create_claimed(output, &meta, poller.devices()).with_context(|| format!("cannot create {shown}"))
 }
+
+/// Asks to stop on a stop signal, or once `duration` has passed since `start`.
+pub fn stop_when(duration: Option<Duration>, start: std::time::Instant) -> impl FnMut() -> Option<String> {
+    move || {
+        if let Some(sig) = crate::signals::received() {
+            return Some(format!("signal {sig}"));
+        }
+        duration.is_some_and(|d| start.elapsed() >= d).then(|| "duration reached".to_owned())
+    }
+}

@@ -3,10 +3,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The triple rustc builds for here, as `rustc -vV` names it.
+fn host_triple() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let out = std::process::Command::new("rustc").arg("-vV").output().expect("rustc runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find_map(|l| l.strip_prefix("host: ")).expect("rustc names its host").to_owned()
+    })
+}
+
 /// Each workspace package → the packages it depends on (normal dependencies, all of them below).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--offline"])
+        // This machine's platform only: other platforms' crates (wasi) need not be downloaded.
+        .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", host_triple()])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");

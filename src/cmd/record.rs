@@ -2,9 +2,9 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use gpulse_live::{Collector, Pipeline};
+use gpulse_live::{Collector, Pipeline, Stopped};
 
 use crate::cli::{GlobalArgs, RecordArgs};
 use crate::{recorder, signals};
@@ -21,44 +21,16 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let mut pipeline = Pipeline::new(Some(recording), None);
     signals::catch_stop_signals();
     let (start, start_us) = (Instant::now(), gpulse_sample::now_us());
-    let collector = Collector::spawn(poller, args.interval);
-    let mut failed = false;
-    let reason = loop {
-        if let Some(sig) = signals::received() {
-            break format!("signal {sig}");
-        }
-        if args.duration.is_some_and(|d| start.elapsed() >= d) {
-            break "duration reached".to_owned();
-        }
-        let wait = args
-            .duration
-            .map_or(Duration::from_millis(50), |d| d.saturating_sub(start.elapsed()).min(Duration::from_millis(50)));
-        match collector.next(wait) {
-            // What the job left behind on the GPUs is the last sample.
-            Some(Ok(p)) if p.root_gone => {
-                pipeline.poll(p);
-                break format!("process {} exited", args.pid.unwrap_or(0));
-            }
-            Some(Ok(p)) => pipeline.poll(p),
-            // What was recorded is closed cleanly, with why it stopped.
-            Some(Err(e)) => {
-                failed = true;
-                break format!("sampling failed: {e}");
-            }
-            None => {}
-        }
-        if let Some(lost) = pipeline.lost() {
-            failed = true;
-            break format!("writing failed: {}", lost.error);
-        }
+    let stop = recorder::stop_when(args.duration, start);
+    let until_us = args.duration.map(|d| start_us + d.as_micros() as i64);
+    let stopped = gpulse_live::drive(Collector::spawn(poller, args.interval), &mut pipeline, stop, until_us, true);
+    let (reason, failed) = match stopped {
+        Stopped::Asked(r) => (r, false),
+        Stopped::RootGone => (format!("process {} exited", args.pid.unwrap_or(0)), false),
+        // What was recorded is closed cleanly, with why it stopped.
+        Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
+        Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
     };
-    // A poll taken as the recording stopped is kept, unless it came after the duration.
-    let end_us = args.duration.map(|d| start_us + d.as_micros() as i64);
-    for p in collector.stop().into_iter().flatten() {
-        if !p.root_gone && end_us.is_none_or(|e| p.host.timestamp_us < e) {
-            pipeline.poll(p);
-        }
-    }
     let polls = pipeline.polls();
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         anyhow::bail!("cannot finish {}: {}", args.output.display(), lost.error);

@@ -9,6 +9,7 @@ mod query;
 mod record;
 mod run;
 mod safety;
+mod serve;
 mod skips;
 mod snapshots;
 mod status;

@@ -27,6 +27,8 @@ pub struct LiveDiagnosis {
     window: RunData,
     last_diagnosis_us: Option<i64>,
     leading: Option<Finding>,
+    /// Every finding of the latest diagnosis.
+    current: Vec<Finding>,
     /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
     written: HashMap<(&'static str, Option<u32>), Option<f64>>,
     run: Option<Run>,
@@ -45,6 +47,7 @@ impl LiveDiagnosis {
             window,
             last_diagnosis_us: None,
             leading: None,
+            current: Vec::new(),
             written: HashMap::new(),
             run: None,
         }
@@ -87,7 +90,8 @@ impl LiveDiagnosis {
         let findings = crate::diagnose_run(&run);
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
-        self.leading = findings.into_iter().find(|f| f.id != "healthy" || self.leading.is_none());
+        self.leading = findings.iter().find(|f| f.id != "healthy" || self.leading.is_none()).cloned();
+        self.current = findings;
         fresh
     }
 
@@ -117,6 +121,11 @@ impl LiveDiagnosis {
     /// The rolling window of the run so far (the last ten minutes).
     pub fn window(&self) -> &RunData {
         &self.window
+    }
+
+    /// Every finding of the latest diagnosis, worst first: what holds now, not only what is new.
+    pub fn current(&self) -> &[Finding] {
+        &self.current
     }
 
     /// The latest finding worth leading with, if any.

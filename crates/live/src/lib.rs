@@ -10,8 +10,10 @@
 //!   sampling, the live diagnosis and the job go on.
 
 mod collector;
+mod drive;
 pub mod fold;
 mod pipeline;
 
 pub use collector::{Collected, Collector};
+pub use drive::{Stopped, drive};
 pub use pipeline::{Frame, Lost, Pipeline, Sink};

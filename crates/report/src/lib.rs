@@ -7,6 +7,8 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod live;
+pub mod prometheus;
+pub mod snapshot;
 pub mod status;
 pub mod text;
 pub mod watch;

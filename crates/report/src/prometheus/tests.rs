@@ -1,0 +1,177 @@
+use gpulse_model::{DeviceInfo, GpmMetrics, GpuSample, HostSample, Poll, ProcessSample, Snapshot};
+
+use super::*;
+
+/// dcgm-exporter's published counter list: (name, type, help) of every line, and whether it is
+/// enabled (not commented out).
+fn default_counters() -> Vec<(String, String, String, bool)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/anchors/dcgm-exporter-default-counters.csv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| {
+            let (enabled, l) = match l.strip_prefix('#') {
+                Some(rest) => (false, rest.trim()),
+                None => (true, l.trim()),
+            };
+            let mut parts = l.splitn(3, ',').map(str::trim);
+            let (name, kind, help) = (parts.next()?, parts.next()?, parts.next()?);
+            name.starts_with("DCGM_FI_").then(|| (name.to_owned(), kind.to_owned(), help.to_owned(), enabled))
+        })
+        .collect()
+}
+
+fn device(i: u32) -> DeviceInfo {
+    DeviceInfo {
+        index: i,
+        uuid: format!("GPU-{i}"),
+        name: "NVIDIA H200".into(),
+        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x19 + i)),
+        driver_version: Some("580.159.04".into()),
+        ..Default::default()
+    }
+}
+
+fn full_gpu(i: u32) -> GpuSample {
+    GpuSample {
+        gpu_index: i,
+        util_gpu_pct: Some(87),
+        util_mem_pct: Some(40),
+        memory_used_bytes: Some(41_088 * MIB),
+        memory_free_bytes: Some(100_000 * MIB),
+        memory_reserved_bytes: Some(512 * MIB),
+        memory_total_bytes: Some(143_771 * MIB),
+        temperature_gpu_c: Some(61),
+        temperature_memory_c: Some(55),
+        power_draw_mw: Some(512_340),
+        enforced_power_limit_mw: Some(700_000),
+        energy_mj: Some(123_456_789),
+        clock_sm_mhz: Some(1980),
+        clock_mem_mhz: Some(3201),
+        clocks_event_reasons: Some(gpulse_model::clocks::SW_POWER_CAP),
+        gpm: Some(Box::new(GpmMetrics {
+            sm_util_pct: Some(62.5),
+            any_tensor_util_pct: Some(30.0),
+            graphics_util_pct: Some(90.0),
+            dram_bw_util_pct: Some(45.0),
+            pcie_rx_bytes_per_s: Some(2.5e9),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+const MIB: u64 = gpulse_model::MIB;
+
+fn expose(gpus: Vec<GpuSample>) -> String {
+    let devices: Vec<DeviceInfo> = gpus.iter().map(|g| device(g.gpu_index)).collect();
+    let poll = Poll {
+        snapshot: Some(Snapshot { timestamp_us: 1, gpus }),
+        host: HostSample { timestamp_us: 1, cpu_busy_pct: Some(25.0), ..Default::default() },
+        ..Default::default()
+    };
+    render(&Exposition { devices: &devices, poll: &poll, hostname: "node-a", host_label: "Hostname", live: None })
+}
+
+/// The value of the series `name` whose labels contain `has`.
+fn value(text: &str, name: &str, has: &str) -> Option<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(has))
+        .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+}
+
+#[test]
+fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
+    let published = default_counters();
+    assert!(published.len() > 20, "read the published list");
+    for f in dcgm::FIELDS {
+        // The enabled line when the list has the name twice (PCIe: a commented-out counter too).
+        let (_, kind, help, _) = published
+            .iter()
+            .filter(|p| p.0 == f.name)
+            .max_by_key(|p| p.3)
+            .unwrap_or_else(|| panic!("{} is not in dcgm-exporter's list", f.name));
+        assert_eq!((f.kind, f.help), (kind.as_str(), help.as_str()), "{}", f.name);
+    }
+    // What dcgm-exporter enables and gpulse does not serve yet; a new field shrinks this list.
+    let served: Vec<&str> = dcgm::FIELDS.iter().map(|f| f.name).collect();
+    let missing: Vec<&str> =
+        published.iter().filter(|p| p.3 && !served.contains(&p.0.as_str())).map(|p| p.0.as_str()).collect();
+    assert_eq!(
+        missing,
+        [
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            "DCGM_FI_DEV_ENC_UTIL",
+            "DCGM_FI_DEV_DEC_UTIL",
+            "DCGM_FI_DEV_XID_ERRORS",
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+            // A label, not a series: every series carries it.
+            "DCGM_FI_DRIVER_VERSION",
+        ]
+    );
+}
+
+#[test]
+fn values_in_dcgm_units_with_its_labels_in_its_order() {
+    let text = expose(vec![full_gpu(0)]);
+    let labels = r#"{gpu="0",UUID="GPU-0",pci_bus_id="00000000:19:00.0",device="nvidia0",modelName="NVIDIA H200",Hostname="node-a",DCGM_FI_DRIVER_VERSION="580.159.04"}"#;
+    assert!(text.contains(&format!("DCGM_FI_DEV_SM_CLOCK{labels} 1980\n")), "{text}");
+    let v = |name| value(&text, name, "gpu=\"0\"").unwrap_or_else(|| panic!("{name} missing"));
+    assert_eq!(v("DCGM_FI_DEV_POWER_USAGE"), "512.340000");
+    assert_eq!(v("DCGM_FI_DEV_FB_USED"), "41088");
+    assert_eq!(v("DCGM_FI_DEV_FB_RESERVED"), "512");
+    assert_eq!(v("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), "123456789");
+    assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE"), "0.625000");
+    assert_eq!(v("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), "0.300000");
+    assert_eq!(v("DCGM_FI_PROF_PCIE_RX_BYTES"), "2500000000.000000");
+    assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "sw_power_cap").as_deref(), Some("1"));
+    assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "hw_slowdown").as_deref(), Some("0"));
+    assert_eq!(value(&text, "gpulse_host_cpu_busy_ratio", "").as_deref(), Some("0.250000"));
+    // HELP and TYPE once per family, before its samples.
+    assert_eq!(text.matches("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n").count(), 1);
+    assert!(text.find("# HELP DCGM_FI_DEV_SM_CLOCK").unwrap() < text.find("DCGM_FI_DEV_SM_CLOCK{").unwrap());
+}
+
+#[test]
+fn what_nvml_did_not_give_is_left_out_not_zero() {
+    let bare = GpuSample { gpu_index: 1, util_gpu_pct: Some(0), ..Default::default() };
+    let text = expose(vec![full_gpu(0), bare]);
+    assert_eq!(value(&text, "DCGM_FI_DEV_GPU_UTIL", "gpu=\"1\"").as_deref(), Some("0"), "a real 0 is kept");
+    for name in ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_FB_USED"] {
+        assert_eq!(value(&text, name, "gpu=\"1\""), None, "{name} invented for GPU 1");
+        assert!(value(&text, name, "gpu=\"0\"").is_some(), "{name} lost for GPU 0");
+    }
+    // A family with no sample at all has no HELP either.
+    let text = expose(vec![GpuSample { gpu_index: 0, ..Default::default() }]);
+    assert!(!text.contains("DCGM_FI_DEV_SM_CLOCK"), "{text}");
+}
+
+#[test]
+fn processes_are_bounded_with_the_rest_summed() {
+    let mut g = full_gpu(0);
+    g.processes = (0..11u32)
+        .map(|i| ProcessSample {
+            pid: 100 + i,
+            used_memory_bytes: Some(u64::from(i + 1) * MIB),
+            name: Some("/usr/bin/python3".into()),
+            ..Default::default()
+        })
+        .collect();
+    let text = expose(vec![g]);
+    let held: Vec<&str> = text.lines().filter(|l| l.starts_with("gpulse_process_gpu_memory_bytes{")).collect();
+    assert_eq!(held.len(), PROCESSES_PER_GPU);
+    assert!(held.iter().all(|l| l.contains(r#"command="python3""#)), "{held:?}");
+    assert!(held[0].contains(r#"pid="110""#), "the largest first: {}", held[0]);
+    // The three smallest: 1 + 2 + 3 MiB.
+    assert_eq!(value(&text, "gpulse_process_gpu_memory_other_bytes", "gpu=\"0\"").unwrap(), (6 * MIB).to_string());
+}
+
+#[test]
+fn label_values_are_escaped() {
+    assert_eq!(label("modelName", "a\"b\\c\nd"), r#"modelName="a\"b\\c\nd""#);
+}

@@ -1,0 +1,115 @@
+//! `gpulse serve`: the live pipeline's frames over HTTP. `/metrics` speaks dcgm-exporter's
+//! names, so its dashboards and alerts work unchanged; `/api/v1/snapshot` and the
+//! `/api/v1/stream` events carry one poll as JSON; `/` is a dashboard that loads nothing from
+//! the network. Everything but `/metrics`, `/healthz` and `/ready` needs the token.
+//!
+//! The server runs on its own thread with a single-threaded runtime; the pipeline's sink renders
+//! each poll once, so an answer is a copy of what is already rendered, however many clients ask.
+
+mod auth;
+mod routes;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, RwLock};
+
+use gpulse_live::{Frame, Sink};
+use gpulse_model::DeviceInfo;
+use gpulse_report::{prometheus, snapshot};
+use tokio::sync::broadcast;
+
+pub use auth::{Auth, random_token};
+
+/// Renders the HTML report of the recording being written, or says why it cannot.
+pub type ReportFn = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+pub struct Config {
+    pub listen: SocketAddr,
+    pub auth: Auth,
+    /// The most `/api/v1/stream` subscribers at once; more are answered 503.
+    pub max_subscribers: usize,
+    pub report: Option<ReportFn>,
+}
+
+/// What every request reads: the latest poll, rendered.
+struct Shared {
+    latest: RwLock<Latest>,
+    frames: broadcast::Sender<Arc<str>>,
+    subscribers: AtomicUsize,
+    auth: Auth,
+    max_subscribers: usize,
+    report: Option<ReportFn>,
+}
+
+#[derive(Default)]
+struct Latest {
+    metrics: Option<Arc<str>>,
+    snapshot: Option<Arc<str>>,
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Binds now (so a port in use is an error here), then serves on its own thread.
+    pub fn start(config: Config) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind(config.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            latest: RwLock::new(Latest::default()),
+            frames: broadcast::channel(16).0,
+            subscribers: AtomicUsize::new(0),
+            auth: config.auth,
+            max_subscribers: config.max_subscribers,
+            report: config.report,
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let app = routes::router(shared.clone());
+        std::thread::Builder::new().name("gpulse-serve".into()).spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+                let _ = axum::serve(listener, app).await;
+            });
+        })?;
+        Ok(Self { shared, addr })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The pipeline's sink that feeds this server.
+    pub fn sink(&self, devices: Vec<DeviceInfo>, hostname: String, host_label: &'static str) -> ServeSink {
+        ServeSink { shared: self.shared.clone(), devices, hostname, host_label }
+    }
+}
+
+/// Renders each frame once, for every client to copy.
+pub struct ServeSink {
+    shared: Arc<Shared>,
+    devices: Vec<DeviceInfo>,
+    hostname: String,
+    host_label: &'static str,
+}
+
+impl Sink for ServeSink {
+    fn frame(&mut self, frame: &Frame) {
+        let metrics = prometheus::render(&prometheus::Exposition {
+            devices: &self.devices,
+            poll: frame.poll,
+            hostname: &self.hostname,
+            host_label: self.host_label,
+            live: frame.live,
+        });
+        let json: Arc<str> = snapshot::render(&self.devices, frame.poll, frame.live).to_string().into();
+        if let Ok(mut l) = self.shared.latest.write() {
+            *l = Latest { metrics: Some(metrics.into()), snapshot: Some(json.clone()) };
+        }
+        // No subscriber is not an error.
+        let _ = self.shared.frames.send(json);
+    }
+}

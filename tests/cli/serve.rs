@@ -1,0 +1,407 @@
+//! `gpulse serve` over real sockets, scraped by a real Prometheus, opened in a real browser.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::{fixture, fresh_dir, gpulse, root, skipped};
+
+const SCENARIO: &str = "scenarios/serve_three_gpus.json";
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// A running `gpulse serve` on a free loopback port; killed when dropped.
+struct Serving {
+    child: Child,
+    addr: String,
+    stderr: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `gpulse serve` with `args` and waits until it has a sample.
+fn serve(args: &[&str]) -> Serving {
+    let mut child = gpulse(Some(SCENARIO))
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .args(args)
+        .env("GPULSE_TOKEN", TOKEN)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap());
+    let mut stderr = String::new();
+    let addr = loop {
+        let mut line = String::new();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "gpulse serve ended: {stderr}");
+        stderr += &line;
+        if let Some(rest) = line.strip_prefix("gpulse: serving on http://") {
+            break rest.trim().trim_end_matches('/').split('/').next().unwrap().to_owned();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    let s = Serving { child, addr, stderr };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&s.addr, "/ready", &[]).0 != 200 {
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s
+}
+
+/// One HTTP/1.1 GET: (status, headers in lower case, body).
+fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_lowercase(), body.to_owned())
+}
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+#[test]
+fn a_public_address_without_auth_is_refused_in_one_line() {
+    let (code, _, err) =
+        super::support::run(gpulse(Some(SCENARIO)).args(["serve", "--listen", "0.0.0.0:0", "--no-auth"]));
+    assert_ne!(code, 0);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--no-auth serves loopback addresses only"), "{err}");
+}
+
+#[test]
+fn the_token_guards_the_dashboard_and_the_api_but_not_metrics_or_health() {
+    let s = serve(&[]);
+    assert!(!s.stderr.contains(TOKEN), "a given token is never printed: {}", s.stderr);
+    assert_eq!(get(&s.addr, "/", &[]).0, 401);
+    assert_eq!(get(&s.addr, "/api/v1/snapshot", &[]).0, 401);
+    assert_eq!(get(&s.addr, "/api/v1/stream", &[]).0, 401);
+    assert_eq!(get(&s.addr, &format!("/?token={}", &TOKEN[..31]), &[]).0, 401);
+    assert_eq!(get(&s.addr, "/", &[("Authorization", "Bearer wrong")]).0, 401);
+    // The token once; then the cookie.
+    let (code, head, _) = get(&s.addr, &format!("/?token={TOKEN}"), &[]);
+    assert_eq!(code, 303);
+    let cookie = head.lines().find_map(|l| l.strip_prefix("set-cookie: ")).expect("a cookie").to_owned();
+    assert!(cookie.contains("httponly") && cookie.contains("samesite=strict"), "{cookie}");
+    let session = cookie.split(';').next().unwrap().replace("gpulse_session=", "");
+    let (code, _, page) = get(&s.addr, "/", &[("Cookie", &format!("gpulse_session={session}"))]);
+    assert_eq!(code, 200);
+    // Loads nothing from the network: the only addresses are XML namespace names.
+    let names_removed = page.replace("http://www.w3.org/2000/svg", "").replace("http://www.w3.org/1999/xhtml", "");
+    assert!(page.contains("EventSource") && !names_removed.contains("http://") && !names_removed.contains("https://"));
+    assert!(!page.contains(" src=") && !page.contains("<link"), "nothing to fetch");
+    // The API, by bearer: the scenario's readings, and nothing invented for the lost GPU.
+    let (code, _, json) = get(&s.addr, "/api/v1/snapshot", &[("Authorization", &bearer())]);
+    assert_eq!(code, 200);
+    let snap: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let gpus = snap["gpus"].as_array().unwrap();
+    assert_eq!((gpus[0]["util_gpu_pct"].as_u64(), gpus[1]["temperature_c"].as_u64()), (Some(87), Some(35)));
+    assert_eq!(gpus[0]["processes"][0]["pid"], 4242);
+    assert_eq!((gpus[2]["status"].as_str(), gpus[2]["temperature_c"].is_null()), (Some("lost"), true));
+    // Open as dcgm-exporter's are.
+    assert_eq!(get(&s.addr, "/healthz", &[]).0, 200);
+    let (code, head, metrics) = get(&s.addr, "/metrics", &[]);
+    assert_eq!(code, 200);
+    assert!(head.contains("content-type: text/plain; version=0.0.4"), "{head}");
+    assert!(metrics.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
+}
+
+#[test]
+fn metrics_auth_asks_for_the_bearer_token() {
+    let s = serve(&["--metrics-auth"]);
+    assert_eq!(get(&s.addr, "/metrics", &[]).0, 401);
+    assert_eq!(get(&s.addr, "/metrics", &[("Authorization", &bearer())]).0, 200);
+}
+
+#[test]
+fn the_stream_sends_one_frame_per_poll_to_a_bounded_number_of_subscribers() {
+    let s = serve(&[]);
+    let open = || {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n\r\n", bearer());
+        c.write_all(req.as_bytes()).unwrap();
+        BufReader::new(c)
+    };
+    let mut first = open();
+    let mut frames = 0;
+    let started = Instant::now();
+    while frames < 4 {
+        let mut line = String::new();
+        assert!(first.read_line(&mut line).unwrap() > 0);
+        if let Some(data) = line.strip_prefix("data: ") {
+            let v: serde_json::Value = serde_json::from_str(data).unwrap();
+            assert_eq!(v["gpus"].as_array().unwrap().len(), 3);
+            frames += 1;
+        }
+    }
+    // The latest at once, then one every 200 ms.
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let _held: Vec<_> = (0..63).map(|_| open()).collect();
+    let mut refused = open();
+    let mut status = String::new();
+    refused.read_line(&mut status).unwrap();
+    assert!(status.contains(" 503 "), "the 65th subscriber: {status}");
+}
+
+/// A free loopback port (released at once; the caller binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn prometheus_query(port: u16, expr: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    let q: String = expr
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (code, _, body) = get(&format!("127.0.0.1:{port}"), &format!("/api/v1/query?query={q}"), &[]);
+    assert_eq!(code, 200, "{expr}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let labels =
+                r["metric"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()));
+            (labels.collect(), r["value"][1].as_str().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// Every expression of NVIDIA's dashboard 12239, as published, evaluated by a real Prometheus
+/// scraping gpulse: each returns the scenario's values. Then the alert rules.
+#[test]
+fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
+    if Command::new("prometheus").arg("--version").output().is_err() {
+        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "prometheus is required");
+        skipped("Prometheus scraping gpulse serve (no prometheus; CI installs it)");
+        return;
+    }
+    let s = serve(&[]);
+    let dir = fresh_dir("serve", "prometheus");
+    let port = free_port();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{}']\n",
+            root().join("docs/cluster/alerts.yml").display(),
+            s.addr
+        ),
+    )
+    .unwrap();
+    let mut prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(&mut prom);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while {
+        let up = std::panic::catch_unwind(|| prometheus_query(port, "DCGM_FI_DEV_GPU_TEMP"));
+        up.map_or(true, |r| r.len() < 2)
+    } {
+        assert!(Instant::now() < deadline, "Prometheus never scraped gpulse");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let path = root().join("../shared/anchors/dcgm-exporter-dashboard-exprs.tsv");
+    let tsv = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // The scenario's readings of GPUs 0 and 1 (GPU 2 is lost and has none).
+    let expected: BTreeMap<&str, Vec<f64>> = [
+        ("GPU Temperature", vec![61.0, 35.0]),
+        ("GPU Avg. Temp", vec![48.0]),
+        ("GPU Power Usage", vec![512.25, 120.5]),
+        ("GPU Power Total", vec![632.75]),
+        ("GPU SM Clocks", vec![1755e6, 1980e6]),
+        ("GPU Utilization", vec![87.0, 12.0]),
+        ("GPU Framebuffer Mem Used", vec![41088.0, 2048.0]),
+        ("Tensor Core Utilization", vec![0.3, 0.0]),
+    ]
+    .into();
+    let mut checked = 0;
+    for line in tsv.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let title = cols[0];
+        let expr = cols.iter().find_map(|c| c.strip_prefix("expr=")).unwrap();
+        let expr = expr.replace("$instance", &s.addr).replace("$gpu", "0|1|2");
+        let mut got = prometheus_query(port, &expr);
+        got.sort_by(|a, b| a.0.get("gpu").cmp(&b.0.get("gpu")));
+        let values: Vec<f64> = got.iter().map(|g| g.1).collect();
+        let want = &expected[title];
+        assert_eq!(values.len(), want.len(), "{title}: {expr} gave {got:?}");
+        for (v, w) in values.iter().zip(want) {
+            assert!((v - w).abs() <= 1e-6 * w.abs().max(1.0), "{title}: {v} ≠ {w}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, expected.len(), "every panel of the dashboard");
+    // The lost GPU fires its alert; nothing else does on this scenario.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let firing = loop {
+        let alerts = prometheus_query(port, "ALERTS{alertstate=\"firing\"}");
+        if !alerts.is_empty() || Instant::now() > deadline {
+            break alerts;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let names: Vec<(&str, &str)> = firing.iter().map(|a| (a.0["alertname"].as_str(), a.0["gpu"].as_str())).collect();
+    assert_eq!(names, [("GpuLost", "2")]);
+}
+
+struct KillOnDrop<'a>(&'a mut Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// promtool lints the whole exposition: gpulse's own series pass clean; what it reports on the
+/// DCGM series is only what dcgm-exporter's own names carry (camelCase labels, counters without
+/// `_total`), which gpulse keeps so that dashboards work unchanged.
+#[test]
+fn promtool_finds_nothing_but_dcgm_exporters_own_naming() {
+    let Ok(_) = Command::new("promtool").arg("--version").output() else {
+        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "promtool is required");
+        skipped("promtool check metrics (no prometheus; CI installs it)");
+        return;
+    };
+    let s = serve(&[]);
+    let (_, _, metrics) = get(&s.addr, "/metrics", &[]);
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(problems.lines().count() >= 10, "promtool ran: {problems}");
+    for p in problems.lines() {
+        let dcgm_naming = p.starts_with("DCGM_FI_")
+            && (p.ends_with("label names should be written in 'snake_case' not 'camelCase'")
+                || p.ends_with("counter metrics should have \"_total\" suffix"));
+        assert!(dcgm_naming, "{p}");
+    }
+}
+
+/// The dashboard in a real browser, signed in by the token's URL: the charts draw from the
+/// stream. Without the token, the page is refused.
+#[test]
+fn the_dashboard_draws_in_a_browser_with_the_token_and_is_refused_without() {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+    else {
+        assert!(std::env::var_os("GPULSE_REQUIRE_CHROMIUM").is_none(), "chromium is required");
+        skipped("the dashboard in a real browser (no chromium; CI installs it)");
+        return;
+    };
+    let s = serve(&[]);
+    let dir = fresh_dir("serve", "chromium");
+    let browse = |url: &str, extra: &[&str]| {
+        let out = Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+            .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+            .args(["--timeout=3000", "--enable-logging=stderr", "--v=0"])
+            .args(extra)
+            .arg(url)
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (dom, log) = browse(&format!("http://{}/?token={TOKEN}", s.addr), &["--dump-dom"]);
+    assert!(dom.matches("<polyline").count() + dom.matches("<circle").count() >= 8, "two GPUs' charts drew: {dom}");
+    assert!(dom.contains("4242"), "the process table");
+    assert!(!log.contains("Uncaught"), "script errors: {log}");
+    let png = root().join("docs/serve-dashboard.png");
+    let (_, _) = browse(
+        &format!("http://{}/?token={TOKEN}", s.addr),
+        &["--window-size=1200,1400", &format!("--screenshot={}", png.display())],
+    );
+    assert!(std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000), "a screenshot");
+    let fresh = fresh_dir("serve", "chromium-anon");
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--timeout=4000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", fresh.join("profile").display()))
+        .arg(format!("http://{}/", s.addr))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("this needs the token") && !dom.contains("<polyline") && !dom.contains("<circle"), "{dom}");
+}
+
+/// 100 clients asking for 30 s beside 50 stream subscribers: every request is answered and the
+/// server's memory stays flat.
+#[test]
+fn a_hundred_clients_and_fifty_subscribers_are_all_answered() {
+    let s = serve(&[]);
+    let rss = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches(" kB")
+            .parse::<u64>()
+            .unwrap()
+    };
+    let pid = s.child.id();
+    let subscribers: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).unwrap();
+            let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n\r\n", bearer());
+            c.write_all(req.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let before_kib = rss(pid);
+    let until = Instant::now() + Duration::from_secs(30);
+    let clients: Vec<_> = (0..100)
+        .map(|i| {
+            let addr = s.addr.clone();
+            std::thread::spawn(move || {
+                let mut answered = 0u32;
+                while Instant::now() < until {
+                    let path = ["/metrics", "/healthz", "/ready"][i % 3];
+                    assert_eq!(get(&addr, path, &[]).0, 200, "{path}");
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    let answered: u32 = clients.into_iter().map(|c| c.join().expect("every request answered")).sum();
+    let after_kib = rss(pid);
+    assert!(answered >= 1000, "{answered} answers in 30 s");
+    assert!(after_kib < before_kib + 32 * 1024, "memory grew from {before_kib} to {after_kib} kB");
+    drop(subscribers);
+    let _ = fixture(SCENARIO);
+}
