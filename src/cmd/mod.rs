@@ -10,6 +10,7 @@ pub mod query;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod smi;
 pub mod status;
 pub mod watch;
 

@@ -99,6 +99,10 @@ pub enum Probe {
     RemapHistogram(u8),
     /// `nvmlDeviceGetMarginTemperature`: degrees below the slowdown limit (`temperature.gpu.tlimit`).
     MarginTemperature,
+    /// `nvmlDeviceGetPlatformInfo`: 0 = chassis serial, 1 = slot, 2 = tray, 3 = host id, 4 = module id.
+    Platform(u8),
+    /// `nvmlDeviceGetGpuFabricInfoV`: the fabric registration state (0 = not supported).
+    FabricState,
     PowerManagement,
     PowerDefaultLimit,
     PowerMinLimit,

@@ -125,6 +125,9 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
                     Ok(v) => with_unit(v, f.unit, fmt.units),
                     Err(text) => text.to_owned(),
                 },
+                // nvidia-smi 580 prints `[N/A]` for these when NVML answers NOT_SUPPORTED (seen on
+                // an H200 for vGPU capabilities, ECC locations, retired pages, GOM).
+                Some(Err(Absence::NotSupported)) => missing(None),
                 Some(Err(why)) => missing(Some(*why)),
                 None => missing(None),
             };
@@ -182,6 +185,8 @@ fn formatted(r: &Reading, how: Fmt) -> Result<String, &'static str> {
         Fmt::Watts => n.map(|mw| format!("{:.2}", mw as f64 / 1000.0)).ok_or("[Unknown Error]"),
         Fmt::Mib => n.map(|b| mib_ceil(b.max(0) as u64).to_string()).ok_or("[Unknown Error]"),
         Fmt::Micros => n.map(|ns| (ns / 1000).to_string()).ok_or("[Unknown Error]"),
+        // The details of a registered fabric are not read yet (docs/query.md).
+        Fmt::FabricNa => Err(if n == Some(0) { "N/A" } else { "[N/A]" }),
     }
 }
 

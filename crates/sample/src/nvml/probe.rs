@@ -91,7 +91,7 @@ pub(super) fn read(nvml: &Nvml, d: &Device<'static>, p: Probe) -> Result<Reading
         Probe::InforomPower => Reading::Text(d.info_rom_version(InfoRom::Power)?),
         Probe::InforomChecksum => {
             d.validate_info_rom()?;
-            Reading::Text("Valid".into())
+            Reading::Text("valid".into())
         }
         Probe::GomCurrent | Probe::GomPending => {
             let m = d.gpu_operation_mode()?;
@@ -186,6 +186,29 @@ pub(super) fn read(nvml: &Nvml, d: &Device<'static>, p: Probe) -> Result<Reading
             let mut x = nvmlMarginTemperature_t { version: v, marginTemperature: 0 };
             sys!(nvml, nvmlDeviceGetMarginTemperature(h, &mut x))?;
             num(x.marginTemperature)
+        }
+        Probe::Platform(part) => {
+            // SAFETY: plain old data.
+            let mut x: nvmlPlatformInfo_t = unsafe { std::mem::zeroed() };
+            x.version = version::<nvmlPlatformInfo_t>(2);
+            sys!(nvml, nvmlDeviceGetPlatformInfo(h, &mut x))?;
+            match part {
+                0 => {
+                    let end = x.chassisSerialNumber.iter().position(|&b| b == 0).unwrap_or(16);
+                    Reading::Text(String::from_utf8_lossy(&x.chassisSerialNumber[..end]).into_owned())
+                }
+                1 => num(x.slotNumber),
+                2 => num(x.trayIndex),
+                3 => num(x.hostId),
+                _ => num(x.moduleId),
+            }
+        }
+        Probe::FabricState => {
+            // SAFETY: plain old data.
+            let mut x: nvmlGpuFabricInfoV_t = unsafe { std::mem::zeroed() };
+            x.version = version::<nvmlGpuFabricInfoV_t>(3);
+            sys!(nvml, nvmlDeviceGetGpuFabricInfoV(h, &mut x))?;
+            num(x.state)
         }
         Probe::PowerManagement => {
             let mut v = 0;

@@ -27,6 +27,8 @@ pub enum Fmt {
     Mib,
     /// Nanoseconds as whole microseconds.
     Micros,
+    /// A fabric field: `N/A` (no brackets, as nvidia-smi prints it) while the GPU is on no fabric.
+    FabricNa,
 }
 
 /// What a `--query-gpu=` field reads.
