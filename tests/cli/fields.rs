@@ -29,8 +29,10 @@ const SCENARIO: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-83cef610
   "processes":[{"pid":4242,"name":"python3","used_memory_mib":20000}]}]}"#;
 
 fn scenario() -> Command {
+    // Written once: tests run at the same time, and a rewrite could be read half-written.
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let mut cmd = gpulse(None);
-    cmd.env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("fields", SCENARIO));
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", FILE.get_or_init(|| scenario_file("fields", SCENARIO)));
     cmd
 }
 
@@ -82,8 +84,8 @@ fn static_fields_the_stand_in_answers_match_the_h200() {
 }
 
 /// A PATH whose `nvidia-smi` is gpulse.
-fn smi_path() -> std::ffi::OsString {
-    let dir = fresh_dir("fields", "smi-path");
+fn smi_path(test: &str) -> std::ffi::OsString {
+    let dir = fresh_dir("fields", test);
     std::os::unix::fs::symlink(gpulse_bin(), dir.join("nvidia-smi")).unwrap();
     let mut path = dir.into_os_string();
     path.push(":");
@@ -93,7 +95,7 @@ fn smi_path() -> std::ffi::OsString {
 
 #[test]
 fn called_as_nvidia_smi_it_answers_queries_and_lists_gpus() {
-    let path = smi_path();
+    let path = smi_path("as-smi");
     let smi = || {
         let mut c = scenario();
         c.env("PATH", &path);
@@ -138,10 +140,11 @@ fn python_with(module: &str) -> Option<&'static str> {
 }
 
 fn client(py: &str, script: &str) -> String {
+    let path = smi_path(&script.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>());
     let mut c = scenario();
     let envs: Vec<_> = c.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
     c = Command::new(py);
-    c.args(["-c", script]).envs(envs.iter().map(|(k, v)| (k, v))).env("PATH", smi_path());
+    c.args(["-c", script]).envs(envs.iter().map(|(k, v)| (k, v))).env("PATH", path);
     let (code, out, err) = run(&mut c);
     assert_eq!(code, 0, "{err}{out}");
     out
@@ -171,4 +174,48 @@ fn gputil_lists_the_scenarios_gpu() {
         out,
         "0 GPU-83cef610-6e26-95a5-7ecf-c4ac2594206b 0.37 143771.0 20480.0 122676.0 580.159.04 NVIDIA H200 1653724057407 [Requested functionality has been deprecated] 45.0\n"
     );
+}
+
+/// The H200's answers to the calls behind its static fields, given to the stand-in library.
+const H200_CALLS: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-83cef610-6e26-95a5-7ecf-c4ac2594206b",
+  "pci_bus_id":"00000000:00:06.0","nvml":{"nvmlDeviceGetVbiosVersion":"96.00.A5.00.1A",
+  "nvmlDeviceGetPowerManagementDefaultLimit":700000,"nvmlDeviceGetPowerManagementLimitConstraints":[200000,700000],
+  "nvmlDeviceGetMaxPcieLinkGeneration":5,"nvmlDeviceGetMaxPcieLinkWidth":16,"nvmlDeviceGetGpuMaxPcieLinkGeneration":5,
+  "nvmlDeviceGetDisplayMode":1,"nvmlDeviceGetAccountingMode":0,"nvmlDeviceGetAccountingBufferSize":4000,
+  "nvmlDeviceGetRemappedRows":[0,0,0,0],"nvmlDeviceGetMigMode":[0,0]}}]}"#;
+
+#[test]
+fn static_fields_read_through_the_stand_in_match_the_h200_capture() {
+    let names = [
+        "vbios_version",
+        "power.default_limit",
+        "power.min_limit",
+        "power.max_limit",
+        "pcie.link.gen.max",
+        "pcie.link.width.max",
+        "pcie.link.gen.gpumax",
+        "display_attached",
+        "accounting.mode",
+        "accounting.buffer_size",
+        "remapped_rows.correctable",
+        "remapped_rows.uncorrectable",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+        "mig.mode.current",
+        "mig.mode.pending",
+    ];
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("fields-h200", H200_CALLS));
+    let (code, out, err) = run(cmd.arg(format!("--query-gpu={}", names.join(","))).arg("--format=csv,noheader"));
+    assert_eq!(code, 0, "{err}");
+    let h200 = capture("fields_gpu.tsv");
+    for (name, got) in names.iter().zip(cells(out.trim_end())) {
+        let want = &h200.iter().find(|r| r.0 == *name).unwrap().2;
+        assert_eq!(got, want, "{name}");
+    }
+    // A call the scenario does not name is NOT_SUPPORTED, which nvidia-smi prints as `[N/A]`.
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("fields-none", SCENARIO));
+    let (_, out, _) = run(cmd.args(["--query-gpu=vbios_version,power.min_limit", "--format=csv,noheader"]));
+    assert_eq!(out, "[N/A], [N/A]\n");
 }
