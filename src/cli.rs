@@ -305,6 +305,20 @@ pub struct DemoArgs {
     pub speed: f64,
 }
 
+/// `--nvml-lib PATH` (or `=PATH`) from raw arguments, else `GPULSE_NVML_LIB`, for the nvidia-smi
+/// options handled before the parser runs.
+pub fn nvml_lib_arg(args: &[OsString]) -> Option<PathBuf> {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("--nvml-lib") => return it.next().map(PathBuf::from),
+            Some(s) if s.starts_with("--nvml-lib=") => return Some(PathBuf::from(&s[11..])),
+            _ => {}
+        }
+    }
+    std::env::var_os("GPULSE_NVML_LIB").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 /// Accepts nvidia-smi's spellings: `-lms` becomes `--loop-ms`, and query flags without a
 /// command run `query`, so `gpulse` can stand in for `nvidia-smi` in existing scripts.
 /// Nothing after `--` (a command `run` starts) is touched.

@@ -19,7 +19,13 @@ use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     output::note_inherited_descriptors();
-    let cli = match Cli::try_parse_from(cli::normalize_args(std::env::args_os())) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let as_smi = cmd::smi::called_as_nvidia_smi(args.first());
+    if let Some(what) = cmd::smi::intercept(args.get(1..).unwrap_or_default(), as_smi) {
+        let global = cli::GlobalArgs { nvml_lib: cli::nvml_lib_arg(&args), ..cli::GlobalArgs::default() };
+        return cmd::smi::run(&global, what).unwrap_or_else(|e| cmd::report_error(&e));
+    }
+    let cli = match Cli::try_parse_from(cli::normalize_args(args)) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

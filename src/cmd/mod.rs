@@ -11,6 +11,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod smi;
 pub mod status;
 pub mod watch;
 

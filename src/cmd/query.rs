@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use gpulse_model::Probe;
 use gpulse_model::{DeviceInfo, Metric, Snapshot};
 use gpulse_sample::{NvmlOptions, Source};
-use gpulse_smi::fields::GpuKey;
+use gpulse_smi::fields::{AppKey, GpuKey};
 use gpulse_smi::{AppField, CsvFormat, GpuField, GpuRow, QueryError};
 
 use crate::cli::{GlobalArgs, QueryArgs};
@@ -43,8 +44,26 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
         Fields::Apps(_) => vec![Metric::Processes],
     };
     let device_facts = matches!(&fields, Fields::Gpu(f) if f.iter().any(|f| f.key.is_device_fact()));
-    let options =
-        NvmlOptions { gpm: needs_gpm, processes: true, metrics: Some(metrics), device_facts, ..NvmlOptions::default() };
+    let mut probes: Vec<Probe> = match &fields {
+        Fields::Gpu(f) => f.iter().filter_map(|f| f.key.probe()).collect(),
+        Fields::Apps(f) => f.iter().any(|f| f.key == AppKey::GpuSerial).then_some(Probe::Serial).into_iter().collect(),
+    };
+    // A field named twice is read once.
+    let mut seen = Vec::with_capacity(probes.len());
+    probes.retain(|p| {
+        !seen.contains(p) && {
+            seen.push(*p);
+            true
+        }
+    });
+    let options = NvmlOptions {
+        gpm: needs_gpm,
+        processes: true,
+        metrics: Some(metrics),
+        device_facts,
+        probes,
+        ..NvmlOptions::default()
+    };
     let one_shot = args.loop_ms.is_none() && args.loop_s.is_none();
     let mut source = open_nvml(global, options, one_shot)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;
@@ -94,7 +113,7 @@ fn render(fields: &Fields, devices: &[DeviceInfo], chosen: &[usize], snap: &Snap
             }
             Fields::Apps(f) => {
                 for p in &sample.processes {
-                    text += &gpulse_smi::app_row(f, info, p, snap.timestamp_us, format);
+                    text += &gpulse_smi::app_row(f, info, &sample.probes, p, snap.timestamp_us, format);
                     text.push('\n');
                 }
             }

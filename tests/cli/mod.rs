@@ -1,5 +1,6 @@
 mod diagnose;
 mod fake_nvml;
+mod fields;
 mod hardware;
 mod logs;
 mod markers;

@@ -9,6 +9,7 @@
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
 mod api;
+mod extra;
 mod gpm;
 pub mod scenario;
 

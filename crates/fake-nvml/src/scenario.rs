@@ -60,6 +60,12 @@ pub struct DeviceSpec {
     pub pci_bus_id: String,
     #[serde(default)]
     pub serial: Option<String>,
+    /// Static answers of the calls in `extra.rs`, by NVML function name (a number, a string, or
+    /// for calls with several outputs a list): `{"nvmlDeviceGetVbiosVersion": "96.00.A5.00.1A",
+    /// "nvmlDeviceGetPowerManagementLimitConstraints": [200000, 700000]}`. A call not named
+    /// answers `NVML_ERROR_NOT_SUPPORTED`.
+    #[serde(default)]
+    pub nvml: BTreeMap<String, Value>,
     /// Static facts and starting values, in the same keys as timeline points.
     #[serde(default)]
     pub base: Map<String, Value>,

@@ -165,6 +165,9 @@ pub struct GpuSample {
     pub processes: Vec<ProcessSample>,
     /// Why fields are `None`, where the source knows.
     pub absent: Absences,
+    /// The probes a query asked for (`NvmlOptions::probes`), in its order; never recorded.
+    #[serde(skip)]
+    pub probes: Vec<(crate::Probe, crate::ProbeResult)>,
 }
 
 /// Why fields are absent, by metric. A sample rarely lacks more than a few, so they are kept

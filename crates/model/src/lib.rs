@@ -10,6 +10,7 @@ pub mod device;
 pub mod gpm;
 pub mod gpu;
 pub mod host;
+pub mod probe;
 pub mod process;
 pub mod run;
 pub mod trace;
@@ -19,6 +20,7 @@ pub use device::DeviceInfo;
 pub use gpm::{GPM_FIELDS, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
+pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 

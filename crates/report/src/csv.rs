@@ -106,7 +106,7 @@ pub fn apps_csv(
     let unknown = gpulse_model::DeviceInfo::default();
     let lines = rows.iter().map(|r| {
         let info = rec.devices.iter().find(|d| d.index == r.gpu).unwrap_or(&unknown);
-        gpulse_smi::app_row(&fields, info, &r.process, r.timestamp_us, format)
+        gpulse_smi::app_row(&fields, info, &[], &r.process, r.timestamp_us, format)
     });
     Ok(csv(&gpulse_smi::app_header(&fields), &at, format, lines))
 }

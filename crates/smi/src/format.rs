@@ -18,15 +18,13 @@ impl Default for CsvFormat {
 }
 
 impl CsvFormat {
-    /// Parses the value of `--format=`.
+    /// Parses the value of `--format=`: `csv` and the modifiers, in any order. nvidia-smi 580
+    /// prints CSV for `--format=noheader` too: the query options have no other format.
     pub fn parse(spec: &str) -> Result<Self, QueryError> {
-        let mut parts = spec.split(',');
-        if parts.next() != Some("csv") {
-            return Err(QueryError::BadFormat);
-        }
         let mut f = Self::default();
-        for p in parts {
+        for p in spec.split(',') {
             match p {
+                "csv" => {}
                 "noheader" => f.header = false,
                 "nounits" => f.units = false,
                 _ => return Err(QueryError::BadFormat),
@@ -59,6 +57,11 @@ mod tests {
         assert_eq!(CsvFormat::parse("csv,nounits"), Ok(CsvFormat { header: true, units: false }));
         assert_eq!(CsvFormat::parse("xml"), Err(QueryError::BadFormat));
         assert_eq!(CsvFormat::parse("csv,bogus"), Err(QueryError::BadFormat));
+        // Lightning passes `csv,nounits,noheader`; nvidia-smi takes the parts in any order.
+        assert_eq!(CsvFormat::parse("nounits,noheader,csv"), Ok(CsvFormat { header: false, units: false }));
+        assert_eq!(CsvFormat::parse("noheader,csv"), Ok(CsvFormat { header: false, units: true }));
+        assert_eq!(CsvFormat::parse("noheader"), Ok(CsvFormat { header: false, units: true }));
+        assert_eq!(CsvFormat::parse("CSV"), Err(QueryError::BadFormat));
         for spec in ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits"] {
             assert_eq!(CsvFormat::parse(spec).unwrap().spec(), spec);
         }

@@ -40,6 +40,11 @@ impl QueryError {
     }
 }
 
+/// nvidia-smi 580's `--help-query-gpu` text, as it prints it.
+pub const HELP_QUERY_GPU: &str = include_str!("../help/query_gpu.txt");
+/// nvidia-smi 580's `--help-query-compute-apps` text.
+pub const HELP_QUERY_COMPUTE_APPS: &str = include_str!("../help/query_compute_apps.txt");
+
 #[cfg(test)]
 mod properties {
     use gpulse_model::{DeviceInfo, GpuSample};

@@ -1,8 +1,8 @@
 //! Header and row text for query output.
 
-use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, ProcessSample};
+use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Probe, ProbeResult, ProcessSample, Reading};
 
-use crate::fields::{AppField, AppKey, GpuField, GpuKey};
+use crate::fields::{AppField, AppKey, Fmt, GpuField, GpuKey};
 use crate::format::CsvFormat;
 use crate::timestamp;
 
@@ -119,6 +119,21 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         GpuKey::EccModeCurrent => info.ecc_enabled.map(enabled),
         GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile.map(|v| v.to_string()),
         GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile.map(|v| v.to_string()),
+        GpuKey::Probe(p, how) => {
+            return match probed(&s.probes, p) {
+                Some(Ok(r)) => match formatted(r, how) {
+                    Ok(v) => with_unit(v, f.unit, fmt.units),
+                    Err(text) => text.to_owned(),
+                },
+                // nvidia-smi 580 prints `[N/A]` for these when NVML answers NOT_SUPPORTED (seen on
+                // an H200 for vGPU capabilities, ECC locations, retired pages, GOM).
+                Some(Err(Absence::NotSupported)) => missing(None),
+                Some(Err(why)) => missing(Some(*why)),
+                None => missing(None),
+            };
+        }
+        GpuKey::Fixed(text) => return text.to_owned(),
+        GpuKey::Unread => None,
         GpuKey::Gpm(k) => gpm.and_then(|g| {
             let f = k.field();
             match f.unit {
@@ -138,8 +153,53 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
     }
 }
 
-/// One `--query-compute-apps=` row, without the newline.
-pub fn app_row(fields: &[AppField], info: &DeviceInfo, p: &ProcessSample, timestamp_us: i64, fmt: CsvFormat) -> String {
+/// What the poll read for `probe`, if it was asked for.
+fn probed(probes: &[(Probe, ProbeResult)], probe: Probe) -> Option<&ProbeResult> {
+    probes.iter().find(|(p, _)| *p == probe).map(|(_, r)| r)
+}
+
+/// A reading as nvidia-smi prints it; `Err` holds text printed as is, without a unit.
+fn formatted(r: &Reading, how: Fmt) -> Result<String, &'static str> {
+    let flag = |yes: &str, no: &str| match r {
+        Reading::Flag(b) => Ok(if *b { yes } else { no }.to_owned()),
+        _ => Err("[Unknown Error]"),
+    };
+    let n = match r {
+        Reading::Num(n) => Some(*n),
+        _ => None,
+    };
+    match how {
+        Fmt::Enabled => flag("Enabled", "Disabled"),
+        Fmt::YesNo => flag("Yes", "No"),
+        Fmt::Supported => match r {
+            Reading::Flag(true) => Ok("Supported".to_owned()),
+            _ => Err("[Not Supported]"),
+        },
+        Fmt::Text => match r {
+            Reading::Text(t) => Ok(t.clone()),
+            Reading::Num(n) => Ok(n.to_string()),
+            Reading::Flag(_) => Err("[Unknown Error]"),
+        },
+        Fmt::Int => n.map(|n| n.to_string()).ok_or("[Unknown Error]"),
+        Fmt::Hex(w) => n.map(|n| format!("0x{n:0w$X}")).ok_or("[Unknown Error]"),
+        Fmt::Watts => n.map(|mw| format!("{:.2}", mw as f64 / 1000.0)).ok_or("[Unknown Error]"),
+        Fmt::Mib => n.map(|b| mib_ceil(b.max(0) as u64).to_string()).ok_or("[Unknown Error]"),
+        Fmt::Micros => n.map(|ns| (ns / 1000).to_string()).ok_or("[Unknown Error]"),
+        // The details of a registered fabric are not read yet (docs/query.md).
+        Fmt::FabricNa => Err(if n == Some(0) { "N/A" } else { "[N/A]" }),
+    }
+}
+
+/// One `--query-compute-apps=` row, without the newline. `probes` is what the poll read for the
+/// process's GPU (its serial, for `gpu_serial`).
+pub fn app_row(
+    fields: &[AppField],
+    info: &DeviceInfo,
+    probes: &[(Probe, ProbeResult)],
+    p: &ProcessSample,
+    timestamp_us: i64,
+    fmt: CsvFormat,
+) -> String {
     let cells: Vec<String> = fields
         .iter()
         .map(|f| {
@@ -148,6 +208,11 @@ pub fn app_row(fields: &[AppField], info: &DeviceInfo, p: &ProcessSample, timest
                 AppKey::GpuName => Some(info.name.clone()),
                 AppKey::GpuBusId => info.pci_bus_id.clone(),
                 AppKey::GpuUuid => Some(info.uuid.clone()),
+                AppKey::GpuSerial => match probed(probes, Probe::Serial) {
+                    Some(Ok(Reading::Text(t))) => Some(t.clone()),
+                    Some(Err(why)) => return missing(Some(*why)),
+                    _ => None,
+                },
                 AppKey::Pid => Some(p.pid.to_string()),
                 AppKey::ProcessName => p.name.clone(),
                 AppKey::UsedMemory => p.used_memory_bytes.map(|b| mib_ceil(b).to_string()),

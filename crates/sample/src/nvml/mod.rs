@@ -5,6 +5,7 @@
 //! path can point at the workspace's stand-in `libnvidia-ml.so`, so tests run this exact code.
 
 mod gpm;
+mod probe;
 mod profile;
 mod read;
 
@@ -46,6 +47,8 @@ pub struct NvmlOptions {
     /// power limit, persistence and compute modes). Identity (index, UUID, name, bus id) is
     /// always read.
     pub device_facts: bool,
+    /// Extra NVML reads for query fields (`Probe`), in the query's order; each poll reads them.
+    pub probes: Vec<gpulse_model::Probe>,
 }
 
 /// How long a device setting read during polling (the power limit) is reused.
@@ -63,6 +66,7 @@ impl Default for NvmlOptions {
             metrics: None,
             device_facts: true,
             costly_every: None,
+            probes: Vec::new(),
         }
     }
 }

@@ -232,6 +232,11 @@ pub(super) fn sample_device(
             }
         }
     }
+    for &p in &opts.probes {
+        let got = super::profile::timed("probe", || super::probe::read(nvml, d, p)).map_err(|e| absence_of(&e));
+        r.lost |= got == Err(Absence::GpuLost);
+        s.probes.push((p, got));
+    }
     if r.lost {
         return lost(s, t);
     }

@@ -81,7 +81,7 @@ pub(super) fn gpu_row(
         match key {
             GpuKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
             GpuKey::DriverVersion => driver_cell = Some(cell),
-            GpuKey::Count => {}
+            GpuKey::Count | GpuKey::Probe(..) | GpuKey::Fixed(_) | GpuKey::Unread => {}
             GpuKey::Name => name_cell = Some(cell),
             GpuKey::Index => index = Some(u()?),
             GpuKey::Uuid => uuid_cell = Some(cell),
@@ -202,6 +202,7 @@ pub(super) fn app_row(
             AppKey::GpuName => info.name = cell.to_owned(),
             AppKey::GpuBusId => info.pci_bus_id = Some(cell.to_owned()),
             AppKey::GpuUuid => info.uuid = cell.to_owned(),
+            AppKey::GpuSerial => {}
             AppKey::Pid => pid = Some(cell.parse::<u32>().map_err(|_| bad())?),
             AppKey::ProcessName => p.name = Some(cell.to_owned()),
             AppKey::UsedMemory => {

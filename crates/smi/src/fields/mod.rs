@@ -1,9 +1,35 @@
 //! The fields gpulse answers, with nvidia-smi's canonical names, aliases and units.
 
-use gpulse_model::Metric;
+mod nvml_fields;
+
 use gpulse_model::clocks;
+use gpulse_model::{Metric, Probe};
 
 use crate::QueryError;
+
+/// How a probe's reading is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fmt {
+    /// A whole number.
+    Int,
+    Text,
+    /// `Enabled` / `Disabled`.
+    Enabled,
+    /// `Yes` / `No`.
+    YesNo,
+    /// `Supported` / `[Not Supported]`.
+    Supported,
+    /// `0x` and upper-case hex, zero-padded to this many digits.
+    Hex(usize),
+    /// Milliwatts as watts with two decimals.
+    Watts,
+    /// Bytes as MiB, rounded up.
+    Mib,
+    /// Nanoseconds as whole microseconds.
+    Micros,
+    /// A fabric field: `N/A` (no brackets, as nvidia-smi prints it) while the GPU is on no fabric.
+    FabricNa,
+}
 
 /// What a `--query-gpu=` field reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +72,13 @@ pub enum GpuKey {
     EccCorrectedVolatileTotal,
     /// gpulse-only: a GPM metric.
     Gpm(GpmKey),
+    /// One NVML read, printed as `Fmt` says.
+    Probe(Probe, Fmt),
+    /// What nvidia-smi prints for the field without reading anything (deprecated fields, and
+    /// Windows-only ones on Linux).
+    Fixed(&'static str),
+    /// A field NVML gives gpulse no call for: `[N/A]` (docs/query.md lists them).
+    Unread,
 }
 
 impl GpuKey {
@@ -78,7 +111,10 @@ impl GpuKey {
             | GpuKey::ClockMaxSm
             | GpuKey::ClockMaxMemory
             | GpuKey::ReasonsSupported
-            | GpuKey::EccModeCurrent => return None,
+            | GpuKey::EccModeCurrent
+            | GpuKey::Probe(..)
+            | GpuKey::Fixed(_)
+            | GpuKey::Unread => return None,
             GpuKey::Pstate => Metric::Pstate,
             GpuKey::FanSpeed => Metric::FanSpeed,
             GpuKey::UtilGpu | GpuKey::UtilMemory => Metric::Utilization,
@@ -147,6 +183,16 @@ pub struct GpuField {
     pub canonical: &'static str,
     /// The unit shown in the header and, without `nounits`, after the value.
     pub unit: Option<&'static str>,
+}
+
+impl GpuKey {
+    /// The NVML read behind a probe field.
+    pub fn probe(self) -> Option<Probe> {
+        match self {
+            GpuKey::Probe(p, _) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// (names, canonical first; unit; key).
@@ -241,12 +287,16 @@ const GPU_FIELDS: &[Row] = &[
 
 /// Every `--query-gpu=` name gpulse accepts, canonical names and aliases alike.
 pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
-    GPU_FIELDS.iter().flat_map(|r| r.0.iter().copied())
+    all_rows().flat_map(|r| r.0.iter().copied())
+}
+
+fn all_rows() -> impl Iterator<Item = &'static Row> {
+    GPU_FIELDS.iter().chain(nvml_fields::NVML_FIELDS)
 }
 
 /// The GPU field called `name` (canonical or alias).
 pub fn gpu_field(name: &str) -> Option<GpuField> {
-    GPU_FIELDS.iter().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
+    all_rows().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
 }
 
 /// Parses the value of `--query-gpu=`: names separated by commas, exactly as nvidia-smi reads
@@ -265,6 +315,7 @@ pub enum AppKey {
     GpuName,
     GpuBusId,
     GpuUuid,
+    GpuSerial,
     Pid,
     ProcessName,
     UsedMemory,
@@ -282,6 +333,7 @@ const APP_FIELDS: &[(&[&str], Option<&str>, AppKey)] = &[
     (&["timestamp"], None, AppKey::Timestamp),
     (&["gpu_name"], None, AppKey::GpuName),
     (&["gpu_bus_id"], None, AppKey::GpuBusId),
+    (&["gpu_serial"], None, AppKey::GpuSerial),
     (&["gpu_uuid"], None, AppKey::GpuUuid),
     (&["pid"], None, AppKey::Pid),
     (&["process_name", "name"], None, AppKey::ProcessName),
