@@ -7,6 +7,7 @@ mod python_clients;
 mod python_package;
 mod query;
 mod record;
+mod report;
 mod run;
 mod safety;
 mod skips;
