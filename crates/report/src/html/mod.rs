@@ -63,7 +63,8 @@ fn time_axis(run: &Run, overlay: &Overlay) -> TimeAxis {
     if let Some((_, t, _)) = run.events.iter().rfind(|e| e.0 == "stop") {
         see(*t);
     }
-    TimeAxis::new(lo, if hi.is_finite() { hi } else { lo + 1.0 })
+    // A single sample still gets an axis a second long.
+    TimeAxis::new(lo, if hi.is_finite() { hi.max(lo + 1.0) } else { lo + 1.0 })
 }
 
 fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
