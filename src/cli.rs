@@ -106,6 +106,10 @@ pub struct ReportArgs {
     /// (a symlink's target, in place for a FIFO or device); an input or a recording never is.
     #[arg(short = 'o', long = "output", value_name = "OUT", default_value = "report.html")]
     pub output: PathBuf,
+    /// Also a PNG of the summary and every chart, for pasting into an issue or a chat (drawn
+    /// without a browser).
+    #[arg(long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

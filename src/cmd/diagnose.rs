@@ -33,11 +33,19 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
     }
     let run = builder.finish(&recording);
     let findings = gpulse_diagnose::diagnose_run(&run);
-    Ok(Analysis { run, findings, gpus: recording.devices.len(), samples })
+    let t = |us: i64| (us - run.start_us) as f64 / 1e6;
+    let phases = recording
+        .markers
+        .iter()
+        .filter(|m| m.kind == gpulse_model::MarkerKind::Phase && m.name.as_deref() != Some("data"))
+        .map(|m| (m.name.clone().unwrap_or_default(), t(m.t_us), m.dur_us.unwrap_or(0) as f64 / 1e6))
+        .collect();
+    let command = recording.meta.get("command").cloned();
+    Ok(Analysis { run, findings, gpus: recording.devices.len(), samples, command, phases })
 }
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let Analysis { findings, gpus, samples, run } = analyze(&args.input)?;
+    let Analysis { findings, gpus, samples, run, .. } = analyze(&args.input)?;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({

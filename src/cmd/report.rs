@@ -1,4 +1,5 @@
-//! `gpulse report`: one self-contained HTML file with timelines, findings and processes.
+//! `gpulse report`: one self-contained HTML file with timelines, findings and processes, and
+//! with `--png` a picture of the same charts.
 
 use std::process::ExitCode;
 
@@ -10,10 +11,20 @@ use crate::output::{destination, write_whole};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     destination(&args.output, &[&args.input])?;
+    if let Some(png) = &args.png {
+        anyhow::ensure!(png != &args.output, "--png and -o name the same file; give the PNG its own");
+        destination(png, &[&args.input])?;
+    }
     let analysis = analyze(&args.input)?;
     write(&args.input, &analysis, &args.output)?;
     if args.output.as_os_str() != "-" {
         eprintln!("wrote {}", args.output.display());
+    }
+    if let Some(png) = &args.png {
+        write_png(&args.input, &analysis, png)?;
+        if png.as_os_str() != "-" {
+            eprintln!("wrote {}", png.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -22,4 +33,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
 pub fn write(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
     let html = gpulse_report::html::render(&input.display().to_string(), analysis);
     write_whole(output, &[input], html.as_bytes())
+}
+
+/// Writes the summary and charts of the report as a PNG to `output`, whole or not at all.
+pub fn write_png(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
+    let (svg, _) = gpulse_report::html::composite_svg(&input.display().to_string(), analysis);
+    let png = gpulse_report::png::render(&svg).map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", output.display()))?;
+    if !png.has_text {
+        eprintln!("gpulse: no font found on this system: {} has the charts without their labels", output.display());
+    }
+    write_whole(output, &[input], &png.bytes)
 }

@@ -3,8 +3,11 @@
 
 use serde_json::{Value, json};
 
-/// Longest line kept in an event's text.
-const MAX_TEXT: usize = 600;
+/// Longest line kept in an event's text: PyTorch's OOM message with its URL is about 700
+/// characters, kept whole; a longer line is cut and says so (`"cut": true`).
+const MAX_TEXT: usize = 4000;
+/// The limit before: a text this long without `cut` in a recording was cut.
+const OLD_MAX_TEXT: usize = 600;
 
 /// The event a line of stderr stands for, if any: its kind and payload (`text`, plus what the
 /// line names: bytes asked for, the GPU, a PID, an Xid code).
@@ -36,6 +39,12 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
     let text: String = line.trim().chars().take(MAX_TEXT).collect();
     let mut payload = json!({ "text": text });
     let obj = payload.as_object_mut()?;
+    if line.trim().chars().nth(MAX_TEXT).is_some() {
+        obj.insert("cut".into(), json!(true));
+    } else if text.chars().count() == OLD_MAX_TEXT {
+        // Whole, though as long as the texts the first recordings cut: readers are told.
+        obj.insert("cut".into(), json!(false));
+    }
     match kind {
         "cuda_oom" => {
             if let Some(b) = after(line, "Tried to allocate ").and_then(parse_size) {
@@ -128,6 +137,20 @@ impl LineSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_oom_message_is_kept_and_a_cut_one_says_so() {
+        let oom = format!(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. {} See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+            "x ".repeat(250)
+        );
+        let (_, p) = detect(&oom).unwrap();
+        assert_eq!((p["text"].as_str().unwrap(), p.get("cut")), (oom.as_str(), None));
+        let (_, p) = detect(&format!("CUDA out of memory {}", "y".repeat(MAX_TEXT))).unwrap();
+        assert_eq!((p["text"].as_str().unwrap().chars().count(), &p["cut"]), (MAX_TEXT, &json!(true)));
+        let (_, p) = detect(&format!("CUDA out of memory {}", "z".repeat(OLD_MAX_TEXT - 19))).unwrap();
+        assert_eq!(p["cut"], json!(false), "as long as an old cut text, but whole");
+    }
 
     #[test]
     fn recognises_the_real_texts() {

@@ -8,6 +8,7 @@ mod python_clients;
 mod python_package;
 mod query;
 mod record;
+mod report;
 mod run;
 mod safety;
 mod serve;

@@ -53,7 +53,10 @@ fn stdout_of(scenario: Option<&str>, args: &[&str]) -> (String, String) {
 const DIAGNOSED: [(&str, &str); 6] = [
     ("h200-gpulse-run/dl_bound.db", ""),
     ("h200-gpulse-run/dl_tuned.db", ""),
-    ("h200-gpulse-run/leak.db", "known fault: the cuda_oom message is cut mid-URL (issue 18)"),
+    (
+        "h200-gpulse-run/leak.db",
+        "the cuda_oom message was cut mid-URL when recorded (texts were cut at 600 characters)",
+    ),
     ("h200x2-gpulse/uneven.db", ""),
     ("h200x2-gpulse/misbound.db", ""),
     ("h200-2026-11-29/rich_stall.csv", ""),
@@ -156,10 +159,11 @@ fn tag_per_line(html: &str) -> String {
 
 #[test]
 fn html_report_of_a_recording() {
-    // What issue 18 lists as wrong in these two reports, pinned as it is now.
+    // A run-wide window on every chart and memory scaled to the data; a GPU's overlapping
+    // windows labelled in rows, the OOM marked, and a text the recording cut said to be cut.
     let cases = [
-        ("dl_bound", "known faults (issue 18): input_bound's window is not shaded, memory's axis is 0 to total"),
-        ("leak", "known faults (issue 18): the cuda_oom message is cut mid-URL, shaded windows carry no label"),
+        ("dl_bound", "input_bound's window on every chart; memory scaled to 7 GiB of 140"),
+        ("leak", "two labelled windows, the OOM marker, memory drawn up to its total"),
     ];
     for (name, note) in cases {
         let path = format!("tests/fixtures/h200-gpulse-run/{name}.db");

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod live;
+pub mod png;
 pub mod prometheus;
 pub mod snapshot;
 pub mod status;
@@ -14,9 +15,14 @@ pub mod text;
 pub mod watch;
 
 /// A run and its findings, with what the renderers say of its input.
+#[derive(Debug, Clone, Default)]
 pub struct Analysis {
     pub run: gpulse_diagnose::Run,
     pub findings: Vec<gpulse_diagnose::Finding>,
     pub gpus: usize,
     pub samples: usize,
+    /// The command that ran, where the recording names it.
+    pub command: Option<String>,
+    /// The loop's named phases (checkpoint, eval): name, start and length, seconds.
+    pub phases: Vec<(String, f64, f64)>,
 }

@@ -1,0 +1,423 @@
+//! The HTML report: one self-contained file with a summary, timelines, findings and processes.
+//!
+//! Charts are SVG drawn here, so the file needs no script and no network; the PNG is drawn from
+//! the same SVG ([`composite_svg`]).
+
+mod axis;
+mod chart;
+mod downsample;
+mod overlay;
+mod page;
+mod summary;
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use gpulse_diagnose::{GpuSeries, Run};
+
+use crate::Analysis;
+use axis::TimeAxis;
+use chart::{Chart, Scope, Series, YRange};
+use overlay::Overlay;
+
+pub use summary::lost_share;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Memory drawn up to the total once the peak reaches this share of it.
+const NEAR_TOTAL: f64 = 0.8;
+
+/// A heading and the SVG of each chart under it.
+struct Section {
+    heading: String,
+    /// A line under the heading.
+    note: Option<String>,
+    charts: Vec<String>,
+}
+
+/// The report's parts, drawn once for the page and the PNG.
+struct Layout {
+    facts: Vec<(&'static str, String)>,
+    sections: Vec<Section>,
+}
+
+/// The one time axis: from the start (or the earliest mark before it) to the last thing shown.
+fn time_axis(run: &Run, overlay: &Overlay) -> TimeAxis {
+    let mut lo = 0.0f64;
+    let mut hi = overlay.end_s();
+    let mut see = |t: f64| {
+        lo = lo.min(t);
+        hi = hi.max(t);
+    };
+    for g in &run.gpus {
+        g.t_s.first().into_iter().chain(g.t_s.last()).for_each(|t| see(*t));
+    }
+    for v in [&run.host_cpu, &run.tree_cpu, &run.host_mem_used_pct] {
+        v.first().into_iter().chain(v.last()).for_each(|x| see(x.0));
+    }
+    if let Some(steps) = &run.steps {
+        steps.step_s.first().into_iter().chain(steps.step_s.last()).for_each(|x| see(x.0));
+    }
+    if let Some((_, t, _)) = run.events.iter().rfind(|e| e.0 == "stop") {
+        see(*t);
+    }
+    // A single sample still gets an axis a second long.
+    TimeAxis::new(lo, if hi.is_finite() { hi.max(lo + 1.0) } else { lo + 1.0 })
+}
+
+fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
+    let scope = Scope::Gpu(g.gpu);
+    let line = |name, color, v: &[Option<f64>]| Series { name, color, t_s: &g.t_s, v: Cow::Owned(v.to_vec()) };
+    let mut out = vec![Chart {
+        title: "Utilization, %".into(),
+        scope,
+        series: vec![line("GPU-Util", "#1f77b4", &g.util_pct), line("SM active (GPM)", "#d62728", &g.sm_pct)],
+        y: YRange::Fixed(0.0, 100.0),
+        reference: None,
+    }];
+    let gib: Vec<Option<f64>> = g.mem_used_bytes.iter().map(|x| x.map(gpulse_model::to_gib)).collect();
+    let peak = gib.iter().flatten().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total = g.mem_total_bytes.map(gpulse_model::to_gib);
+    let (title, y, reference) = match total {
+        Some(t) if peak >= NEAR_TOTAL * t => {
+            ("Memory used, GiB".to_owned(), YRange::Fixed(0.0, t), Some((format!("total {t:.1} GiB"), t)))
+        }
+        Some(t) => (format!("Memory used, GiB (of {t:.1} GiB total)"), YRange::FromZero, None),
+        None => ("Memory used, GiB".to_owned(), YRange::FromZero, None),
+    };
+    out.push(Chart {
+        title,
+        scope,
+        series: vec![Series { name: "used", color: "#2ca02c", t_s: &g.t_s, v: gib.into() }],
+        y,
+        reference,
+    });
+    out.push(Chart {
+        title: "Power, W".into(),
+        scope,
+        series: vec![line("power", "#ff7f0e", &g.power_w)],
+        y: YRange::FromZero,
+        reference: None,
+    });
+    out.push(Chart {
+        title: "Temperature, °C".into(),
+        scope,
+        series: vec![line("GPU", "#17becf", &g.temp_c)],
+        y: YRange::Data,
+        reference: None,
+    });
+    out.push(Chart {
+        title: "SM clock, MHz".into(),
+        scope,
+        series: vec![line("SM clock", "#9467bd", &g.sm_clock_mhz)],
+        y: g.max_sm_clock_mhz.map_or(YRange::FromZero, |m| YRange::Fixed(0.0, m)),
+        reference: None,
+    });
+    out
+}
+
+fn layout(input: &str, a: &Analysis) -> Layout {
+    let run = &a.run;
+    let overlay = Overlay::new(a);
+    let time = time_axis(run, &overlay);
+    let draw = |c: &Chart| c.svg(&time, &overlay.bands(c.scope), &overlay.marks(c.scope));
+    let mut sections = Vec::new();
+    if let Some(steps) = &run.steps {
+        let (t, ms): (Vec<f64>, Vec<Option<f64>>) = steps.step_s.iter().map(|x| (x.0, Some(1000.0 * x.1))).unzip();
+        let (tw, wait): (Vec<f64>, Vec<Option<f64>>) =
+            steps.data_wait_s.iter().map(|x| (x.0, Some(1000.0 * x.1))).unzip();
+        let chart = Chart {
+            title: "Step time and data wait, ms".into(),
+            scope: Scope::Run,
+            series: vec![
+                Series { name: "step time", color: "#1f77b4", t_s: &t, v: ms.into() },
+                Series { name: "waiting for data", color: "#d62728", t_s: &tw, v: wait.into() },
+            ],
+            y: YRange::FromZero,
+            reference: None,
+        };
+        let note = format!(
+            "{} steps at {:.2} steps/s (PID {}{})",
+            steps.count,
+            steps.per_s(),
+            steps.pid,
+            if steps.ranks > 1 { format!(", one of {} ranks", steps.ranks) } else { String::new() }
+        );
+        sections.push(Section { heading: "Training loop".into(), note: Some(note), charts: vec![draw(&chart)] });
+    }
+    for g in &run.gpus {
+        let charts = gpu_charts(g).iter().filter(|c| c.has_data()).map(draw).collect();
+        sections.push(Section { heading: format!("GPU {}", g.gpu), note: None, charts });
+    }
+    let pairs = |v: &[(f64, f64)]| -> (Vec<f64>, Vec<Option<f64>>) { v.iter().map(|x| (x.0, Some(x.1))).unzip() };
+    let (tc, cpu) = pairs(&run.host_cpu);
+    let (tm, mem) = pairs(&run.host_mem_used_pct);
+    let (tt, tree) = pairs(&run.tree_cpu);
+    let host = [
+        Chart {
+            title: "Host, % of the machine".into(),
+            scope: Scope::Run,
+            series: vec![
+                Series { name: "CPU busy", color: "#8c564b", t_s: &tc, v: cpu.into() },
+                Series { name: "memory used", color: "#7f7f7f", t_s: &tm, v: mem.into() },
+            ],
+            y: YRange::Fixed(0.0, 100.0),
+            reference: None,
+        },
+        Chart {
+            title: "Training tree CPU, % of one core".into(),
+            scope: Scope::Run,
+            series: vec![Series { name: "tree", color: "#e377c2", t_s: &tt, v: tree.into() }],
+            y: YRange::FromZero,
+            reference: None,
+        },
+    ];
+    let charts: Vec<String> = host.iter().filter(|c| c.has_data()).map(draw).collect();
+    if !charts.is_empty() {
+        sections.push(Section { heading: "Host".into(), note: None, charts });
+    }
+    Layout { facts: summary::facts(input, a, time_span_s(run, &overlay)), sections }
+}
+
+/// How long the run lasted: its first to its last sample or event.
+fn time_span_s(run: &Run, overlay: &Overlay) -> f64 {
+    let mut hi = overlay.end_s().max(0.0);
+    for g in &run.gpus {
+        hi = hi.max(g.t_s.last().copied().unwrap_or(0.0));
+    }
+    for v in [&run.host_cpu, &run.tree_cpu] {
+        hi = hi.max(v.last().map_or(0.0, |x| x.0));
+    }
+    if let Some(steps) = &run.steps {
+        hi = hi.max(steps.window_s[1]);
+    }
+    hi
+}
+
+/// The whole report of `a`, read from `input`.
+pub fn render(input: &str, a: &Analysis) -> String {
+    let l = layout(input, a);
+    let mut s = String::from(page::HEAD);
+    s += "<h1>gpulse report</h1>";
+    s += &page::summary(&l.facts);
+    s += &page::findings(&a.findings);
+    let mut sections = l.sections.iter().peekable();
+    // The loop's chart first, then the events it lines up with, then each GPU and the host.
+    if let Some(sec) = sections.next_if(|sec| sec.heading == "Training loop") {
+        s += &section_html(sec);
+    }
+    s += &page::events(&a.run);
+    for sec in sections {
+        s += &section_html(sec);
+    }
+    s += &page::processes(&a.run);
+    s + "</body></html>\n"
+}
+
+fn section_html(sec: &Section) -> String {
+    let attr = sec.heading.strip_prefix("GPU ").map_or(String::new(), |g| format!(" data-gpu=\"{g}\""));
+    let mut s = format!("<section{attr}><h2>{}</h2>", esc(&sec.heading));
+    if let Some(note) = &sec.note {
+        let _ = write!(s, "<p>{}</p>", esc(note));
+    }
+    sec.charts.iter().for_each(|c| s += c);
+    s + "</section>"
+}
+
+/// Where a chart's plot lies in [`composite_svg`]'s picture: x, y, width, height.
+pub type PlotArea = [f64; 4];
+
+/// Margin around the picture, and the room a heading takes.
+const MARGIN: f64 = 20.0;
+const HEADING_H: f64 = 26.0;
+const LINE_H: f64 = 16.0;
+/// Characters of a summary line before it wraps (about 6.5 px each at 12 px).
+const WRAP: usize = 130;
+
+/// The summary and every chart as one SVG picture (for the PNG), and each plot's area in it.
+pub fn composite_svg(input: &str, a: &Analysis) -> (String, Vec<PlotArea>) {
+    let l = layout(input, a);
+    let mut body = String::new();
+    let mut areas = Vec::new();
+    let mut y = MARGIN;
+    let _ = write!(
+        body,
+        r##"<text x="{MARGIN}" y="{:.1}" font-size="18" font-weight="bold" fill="#222">gpulse report</text>"##,
+        y + 16.0
+    );
+    y += 30.0;
+    for (label, text) in &l.facts {
+        for (i, line) in wrap(text, WRAP).iter().enumerate() {
+            let head =
+                if i == 0 { format!(r#"<tspan font-weight="bold">{}: </tspan>"#, esc(label)) } else { "    ".into() };
+            let _ = write!(
+                body,
+                r##"<text x="{MARGIN}" y="{:.1}" font-size="12" fill="#222">{head}{}</text>"##,
+                y + 12.0,
+                esc(line)
+            );
+            y += LINE_H;
+        }
+    }
+    for sec in &l.sections {
+        y += 8.0;
+        let _ = write!(
+            body,
+            r##"<text x="{MARGIN}" y="{:.1}" font-size="15" font-weight="bold" fill="#222">{}</text>"##,
+            y + 16.0,
+            esc(&sec.heading)
+        );
+        y += HEADING_H;
+        for c in &sec.charts {
+            let h = svg_height(c);
+            let _ = write!(body, r#"<g transform="translate({MARGIN} {y:.1})">{c}</g>"#);
+            if let Some(top) = plot_top(c) {
+                areas.push([MARGIN + chart::PLOT_X0, y + top, chart::PLOT_X1 - chart::PLOT_X0, chart::PLOT_H]);
+            }
+            y += h + 10.0;
+        }
+    }
+    let (w, h) = (chart::W + 2.0 * MARGIN, y + MARGIN);
+    let svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h:.0}" viewBox="0 0 {w} {h:.0}" font-family="DejaVu Sans, Arial, sans-serif"><rect width="100%" height="100%" fill="#ffffff"/>{body}</svg>"##
+    );
+    (svg, areas)
+}
+
+/// A chart's height, from its own `height` attribute.
+fn svg_height(chart: &str) -> f64 {
+    attr_f64(chart, "height=\"").unwrap_or(0.0)
+}
+
+/// The y of a chart's plot, from its `class="plot"` rectangle.
+fn plot_top(chart: &str) -> Option<f64> {
+    let plot = &chart[chart.find("class=\"plot\"")?..];
+    attr_f64(plot, " y=\"")
+}
+
+fn attr_f64(s: &str, key: &str) -> Option<f64> {
+    let rest = &s[s.find(key)? + key.len()..];
+    rest[..rest.find('"')?].parse().ok()
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a longer word stands alone).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let cur = lines.last_mut().unwrap();
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_owned());
+        } else {
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_diagnose::{Finding, Severity};
+
+    use super::*;
+
+    /// The `<section>` of GPU `gpu` in `html`.
+    fn gpu_html(html: &str, gpu: u32) -> &str {
+        let start = html.find(&format!("<section data-gpu=\"{gpu}\">")).expect("the GPU has a section");
+        &html[start..start + html[start..].find("</section>").unwrap()]
+    }
+
+    fn two_gpus(findings: Vec<Finding>) -> String {
+        let series = |gpu: u32| GpuSeries {
+            gpu,
+            t_s: vec![0.0, 10.0, 20.0],
+            util_pct: vec![Some(90.0), Some(5.0), Some(90.0)],
+            ..Default::default()
+        };
+        let run = Run { gpus: vec![series(0), series(1)], ..Default::default() };
+        render("x.db", &Analysis { run, findings, gpus: 2, samples: 6, ..Analysis::default() })
+    }
+
+    #[test]
+    fn a_stall_shades_only_its_own_gpus_charts() {
+        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+            .on_gpu(1)
+            .pauses(vec![[2.0, 4.0], [12.0, 14.0]]);
+        let html = two_gpus(vec![stall]);
+        assert_eq!(gpu_html(&html, 0).matches(r#"class="finding""#).count(), 0, "GPU 0 did not stall");
+        assert!(gpu_html(&html, 1).matches(r#"class="finding""#).count() >= 2, "both pauses on GPU 1's charts");
+    }
+
+    #[test]
+    fn a_run_wide_window_shades_every_gpu_labelled_with_its_id() {
+        let input = Finding::new("input_bound", Severity::Critical, "waits for data".into()).over([5.0, 15.0]);
+        let html = two_gpus(vec![input]);
+        for gpu in [0, 1] {
+            let sec = gpu_html(&html, gpu);
+            assert!(sec.contains(r#"data-finding="input_bound""#), "GPU {gpu}");
+            assert!(sec.contains(r#"<text x="#) && sec.contains(">input_bound</text>"), "labelled on GPU {gpu}");
+        }
+    }
+
+    #[test]
+    fn process_memory_never_read_is_unknown_not_zero() {
+        let listing = |pid: u32, used: Option<u64>| gpulse_model::ProcessSample {
+            pid,
+            used_memory_bytes: used,
+            name: Some("python3".into()),
+            ..Default::default()
+        };
+        let g = GpuSeries {
+            t_s: vec![0.0, 1.0],
+            util_pct: vec![Some(50.0); 2],
+            sm_pct: vec![None; 2],
+            mem_used_bytes: vec![None; 2],
+            power_w: vec![None; 2],
+            temp_c: vec![None; 2],
+            sm_clock_mhz: vec![None; 2],
+            reasons: vec![None; 2],
+            processes: (0..2).map(|_| std::sync::Arc::new(vec![listing(7, None), listing(8, Some(2 << 30))])).collect(),
+            active: (0, 2),
+            ..Default::default()
+        };
+        let run = Run { gpus: vec![g], has_processes: true, ..Default::default() };
+        let html = render("x.db", &Analysis { run, gpus: 1, samples: 2, ..Analysis::default() });
+        assert!(html.contains("<td>7</td><td>unknown</td>"), "never read: unknown");
+        assert!(html.contains("<td>8</td><td>2.0 GiB</td>"), "read: its peak");
+        assert_eq!(html.matches("<svg").count(), 1, "only utilization was read: no empty charts");
+    }
+
+    #[test]
+    fn memory_far_from_the_total_is_scaled_to_the_data() {
+        let gpu = |used_gib: f64| GpuSeries {
+            t_s: vec![0.0, 1.0, 2.0],
+            mem_used_bytes: vec![Some(used_gib * 1073741824.0); 3],
+            mem_total_bytes: Some(140.0 * 1073741824.0),
+            ..Default::default()
+        };
+        let memory = |used_gib| {
+            let g = gpu(used_gib);
+            let charts = gpu_charts(&g);
+            let c = charts.iter().find(|c| c.title.starts_with("Memory")).unwrap();
+            (c.title.clone(), c.reference.is_some(), c.y_ticks_for_tests())
+        };
+        let (title, line, ticks) = memory(7.0);
+        assert_eq!((title.as_str(), line), ("Memory used, GiB (of 140.0 GiB total)", false));
+        assert!(ticks.hi < 10.0, "7 GiB fills the chart: {ticks:?}");
+        let (title, line, ticks) = memory(130.0);
+        assert_eq!((title.as_str(), line), ("Memory used, GiB", true), "the total drawn as a line");
+        assert!(ticks.hi >= 140.0);
+    }
+
+    #[test]
+    fn long_summary_lines_wrap_at_spaces() {
+        let text = "a ".repeat(100) + "https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage";
+        let lines = wrap(&text, 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40 || !l.contains(' ')), "{lines:?}");
+        assert_eq!(lines.join(" "), text, "nothing cut");
+    }
+}

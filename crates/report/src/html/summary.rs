@@ -1,0 +1,70 @@
+//! The lines at the top of the report: what slowed the run and what it cost, the loop's pace, how
+//! long it ran and what ran.
+
+use gpulse_diagnose::Finding;
+
+use super::axis::duration;
+use crate::Analysis;
+
+/// The share of the run a finding cost, where its rule measured one.
+// Read from the evidence until every finding carries it as a field.
+pub fn lost_share(f: &Finding) -> Option<f64> {
+    f.evidence.get("lost_share").and_then(serde_json::Value::as_f64)
+}
+
+/// (label, text) pairs, in the order shown.
+pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let cause = match a.findings.first() {
+        Some(f) => {
+            let cost = lost_share(f).map_or(String::new(), |l| format!("; it cost about {:.0}% of the run", 100.0 * l));
+            format!("{} ({}){cost}", f.title, f.id)
+        }
+        None => "none found".to_owned(),
+    };
+    out.push(("Primary cause", cause));
+    if let Some(steps) = &a.run.steps {
+        let mut s = format!("{:.2} steps/s over {} steps", steps.per_s(), steps.count);
+        if let Some(w) = steps.data_wait_share() {
+            s += &format!("; waiting for data {:.0}% of the time", 100.0 * w);
+        }
+        out.push(("Training loop", s));
+    }
+    let started = gpulse_smi::timestamp::format_utc(a.run.start_us);
+    let started = started.split('.').next().unwrap_or(&started).replace('/', "-");
+    out.push((
+        "Run",
+        format!(
+            "{} from {started} UTC; {} GPU{}, {} samples",
+            duration(length_s),
+            a.gpus,
+            if a.gpus == 1 { "" } else { "s" },
+            a.samples
+        ),
+    ));
+    if let Some(cmd) = &a.command {
+        out.push(("Command", cmd.clone()));
+    }
+    out.push(("Input", input.to_owned()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_diagnose::Severity;
+
+    use super::*;
+
+    #[test]
+    fn the_cost_is_stated_when_measured_and_never_invented() {
+        let stall = Finding::new("periodic_stall", Severity::Warning, "GPU 0 stalls".into());
+        let mut a = Analysis { findings: vec![stall.clone()], gpus: 1, samples: 3, ..Analysis::default() };
+        let cause = |a: &Analysis| facts("x.db", a, 75.0)[0].1.clone();
+        assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall)");
+        a.findings[0].evidence.insert("lost_share".into(), 0.203.into());
+        assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall); it cost about 20% of the run");
+        let f = facts("x.db", &a, 75.0);
+        assert_eq!(f[1], ("Run", "1 min 15 s from 1970-01-01 00:00:00 UTC; 1 GPU, 3 samples".to_owned()));
+        assert!(!f.iter().any(|l| l.0 == "Training loop" || l.0 == "Command"), "not in the input: not shown");
+    }
+}
