@@ -21,6 +21,10 @@ def _patch_dataloader(module):
     def __next__(self):
         if _events.sender is None:
             return inner(self)
+        if getattr(self, "_num_yielded", 1) == 0:
+            # A fresh iterator: an epoch (or an evaluation) starts, and without
+            # persistent_workers its workers start with it.
+            _events.mark("loader_start", "{}")
         start = time.time_ns()
         try:
             return inner(self)

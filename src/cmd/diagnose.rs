@@ -53,6 +53,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "gpus": gpus,
                 "samples": samples,
                 "steps": run.steps.as_ref().map(steps_json),
+                "summary": gpulse_diagnose::summary(&findings),
                 "findings": findings,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)

@@ -1,4 +1,5 @@
 mod diagnose;
+mod diagnosis_h200;
 mod fake_nvml;
 mod fields;
 mod hardware;

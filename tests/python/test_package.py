@@ -110,12 +110,21 @@ class InsideRun(unittest.TestCase):
         sys.modules.update(fakes)
         try:
             hf = gpulse.HFCallback()
+            hf.on_epoch_begin(None, types.SimpleNamespace(epoch=0), None)
+            hf.on_step_begin(None, None, None)
+            hf.on_step_end(None, None, None)
+            hf.on_step_begin(None, None, None)
             hf.on_step_end(None, None, None)
             hf.on_save(None, types.SimpleNamespace(global_step=7), None)
             pl = gpulse.LightningCallback()
-            pl.on_train_batch_end(None, None, None, None, 0)
-            pl.on_validation_start(None, None)
-            pl.on_validation_end(None, None)
+            trainer = types.SimpleNamespace(current_epoch=1, global_step=9)
+            pl.on_train_epoch_start(trainer, None)
+            pl.on_train_batch_start(trainer, None, None, 0)
+            pl.on_train_batch_end(trainer, None, None, None, 0)
+            pl.on_validation_start(trainer, None)
+            pl.on_validation_end(trainer, None)
+            pl.on_save_checkpoint(trainer, None, {})
+            pl.on_train_batch_start(trainer, None, None, 1)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -127,9 +136,21 @@ class InsideRun(unittest.TestCase):
         _events.sender.flush()
         lines = self.recv_lines()
         kinds = [l.split()[0] for l in lines]
-        self.assertEqual(kinds, ["step", "mark", "step", "phase"], lines)
-        self.assertIn('checkpoint {"global_step":7}', lines[1])
-        self.assertTrue(lines[3].endswith(" eval"), lines[3])
+        # The wait for data is the gap from one step's end (or the epoch's start) to the next
+        # step's start; evaluation and saving in that gap are phases, never waits.
+        self.assertEqual(
+            kinds,
+            ["mark", "wait", "step", "wait", "step", "phase", "mark"]
+            + ["mark", "wait", "step", "phase", "mark", "phase"],
+            lines,
+        )
+        self.assertIn("epoch_start", lines[0])
+        self.assertIn('checkpoint {"global_step":7}', lines[6])
+        self.assertTrue(lines[5].endswith(" checkpoint"), lines[5])
+        self.assertTrue(lines[10].endswith(" eval"), lines[10])
+        self.assertTrue(lines[12].endswith(" checkpoint"), lines[12])
+        for wait in (lines[1], lines[3], lines[8]):
+            self.assertGreaterEqual(int(wait.split()[3]), 0, wait)
 
     def test_a_forked_child_starts_afresh(self):
         gpulse.step()

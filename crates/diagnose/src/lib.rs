@@ -29,6 +29,16 @@ pub enum Severity {
     Info,
 }
 
+/// What a finding's cause rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Read directly: the loop's own marks, or a counter of the very thing the finding names.
+    Measured,
+    /// Deduced from a pattern (utilization, CPU) that more than one cause can produce.
+    Inferred,
+}
+
 /// One diagnosis. The typed fields are what renderers place on a chart or a screen; in JSON they
 /// sit inside `evidence` under their own names, beside the numbers that only get printed.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +56,11 @@ pub struct Finding {
     pub pauses_s: Vec<[f64; 2]>,
     /// Seconds until memory runs out at the present trend.
     pub time_to_oom_s: Option<f64>,
+    /// The share of the wall time it costs, 0 to 1, where it can be estimated.
+    pub lost_share: Option<f64>,
+    /// How `lost_share` was estimated.
+    pub lost_share_basis: Option<&'static str>,
+    pub basis: Basis,
     /// The other numbers it rests on.
     pub evidence: Map<String, Value>,
     /// What to do, in PyTorch terms.
@@ -60,6 +75,7 @@ impl Serialize for Finding {
         struct Json<'a> {
             id: &'a str,
             severity: Severity,
+            basis: Basis,
             title: &'a str,
             evidence: Map<String, Value>,
             advice: &'a [String],
@@ -69,6 +85,7 @@ impl Serialize for Finding {
         Json {
             id: self.id,
             severity: self.severity,
+            basis: self.basis,
             title: &self.title,
             evidence: self.all_evidence(),
             advice: &self.advice,
@@ -94,6 +111,12 @@ impl Finding {
         if let Some(t) = self.time_to_oom_s {
             evidence.insert("time_to_oom_s".into(), t.into());
         }
+        if let Some(l) = self.lost_share {
+            evidence.insert("lost_share".into(), l.into());
+        }
+        if let Some(b) = self.lost_share_basis {
+            evidence.insert("lost_share_basis".into(), b.into());
+        }
         evidence
     }
 
@@ -107,6 +130,9 @@ impl Finding {
             window_s: None,
             pauses_s: Vec::new(),
             time_to_oom_s: None,
+            lost_share: None,
+            lost_share_basis: None,
+            basis: Basis::Measured,
             evidence: Map::new(),
             advice: Vec::new(),
             limits: Vec::new(),
@@ -135,6 +161,19 @@ impl Finding {
         self
     }
 
+    /// Costs `share` of the wall time (rounded to 0.1 %), estimated as `how` says.
+    pub fn costs(mut self, share: f64, how: &'static str) -> Self {
+        self.lost_share = Some(round(share.clamp(0.0, 1.0), 3));
+        self.lost_share_basis = Some(how);
+        self
+    }
+
+    /// The cause is deduced from a pattern, not read.
+    pub fn inferred(mut self) -> Self {
+        self.basis = Basis::Inferred;
+        self
+    }
+
     fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.evidence.insert(key.to_owned(), value.into());
         self
@@ -156,11 +195,52 @@ pub fn diagnose(rec: &gpulse_model::RunData) -> Vec<Finding> {
     diagnose_run(&Run::from_recording(rec))
 }
 
-/// Every finding for a run, worst first.
+/// Every finding for a run, worst first: by severity, then by the share of the time it costs
+/// (those that cannot say last).
 pub fn diagnose_run(run: &Run) -> Vec<Finding> {
     let mut out = rules::all(run);
-    out.sort_by_key(|f| f.severity);
+    out.sort_by(|a, b| {
+        a.severity.cmp(&b.severity).then_with(|| b.lost_share.unwrap_or(-1.0).total_cmp(&a.lost_share.unwrap_or(-1.0)))
+    });
     out
+}
+
+/// One line on the primary cause and what fixing it would gain, from findings sorted as
+/// [`diagnose_run`] sorts them; `None` when nothing is wrong.
+pub fn summary(findings: &[Finding]) -> Option<String> {
+    // Other processes' memory and a clean bill of health say nothing of what slows the job.
+    let about_the_job = |f: &&Finding| !matches!(f.id, "healthy" | "idle_holder" | "foreign_process");
+    let top =
+        findings.iter().filter(about_the_job).find(|f| f.severity <= Severity::Warning || f.lost_share.is_some())?;
+    let Some(lost) = top.lost_share.filter(|l| *l > 0.0) else {
+        return Some(format!("Primary finding: {}.", top.title));
+    };
+    let pct = 100.0 * lost;
+    // Past 20× the remaining time is too small a share to say how much.
+    let gain = 1.0 / (1.0 - lost);
+    let gain = if gain > 20.0 {
+        "over 20×".to_owned()
+    } else if gain >= 10.0 {
+        format!("about {gain:.0}×")
+    } else {
+        format!("about {gain:.1}×")
+    };
+    let what = match top.id {
+        "input_bound" if top.basis == Basis::Measured => {
+            return Some(format!("The loop waits for data {pct:.0}% of the time: {gain} more steps/s if it did not."));
+        }
+        // A fixed cost: it lengthens the run, it does not slow the steps.
+        "startup" => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),
+        "input_bound" => "Waiting for data (inferred from the GPU's bursts and the CPU)",
+        "process_bound" => "The training process starving the GPU (data loading or Python overhead)",
+        "host_bound" => "The host not feeding the GPU (launch overhead or synchronizations)",
+        "periodic_stall" => "Periodic stalls",
+        "transfer_bound" => "Host-to-device copies",
+        "host_saturated" => "A saturated host CPU",
+        _ => top.title.as_str(),
+    };
+    let about = if top.basis == Basis::Inferred { " about" } else { "" };
+    Some(format!("{what} cost{about} {pct:.0}% of the wall time: {gain} more steps/s without it."))
 }
 
 /// Rounds for display in evidence.

@@ -118,6 +118,12 @@ impl LiveDiagnosis {
         fresh
     }
 
+    /// The findings for the window as it stands, whether or not one is due: at the end of a run,
+    /// what `diagnose` would say of its recording (for a run shorter than the window).
+    pub fn findings_now(&self) -> Vec<Finding> {
+        crate::diagnose_run(&Run::from_recording(&self.window))
+    }
+
     /// The rolling window of the run so far (the last ten minutes).
     pub fn window(&self) -> &RunData {
         &self.window

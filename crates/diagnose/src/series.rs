@@ -19,6 +19,16 @@ pub struct GpuSeries {
     pub sm_clock_mhz: Vec<Option<f64>>,
     pub max_sm_clock_mhz: Option<f64>,
     pub reasons: Vec<Option<u64>>,
+    /// PCIe bytes a second received (host to device) and sent, from GPM or NVML.
+    pub pcie_rx_bytes_per_s: Vec<Option<f64>>,
+    pub pcie_tx_bytes_per_s: Vec<Option<f64>>,
+    /// The fastest PCIe link seen: generation and lanes (links slow down when idle).
+    pub pcie_link_max: Option<(u32, u32)>,
+    /// GPM's tensor-pipe and FP32-pipe activity, percent.
+    pub tensor_pct: Vec<Option<f64>>,
+    pub fp32_pct: Vec<Option<f64>>,
+    /// The longest GPM window seen, seconds: how far back a sample's GPM figures may reach.
+    pub gpm_window_s: Option<f64>,
     /// The process listing at each sample, shared while it does not change.
     pub processes: Vec<std::sync::Arc<Vec<ProcessSample>>>,
     /// Indices `[start, end)` of the active window: from the first to the last sample in which
@@ -32,7 +42,7 @@ pub struct GpuSeries {
 impl GpuSeries {
     /// Values of `v` inside the active window that are present.
     pub fn active_values(&self, v: &[Option<f64>]) -> Vec<f64> {
-        v[self.active.0..self.active.1].iter().flatten().copied().collect()
+        v.get(self.active.0..self.active.1).unwrap_or_default().iter().flatten().copied().collect()
     }
 
     /// Seconds the active window lasts.
@@ -81,6 +91,11 @@ pub struct Run {
     pub events: Vec<(String, f64, serde_json::Value)>,
     /// Steps and data wait measured inside the training loop, when it sent marks.
     pub steps: Option<crate::Steps>,
+    /// Every timed wait for data, `[start, end]` in seconds, from any process (see
+    /// [`crate::steps::spans`]).
+    pub data_waits_s: Vec<[f64; 2]>,
+    /// Every other named phase (`eval`, `checkpoint`) and its `[start, end]`.
+    pub phases_s: Vec<(String, [f64; 2])>,
 }
 
 impl Run {
@@ -136,6 +151,17 @@ impl RunBuilder {
             s.temp_c.push(g.temperature_gpu_c.map(f64::from));
             s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
             s.reasons.push(g.clocks_event_reasons);
+            s.pcie_rx_bytes_per_s.push(g.pcie_rx_bytes_per_s.map(|b| b as f64));
+            s.pcie_tx_bytes_per_s.push(g.pcie_tx_bytes_per_s.map(|b| b as f64));
+            if let (Some(gen_), Some(width)) = (g.pcie_link_gen, g.pcie_link_width) {
+                let (g0, w0) = s.pcie_link_max.unwrap_or((0, 0));
+                s.pcie_link_max = Some((g0.max(gen_), w0.max(width)));
+            }
+            s.tensor_pct.push(g.gpm.as_ref().and_then(|m| m.any_tensor_util_pct));
+            s.fp32_pct.push(g.gpm.as_ref().and_then(|m| m.fp32_util_pct));
+            if let Some(m) = g.gpm.as_ref().filter(|m| m.interval_ms > 0.0) {
+                s.gpm_window_s = Some(s.gpm_window_s.unwrap_or(0.0).max(m.interval_ms / 1000.0));
+            }
             if g.status == gpulse_model::DeviceStatus::Lost && s.lost_at_s.is_none() {
                 s.lost_at_s = Some(t);
             }
@@ -174,6 +200,18 @@ impl RunBuilder {
         // themselves (torchrun's ranks hold contexts; a launcher holds none and has no GPU parent).
         let gpu_pids: std::collections::HashSet<u32> =
             gpus.iter().flat_map(|g| g.processes.iter().flat_map(|l| l.iter().map(|p| p.pid))).collect();
+        // A DataLoader worker is forked: it keeps its parent's command line. A helper the
+        // training spawns (an MPI daemon, a compile worker) runs another program.
+        let cmdlines: std::collections::HashMap<u32, &str> = rec
+            .trees
+            .iter()
+            .flat_map(|tr| tr.processes.iter())
+            .filter_map(|p| Some((p.pid, p.cmdline.as_deref()?)))
+            .collect();
+        let forked = |p: &gpulse_model::TreeProcess| match (cmdlines.get(&p.pid), cmdlines.get(&p.ppid)) {
+            (Some(c), Some(parent)) => c == parent,
+            _ => true,
+        };
         let per_worker: Vec<f64> = rec
             .trees
             .iter()
@@ -181,7 +219,7 @@ impl RunBuilder {
                 let w: Vec<f64> = tr
                     .processes
                     .iter()
-                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid))
+                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
                     .filter_map(|p| p.cpu_pct.map(f64::from))
                     .collect();
                 (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
@@ -190,7 +228,12 @@ impl RunBuilder {
         let worker_count = rec
             .trees
             .iter()
-            .map(|tr| tr.processes.iter().filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid)).count())
+            .map(|tr| {
+                tr.processes
+                    .iter()
+                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
+                    .count()
+            })
             .max()
             .unwrap_or(0);
         let worker_cpu_mean =
@@ -205,6 +248,7 @@ impl RunBuilder {
                 Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
             })
             .collect();
+        let (data_waits_s, phases_s) = crate::steps::spans(&rec.markers, start_us);
         let events =
             rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms.saturating_mul(1000)), e.payload.clone())).collect();
         Run {
@@ -225,6 +269,8 @@ impl RunBuilder {
                 start_us,
                 rec.meta.get("instrumented").is_some_and(|v| v == "true"),
             ),
+            data_waits_s,
+            phases_s,
         }
     }
 }

@@ -116,6 +116,27 @@ impl Steps {
     }
 }
 
+/// A named phase and its `[start, end]`, seconds since the run started.
+pub type NamedSpan = (String, [f64; 2]);
+
+/// Each timed wait for data (a `data_wait` mark, or a phase named `data`) and each other named
+/// phase (`eval`, `checkpoint`), as `[start, end]` in seconds since `start_us`, from any process:
+/// what a stall's pauses are checked against. A folded mark's waits count as one stretch.
+pub fn spans(markers: &[Marker], start_us: i64) -> (Vec<[f64; 2]>, Vec<NamedSpan>) {
+    let t = |us: i64| (us - start_us) as f64 / 1e6;
+    let (mut waits, mut phases) = (Vec::new(), Vec::new());
+    for m in markers {
+        let Some(dur) = m.dur_us else { continue };
+        let span = [t(m.t_us), t(m.t_us + dur.max(0))];
+        match (m.kind, m.name.as_deref()) {
+            (MarkerKind::DataWait, _) | (MarkerKind::Phase, Some("data")) => waits.push(span),
+            (MarkerKind::Phase, Some(name)) => phases.push((name.to_owned(), span)),
+            _ => {}
+        }
+    }
+    (waits, phases)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,8 +73,13 @@ mod tests {
     /// Replays a real `gpulse run` recording through the live view, poll by poll, with its
     /// events and marks as they arrived. Returns each finding written, with its time.
     fn replay(name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>) {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
+        let (written, rec, statuses, _) = replay_in("h200-gpulse-run", name);
+        (written, rec, statuses)
+    }
+
+    /// As [`replay`], from any fixture folder, with the live view at the end.
+    fn replay_in(dir: &str, name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>, LiveDiagnosis) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(dir).join(name);
         let rec = gpulse_record::read(&path).unwrap();
         let mut live = LiveDiagnosis::new(&rec.devices, rec.meta.get("instrumented").is_some_and(|v| v == "true"));
         let mut written = Vec::new();
@@ -101,7 +106,26 @@ mod tests {
             assert!(!status.is_empty(), "poll {i}");
             statuses.push(status);
         }
-        (written, rec, statuses)
+        (written, rec, statuses, live)
+    }
+
+    #[test]
+    fn the_live_diagnosis_ends_where_diagnose_does() {
+        let key = |f: &[Finding]| f.iter().map(|f| (f.id, f.gpu, f.basis)).collect::<Vec<_>>();
+        for (dir, name) in [
+            ("h200-diagnosis", "transfer_pageable.db"),
+            ("h200-diagnosis", "epoch_restart.db"),
+            ("h200-diagnosis", "fp32_matmul.db"),
+            ("h200-diagnosis", "starved_loader.db"),
+            ("h200-diagnosis", "lightning.db"),
+            ("h200-diagnosis", "hf.db"),
+            ("h200-gpulse-run", "dl_bound.db"),
+            ("h200-gpulse-run", "dl_tuned.db"),
+        ] {
+            let (_, rec, _, live) = replay_in(dir, name);
+            let recorded = gpulse_diagnose::diagnose(&rec);
+            assert_eq!(key(&live.findings_now()), key(&recorded), "{name}");
+        }
     }
 
     #[test]

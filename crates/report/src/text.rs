@@ -31,9 +31,13 @@ pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
     line + "\n\n"
 }
 
-/// Findings for a terminal: a headline each, then evidence, advice and limits.
+/// Findings for a terminal: the primary cause in one line, then a headline each with evidence,
+/// advice and limits.
 pub fn render_text(findings: &[Finding]) -> String {
     let mut s = String::new();
+    if let Some(line) = gpulse_diagnose::summary(findings) {
+        let _ = writeln!(s, "{line}\n");
+    }
     if findings.is_empty() {
         s += "No findings: nothing points to a bottleneck (or the input is too short or too idle to judge).\n";
     }
@@ -43,7 +47,11 @@ pub fn render_text(findings: &[Finding]) -> String {
             Severity::Warning => "WARNING",
             Severity::Info => "INFO",
         };
-        let _ = writeln!(s, "{tag:<8} {}  [{}]", f.title, f.id);
+        let basis = match f.basis {
+            gpulse_diagnose::Basis::Measured => "",
+            gpulse_diagnose::Basis::Inferred => " (inferred)",
+        };
+        let _ = writeln!(s, "{tag:<8} {}  [{}]{basis}", f.title, f.id);
         let evidence: Vec<String> = f.all_evidence().iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(s, "         evidence: {}", evidence.join(", "));
         for a in &f.advice {

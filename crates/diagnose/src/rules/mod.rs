@@ -2,23 +2,38 @@
 
 mod binding;
 mod ended;
+mod host;
 mod memory;
 mod processes;
 mod stall;
+mod startup;
 pub(crate) mod steps;
+mod tensor;
 #[cfg(test)]
 pub(crate) mod testing;
 mod throttle;
+mod transfer;
 mod utilization;
 
 use crate::{Finding, Run};
 
 pub fn all(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(steps::input_bound(run));
-    out.extend(utilization::findings(run));
+    let stalls = stall::findings(run);
+    // Waits that lie mostly in a stall's pauses are that stall's cause: it carries them.
+    let carried = stalls
+        .iter()
+        .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
+    if !carried {
+        out.extend(steps::input_bound(run));
+    }
+    out.extend(utilization::findings(run, &stalls));
+    out.extend(transfer::findings(run));
+    out.extend(host::findings(run));
+    out.extend(tensor::findings(run));
+    out.extend(startup::findings(run));
     out.extend(memory::findings(run));
-    out.extend(stall::findings(run));
+    out.extend(stalls);
     out.extend(throttle::findings(run));
     out.extend(processes::findings(run));
     out.extend(utilization::imbalance(run));

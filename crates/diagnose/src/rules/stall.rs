@@ -13,65 +13,189 @@ const BUSY_PCT: f64 = 50.0;
 /// Intervals between pauses vary by at most this share of their mean to count as periodic.
 const REGULAR_CV: f64 = 0.25;
 
+/// A pause is explained by what covers at least this share of it.
+const COVERED: f64 = 0.5;
+/// The training tree at this much of a core through a pause is busy on the host.
+const HOST_WORK_CPU_PCT: f64 = 80.0;
+
+/// What a pause coincides with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cause {
+    /// Measured data waits at an epoch's start (a fresh DataLoader iterator).
+    EpochRestart,
+    /// Measured data waits.
+    DataWait,
+    /// An evaluation or checkpoint, by the loop's own phases or marks.
+    Named(&'static str),
+    /// No mark explains it, and the training tree's CPU was busy.
+    HostWork,
+    Unknown,
+}
+
+/// Seconds of `spans` inside `[t0, t1]`.
+fn covered(spans: impl Iterator<Item = [f64; 2]>, t0: f64, t1: f64) -> f64 {
+    spans.map(|w| (w[1].min(t1) - w[0].max(t0)).max(0.0)).sum()
+}
+
+/// The name an evaluation or checkpoint goes by, from a phase or a mark.
+fn named(name: &str) -> Option<&'static str> {
+    match name {
+        "eval" | "evaluate" | "validation" | "val" => Some("evaluation"),
+        "checkpoint" | "save" => Some("checkpoint saving"),
+        _ => None,
+    }
+}
+
+fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
+    let (t0, t1) = (p.0 - slack_s, p.1 + slack_s);
+    let len = p.1 - p.0;
+    let marks_in = |pred: &dyn Fn(&str) -> bool| {
+        run.events.iter().any(|e| {
+            e.0 == "mark" && e.1 >= t0 && e.1 <= t1 && e.2.get("name").and_then(|n| n.as_str()).is_some_and(pred)
+        })
+    };
+    // A fresh DataLoader iterator as the pause begins: its first batch is what the loop waits for.
+    let fresh = marks_in(&|n| matches!(n, "epoch_start" | "loader_start"));
+    if covered(run.data_waits_s.iter().copied(), t0, t1) >= COVERED * len {
+        return if fresh { Cause::EpochRestart } else { Cause::DataWait };
+    }
+    if fresh {
+        return Cause::EpochRestart;
+    }
+    for (name, span) in &run.phases_s {
+        if let Some(n) = named(name)
+            && covered(std::iter::once(*span), t0, t1) >= COVERED * len
+        {
+            return Cause::Named(n);
+        }
+    }
+    for e in run.events.iter().filter(|e| e.0 == "mark" && e.1 >= t0 && e.1 <= t1) {
+        if let Some(n) = e.2.get("name").and_then(|n| n.as_str()).and_then(named) {
+            return Cause::Named(n);
+        }
+    }
+    let cpu: Vec<f64> = run.tree_cpu.iter().filter(|x| x.0 >= p.0 && x.0 < p.1).map(|x| x.1).collect();
+    if mean(&cpu).is_some_and(|c| c >= HOST_WORK_CPU_PCT) { Cause::HostWork } else { Cause::Unknown }
+}
+
+/// The regular pauses of `g` inside its active window, when it has them.
+pub(super) fn periodic(g: &crate::GpuSeries) -> Option<Vec<(f64, f64)>> {
+    let (a, b) = g.active;
+    let idle = |i: usize| g.util_pct[i].is_some_and(|u| u <= IDLE_PCT);
+    let mut pauses: Vec<(f64, f64)> = Vec::new();
+    let mut i = a;
+    while i < b {
+        if idle(i) {
+            let s = i;
+            while i < b && idle(i) {
+                i += 1;
+            }
+            // A pause touching either edge of the window is the start or end of the job.
+            if s > a && i < b {
+                let (t0, t1) = (g.t_s[s], g.t_s[i]);
+                if t1 - t0 >= MIN_PAUSE_S {
+                    pauses.push((t0, t1));
+                }
+            }
+        }
+        i += 1;
+    }
+    if pauses.len() < 2 {
+        return None;
+    }
+    let busy: Vec<f64> = (a..b)
+        .filter(|&k| !pauses.iter().any(|p| g.t_s[k] >= p.0 && g.t_s[k] < p.1))
+        .filter_map(|k| g.util_pct[k])
+        .collect();
+    if mean(&busy).is_none_or(|m| m < BUSY_PCT) {
+        return None;
+    }
+    let starts: Vec<f64> = pauses.iter().map(|p| p.0).collect();
+    let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let period = mean(&gaps).unwrap_or(0.0);
+    let regular = gaps.len() < 2 || super::stdev(&gaps).is_some_and(|sd| sd <= REGULAR_CV * period);
+    regular.then_some(pauses)
+}
+
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
-        let (a, b) = g.active;
-        let idle = |i: usize| g.util_pct[i].is_some_and(|u| u <= IDLE_PCT);
-        let mut pauses: Vec<(f64, f64)> = Vec::new();
-        let mut i = a;
-        while i < b {
-            if idle(i) {
-                let s = i;
-                while i < b && idle(i) {
-                    i += 1;
-                }
-                // A pause touching either edge of the window is the start or end of the job.
-                if s > a && i < b {
-                    let (t0, t1) = (g.t_s[s], g.t_s[i]);
-                    if t1 - t0 >= MIN_PAUSE_S {
-                        pauses.push((t0, t1));
-                    }
-                }
-            }
-            i += 1;
-        }
-        if pauses.len() < 2 {
-            continue;
-        }
-        let busy: Vec<f64> = (a..b)
-            .filter(|&k| !pauses.iter().any(|p| g.t_s[k] >= p.0 && g.t_s[k] < p.1))
-            .filter_map(|k| g.util_pct[k])
-            .collect();
-        if mean(&busy).is_none_or(|m| m < BUSY_PCT) {
-            continue;
-        }
+        let Some(pauses) = periodic(g) else { continue };
         let starts: Vec<f64> = pauses.iter().map(|p| p.0).collect();
         let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
         let period = mean(&gaps).unwrap_or(0.0);
-        let regular = gaps.len() < 2 || super::stdev(&gaps).is_some_and(|sd| sd <= REGULAR_CV * period);
-        if !regular {
-            continue;
-        }
         let pause = mean(&pauses.iter().map(|p| p.1 - p.0).collect::<Vec<_>>()).unwrap_or(0.0);
         let lost: f64 = pauses.iter().map(|p| p.1 - p.0).sum::<f64>() / g.active_s().max(1e-9);
         let severity = if lost >= 0.10 { Severity::Warning } else { Severity::Info };
+        // A sample interval either side: a pause is seen only to the nearest sample.
+        let slack_s = mean(&g.t_s.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()).unwrap_or(1.0);
+        let causes: Vec<Cause> = pauses.iter().map(|p| explain(run, *p, slack_s)).collect();
+        // The cause of most pauses; ties go to the better evidenced (the enum's order).
+        let cause = causes
+            .iter()
+            .copied()
+            .max_by_key(|c| (causes.iter().filter(|x| *x == c).count(), std::cmp::Reverse(*c)))
+            .unwrap_or(Cause::Unknown);
+        let why = match cause {
+            Cause::EpochRestart => {
+                ": the loop waits for data at each epoch start (the DataLoader starts its workers again)".to_owned()
+            }
+            Cause::DataWait => ": the loop waits for data through them".to_owned(),
+            Cause::Named(n) => format!(": {n}, by the loop's marks"),
+            Cause::HostWork => ": the training process is busy on the host, and no mark says with what".to_owned(),
+            Cause::Unknown => String::new(),
+        };
         let mut f = Finding::new(
             "periodic_stall",
             severity,
-            format!("GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of the run lost)", g.gpu, lost * 100.0),
+            format!(
+                "GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of the run lost){why}",
+                g.gpu,
+                lost * 100.0
+            ),
         )
         .on_gpu(g.gpu)
         .over(g.window())
         .with("period_s", round(period, 1))
         .with("pause_s", round(pause, 1))
         .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
-        .with("lost_share", round(lost, 3))
-        .advise(&[
-            "something on the host runs every period while the GPU waits: checkpoint saving, evaluation, logging or a synchronizing metric",
-            "save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or a background thread copying a CPU state_dict)",
-            "evaluate less often or on a separate process; log asynchronously and avoid .item() on every step",
-        ]);
+        .costs(lost, "pauses: the seconds the GPU stood idle in them over the active window")
+        .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64);
+        let waited: f64 = run.data_waits_s.iter().map(|w| w[1] - w[0]).sum();
+        if waited > 0.0 {
+            let inside: f64 =
+                pauses.iter().map(|p| covered(run.data_waits_s.iter().copied(), p.0 - slack_s, p.1 + slack_s)).sum();
+            f = f.with("data_wait_in_pauses_share", round((inside / waited).min(1.0), 3));
+        }
+        f = match cause {
+            Cause::EpochRestart | Cause::DataWait => f.advise(&[
+                "persistent_workers=True keeps the DataLoader's workers alive between epochs, so each epoch does not start them again",
+                "make worker start cheap: a light Dataset to pickle into each worker, and little work in worker_init_fn (open files lazily, in __getitem__)",
+                "prefetch_factor and enough workers to fill the queue before the first step of each epoch",
+            ]),
+            Cause::Named("evaluation") => f.advise(&[
+                "evaluate less often, on fewer batches (limit_val_batches, eval_steps), or in a separate process on its own GPU",
+                "evaluate under torch.no_grad() / torch.inference_mode() with a larger batch",
+            ]),
+            Cause::Named(_) => f.advise(&[
+                "save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
+                "save less often, or only the model's weights between full checkpoints; write to fast local disk",
+            ]),
+            Cause::HostWork => f
+                .advise(&[
+                    "find what the training process does in the pauses: py-spy dump --pid PID during one, or the PyTorch profiler",
+                    "move periodic host work (logging, metrics, checkpoint serialization) off the training thread, or do it less often",
+                ])
+                .inferred(),
+            Cause::Unknown => f
+                .advise(&[
+                    "something on the host runs every period while the GPU waits: checkpoint saving, evaluation, logging or a synchronizing metric",
+                    "save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or a background thread copying a CPU state_dict)",
+                    "evaluate less often or on a separate process; log asynchronously and avoid .item() on every step",
+                ])
+                .limit("no mark explains the pauses: gpulse run --instrument, or the Lightning and Hugging Face callbacks, mark data waits, evaluation and checkpoints")
+                .inferred(),
+        };
         if gaps.len() < 2 {
             f = f.limit("only two pauses: the period rests on one interval");
         }
@@ -130,7 +254,58 @@ mod tests {
         let two = [(10.0, 12.0), (25.0, 27.0)];
         // 4 s of 40 s: 10 %; of 40.5 s: 9.9 %.
         let f = stall(&paused(40.0, 90.0, 0.0, &two)).unwrap();
-        assert_eq!((f.severity, &f.evidence["lost_share"]), (Severity::Warning, &serde_json::json!(0.1)));
+        assert_eq!((f.severity, f.lost_share), (Severity::Warning, Some(0.1)));
         assert_eq!(stall(&paused(40.5, 90.0, 0.0, &two)).unwrap().severity, Severity::Info);
+    }
+
+    /// Two 2 s pauses at 10 and 25 s (samples every 0.5 s).
+    fn two_pauses() -> Run {
+        paused(40.0, 90.0, 0.0, &[(10.0, 12.0), (25.0, 27.0)])
+    }
+
+    fn mark(name: &str, t: f64) -> (String, f64, serde_json::Value) {
+        ("mark".into(), t, serde_json::json!({ "name": name }))
+    }
+
+    #[test]
+    fn a_pause_half_covered_by_data_waits_is_the_wait_and_at_an_epoch_start_a_restart() {
+        // Each pause lasts 2 s: waits of 1 s cover half of it.
+        let mut r = two_pauses();
+        r.data_waits_s = vec![[10.0, 10.9], [25.0, 25.9]];
+        assert_eq!(stall(&r).unwrap().basis, crate::Basis::Inferred, "under half: unexplained");
+        r.data_waits_s = vec![[10.0, 11.0], [25.0, 26.0]];
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("waits for data through them"), "{}", f.title);
+        assert_eq!(
+            (f.basis, &f.all_evidence()["data_wait_in_pauses_share"]),
+            (crate::Basis::Measured, &serde_json::json!(1.0))
+        );
+        r.events = vec![mark("loader_start", 10.0), mark("epoch_start", 25.1)];
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("each epoch start") && f.advice[0].contains("persistent_workers=True"), "{f:?}");
+    }
+
+    #[test]
+    fn checkpoint_and_evaluation_marks_name_the_pause() {
+        let mut r = two_pauses();
+        r.events = vec![mark("checkpoint", 10.5), mark("checkpoint", 25.5)];
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("checkpoint saving") && f.advice[0].contains("async_save"), "{}", f.title);
+        let mut r = two_pauses();
+        r.phases_s = vec![("eval".into(), [10.0, 11.5]), ("eval".into(), [25.0, 26.5])];
+        assert!(stall(&r).unwrap().title.contains("evaluation"));
+    }
+
+    #[test]
+    fn unmarked_pauses_with_the_tree_busy_are_host_side_work() {
+        let mut r = two_pauses();
+        r.tree_cpu = (0..=40)
+            .map(|t| (f64::from(t), if (10..12).contains(&t) || (25..27).contains(&t) { 80.0 } else { 20.0 }))
+            .collect();
+        assert!(stall(&r).unwrap().title.contains("busy on the host"));
+        for c in &mut r.tree_cpu {
+            c.1 = c.1.min(79.9);
+        }
+        assert!(stall(&r).unwrap().limits.iter().any(|l| l.contains("no mark explains")));
     }
 }

@@ -34,19 +34,16 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     .with("data_wait_share_pct", round(100.0 * share, 1))
     .with("data_wait_mean_ms", round(wait_ms, 1))
     .with("step_mean_ms", round(1000.0 * steps.mean_step_s(), 1))
-    .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1));
+    .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1))
+    .costs(share, "measured_data_wait: the loop's own timing of each wait for a batch");
     if run.worker_count > 0 {
         f = f.with("dataloader_workers", run.worker_count as u64);
         if let Some(w) = run.worker_cpu_mean {
             f = f.with("worker_cpu_mean_pct", round(w, 0));
         }
     }
-    let workers_advice = if run.worker_count == 0 {
-        super::utilization::ADD_WORKERS
-    } else {
-        "the workers cannot keep up: raise num_workers while cores are free, or make __getitem__ cheaper"
-    };
-    vec![f.advise(&[workers_advice]).advise(&super::utilization::INPUT_ADVICE)]
+    f.advice.push(super::host::workers_advice(run));
+    vec![f.advise(&super::utilization::INPUT_ADVICE)]
 }
 
 #[cfg(test)]

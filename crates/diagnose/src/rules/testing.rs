@@ -19,6 +19,10 @@ pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
         temp_c: vec![None; n],
         sm_clock_mhz: vec![None; n],
         reasons: vec![None; n],
+        pcie_rx_bytes_per_s: vec![None; n],
+        pcie_tx_bytes_per_s: vec![None; n],
+        tensor_pct: vec![None; n],
+        fp32_pct: vec![None; n],
         processes: (0..n).map(|_| Arc::new(Vec::new())).collect(),
         active: (0, n),
         ..GpuSeries::default()

@@ -12,7 +12,7 @@ const LOW_UTIL_PCT: f64 = 60.0;
 const BURSTY_CV: f64 = 0.8;
 /// DataLoader workers at this share of a core each are busy all the time: the input pipeline is
 /// the limit, even when the GPU-Util it leaves is steady.
-const WORKERS_BUSY_PCT: f64 = 70.0;
+pub(super) const WORKERS_BUSY_PCT: f64 = 70.0;
 /// The first thing to do for a loop that waits for data and has no DataLoader workers.
 pub(super) const ADD_WORKERS: &str =
     "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)";
@@ -23,20 +23,33 @@ pub(super) const INPUT_ADVICE: [&str; 3] = [
     "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
 ];
 /// Windows shorter than this hold too few samples to judge a steady state.
-const MIN_ACTIVE_S: f64 = 10.0;
+pub(super) const MIN_ACTIVE_S: f64 = 10.0;
 
-pub fn findings(run: &Run) -> Vec<Finding> {
+/// What the GPU's idle time costs: the share of the window outside any stall in which no kernel
+/// ran.
+const GPU_IDLE: &str = "gpu_idle_time: the share of time no kernel ran (100 - GPU-Util), outside any stall's pauses";
+
+/// Low utilization read from GPU-Util and the host, for GPUs no measured finding explains:
+/// `input_bound` (inferred), `process_bound` and `host_bound`. A stall's pauses are left out,
+/// since `periodic_stall` carries them.
+pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
     let mut out = Vec::new();
     let tree_cpu = run.tree_cpu_mean();
     for g in &run.gpus {
-        let util = g.active_values(&g.util_pct);
+        let (a, b) = g.active;
+        let paused = stalls.iter().filter(|f| f.gpu == Some(g.gpu)).flat_map(|f| f.pauses_s.iter()).collect::<Vec<_>>();
+        let util: Vec<f64> = (a..b)
+            .filter(|&i| !paused.iter().any(|p| g.t_s[i] >= p[0] && g.t_s[i] < p[1]))
+            .filter_map(|i| g.util_pct[i])
+            .collect();
         let (Some(mu), Some(sd)) = (mean(&util), stdev(&util)) else { continue };
         if g.active_s() < MIN_ACTIVE_S || mu <= 0.0 {
             continue;
         }
         let sm = mean(&g.active_values(&g.sm_pct));
         out.extend(misleading(g));
-        if mu >= LOW_UTIL_PCT {
+        // Copies that fill the link, and a saturated host, have findings of their own.
+        if mu >= LOW_UTIL_PCT || super::transfer::is_transfer_bound(g) || super::host::saturated(run, g) {
             continue;
         }
         let cv = sd / mu;
@@ -48,37 +61,58 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }
         let window = g.window();
         let one_core_loader = run.tree_width == 1 && tree_cpu.is_some_and(|c| c >= 80.0);
-        let host_saturated = run.host_cpu_mean().is_some_and(|c| c >= 90.0);
         let bursty = cv >= BURSTY_CV;
         // Workers that each keep most of a core busy produce batches as fast as they can.
         let workers_saturated = run.worker_cpu_mean.is_some_and(|c| c >= WORKERS_BUSY_PCT);
-        let guessed_input = bursty || one_core_loader || host_saturated || workers_saturated;
-        let mut f = if guessed_input && measured_wait.is_none() {
-            let why = if let Some(w) = run.worker_cpu_mean.filter(|_| workers_saturated) {
-                format!("{} DataLoader workers busy {w:.0}% of a core each", run.tree_width.saturating_sub(1))
-            } else if one_core_loader {
-                "data loaded in the training process itself".to_owned()
-            } else if host_saturated {
-                "the host CPU is saturated".to_owned()
-            } else {
-                "busy in bursts".to_owned()
+        let unmeasured = measured_wait.is_none();
+        let mut f = if unmeasured && (workers_saturated || (bursty && !one_core_loader)) {
+            let why = match run.worker_cpu_mean.filter(|_| workers_saturated) {
+                Some(w) => {
+                    format!("{} DataLoader workers busy {w:.0}% of a core each", run.tree_width.saturating_sub(1))
+                }
+                None => "busy in bursts".to_owned(),
             };
-            Finding::new(
+            let mut f = Finding::new(
                 "input_bound",
                 Severity::Warning,
                 format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu),
+            );
+            f.advice.push(super::host::workers_advice(run));
+            f.advise(&INPUT_ADVICE)
+        } else if unmeasured && one_core_loader {
+            // One busy core loads data or runs Python: utilization cannot tell which.
+            let mut f = Finding::new(
+                "process_bound",
+                Severity::Warning,
+                format!("GPU {}: the GPU is starved by the training process: data loading or Python overhead; GPU-Util {mu:.0}%, one process busy {:.0}% of a core", g.gpu, tree_cpu.unwrap_or(0.0)),
             )
-            .advise(&[ADD_WORKERS])
-            .advise(&INPUT_ADVICE)
+            .advise(&["to tell them apart, measure the wait for each batch: gpulse run --instrument, or gpulse.LightningCallback / gpulse.HFCallback; a large wait is data loading, a small one Python overhead"]);
+            f.advice.push(format!("if it is data loading: {}", super::host::workers_advice(run)));
+            f.advise(&["if it is Python overhead: larger batches, torch.compile(mode=\"reduce-overhead\") or CUDA graphs, and no .item(), .cpu() or print(loss) on every step"])
         } else {
-            Finding::new("host_bound", Severity::Warning, format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu))
-                .advise(&[
-                    "do more work per launch: a larger batch, or gradient accumulation over larger micro-batches",
-                    "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs",
-                    "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
-                ])
+            let title = match measured_wait {
+                Some(w) => format!(
+                    "GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, and the loop waits for data only {:.0}% of the time",
+                    g.gpu,
+                    100.0 * w
+                ),
+                None => format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu),
+            };
+            Finding::new("host_bound", Severity::Warning, title).advise(&[
+                "do more work per launch: a larger batch, or gradient accumulation over larger micro-batches",
+                "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs",
+                "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
+            ])
         };
-        f = f.on_gpu(g.gpu).over(window).with("util_gpu_mean_pct", round(mu, 1)).with("util_gpu_cv", round(cv, 2));
+        let paused_s: f64 = paused.iter().map(|p| p[1] - p[0]).sum();
+        let outside = (1.0 - paused_s / g.active_s().max(1e-9)).max(0.0);
+        f = f
+            .on_gpu(g.gpu)
+            .over(window)
+            .with("util_gpu_mean_pct", round(mu, 1))
+            .with("util_gpu_cv", round(cv, 2))
+            .costs(outside * (1.0 - mu / 100.0), GPU_IDLE)
+            .inferred();
         if let Some(sm) = sm {
             f = f.with("sm_active_mean_pct", round(sm, 1));
         }
@@ -103,7 +137,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             Some(w) => f = f.with("data_wait_share_pct", round(100.0 * w, 1)),
             None => {
                 f = f.limit(
-                    "no step markers: the share of each step spent waiting for data was not measured (gpulse run --instrument measures it)",
+                    "no step markers: the share of each step spent waiting for data was not measured (gpulse run --instrument, or the Lightning and Hugging Face callbacks, measure it)",
                 )
             }
         }
@@ -122,7 +156,14 @@ fn is_misleading(util: f64, sm: f64) -> bool {
 fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
     let (a, b) = g.active;
     let both: Vec<(usize, f64, f64)> = (a..b).filter_map(|i| Some((i, g.util_pct[i]?, g.sm_pct[i]?))).collect();
-    let bad: Vec<&(usize, f64, f64)> = both.iter().filter(|x| is_misleading(x.1, x.2)).collect();
+    // A sample's GPM figures cover a window that closed up to one window before it: across an
+    // idle-to-busy edge they still count the idle stretch. A sample counts once GPU-Util has been
+    // busy for two windows.
+    let back_s = 2.0 * g.gpm_window_s.unwrap_or(1.0);
+    let settled = |i: usize| {
+        (a..=i).rev().take_while(|&j| g.t_s[j] >= g.t_s[i] - back_s).all(|j| g.util_pct[j].is_some_and(|u| u >= 50.0))
+    };
+    let bad: Vec<&(usize, f64, f64)> = both.iter().filter(|x| is_misleading(x.1, x.2) && settled(x.0)).collect();
     if bad.len() < 5 || (bad.len() as f64) < 0.2 * both.len() as f64 {
         return None;
     }
@@ -242,7 +283,7 @@ mod tests {
     }
 
     fn found(run: &Run) -> Vec<&'static str> {
-        ids(&findings(run))
+        ids(&findings(run, &[]))
     }
 
     #[test]
@@ -261,7 +302,7 @@ mod tests {
     fn bursts_read_as_input_bound_from_a_cv_of_0_8() {
         // 44.9/5.1: CV 0.796; 45/5: CV 0.8 exactly; both mean 25 %.
         assert_eq!(found(&run(vec![alternating(44.9, 5.1, 20)])), ["host_bound"]);
-        let f = findings(&run(vec![alternating(45.0, 5.0, 20)]));
+        let f = findings(&run(vec![alternating(45.0, 5.0, 20)]), &[]);
         assert_eq!(ids(&f), ["input_bound"]);
         assert_eq!(f[0].evidence["util_gpu_cv"], 0.8);
     }
@@ -271,16 +312,41 @@ mod tests {
         let with_tree =
             |cpu: f64| Run { tree_cpu: vec![(0.0, cpu), (10.0, cpu)], tree_width: 1, ..run(vec![steady(0, 30.0, 20)]) };
         assert_eq!(found(&with_tree(79.9)), ["host_bound"]);
-        assert_eq!(found(&with_tree(80.0)), ["input_bound"]);
+        // Data loading or Python overhead: utilization cannot tell, and says both.
+        let f = findings(&with_tree(80.0), &[]);
+        assert_eq!(ids(&f), ["process_bound"]);
+        assert_eq!(f[0].basis, crate::Basis::Inferred);
+        assert!(f[0].title.contains("data loading or Python overhead"), "{}", f[0].title);
+        assert!(f[0].advice[0].contains("--instrument") && f[0].advice[0].contains("HFCallback"), "{:?}", f[0].advice);
         // Two processes at that CPU are not one loading in-process.
         assert_eq!(found(&Run { tree_width: 2, ..with_tree(95.0) }), ["host_bound"]);
     }
 
     #[test]
-    fn a_host_90_percent_busy_starves_the_loader() {
+    fn a_host_90_percent_busy_is_left_to_host_saturated() {
         let with_host = |cpu: f64| Run { host_cpu: vec![(0.0, cpu), (10.0, cpu)], ..run(vec![steady(0, 30.0, 20)]) };
         assert_eq!(found(&with_host(89.9)), ["host_bound"]);
-        assert_eq!(found(&with_host(90.0)), ["input_bound"]);
+        assert!(found(&with_host(90.0)).is_empty());
+    }
+
+    #[test]
+    fn a_stalls_pauses_are_not_low_utilization() {
+        // 90 % busy with two 4 s pauses: 70 % over the window, 90 % outside the pauses.
+        let mut g = steady(0, 90.0, 21);
+        for i in [4, 5, 6, 7, 12, 13, 14, 15] {
+            g.util_pct[i] = Some(0.0);
+        }
+        let r = run(vec![g]);
+        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+            .on_gpu(0)
+            .pauses(vec![[4.0, 8.0], [12.0, 16.0]]);
+        assert!(ids(&findings(&r, &[stall])).is_empty());
+    }
+
+    #[test]
+    fn an_inferred_finding_costs_the_gpus_idle_time() {
+        let f = findings(&run(vec![steady(0, 30.0, 20)]), &[]);
+        assert_eq!((f[0].lost_share, f[0].basis), (Some(0.7), crate::Basis::Inferred));
     }
 
     #[test]
@@ -293,7 +359,7 @@ mod tests {
             ..run(vec![steady(0, 30.0, 20)])
         };
         assert_eq!(found(&with_workers(69.9)), ["host_bound"]);
-        let f = findings(&with_workers(70.0));
+        let f = findings(&with_workers(70.0), &[]);
         assert_eq!(ids(&f), ["input_bound"]);
         assert!(f[0].title.contains("4 DataLoader workers busy 70% of a core each"), "{}", f[0].title);
     }
@@ -318,7 +384,7 @@ mod tests {
     #[test]
     fn a_watched_tree_whose_cpu_was_not_read_keeps_its_width_and_no_invented_cpu() {
         let r = Run { tree_width: 5, ..run(vec![alternating(45.0, 5.0, 20)]) };
-        let f = &findings(&r)[0];
+        let f = &findings(&r, &[])[0];
         assert_eq!(f.evidence["tree_processes"], 5);
         assert!(f.evidence.get("tree_cpu_mean_pct").is_none(), "{:?}", f.evidence);
         assert!(f.limits.iter().all(|l| !l.contains("no host data")), "the tree was watched: {:?}", f.limits);

@@ -1,0 +1,76 @@
+//! `tensor_idle`: the SMs are busy with FP32 arithmetic while the tensor cores sit idle.
+
+use super::mean;
+use crate::{Finding, Run, Severity, round};
+
+/// The SMs busy at least half the time: the GPU, not its feeding, sets the pace.
+const SM_BUSY_PCT: f64 = 50.0;
+/// FP32 pipe activity at this level is dense arithmetic (matmuls, convolutions): memory-bound
+/// kernels do about one FMA per 8 bytes moved, which keeps the pipe at a few percent of its
+/// peak (H200: 4.8 TB/s of HBM against 67 TFLOP/s of FP32).
+const FP32_DENSE_PCT: f64 = 20.0;
+/// Tensor pipes at most this busy do a small share of the work: near zero, as in FP32
+/// matmuls without TF32.
+const TENSOR_IDLE_PCT: f64 = 5.0;
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in &run.gpus {
+        if g.active_s() < super::utilization::MIN_ACTIVE_S {
+            continue;
+        }
+        let (Some(sm), Some(fp32), Some(tensor)) = (
+            mean(&g.active_values(&g.sm_pct)),
+            mean(&g.active_values(&g.fp32_pct)),
+            mean(&g.active_values(&g.tensor_pct)),
+        ) else {
+            continue;
+        };
+        if sm < SM_BUSY_PCT || fp32 < FP32_DENSE_PCT || tensor > TENSOR_IDLE_PCT {
+            continue;
+        }
+        out.push(
+            Finding::new(
+                "tensor_idle",
+                Severity::Warning,
+                format!("GPU {}: the SMs are {sm:.0}% busy with FP32 math ({fp32:.0}%) while the tensor cores do {tensor:.1}%", g.gpu),
+            )
+            .on_gpu(g.gpu)
+            .over(g.window())
+            .with("sm_active_mean_pct", round(sm, 1))
+            .with("fp32_pipe_mean_pct", round(fp32, 1))
+            .with("tensor_pipe_mean_pct", round(tensor, 1))
+            .advise(&[
+                "run the model under torch.autocast(\"cuda\", dtype=torch.bfloat16): matmuls and convolutions move to the tensor cores",
+                "or keep FP32 weights and allow TF32 for FP32 matmuls: torch.set_float32_matmul_precision(\"high\") (and torch.backends.cudnn.allow_tf32 = True for convolutions)",
+            ])
+            .limit("the gain depends on how much of the step is matmuls and convolutions; GPM does not split the FP32 work by kernel"),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    fn pipes(sm: f64, fp32: f64, tensor: f64) -> Vec<&'static str> {
+        let mut g = steady(0, 95.0, 21);
+        g.sm_pct = vec![Some(sm); 21];
+        g.fp32_pct = vec![Some(fp32); 21];
+        g.tensor_pct = vec![Some(tensor); 21];
+        ids(&findings(&run(vec![g])))
+    }
+
+    #[test]
+    fn tensor_idle_needs_busy_sms_dense_fp32_and_tensor_at_most_5_percent() {
+        assert_eq!(pipes(50.0, 20.0, 5.0), ["tensor_idle"], "at every edge");
+        assert!(pipes(49.9, 60.0, 0.0).is_empty(), "the SMs wait: another finding's matter");
+        assert!(pipes(90.0, 19.9, 0.0).is_empty(), "memory-bound FP32 work: no matmuls to move");
+        assert!(pipes(90.0, 60.0, 5.1).is_empty(), "the tensor cores work");
+        let mut g = steady(0, 95.0, 21);
+        g.sm_pct = vec![Some(90.0); 21];
+        assert!(findings(&run(vec![g])).is_empty(), "no pipe counters: nothing claimed");
+    }
+}
