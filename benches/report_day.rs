@@ -36,6 +36,7 @@ fn gpu(g: u32) -> GpuSeries {
         active: (0, SAMPLES),
         lost_at_s: None,
         t_s,
+        ..GpuSeries::default()
     }
 }
 

@@ -7,9 +7,8 @@ use super::axis::duration;
 use crate::Analysis;
 
 /// The share of the run a finding cost, where its rule measured one.
-// Read from the evidence until every finding carries it as a field.
 pub fn lost_share(f: &Finding) -> Option<f64> {
-    f.evidence.get("lost_share").and_then(serde_json::Value::as_f64)
+    f.lost_share
 }
 
 /// (label, text) pairs, in the order shown.
@@ -61,7 +60,7 @@ mod tests {
         let mut a = Analysis { findings: vec![stall.clone()], gpus: 1, samples: 3, ..Analysis::default() };
         let cause = |a: &Analysis| facts("x.db", a, 75.0)[0].1.clone();
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall)");
-        a.findings[0].evidence.insert("lost_share".into(), 0.203.into());
+        a.findings[0].lost_share = Some(0.203);
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall); it cost about 20% of the run");
         let f = facts("x.db", &a, 75.0);
         assert_eq!(f[1], ("Run", "1 min 15 s from 1970-01-01 00:00:00 UTC; 1 GPU, 3 samples".to_owned()));
