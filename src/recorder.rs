@@ -16,8 +16,18 @@ const COSTLY_EVERY: Duration = Duration::from_secs(5);
 /// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
 /// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
 /// gpulse starts runs whatever gpulse can see).
-pub fn open_source(global: &GlobalArgs, any_error: bool) -> anyhow::Result<Option<NvmlSource>> {
-    let options = NvmlOptions { process_util: true, costly_every: Some(COSTLY_EVERY), ..NvmlOptions::default() };
+/// `probes` are NVML reads beyond the sampled metrics, taken every poll (what `serve` exports).
+pub fn open_source(
+    global: &GlobalArgs,
+    any_error: bool,
+    probes: &[gpulse_model::Probe],
+) -> anyhow::Result<Option<NvmlSource>> {
+    let options = NvmlOptions {
+        process_util: true,
+        costly_every: Some(COSTLY_EVERY),
+        probes: probes.to_vec(),
+        ..NvmlOptions::default()
+    };
     match open_nvml(global, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {

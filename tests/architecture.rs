@@ -109,3 +109,12 @@ fn the_live_pipeline_never_renders() {
         assert!(below.contains(needed), "gpulse-live should stand on {needed}: {below:?}");
     }
 }
+
+#[test]
+fn the_server_serves_frames_and_never_samples_nor_records() {
+    let g = graph();
+    let below = &g["gpulse-serve"];
+    // It renders what the pipeline hands its sink; the binary wires the sampler and the file.
+    assert!(below.contains("gpulse-live") && below.contains("gpulse-report"), "{below:?}");
+    assert!(!below.contains("gpulse-input"), "gpulse-serve depends on: {below:?}");
+}

@@ -257,6 +257,19 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
         checked += 1;
     }
     assert_eq!(checked, expected.len(), "every panel of the dashboard");
+    // gpulse's own Grafana dashboard: every expression is valid PromQL, and those over series this
+    // scenario has return them (findings, steps and forecasts need a job and a diagnosis).
+    let grafana: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("docs/grafana/gpulse.json")).unwrap()).unwrap();
+    for panel in grafana["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap();
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap().replace("$instance", &s.addr).replace("$gpu", "0|1|2");
+            let got = prometheus_query(port, &expr);
+            let has_data = !["Findings", "Steps", "Data wait", "Time to OOM"].iter().any(|p| title.starts_with(p));
+            assert_eq!(!got.is_empty(), has_data, "{title}: {expr} gave {got:?}");
+        }
+    }
     // The lost GPU fires its alert; nothing else does on this scenario.
     let deadline = Instant::now() + Duration::from_secs(30);
     let firing = loop {

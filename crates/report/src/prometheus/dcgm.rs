@@ -1,7 +1,7 @@
 //! dcgm-exporter's series (its `etc/default-counters.csv`, plus the profiling ones it ships
 //! commented out), read from NVML and GPM instead of a DCGM host engine.
 
-use gpulse_model::{DeviceInfo, GpuSample, MIB};
+use gpulse_model::{DeviceInfo, GpuSample, MIB, Probe, Reading};
 
 use super::{Exposition, Family, Value, label};
 
@@ -21,6 +21,29 @@ fn int(v: Option<impl Into<u64>>) -> Option<Value> {
 /// A GPM percentage as DCGM's ratio.
 fn ratio(g: &GpuSample, pick: fn(&gpulse_model::GpmMetrics) -> Option<f64>) -> Option<Value> {
     g.gpm.as_deref().and_then(pick).map(|p| Value::Float(p / 100.0))
+}
+
+/// The NVML reads dcgm-exporter's other fields need, beyond the sampled metrics: what a live
+/// source must be asked for (`NvmlOptions::probes`) to serve them.
+pub const PROBES: &[Probe] = &[
+    Probe::UtilEncoder,
+    Probe::UtilDecoder,
+    Probe::Field(PCIE_REPLAY_COUNTER),
+    Probe::RemappedCorrectable,
+    Probe::RemappedUncorrectable,
+    Probe::RemappedFailure,
+];
+
+/// `NVML_FI_DEV_PCIE_REPLAY_COUNTER`.
+const PCIE_REPLAY_COUNTER: u32 = 94;
+
+/// A probe's reading as a number: a count, or a flag as 1 or 0.
+fn probed(g: &GpuSample, probe: Probe) -> Option<Value> {
+    match g.probes.iter().find(|p| p.0 == probe)?.1.as_ref().ok()? {
+        Reading::Num(n) => u64::try_from(*n).ok().map(Value::Int),
+        Reading::Flag(f) => Some(Value::Int(u64::from(*f))),
+        Reading::Text(_) => None,
+    }
 }
 
 fn mib(bytes: Option<u64>) -> Option<Value> {
@@ -70,6 +93,12 @@ pub(super) const FIELDS: &[Field] = &[
         read: |g| int(g.energy_mj),
     },
     Field {
+        name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        kind: "counter",
+        help: "Total number of PCIe retries.",
+        read: |g| probed(g, Probe::Field(PCIE_REPLAY_COUNTER)),
+    },
+    Field {
         name: "DCGM_FI_DEV_GPU_UTIL",
         kind: "gauge",
         help: "GPU utilization (in %).",
@@ -80,6 +109,18 @@ pub(super) const FIELDS: &[Field] = &[
         kind: "gauge",
         help: "Memory utilization (in %).",
         read: |g| int(g.util_mem_pct),
+    },
+    Field {
+        name: "DCGM_FI_DEV_ENC_UTIL",
+        kind: "gauge",
+        help: "Encoder utilization (in %).",
+        read: |g| probed(g, Probe::UtilEncoder),
+    },
+    Field {
+        name: "DCGM_FI_DEV_DEC_UTIL",
+        kind: "gauge",
+        help: "Decoder utilization (in %).",
+        read: |g| probed(g, Probe::UtilDecoder),
     },
     Field {
         name: "DCGM_FI_DEV_FB_FREE",
@@ -98,6 +139,24 @@ pub(super) const FIELDS: &[Field] = &[
         kind: "gauge",
         help: "Framebuffer memory reserved (in MiB).",
         read: |g| mib(g.memory_reserved_bytes),
+    },
+    Field {
+        name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        kind: "counter",
+        help: "Number of remapped rows for uncorrectable errors",
+        read: |g| probed(g, Probe::RemappedUncorrectable),
+    },
+    Field {
+        name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        kind: "counter",
+        help: "Number of remapped rows for correctable errors",
+        read: |g| probed(g, Probe::RemappedCorrectable),
+    },
+    Field {
+        name: "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        kind: "gauge",
+        help: "Whether remapping of rows has failed",
+        read: |g| probed(g, Probe::RemappedFailure),
     },
     Field {
         name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 use gpulse_diagnose::LiveDiagnosis;
 use gpulse_model::{DeviceInfo, Poll};
 
+pub use dcgm::PROBES;
+
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

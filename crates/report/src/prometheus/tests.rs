@@ -49,6 +49,11 @@ fn full_gpu(i: u32) -> GpuSample {
         clock_sm_mhz: Some(1980),
         clock_mem_mhz: Some(3201),
         clocks_event_reasons: Some(gpulse_model::clocks::SW_POWER_CAP),
+        probes: vec![
+            (gpulse_model::Probe::UtilEncoder, Ok(gpulse_model::Reading::Num(3))),
+            (gpulse_model::Probe::RemappedFailure, Ok(gpulse_model::Reading::Flag(false))),
+            (gpulse_model::Probe::UtilDecoder, Err(gpulse_model::Absence::NotSupported)),
+        ],
         gpm: Some(Box::new(GpmMetrics {
             sm_util_pct: Some(62.5),
             any_tensor_util_pct: Some(30.0),
@@ -101,15 +106,9 @@ fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
     assert_eq!(
         missing,
         [
-            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-            "DCGM_FI_DEV_ENC_UTIL",
-            "DCGM_FI_DEV_DEC_UTIL",
             "DCGM_FI_DEV_XID_ERRORS",
             "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
             "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-            "DCGM_FI_DEV_ROW_REMAP_FAILURE",
             // A label, not a series: every series carries it.
             "DCGM_FI_DRIVER_VERSION",
         ]
@@ -129,6 +128,8 @@ fn values_in_dcgm_units_with_its_labels_in_its_order() {
     assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE"), "0.625000");
     assert_eq!(v("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), "0.300000");
     assert_eq!(v("DCGM_FI_PROF_PCIE_RX_BYTES"), "2500000000.000000");
+    assert_eq!((v("DCGM_FI_DEV_ENC_UTIL"), v("DCGM_FI_DEV_ROW_REMAP_FAILURE")), ("3".into(), "0".into()));
+    assert_eq!(value(&text, "DCGM_FI_DEV_DEC_UTIL", ""), None, "not supported: left out");
     assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "sw_power_cap").as_deref(), Some("1"));
     assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "hw_slowdown").as_deref(), Some("0"));
     assert_eq!(value(&text, "gpulse_host_cpu_busy_ratio", "").as_deref(), Some("0.250000"));
