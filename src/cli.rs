@@ -186,6 +186,11 @@ pub struct JobArgs {
     /// Do not write the HTML report at exit.
     #[arg(long)]
     pub no_report: bool,
+    /// Also serve the job live, as `gpulse serve` does (metrics with its steps/s and data wait,
+    /// the dashboard), on ADDR such as 127.0.0.1:9400. The token is GPULSE_TOKEN, or is generated
+    /// and printed once.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Args)]

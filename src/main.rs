@@ -9,6 +9,7 @@ mod duration;
 mod job;
 mod output;
 mod recorder;
+mod serving;
 mod signals;
 
 use std::process::ExitCode;

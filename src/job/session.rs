@@ -87,6 +87,21 @@ pub fn claim_output(output: Option<&Path>, name: &str) -> anyhow::Result<Result<
     }
 }
 
+/// The server `--serve` starts beside the job, locked by `GPULSE_TOKEN` or a generated token.
+fn serve_sink(
+    listen: std::net::SocketAddr,
+    devices: &[gpulse_model::DeviceInfo],
+) -> anyhow::Result<gpulse_serve::ServeSink> {
+    let (token, generated) = crate::serving::env_token()?;
+    let config = gpulse_serve::Config {
+        listen,
+        auth: gpulse_serve::Auth::new(Some(token.clone()), false),
+        max_subscribers: 64,
+        report: None,
+    };
+    crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
+}
+
 /// Names, claims and creates the recording of a job. Failing that, the job runs unrecorded, with
 /// one line saying why; the path is where it would have been. An existing `-o` is an error.
 pub fn open_recording(
@@ -160,6 +175,13 @@ impl Session {
         let every = if term.style() == StatusStyle::Row { Duration::from_secs(1) } else { args.status_every };
         let live = LiveDiagnosis::new(poller.devices(), instrumented);
         let mut pipeline = Pipeline::new(recording, Some(live));
+        if let Some(listen) = args.serve {
+            // Serving is a view of the job: one that cannot start never keeps the job from running.
+            match serve_sink(listen, poller.devices()) {
+                Ok(sink) => pipeline.add_sink(Box::new(sink)),
+                Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", crate::cmd::describe(&e)),
+            }
+        }
         let next = Instant::now() + every;
         pipeline.add_sink(Box::new(StatusSink { term: term.clone(), output: output.clone(), every, next }));
         let (events_tx, events_rx) = channel();

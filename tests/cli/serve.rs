@@ -418,3 +418,61 @@ fn a_hundred_clients_and_fifty_subscribers_are_all_answered() {
     drop(subscribers);
     let _ = fixture(SCENARIO);
 }
+
+/// `gpulse run --serve`: the job's own pace in the metrics while it runs, 20 steps a second.
+#[test]
+fn run_serve_exports_the_jobs_steps_per_second() {
+    let dir = fresh_dir("serve", "run");
+    let script = "import gpulse, time\nfor i in range(200):\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    time.sleep(0.04)\n    gpulse.step()\n";
+    let mut child = gpulse(Some(SCENARIO))
+        .args([
+            "run",
+            "--serve",
+            "127.0.0.1:0",
+            "--status",
+            "off",
+            "--no-report",
+            "-o",
+            "r.db",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ])
+        .env("PYTHONPATH", root().join("python"))
+        .env("GPULSE_TOKEN", TOKEN)
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "no address printed");
+        if let Some(rest) = line.strip_prefix("gpulse: serving on http://") {
+            break rest.trim().trim_end_matches('/').to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let rate = loop {
+        let (_, _, m) = get(&addr, "/metrics", &[]);
+        let found = m
+            .lines()
+            .find(|l| l.starts_with("gpulse_job_steps_per_second{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap());
+        if let Some(r) = found.filter(|_| Instant::now() > deadline - Duration::from_secs(5)) {
+            let wait = m
+                .lines()
+                .find(|l| l.starts_with("gpulse_job_data_wait_ratio{"))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap());
+            break (r, wait);
+        }
+        assert!(Instant::now() < deadline, "no steps in the metrics:\n{m}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // 50 ms a step, 10 of it waiting for data (the sleeps set both; scheduling only adds).
+    assert!((14.0..=20.5).contains(&rate.0), "{rate:?}");
+    assert!(rate.1.is_some_and(|w| (0.15..=0.35).contains(&w)), "{rate:?}");
+    assert!(child.wait().unwrap().success());
+}
