@@ -127,18 +127,6 @@ fn called_as_nvidia_smi_it_answers_queries_and_lists_gpus() {
     );
 }
 
-/// A Python that imports `module`, or `None` (and a note) when the check may be skipped.
-fn python_with(module: &str) -> Option<&'static str> {
-    let ok =
-        Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
-    if ok {
-        return Some("python3");
-    }
-    assert!(std::env::var_os("GPULSE_REQUIRE_PY_CLIENTS").is_none(), "python3 cannot import {module}");
-    skipped(&format!("{module} with gpulse as nvidia-smi (python3 cannot import {module}; CI installs it)"));
-    None
-}
-
 fn client(py: &str, script: &str) -> String {
     let path = smi_path(&script.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>());
     let mut c = scenario();
@@ -152,7 +140,7 @@ fn client(py: &str, script: &str) -> String {
 
 #[test]
 fn nvsmi_lists_the_scenarios_gpu() {
-    let Some(py) = python_with("nvsmi") else { return };
+    let Some(py) = python_with("nvsmi", "with gpulse as nvidia-smi") else { return };
     let out = client(
         py,
         "import nvsmi\nfor g in nvsmi.get_gpus(): print(g.id, g.uuid, g.gpu_util, g.mem_total, g.mem_used, g.mem_free, g.driver, g.name, g.serial, g.display_active, g.temperature)\nfor p in nvsmi.get_gpu_processes(): print(p.pid, p.process_name, p.gpu_id, p.used_memory)",
@@ -165,7 +153,7 @@ fn nvsmi_lists_the_scenarios_gpu() {
 
 #[test]
 fn gputil_lists_the_scenarios_gpu() {
-    let Some(py) = python_with("GPUtil") else { return };
+    let Some(py) = python_with("GPUtil", "with gpulse as nvidia-smi") else { return };
     let out = client(
         py,
         "import GPUtil\nfor g in GPUtil.getGPUs(): print(g.id, g.uuid, g.load, g.memoryTotal, g.memoryUsed, g.memoryFree, g.driver, g.name, g.serial, g.display_mode, g.temperature)",

@@ -13,18 +13,6 @@ const SCENARIO: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-11111111
   "ecc_enabled":true,"ecc_uncorrected_volatile":0},
   "processes":[{"pid":4242,"name":"python3","used_memory_mib":20000}]}]}"#;
 
-/// A Python with `module` importable, or `None` (and a note) when it may be skipped.
-fn python_with(module: &str) -> Option<&'static str> {
-    let ok =
-        Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
-    if ok {
-        return Some("python3");
-    }
-    assert!(std::env::var_os("GPULSE_REQUIRE_PY_CLIENTS").is_none(), "python3 cannot import {module}");
-    skipped(&format!("{module} against the stand-in library (python3 cannot import {module}; CI installs it)"));
-    None
-}
-
 /// A command that loads the stand-in library as the system's NVML.
 fn client(program: &str) -> Command {
     let dir = std::env::temp_dir().join(format!("gpulse-pylib-{}", std::process::id()));
@@ -39,7 +27,7 @@ fn client(program: &str) -> Command {
 
 #[test]
 fn gpustat_prints_the_scenario() {
-    let Some(py) = python_with("gpustat") else { return };
+    let Some(py) = python_with("gpustat", "against the stand-in library") else { return };
     let (code, out, err) = run(client(py).args(["-m", "gpustat", "--json"]));
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
@@ -58,7 +46,7 @@ fn gpustat_prints_the_scenario() {
 
 #[test]
 fn nvitop_prints_the_scenario() {
-    let Some(py) = python_with("nvitop") else { return };
+    let Some(py) = python_with("nvitop", "against the stand-in library") else { return };
     let script = "from nvitop import Device\n\
         d = Device.all()[0]\n\
         print(d.name(), d.uuid(), d.bus_id(), d.gpu_utilization(), d.memory_used(), d.temperature(), d.power_usage(), d.power_limit(), d.sm_clock(), d.fan_speed(), d.persistence_mode(), d.performance_state(), sorted(d.processes()))";

@@ -159,3 +159,16 @@ pub fn numbers(line: &str) -> Vec<f64> {
         .filter_map(|w| w.parse().ok())
         .collect()
 }
+
+/// `python3` when it can import `module`, else `None` with a `skipped:` line naming `check`; under
+/// `GPULSE_REQUIRE_PY_CLIENTS` (CI installs them) a missing module fails instead.
+pub fn python_with(module: &str, check: &str) -> Option<&'static str> {
+    let ok =
+        Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    if ok {
+        return Some("python3");
+    }
+    assert!(std::env::var_os("GPULSE_REQUIRE_PY_CLIENTS").is_none(), "python3 cannot import {module}");
+    skipped(&format!("{module} {check} (python3 cannot import {module}; CI installs it)"));
+    None
+}
