@@ -9,6 +9,7 @@
 pub mod fields;
 pub mod format;
 pub mod log;
+mod query;
 mod render;
 pub mod select;
 pub mod timestamp;
@@ -17,6 +18,7 @@ mod zoned;
 
 pub use fields::{AppField, GpuField, parse_app_fields, parse_gpu_fields};
 pub use format::CsvFormat;
+pub use query::{Query, ReadPlan};
 pub use render::{GpuRow, app_header, app_row, gpu_header, gpu_row, mib_ceil as render_mib};
 
 /// A query nvidia-smi would refuse, with the message and exit status it uses.
