@@ -129,3 +129,74 @@ async fn report(State(s): S, headers: HeaderMap) -> Response {
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("gpulse: no report: {e}\n")).into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, RwLock};
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use proptest::prelude::*;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::{Auth, Latest};
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+    fn app() -> Router {
+        let shared = Arc::new(Shared {
+            latest: RwLock::new(Latest { metrics: Some("m 1\n".into()), snapshot: Some("{}".into()) }),
+            frames: tokio::sync::broadcast::channel(4).0,
+            subscribers: AtomicUsize::new(0),
+            auth: Auth::new(Some(TOKEN.into()), false),
+            max_subscribers: 4,
+            report: None,
+        });
+        router(shared)
+    }
+
+    fn status(req: Request<Body>) -> StatusCode {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async { app().oneshot(req).await.unwrap().status() })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Whatever the path, query string and headers: never a server error, and nothing behind
+        /// the token answers 200 without it.
+        #[test]
+        fn any_request_is_answered_and_the_lock_holds(
+            path in prop::sample::select(vec!["/", "/api/v1/snapshot", "/api/v1/stream", "/report", "/metrics", "/healthz", "/ready", "/nope", "/api/v1/", "//", "/%2e%2e/metrics"]),
+            query in "[ -~]{0,40}",
+            header in "[ -~]{0,60}",
+        ) {
+            let q: String = query.bytes().map(|b| if b.is_ascii_alphanumeric() || b"=&-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+            let mut req = Request::get(format!("{path}?{q}"));
+            if let Ok(v) = axum::http::HeaderValue::from_str(&header) {
+                req = req.header("authorization", v.clone()).header("cookie", v);
+            }
+            let code = status(req.body(Body::empty()).unwrap());
+            prop_assert!(!code.is_server_error(), "{path}?{q}: {code}");
+            let locked = ["/", "/api/v1/snapshot", "/api/v1/stream", "/report"].contains(&path);
+            let has_token = q.contains(TOKEN) || header.contains(TOKEN);
+            if locked && !has_token {
+                prop_assert!(code == StatusCode::UNAUTHORIZED, "{path}?{q} [{header}]: {code}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_open_paths_and_the_token_paths() {
+        let get = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+        assert_eq!(status(get("/healthz")), StatusCode::OK);
+        assert_eq!(status(get("/metrics")), StatusCode::OK);
+        assert_eq!(status(get("/api/v1/snapshot")), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(get(&format!("/?token={TOKEN}"))), StatusCode::SEE_OTHER);
+        let bearer = Request::get("/api/v1/snapshot").header("authorization", format!("Bearer {TOKEN}"));
+        assert_eq!(status(bearer.body(Body::empty()).unwrap()), StatusCode::OK);
+        assert_eq!(status(get("/nope")), StatusCode::NOT_FOUND);
+    }
+}
