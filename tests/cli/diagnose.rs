@@ -119,8 +119,11 @@ fn gpu_util_that_misleads_is_caught_on_a_real_trace() {
 
 /// Records `secs` of a scenario through the stand-in NVML library and diagnoses the recording.
 fn record_and_diagnose(scenario: &std::path::Path, secs: &str) -> Vec<String> {
+    // Named after the scenario's folder too: scenario_file() names every file scenario.json, and
+    // two tests recording at once must not share a recording.
+    let folder = scenario.parent().and_then(|p| p.file_name()).unwrap().to_string_lossy();
     let db = std::env::temp_dir().join(format!(
-        "gpulse-diag-rec-{}-{}.db",
+        "gpulse-diag-rec-{}-{folder}-{}.db",
         std::process::id(),
         scenario.file_stem().unwrap().to_string_lossy()
     ));

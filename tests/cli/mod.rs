@@ -1,3 +1,4 @@
+mod container;
 mod diagnose;
 mod diagnosis_h200;
 mod fake_nvml;
