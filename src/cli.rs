@@ -282,9 +282,9 @@ pub struct StatusArgs {
     /// Print the devices and one snapshot as JSON (every field, in the model's units).
     #[arg(long)]
     pub json: bool,
-    /// How long to measure over (100ms to 60s): GPM counters, per-process utilization and
-    /// NVML's utilization buffer cover this window.
-    #[arg(long, value_name = "DURATION", default_value = "0.2", value_parser = duration::status_wait)]
+    /// How long the GPM window for SM activity lasts (100ms to 60s); every other field is read
+    /// while it runs. With --json, the utilization buffer and per-process utilization cover it.
+    #[arg(long, value_name = "DURATION", default_value = "0.1", value_parser = duration::status_wait)]
     pub wait: Duration,
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
@@ -293,7 +293,7 @@ pub struct StatusArgs {
 
 impl Default for StatusArgs {
     fn default() -> Self {
-        Self { json: false, wait: Duration::from_millis(200), id: None }
+        Self { json: false, wait: Duration::from_millis(100), id: None }
     }
 }
 

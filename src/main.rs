@@ -48,8 +48,10 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(&args),
         Command::Serve(args) => cmd::serve::run(&cli.global, &args),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => cmd::report_error(&e),
-    }
+    };
+    gpulse_sample::profile::report();
+    code
 }

@@ -5,26 +5,26 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gpulse_record::{Claim, RunMeta, Writer};
-use gpulse_sample::{NvmlOptions, NvmlSource, Poller, SampleError};
+use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
 use crate::cli::GlobalArgs;
 use crate::cmd::open_nvml;
 
-/// How often the recorder reads NVML's costly calls (energy, the utilization buffer).
-const COSTLY_EVERY: Duration = Duration::from_secs(5);
-
 /// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
 /// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
-/// gpulse starts runs whatever gpulse can see).
+/// gpulse starts runs whatever gpulse can see). `gpm` names the GPM metrics to ask for (NVML
+/// ids); slow and costly fields are read on the recorder's cadence (docs/recording-format.md).
 /// `probes` are NVML reads beyond the sampled metrics, taken every poll (what `serve` exports).
 pub fn open_source(
     global: &GlobalArgs,
     any_error: bool,
+    gpm: &[u32],
     probes: &[gpulse_model::Probe],
 ) -> anyhow::Result<Option<NvmlSource>> {
     let options = NvmlOptions {
         process_util: true,
-        costly_every: Some(COSTLY_EVERY),
+        cadence: Cadence::RECORDER,
+        gpm_metrics: Some(gpm.to_vec()),
         probes: probes.to_vec(),
         ..NvmlOptions::default()
     };

@@ -16,7 +16,7 @@ use crate::job::{child, pump, terminal::StatusStyle};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let poller = recorder::poller(recorder::open_source(global, true, &[])?, None);
+    let poller = recorder::poller(recorder::open_source(global, true, &gpulse_model::GPM_RECORDED, &[])?, None);
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let extra = [("runner", "gpulse run".to_owned()), ("instrumented", args.instrument.to_string())];
     let (output, recording) = open_recording(

@@ -18,7 +18,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         args.listen
     );
     let claim = args.record.as_deref().map(gpulse_record::claim).transpose()?;
-    let poller = recorder::poller(recorder::open_source(global, false, gpulse_report::prometheus::PROBES)?, None);
+    let source = recorder::open_source(global, false, &gpulse_model::GPM_SERVED, gpulse_report::prometheus::PROBES)?;
+    let poller = recorder::poller(source, None);
     let recording = claim.map(|c| recorder::create(c, &poller, args.interval, None, None, &[])).transpose()?;
     let report = args.record.clone().map(|path| -> gpulse_serve::ReportFn {
         Box::new(move || {

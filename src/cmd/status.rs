@@ -1,25 +1,68 @@
 //! `gpulse status` (also a bare `gpulse`): one concise block per GPU, SM activity beside
 //! GPU-Util, and the processes with their command lines.
+//!
+//! The text view is one sample, taken as soon as the GPM window closes: the window opens with
+//! NVML, the device facts and every other field are read while it runs, and nothing else is
+//! waited for. Per-process utilization is the driver's latest reading, as `nvidia-smi pmon`
+//! shows. `--json` prints every field over a primed window, as before.
 
 use std::process::ExitCode;
 
+use gpulse_model::{GPM_STATUS, Metric};
 use gpulse_sample::{NvmlOptions, Source};
 
 use crate::cli::{GlobalArgs, StatusArgs};
 use crate::cmd::{Exit, open_nvml};
 use crate::output::Output;
 
+/// What the text view shows: everything but the utilization buffer and the energy counter
+/// (3 ms each on an H200), which only `--json` prints.
+const SHOWN: &[Metric] = &[
+    Metric::Utilization,
+    Metric::Memory,
+    Metric::TemperatureGpu,
+    Metric::TemperatureMemory,
+    Metric::PowerDraw,
+    Metric::PowerLimit,
+    Metric::EnforcedPowerLimit,
+    Metric::ClockSm,
+    Metric::ClockMem,
+    Metric::ClockGraphics,
+    Metric::Pstate,
+    Metric::FanSpeed,
+    Metric::ClocksEventReasons,
+    Metric::PcieThroughput,
+    Metric::PcieLink,
+    Metric::EccErrors,
+    Metric::Processes,
+    Metric::Gpm,
+];
+
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let options = NvmlOptions { process_util: true, ..NvmlOptions::default() };
-    let mut source = open_nvml(global, options, true)?;
+    let options = if args.json {
+        NvmlOptions { process_util: true, ..NvmlOptions::default() }
+    } else {
+        NvmlOptions {
+            process_util: true,
+            gpm_wait_first: true,
+            metrics: Some(SHOWN.to_vec()),
+            gpm_metrics: Some(GPM_STATUS.to_vec()),
+            ..NvmlOptions::default()
+        }
+    };
+    // The window lasts `--wait`.
+    let global = GlobalArgs { gpm_interval: Some(args.wait), ..global.clone() };
+    let mut source = open_nvml(&global, options, true)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(|e| Exit {
         code: 6,
         message: e.to_string(),
         to_stdout: false,
     })?;
-    // One priming sample so that GPM and process utilization cover a real interval.
-    source.sample()?;
-    std::thread::sleep(args.wait);
+    if args.json {
+        // Every field, with the utilization buffer and process utilization over the window.
+        source.sample()?;
+        std::thread::sleep(args.wait);
+    }
     let snap = source.sample()?;
     let text = if args.json {
         let devices: Vec<_> = chosen.iter().map(|&i| &source.devices()[i]).collect();
@@ -30,5 +73,7 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         gpulse_report::status::render(source.devices(), &chosen, &snap)
     };
     Output::open(None)?.emit(&text)?;
+    // The process exits now: skipping nvmlShutdown saves its teardown, as a one-shot query does.
+    std::mem::forget(source);
     Ok(ExitCode::SUCCESS)
 }

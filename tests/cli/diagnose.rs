@@ -331,3 +331,33 @@ fn every_gpm_trace_replayed_reads_as_its_ground_truth() {
         assert!(ok && !has(&ids, "util_misleading"), "gpm_{s}: {ids:?}");
     }
 }
+
+/// The recorder asks GPM only for `GPM_RECORDED`: every real recording among the fixtures,
+/// stripped of the other metrics, diagnoses exactly as it did with them.
+#[test]
+fn the_recorded_gpm_metrics_are_all_diagnosis_needs() {
+    let mut dbs = Vec::new();
+    for dir in ["h200-diagnosis", "h200-gpulse-run", "h200-gpulse"] {
+        for e in std::fs::read_dir(fixture(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "db") {
+                dbs.push(e.path());
+            }
+        }
+    }
+    assert!(dbs.len() >= 10, "{dbs:?}");
+    for db in dbs {
+        let full = gpulse_record::read(&db).unwrap();
+        let mut stripped = full.clone();
+        let mut had_gpm = false;
+        for g in stripped.snapshots.iter_mut().flat_map(|s| s.gpus.iter_mut()) {
+            if let Some(m) = g.gpm.as_deref_mut() {
+                had_gpm = true;
+                for f in gpulse_model::GPM_FIELDS.iter().filter(|f| !gpulse_model::GPM_RECORDED.contains(&f.nvml_id)) {
+                    (f.set)(m, None);
+                }
+            }
+        }
+        let json = |r: &gpulse_model::RunData| serde_json::to_value(gpulse_diagnose::diagnose(r)).unwrap();
+        assert_eq!(json(&stripped), json(&full), "{} (GPM: {had_gpm})", db.display());
+    }
+}

@@ -59,6 +59,29 @@ pub(crate) fn world() -> MutexGuard<'static, Option<World>> {
     WORLD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How many times each NVML function was called since the library loaded, so that tests can
+/// check how often gpulse reads what (the driver's calls cost milliseconds).
+static CALLS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+
+fn count(call: &str) {
+    let mut calls = CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    match calls.iter_mut().find(|c| c.0 == call) {
+        Some(c) => c.1 += 1,
+        None => calls.push((call.to_owned(), 1)),
+    }
+}
+
+/// Not NVML's: how many times the NVML function named `call` was called (0 for a null name).
+#[unsafe(no_mangle)]
+pub extern "C" fn gpulseFakeCallCount(call: *const std::os::raw::c_char) -> u64 {
+    if call.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(call) }.to_string_lossy();
+    CALLS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|c| c.0 == name).map_or(0, |c| c.1)
+}
+
 /// Runs `f` with the device behind `handle` and its state now, after the checks every device
 /// call makes: initialized, a valid handle, the function supported, not lost, no scripted error.
 pub(crate) fn with_device(
@@ -66,6 +89,7 @@ pub(crate) fn with_device(
     handle: nvmlDevice_t,
     f: impl FnOnce(&World, usize, &State) -> nvmlReturn_t,
 ) -> nvmlReturn_t {
+    count(call);
     let guard = world();
     let Some(w) = guard.as_ref() else { return UNINITIALIZED };
     if w.scenario.unsupported_functions.iter().any(|n| n == call) {
@@ -86,6 +110,7 @@ pub(crate) fn with_device(
 
 /// Runs `f` with the world, after checking initialization and that the function is supported.
 pub(crate) fn with_world(call: &str, f: impl FnOnce(&World) -> nvmlReturn_t) -> nvmlReturn_t {
+    count(call);
     let guard = world();
     let Some(w) = guard.as_ref() else { return UNINITIALIZED };
     if w.scenario.unsupported_functions.iter().any(|n| n == call) {

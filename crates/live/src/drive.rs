@@ -34,6 +34,9 @@ pub fn drive(
             break Stopped::Asked(reason);
         }
         match collector.next(Duration::from_millis(50)) {
+            // A poll taken at or after the end is not the run's (the clocks of `stop` and of the
+            // collector's schedule differ by a moment).
+            Some(Ok(p)) if until_us.is_some_and(|u| p.host.timestamp_us >= u) => {}
             // What the job left behind on the GPUs is the last sample.
             Some(Ok(p)) if p.root_gone => {
                 pipeline.poll(p);

@@ -3,6 +3,7 @@
 use gpulse_diagnose::{Finding, LiveDiagnosis};
 use gpulse_model::{Event, Marker, Poll};
 use gpulse_record::{RecordError, Writer};
+use gpulse_sample::profile;
 
 use crate::fold::Folder;
 
@@ -73,7 +74,12 @@ impl Pipeline {
     /// One poll: written, diagnosed, then shown. A poll taken after the root is gone is written
     /// (what the job left behind) but not diagnosed.
     pub fn poll(&mut self, poll: Poll) {
+        profile::timed("total pipeline poll (main thread)", || self.poll_inner(poll));
+    }
+
+    fn poll_inner(&mut self, poll: Poll) {
         self.polls += 1;
+        let started = profile::enabled().then(std::time::Instant::now);
         self.write(|w| {
             if let Some(snap) = &poll.snapshot {
                 for &gpu in &poll.newly_lost {
@@ -88,12 +94,17 @@ impl Pipeline {
             }
             Ok(())
         });
+        if let Some(t) = started.filter(|_| self.recording.is_some()) {
+            profile::add("sqlite write poll", t.elapsed());
+        }
         let mut findings = Vec::new();
         if let Some(live) = self.live.as_mut() {
-            if !poll.root_gone {
-                live.push_poll(poll.clone());
-            }
-            findings = live.update();
+            findings = profile::timed("live diagnosis", || {
+                if !poll.root_gone {
+                    live.push_poll(poll.clone());
+                }
+                live.update()
+            });
         }
         let t_ms = poll.host.timestamp_us / 1000;
         for f in &findings {
@@ -101,8 +112,8 @@ impl Pipeline {
             self.write(|w| w.event(&Event { t_ms, kind: "finding".into(), payload }));
         }
         let frame = Frame { poll: &poll, live: self.live.as_ref(), findings: &findings };
-        for s in &mut self.sinks {
-            s.frame(&frame);
+        if !self.sinks.is_empty() {
+            profile::timed("sinks", || self.sinks.iter_mut().for_each(|s| s.frame(&frame)));
         }
     }
 
@@ -112,7 +123,7 @@ impl Pipeline {
         for m in marks {
             self.folder.push(m, &mut due);
         }
-        self.write_marks(&due);
+        profile::timed("marks (fold, diagnosis, sqlite)", || self.write_marks(&due));
     }
 
     /// An event from the job (its stderr, its marks socket) or about it.

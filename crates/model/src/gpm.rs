@@ -75,6 +75,17 @@ pub const GPM_FIELDS: [GpmField; 13] = [
     field!(60, "NvlinkTotalRxPerSec", "nvlink_rx", MibPerS, nvlink_rx_bytes_per_s),
 ];
 
+/// The metrics a recording asks for: what the diagnosis, the report, `status` and the snapshot
+/// API read (SM activity and occupancy, tensor, DRAM, FP32, PCIe). Closing a window costs
+/// milliseconds inside the driver, which may grow with the metrics asked for (BENCHMARKS.md).
+pub const GPM_RECORDED: [u32; 7] = [2, 3, 5, 10, 12, 20, 21];
+
+/// The metrics `serve` asks for: the recorded ones and dcgm-exporter's graphics, FP64 and FP16.
+pub const GPM_SERVED: [u32; 10] = [1, 2, 3, 5, 10, 11, 12, 13, 20, 21];
+
+/// The metrics `status` shows.
+pub const GPM_STATUS: [u32; 6] = [2, 3, 5, 10, 20, 21];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +105,10 @@ mod tests {
         assert_eq!(ids.len(), GPM_FIELDS.len(), "each NVML metric once");
         assert_eq!(GpmUnit::MibPerS.from_nvml(1.0), 1048576.0);
         assert_eq!(GpmUnit::MibPerS.to_nvml(GpmUnit::MibPerS.from_nvml(3.0)), 3.0);
+        for set in [&GPM_RECORDED[..], &GPM_SERVED, &GPM_STATUS] {
+            assert!(set.iter().all(|id| ids.contains(id)), "{set:?} names the table's metrics");
+        }
+        assert!(GPM_STATUS.iter().all(|id| GPM_RECORDED.contains(id)), "a recording shows what status does");
+        assert!(GPM_RECORDED.iter().all(|id| GPM_SERVED.contains(id)), "serve records what a recording does");
     }
 }

@@ -17,7 +17,7 @@ pub mod trace;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
-pub use gpm::{GPM_FIELDS, GpmField, GpmUnit};
+pub use gpm::{GPM_FIELDS, GPM_RECORDED, GPM_SERVED, GPM_STATUS, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};

@@ -8,11 +8,12 @@ pub mod host;
 pub mod nvml;
 mod poller;
 pub mod proc_info;
+pub mod profile;
 pub mod replay;
 
 use gpulse_model::{DeviceInfo, Snapshot};
 
-pub use nvml::{NvmlOptions, NvmlSource};
+pub use nvml::{Cadence, NvmlOptions, NvmlSource};
 pub use poller::Poller;
 pub use replay::TraceReplay;
 

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use gpulse_model::{DeviceInfo, DeviceStatus, Poll};
 
 use crate::host::{HostSampler, TreeSampler, classify};
-use crate::{SampleError, Source};
+use crate::{SampleError, Source, profile};
 
 /// The sources of one watch.
 pub struct Poller {
@@ -43,8 +43,12 @@ impl Poller {
 
     /// Reads everything once. An error means the GPU source itself failed.
     pub fn poll(&mut self) -> Result<Poll, SampleError> {
+        profile::timed("total poll (collector thread)", || self.poll_inner())
+    }
+
+    fn poll_inner(&mut self) -> Result<Poll, SampleError> {
         let (tree, root_gone) = match self.tree.as_mut() {
-            Some(t) => match t.sample() {
+            Some(t) => match profile::timed("proc tree (/proc/PID/{task,stat})", || t.sample()) {
                 Some(s) => (Some(s), false),
                 None => (None, true),
             },
@@ -53,7 +57,7 @@ impl Poller {
         let mut snapshot = None;
         let mut newly_lost = Vec::new();
         if let Some(src) = self.gpus.as_mut() {
-            let mut snap = src.sample()?;
+            let mut snap = profile::timed("total nvml sample", || src.sample())?;
             if let Some(t) = &tree {
                 let pids: HashSet<u32> = t.processes.iter().map(|p| p.pid).collect();
                 for g in &mut snap.gpus {
@@ -69,7 +73,7 @@ impl Poller {
             }
             snapshot = Some(snap);
         }
-        let host = self.host.sample();
+        let host = profile::timed("proc host (/proc/stat, meminfo, loadavg)", || self.host.sample());
         Ok(Poll { snapshot, host, tree, newly_lost, root_gone })
     }
 }

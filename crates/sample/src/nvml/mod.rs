@@ -4,6 +4,7 @@
 //! `None` with an [`Absence`], `GpuLost` marks the device lost, and nothing panics. The library
 //! path can point at the workspace's stand-in `libnvidia-ml.so`, so tests run this exact code.
 
+mod cadence;
 mod gpm;
 mod probe;
 mod profile;
@@ -14,11 +15,13 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{Absence, DeviceInfo, GpuSample, Metric, Snapshot};
+use gpulse_model::{DeviceInfo, GpuSample, Metric, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::{SampleError, Source, now_us};
+
+pub use cadence::Cadence;
 
 /// How the live source reads.
 #[derive(Debug, Clone)]
@@ -34,15 +37,19 @@ pub struct NvmlOptions {
     pub processes: bool,
     /// Read per-process SM utilization (about 2.5 ms per GPU on an H200).
     pub process_util: bool,
+    /// The GPM metrics to ask for, as NVML ids; `None` asks for the model's whole table. A
+    /// metric not asked for is `None` in every window.
+    pub gpm_metrics: Option<Vec<u32>>,
+    /// A one-shot view: the first GPM window opens when NVML does, and a sample waits for it to
+    /// close (`gpm_every` after opening) rather than showing none.
+    pub gpm_wait_first: bool,
     /// How often to read NVML's PCIe counters when GPM cannot give PCIe traffic. Each read blocks
     /// for about 20 ms, so `None` (never) is the default.
     pub pcie_every: Option<Duration>,
     /// Read only these metrics; `None` reads everything. One-shot queries ask for what they print.
     pub metrics: Option<Vec<Metric>>,
-    /// How often to read the calls that cost milliseconds on every call on an H200: the energy
-    /// counter (3.3 ms) and NVML's utilization buffer (2.8 ms; it holds several seconds of
-    /// readings, so nothing is lost). `None` reads them every poll.
-    pub costly_every: Option<Duration>,
+    /// How often slow or costly fields are re-read; between reads a sample carries the last.
+    pub cadence: Cadence,
     /// Read the static facts that cost milliseconds on first access (maximum clocks, ECC mode,
     /// power limit, persistence and compute modes). Identity (index, UUID, name, bus id) is
     /// always read.
@@ -50,9 +57,6 @@ pub struct NvmlOptions {
     /// Extra NVML reads for query fields (`Probe`), in the query's order; each poll reads them.
     pub probes: Vec<gpulse_model::Probe>,
 }
-
-/// How long a device setting read during polling (the power limit) is reused.
-pub const SETTING_REFRESH: Duration = Duration::from_secs(2);
 
 impl Default for NvmlOptions {
     fn default() -> Self {
@@ -62,10 +66,12 @@ impl Default for NvmlOptions {
             gpm_every: Duration::from_secs(1),
             processes: true,
             process_util: false,
+            gpm_metrics: None,
+            gpm_wait_first: false,
             pcie_every: None,
             metrics: None,
             device_facts: true,
-            costly_every: None,
+            cadence: Cadence::VIEW,
             probes: Vec::new(),
         }
     }
@@ -78,11 +84,8 @@ struct Tracked {
     last_util_sample_us: u64,
     last_proc_util_us: u64,
     last_pcie: Option<Instant>,
-    /// The power-management limit and when it was read: a setting that costs ~0.5 ms to read
-    /// on an H200, so it is re-read every [`SETTING_REFRESH`].
-    power_limit: Option<(Instant, Option<u32>, Option<Absence>)>,
-    /// When the costly calls (`NvmlOptions::costly_every`) were last made.
-    last_costly: Option<Instant>,
+    /// The fields read on their own cadence, as last read.
+    held: cadence::Held,
     lost: bool,
 }
 
@@ -144,28 +147,36 @@ impl NvmlSource {
             None
         };
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let wants_gpm = source.options.gpm && source.options.metrics.as_ref().is_none_or(|m| m.contains(&Metric::Gpm));
         for index in 0..count {
             let device = nvml.device_by_index(index).ok();
-            let mut info = device.as_ref().map_or_else(
-                || DeviceInfo { index, ..DeviceInfo::default() },
-                |d| profile::timed("device_info", || read::device_info(d, index, source.options.device_facts)),
-            );
-            info.driver_version = driver.clone();
-            info.cuda_version = cuda.clone();
-            info.gpm_supported = match (&device, source.options.gpm) {
+            let gpm_supported = match (&device, source.options.gpm) {
                 (Some(d), true) => profile::timed("gpm_support", || d.gpm_support()).ok(),
                 _ => None,
             };
+            let mut gpm = gpm::GpmPair::new(source.options.gpm_metrics.as_deref());
+            // The window opens first, so that the facts below are read while it runs.
+            if let Some(d) =
+                device.as_ref().filter(|_| wants_gpm && source.options.gpm_wait_first && gpm_supported == Some(true))
+            {
+                gpm.prime(d);
+            }
+            let mut info = device.as_ref().map_or_else(
+                || DeviceInfo { index, ..DeviceInfo::default() },
+                |d| read::device_info(d, index, source.options.device_facts),
+            );
+            info.driver_version = driver.clone();
+            info.cuda_version = cuda.clone();
+            info.gpm_supported = gpm_supported;
             source.infos.push(info);
             source.tracked.push(Tracked {
                 lost: device.is_none(),
                 device,
-                gpm: gpm::GpmPair::default(),
+                gpm,
                 last_util_sample_us: 0,
                 last_proc_util_us: 0,
                 last_pcie: None,
-                power_limit: None,
-                last_costly: None,
+                held: cadence::Held::default(),
             });
         }
         let ids: Vec<(u32, String)> = source.infos.iter().map(|i| (i.index, i.uuid.clone())).collect();

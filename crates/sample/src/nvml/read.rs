@@ -12,6 +12,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 
+use super::cadence::SETTINGS;
 use super::{NvmlOptions, Tracked};
 use crate::proc_info;
 
@@ -43,12 +44,17 @@ impl Reader<'_> {
     }
 
     /// Calls NVML for `metric` when it is wanted and the device is not lost; the value, or `None`
-    /// with the reason recorded.
+    /// with the reason recorded. `call` names it in the profile.
     fn get<T>(&mut self, metric: Metric, call: &'static str, f: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+        self.untimed(metric, || super::profile::timed(call, f))
+    }
+
+    /// As [`Self::get`], for work that is not one NVML call (its calls are profiled inside).
+    fn untimed<T>(&mut self, metric: Metric, f: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
         if self.lost || !self.wants(metric) {
             return None;
         }
-        match super::profile::timed(call, f) {
+        match f() {
             Ok(v) => Some(v),
             Err(e) => {
                 let why = absence_of(&e);
@@ -128,10 +134,7 @@ pub(super) fn sample_device(
         return s;
     };
     let mut r = Reader { absent: gpulse_model::Absences::new(), lost: false, wanted: opts.metrics.as_deref() };
-    let costly_due = opts.costly_every.is_none_or(|every| t.last_costly.is_none_or(|l| l.elapsed() >= every));
-    if costly_due {
-        t.last_costly = Some(Instant::now());
-    }
+    let due = t.held.due(&opts.cadence, Instant::now());
     if let Some(u) = read!(r, Metric::Utilization, d.utilization_rates()) {
         s.util_gpu_pct = Some(u.gpu);
         s.util_mem_pct = Some(u.memory);
@@ -150,21 +153,21 @@ pub(super) fn sample_device(
         s.temperature_memory_c = memory_temperature(d, &mut r);
     }
     s.power_draw_mw = read!(r, Metric::PowerDraw, d.power_usage());
-    s.power_limit_mw = match t.power_limit {
-        Some((at, v, why)) if at.elapsed() < super::SETTING_REFRESH => {
-            r.absent.extend(why.map(|w| (Metric::PowerLimit, w)));
-            v
-        }
-        _ => {
-            let v = read!(r, Metric::PowerLimit, d.power_management_limit());
-            let why = r.absent.iter().find(|a| a.0 == Metric::PowerLimit).map(|a| a.1);
-            t.power_limit = r.wants(Metric::PowerLimit).then(|| (Instant::now(), v, why));
-            v
-        }
-    };
-    s.enforced_power_limit_mw = read!(r, Metric::EnforcedPowerLimit, d.enforced_power_limit());
-    if costly_due {
+    if due.power_limit {
+        s.power_limit_mw = read!(r, Metric::PowerLimit, d.power_management_limit());
+        t.held.power_limit_mw = s.power_limit_mw;
+        t.held.keep_absences(&[Metric::PowerLimit], &r.absent);
+    } else {
+        s.power_limit_mw = t.held.power_limit_mw;
+        t.held.restore_absences(&[Metric::PowerLimit], &mut r.absent);
+    }
+    if due.energy {
         s.energy_mj = read!(r, Metric::Energy, d.total_energy_consumption());
+        t.held.energy_mj = s.energy_mj;
+        t.held.keep_absences(&[Metric::Energy], &r.absent);
+    } else {
+        s.energy_mj = t.held.energy_mj;
+        t.held.restore_absences(&[Metric::Energy], &mut r.absent);
     }
     s.clock_sm_mhz = read!(r, Metric::ClockSm, d.clock_info(Clock::SM));
     s.clock_mem_mhz = read!(r, Metric::ClockMem, d.clock_info(Clock::Memory));
@@ -193,26 +196,47 @@ pub(super) fn sample_device(
     });
     s.fan_speed_pct = read!(r, Metric::FanSpeed, d.fan_speed(0));
     s.clocks_event_reasons = read!(r, Metric::ClocksEventReasons, d.current_throttle_reasons().map(|b| b.bits()));
-    s.pcie_link_gen = read!(r, Metric::PcieLink, d.current_pcie_link_gen());
-    s.pcie_link_width = read!(r, Metric::PcieLink, d.current_pcie_link_width());
-    s.ecc_uncorrected_volatile =
-        read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
-    s.ecc_corrected_volatile =
-        read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+    if due.settings {
+        let h = &mut t.held;
+        h.enforced_power_limit_mw = read!(r, Metric::EnforcedPowerLimit, d.enforced_power_limit());
+        h.pcie_link_gen = read!(r, Metric::PcieLink, d.current_pcie_link_gen());
+        h.pcie_link_width = read!(r, Metric::PcieLink, d.current_pcie_link_width());
+        h.ecc_uncorrected =
+            read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
+        h.ecc_corrected = read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+        h.keep_absences(SETTINGS, &r.absent);
+    } else {
+        t.held.restore_absences(SETTINGS, &mut r.absent);
+    }
+    s.enforced_power_limit_mw = t.held.enforced_power_limit_mw;
+    s.pcie_link_gen = t.held.pcie_link_gen;
+    s.pcie_link_width = t.held.pcie_link_width;
+    s.ecc_uncorrected_volatile = t.held.ecc_uncorrected;
+    s.ecc_corrected_volatile = t.held.ecc_corrected;
     if r.lost {
         return lost(s, t);
     }
-    if costly_due && r.wants(Metric::UtilSamples) {
+    if due.util_buffer && r.wants(Metric::UtilSamples) {
         s.util_gpu_samples = super::profile::timed("samples", || util_samples(d, &mut t.last_util_sample_us));
     }
     if !opts.processes || !r.wants(Metric::Processes) {
         // Not listed is unknown, not "no processes".
         r.absent.push((Metric::Processes, Absence::NotAvailable));
     } else {
-        s.processes = processes(nvml, d, &mut t.last_proc_util_us, opts, &mut r, ids).unwrap_or_default();
+        s.processes = processes(
+            nvml,
+            d,
+            (&mut t.last_proc_util_us, &mut t.held.process_util),
+            opts,
+            due.process_util,
+            &mut r,
+            ids,
+        )
+        .unwrap_or_default();
     }
     if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {
-        s.gpm = read!(r, Metric::Gpm, t.gpm.poll(nvml, d, opts.gpm_every)).flatten().map(Box::new);
+        s.gpm =
+            r.untimed(Metric::Gpm, || t.gpm.poll(nvml, d, opts.gpm_every, opts.gpm_wait_first)).flatten().map(Box::new);
     }
     match s.gpm.as_ref().map(|g| (g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s)) {
         Some((Some(tx), Some(rx))) => {
@@ -254,8 +278,8 @@ fn lost(mut s: GpuSample, t: &mut Tracked) -> GpuSample {
 
 fn memory_temperature(d: &Device<'static>, r: &mut Reader) -> Option<u32> {
     let values = read!(r, Metric::TemperatureMemory, d.field_values_for(&[FieldId(FI_DEV_MEMORY_TEMP)]))?;
-    let v = read!(r, Metric::TemperatureMemory, values.into_iter().next().ok_or(NvmlError::Unknown)?)?;
-    match read!(r, Metric::TemperatureMemory, v.value)? {
+    let v = r.untimed(Metric::TemperatureMemory, || values.into_iter().next().ok_or(NvmlError::Unknown)?)?;
+    match r.untimed(Metric::TemperatureMemory, || v.value)? {
         SampleValue::U32(x) => Some(x),
         SampleValue::U64(x) => u32::try_from(x).ok(),
         SampleValue::I64(x) => u32::try_from(x).ok(),
@@ -293,26 +317,33 @@ fn util_samples(d: &Device<'static>, last_seen_us: &mut u64) -> Vec<UtilSample> 
 fn processes(
     nvml: &'static Nvml,
     d: &Device<'static>,
-    last_seen_us: &mut u64,
+    (last_seen_us, held): (&mut u64, &mut HashMap<u32, (u32, u32)>),
     opts: &NvmlOptions,
+    util_due: bool,
     r: &mut Reader,
     ids: &mut HashMap<u32, Identity>,
 ) -> Option<Vec<ProcessSample>> {
     use nvml_wrapper::enums::device::UsedGpuMemory;
     let list = read!(r, Metric::Processes, d.running_compute_processes())?;
-    let util = if opts.process_util && !list.is_empty() {
-        super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us))
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
-        *last_seen_us = newest;
+    if opts.process_util && util_due && !list.is_empty() {
+        let util = super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us))
+            .unwrap_or_default();
+        if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
+            *last_seen_us = newest;
+        }
+        // A process without a reading since the last keeps its last one: NVML answers only
+        // for processes that ran on the GPU in between.
+        for p in &list {
+            if let Some(u) = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp) {
+                held.insert(p.pid, (u.sm_util, u.mem_util));
+            }
+        }
     }
+    held.retain(|pid, _| list.iter().any(|p| p.pid == *pid));
     Some(
         list.into_iter()
             .map(|p| {
-                let u = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp);
+                let u = held.get(&p.pid);
                 let id = ids.entry(p.pid).or_insert_with(|| Identity {
                     name: super::profile::timed("sys_process_name", || nvml.sys_process_name(p.pid, 256))
                         .ok()
@@ -330,8 +361,8 @@ fn processes(
                     name: id.name.clone(),
                     cmdline: id.cmdline.clone(),
                     user: id.user.clone(),
-                    sm_util_pct: u.map(|u| u.sm_util),
-                    mem_util_pct: u.map(|u| u.mem_util),
+                    sm_util_pct: u.map(|u| u.0),
+                    mem_util_pct: u.map(|u| u.1),
                     class: None,
                 }
             })

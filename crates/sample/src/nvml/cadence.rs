@@ -1,0 +1,161 @@
+//! How often the fields that change slowly, or cost milliseconds per call on a real driver, are
+//! re-read. Between reads a sample carries the last reading and its absence: never a value NVML
+//! did not give, and never a gap that would read as "not available".
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[cfg(test)]
+use gpulse_model::Absence;
+use gpulse_model::{Absences, Metric};
+
+/// Re-read periods; `Duration::ZERO` reads every poll. Costs per call on an H200 (driver 580,
+/// BENCHMARKS.md) say why each exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    /// The power-management limit (0.5 ms a call): a setting.
+    pub power_limit: Duration,
+    /// The other settings and slow counters: enforced power limit, PCIe link generation and
+    /// width (~0.1 ms each), volatile ECC error counts.
+    pub settings: Duration,
+    /// The energy counter (3.3 ms a call).
+    pub energy: Duration,
+    /// NVML's utilization buffer (2.8 ms a call). It holds about 14 s of readings on an H200,
+    /// so a period under that loses none.
+    pub util_buffer: Duration,
+    /// Per-process SM and memory utilization (about 2.5 ms a call per GPU).
+    pub process_util: Duration,
+}
+
+impl Cadence {
+    /// Views that print every poll: only the power limit is held (2 s), as before.
+    pub const VIEW: Self = Self {
+        power_limit: Duration::from_secs(2),
+        settings: Duration::ZERO,
+        energy: Duration::ZERO,
+        util_buffer: Duration::ZERO,
+        process_util: Duration::ZERO,
+    };
+
+    /// The recorder (`record`, `run`, `attach`, `serve`): docs/recording-format.md says the same.
+    pub const RECORDER: Self = Self {
+        power_limit: Duration::from_secs(5),
+        settings: Duration::from_secs(5),
+        energy: Duration::from_secs(10),
+        util_buffer: Duration::from_secs(10),
+        process_util: Duration::from_secs(5),
+    };
+}
+
+impl Default for Cadence {
+    fn default() -> Self {
+        Self::VIEW
+    }
+}
+
+/// Which groups this poll reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Due {
+    pub power_limit: bool,
+    pub settings: bool,
+    pub energy: bool,
+    pub util_buffer: bool,
+    pub process_util: bool,
+}
+
+/// The last reading of each held field of one device, with the absences that came with it.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    last: [Option<Instant>; 5],
+    pub power_limit_mw: Option<u32>,
+    pub enforced_power_limit_mw: Option<u32>,
+    pub pcie_link_gen: Option<u32>,
+    pub pcie_link_width: Option<u32>,
+    pub ecc_uncorrected: Option<u64>,
+    pub ecc_corrected: Option<u64>,
+    pub energy_mj: Option<u64>,
+    /// Per PID: SM and memory utilization, percent.
+    pub process_util: HashMap<u32, (u32, u32)>,
+    absent: Absences,
+}
+
+impl Held {
+    /// Which groups are due at `now`, marking them read.
+    pub(super) fn due(&mut self, c: &Cadence, now: Instant) -> Due {
+        let periods = [c.power_limit, c.settings, c.energy, c.util_buffer, c.process_util];
+        let mut due = [false; 5];
+        for ((last, every), d) in self.last.iter_mut().zip(periods).zip(&mut due) {
+            *d = last.is_none_or(|l| now.duration_since(l) >= every);
+            if *d {
+                *last = Some(now);
+            }
+        }
+        Due { power_limit: due[0], settings: due[1], energy: due[2], util_buffer: due[3], process_util: due[4] }
+    }
+
+    /// Keeps the absences of `metrics` just read, in place of the ones held.
+    pub(super) fn keep_absences(&mut self, metrics: &[Metric], read: &Absences) {
+        self.absent.retain(|a| !metrics.contains(&a.0));
+        self.absent.extend(read.iter().filter(|a| metrics.contains(&a.0)).copied());
+    }
+
+    /// Adds the held absences of `metrics` to a sample's.
+    pub(super) fn restore_absences(&self, metrics: &[Metric], out: &mut Absences) {
+        for a in self.absent.iter().filter(|a| metrics.contains(&a.0)) {
+            if !out.iter().any(|o| o.0 == a.0) {
+                out.push(*a);
+            }
+        }
+    }
+
+    /// Why `metric` was absent at its last read, if it was.
+    #[cfg(test)]
+    pub(super) fn absence(&self, metric: Metric) -> Option<Absence> {
+        self.absent.iter().find(|a| a.0 == metric).map(|a| a.1)
+    }
+}
+
+/// The settings group's metrics.
+pub(super) const SETTINGS: &[Metric] = &[Metric::EnforcedPowerLimit, Metric::PcieLink, Metric::EccErrors];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_come_due_on_their_own_periods() {
+        let mut h = Held::default();
+        let c = Cadence::RECORDER;
+        let t0 = Instant::now();
+        let d = h.due(&c, t0);
+        assert!(d.power_limit && d.settings && d.energy && d.util_buffer && d.process_util, "the first poll reads all");
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let counts = (1..=20).fold([0; 5], |mut n, s| {
+            let d = h.due(&c, at(s));
+            for (k, on) in [d.power_limit, d.settings, d.energy, d.util_buffer, d.process_util].into_iter().enumerate()
+            {
+                n[k] += usize::from(on);
+            }
+            n
+        });
+        assert_eq!(counts, [4, 4, 2, 2, 4], "in 20 s of 1 s polls after the first");
+        let mut every = Held::default();
+        assert!((0..5).all(|s| every.due(&Cadence::VIEW, at(s)).energy), "a view reads energy every poll");
+    }
+
+    #[test]
+    fn absences_are_held_per_group() {
+        let mut h = Held::default();
+        let read: Absences =
+            [(Metric::PcieLink, Absence::NotSupported), (Metric::Energy, Absence::NoPermission)].into_iter().collect();
+        h.keep_absences(SETTINGS, &read);
+        assert_eq!(h.absence(Metric::PcieLink), Some(Absence::NotSupported));
+        assert_eq!(h.absence(Metric::Energy), None, "not of this group");
+        let mut out = Absences::new();
+        h.restore_absences(SETTINGS, &mut out);
+        h.restore_absences(SETTINGS, &mut out);
+        assert_eq!(out.as_slice(), [(Metric::PcieLink, Absence::NotSupported)], "once");
+        h.keep_absences(SETTINGS, &Absences::new());
+        assert_eq!(h.absence(Metric::PcieLink), None, "a later read that succeeded clears it");
+    }
+}
