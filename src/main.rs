@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
         Command::Serve(args) => cmd::serve::run(&cli.global, &args),
+        Command::Top(args) => cmd::top::run(&cli.global, &args),
     };
     match result {
         Ok(code) => code,

@@ -17,3 +17,4 @@ mod skips;
 mod snapshots;
 mod status;
 mod support;
+mod top;
