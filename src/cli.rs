@@ -67,6 +67,26 @@ The command's stdin, stdout and stderr pass through; gpulse exits with its statu
 The dashboard and the API need the token: from --token-file, else GPULSE_TOKEN, else one is generated \
 and printed once as a ready URL.")]
     Serve(ServeArgs),
+    /// The live terminal view: every GPU, the host, the processes, and why the training is slow.
+    #[command(after_help = "Keys: q quit, ? help, o+key sort, t tree, / filter, Enter a process, \
+Space tag, I/T/K signal (after y), p pause. Without a GPU: gpulse top --replay FILE, or gpulse demo.")]
+    Top(TopArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// How often to sample.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    pub interval: Duration,
+    /// Play a recording (or an nvidia-smi log) instead of sampling: the same view, no GPU needed.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Replay speed: recorded seconds per wall-clock second (0.01 to 10000).
+    #[arg(long, default_value = "1", value_parser = duration::speed, requires = "replay")]
+    pub speed: f64,
+    /// Never send a signal: I, T and K are off.
+    #[arg(long)]
+    pub readonly: bool,
 }
 
 #[derive(Debug, Clone, Args)]

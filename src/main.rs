@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
         Command::Serve(args) => cmd::serve::run(&cli.global, &args),
+        Command::Top(args) => cmd::top::run(&cli.global, &args),
     };
     let code = match result {
         Ok(code) => code,

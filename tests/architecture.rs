@@ -15,6 +15,24 @@ fn host_triple() -> &'static str {
 
 /// Each workspace package → the packages it depends on (normal dependencies, all of them below).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let direct = direct();
+    // Close over what lies below.
+    let mut all = BTreeMap::new();
+    for name in direct.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<String> = direct[name].iter().cloned().collect();
+        while let Some(n) = stack.pop() {
+            if seen.insert(n.clone()) {
+                stack.extend(direct.get(&n).into_iter().flatten().cloned());
+            }
+        }
+        all.insert(name.clone(), seen);
+    }
+    all
+}
+
+/// Each package → the packages it names itself (normal dependencies).
+fn direct() -> BTreeMap<String, BTreeSet<String>> {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         // This machine's platform only: other platforms' crates (wasi) need not be downloaded.
         .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", host_triple()])
@@ -41,19 +59,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             .collect();
         direct.insert(name, deps);
     }
-    // Close over what lies below.
-    let mut all = BTreeMap::new();
-    for name in direct.keys() {
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<String> = direct[name].iter().cloned().collect();
-        while let Some(n) = stack.pop() {
-            if seen.insert(n.clone()) {
-                stack.extend(direct.get(&n).into_iter().flatten().cloned());
-            }
-        }
-        all.insert(name.clone(), seen);
-    }
-    all
+    direct
 }
 
 #[test]
@@ -117,4 +123,14 @@ fn the_server_serves_frames_and_never_samples_nor_records() {
     // It renders what the pipeline hands its sink; the binary wires the sampler and the file.
     assert!(below.contains("gpulse-live") && below.contains("gpulse-report"), "{below:?}");
     assert!(!below.contains("gpulse-input"), "gpulse-serve depends on: {below:?}");
+}
+
+#[test]
+fn top_draws_from_frames_and_never_samples_itself() {
+    // It stands on the live pipeline (which samples), but names neither the sampler nor the
+    // recording: its feed comes in as polls, a replay as the model's RunData.
+    let mine = &direct()["gpulse-top"];
+    assert!(!mine.contains("gpulse-sample") && !mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
+    assert!(mine.contains("gpulse-live") && mine.contains("ratatui"), "{mine:?}");
+    assert!(!graph()["gpulse-top"].contains("gpulse-report"), "the terminal view draws its own");
 }

@@ -13,6 +13,7 @@ pub mod run;
 pub mod serve;
 pub mod smi;
 pub mod status;
+pub mod top;
 pub mod watch;
 
 use std::process::ExitCode;

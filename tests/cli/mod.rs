@@ -18,3 +18,4 @@ mod skips;
 mod snapshots;
 mod status;
 mod support;
+mod top;

@@ -1,0 +1,419 @@
+//! The whole state of the view, apart from drawing: what the latest frame said, the histories,
+//! and what the keys changed (sorting, filters, tree, selection, tags, the screen, a pending
+//! signal). Keys come in as [`Key`]s, so every behaviour is testable without a terminal.
+
+use std::collections::{BTreeSet, HashMap};
+
+use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::Frame;
+use gpulse_model::{DeviceInfo, GIB, Poll};
+
+use crate::history::{Chart, GpuHistory, Ring};
+use crate::procs::{ProcNow, Signal, Target};
+use crate::rows::{self, Column, Filter, Row, Sort};
+
+/// Readings kept for the charts: ten minutes at 1 s.
+pub const HISTORY_LEN: usize = 600;
+
+/// A key, as the view reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Enter,
+    Esc,
+    Backspace,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    CtrlC,
+}
+
+/// What the loop must do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Quit,
+    /// Send this signal to these processes (confirmed).
+    Signal(Signal, Vec<Target>),
+    /// Replay: take one poll now (while paused).
+    Step,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Screen {
+    Main,
+    /// The per-process screen of this PID.
+    Process(u32),
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    None,
+    /// `o` was pressed; the next key names the column.
+    SortKey,
+    /// The `/` prompt, with what was typed so far.
+    Filter(String),
+    /// A signal waiting for `y`.
+    Confirm(Signal, Vec<Target>),
+}
+
+/// A finding as the view shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingView {
+    pub id: &'static str,
+    pub gpu: Option<u32>,
+    pub title: String,
+    pub lost_share: Option<f64>,
+    pub time_to_oom_s: Option<f64>,
+    pub advice: Option<String>,
+}
+
+/// One process's series for its screen.
+#[derive(Debug, Clone)]
+pub struct ProcHistory {
+    pub cpu_pct: Ring,
+    pub rss_gib: Ring,
+    pub gpu_mem_gib: Ring,
+    pub sm_pct: Ring,
+}
+
+pub struct App {
+    pub devices: Vec<DeviceInfo>,
+    pub poll: Option<Poll>,
+    pub rows: Vec<Row>,
+    pub gpu_history: Vec<GpuHistory>,
+    pub host_cpu_pct: Ring,
+    pub host_mem_pct: Ring,
+    pub proc_history: HashMap<u32, ProcHistory>,
+    pub findings: Vec<FindingView>,
+    /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
+    pub steps_per_s: Option<f64>,
+    pub data_wait_share: Option<f64>,
+    /// Each GPU's memory trend, GiB a minute.
+    pub trend_gib_per_min: Vec<Option<f64>>,
+    pub sort: Sort,
+    pub filter: Filter,
+    pub tree: bool,
+    /// Index into the shown rows.
+    pub selected: usize,
+    /// Tagged rows, by PID.
+    pub tagged: BTreeSet<u32>,
+    pub screen: Screen,
+    pub prompt: Prompt,
+    pub paused: bool,
+    pub chart: Chart,
+    /// The GPU whose charts are drawn.
+    pub gpu_pick: usize,
+    /// Why signals cannot be sent (`--readonly`, a replay), if they cannot.
+    pub no_signals: Option<&'static str>,
+    /// One line for the user: what a key did or could not do.
+    pub message: Option<String>,
+    /// Set in a replay: where it stands.
+    pub replay: Option<String>,
+    /// The GPU source failed; the host goes on.
+    pub failed: Option<String>,
+    pub polls: u64,
+    /// The latest per-process utilization NVML gave, by (PID, GPU): (when, %SM, %GMBW).
+    last_util: HashMap<(u32, u32), HeldUtil>,
+}
+
+/// When a process's utilization was read, its %SM and %GMBW.
+type HeldUtil = (i64, Option<u32>, Option<u32>);
+
+/// A process's readings summed over its GPUs: CPU, RSS, GPU memory, %SM.
+type ProcSums = (Option<f32>, Option<u64>, Option<u64>, Option<u32>);
+
+/// NVML hands out per-process utilization only for samples newer than the last asked for, so
+/// a poll may find none: the latest is shown this long.
+const UTIL_HELD_US: i64 = 5_000_000;
+
+impl App {
+    pub fn new(devices: Vec<DeviceInfo>, no_signals: Option<&'static str>) -> Self {
+        let n = devices.len();
+        Self {
+            gpu_history: (0..n).map(|_| GpuHistory::new(HISTORY_LEN)).collect(),
+            trend_gib_per_min: vec![None; n],
+            devices,
+            poll: None,
+            rows: Vec::new(),
+            host_cpu_pct: Ring::new(HISTORY_LEN),
+            host_mem_pct: Ring::new(HISTORY_LEN),
+            proc_history: HashMap::new(),
+            findings: Vec::new(),
+            steps_per_s: None,
+            data_wait_share: None,
+            sort: Sort::default(),
+            filter: Filter::default(),
+            tree: false,
+            selected: 0,
+            tagged: BTreeSet::new(),
+            screen: Screen::Main,
+            prompt: Prompt::None,
+            paused: false,
+            chart: Chart::Util,
+            gpu_pick: 0,
+            no_signals,
+            message: None,
+            replay: None,
+            failed: None,
+            polls: 0,
+            last_util: HashMap::new(),
+        }
+    }
+
+    /// Takes in one frame of the pipeline, with `/proc`'s view of the processes (empty in a replay).
+    pub fn apply(&mut self, frame: &Frame, live: &HashMap<u32, ProcNow>) {
+        self.polls += 1;
+        let poll = frame.poll;
+        if let Some(snap) = &poll.snapshot {
+            for g in &snap.gpus {
+                let Some(h) = self.gpu_history.get_mut(g.gpu_index as usize) else { continue };
+                let total = g.memory_total_bytes.filter(|t| *t > 0);
+                h.util_pct.push(g.util_gpu_pct.map(f64::from));
+                h.sm_pct.push(g.sm_active_pct());
+                h.mem_pct.push(g.memory_used_bytes.zip(total).map(|(u, t)| u as f64 / t as f64 * 100.0));
+                let limit = g.enforced_power_limit_mw.or(g.power_limit_mw).filter(|l| *l > 0);
+                h.power_pct.push(g.power_draw_mw.zip(limit).map(|(p, l)| f64::from(p) / f64::from(l) * 100.0));
+            }
+        }
+        self.host_cpu_pct.push(poll.host.cpu_busy_pct.map(f64::from));
+        let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
+        self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
+        self.rows = rows::build(poll, live);
+        self.hold_util(poll.host.timestamp_us);
+        self.track_processes();
+        if let Some(live) = frame.live {
+            self.diagnosis(live);
+        }
+        self.poll = Some(poll.clone());
+        self.clamp();
+    }
+
+    fn diagnosis(&mut self, live: &LiveDiagnosis) {
+        let mut findings: Vec<FindingView> = live
+            .current()
+            .iter()
+            .map(|f| FindingView {
+                id: f.id,
+                gpu: f.gpu,
+                title: f.title.clone(),
+                lost_share: f.lost_share,
+                time_to_oom_s: f.time_to_oom_s,
+                advice: f.advice.first().cloned(),
+            })
+            .collect();
+        // What costs the most wall time first; a finding that cannot say keeps its rank after.
+        findings.sort_by(|a, b| match (a.lost_share, b.lost_share) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        self.findings = findings;
+        let steps = live.recent_steps();
+        self.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
+        self.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());
+        for (i, d) in self.devices.iter().enumerate() {
+            self.trend_gib_per_min[i] = live.memory_trend_gib_per_min(d.index);
+        }
+    }
+
+    fn hold_util(&mut self, now_us: i64) {
+        for r in &mut self.rows {
+            let Some(gpu) = r.gpu else { continue };
+            if r.sm_pct.is_some() || r.gmbw_pct.is_some() {
+                self.last_util.insert((r.pid, gpu), (now_us, r.sm_pct, r.gmbw_pct));
+            } else if let Some(&(t, sm, gmbw)) = self.last_util.get(&(r.pid, gpu))
+                && now_us - t <= UTIL_HELD_US
+            {
+                (r.sm_pct, r.gmbw_pct) = (sm, gmbw);
+            }
+        }
+        self.last_util.retain(|_, (t, ..)| now_us - *t <= UTIL_HELD_US);
+    }
+
+    fn track_processes(&mut self) {
+        let gib = |b: Option<u64>| b.map(|b| b as f64 / GIB as f64);
+        let mut seen: HashMap<u32, ProcSums> = HashMap::new();
+        for r in &self.rows {
+            let e = seen.entry(r.pid).or_insert((r.cpu_pct, r.rss_bytes, None, None));
+            if let Some(m) = r.gpu_mem_bytes {
+                e.2 = Some(e.2.unwrap_or(0) + m);
+            }
+            if let Some(s) = r.sm_pct {
+                e.3 = Some(e.3.unwrap_or(0) + s);
+            }
+        }
+        self.proc_history.retain(|pid, _| seen.contains_key(pid));
+        for (pid, (cpu, rss, mem, sm)) in seen {
+            let h = self.proc_history.entry(pid).or_insert_with(|| ProcHistory {
+                cpu_pct: Ring::new(HISTORY_LEN),
+                rss_gib: Ring::new(HISTORY_LEN),
+                gpu_mem_gib: Ring::new(HISTORY_LEN),
+                sm_pct: Ring::new(HISTORY_LEN),
+            });
+            h.cpu_pct.push(cpu.map(f64::from));
+            h.rss_gib.push(gib(rss));
+            h.gpu_mem_gib.push(gib(mem));
+            h.sm_pct.push(sm.map(f64::from));
+        }
+        self.tagged.retain(|pid| self.proc_history.contains_key(pid));
+    }
+
+    /// The rows shown, in order, with their depth in the tree.
+    pub fn shown(&self) -> Vec<(usize, usize)> {
+        rows::arrange(&self.rows, &self.sort, &self.filter, self.tree)
+    }
+
+    pub fn selected_row(&self) -> Option<&Row> {
+        self.shown().get(self.selected).map(|&(i, _)| &self.rows[i])
+    }
+
+    fn clamp(&mut self) {
+        let n = self.shown().len();
+        self.selected = self.selected.min(n.saturating_sub(1));
+        self.gpu_pick = self.gpu_pick.min(self.devices.len().saturating_sub(1));
+    }
+
+    pub fn key(&mut self, key: Key) -> Action {
+        if key == Key::CtrlC {
+            return Action::Quit;
+        }
+        match std::mem::replace(&mut self.prompt, Prompt::None) {
+            Prompt::SortKey => {
+                match key {
+                    Key::Char(c) => match Column::from_key(c) {
+                        Some((column, reverse)) => self.sort = Sort { column, reverse },
+                        None => self.message = Some(format!("no column under `{c}`; `?` lists them")),
+                    },
+                    _ => self.message = None,
+                }
+                return Action::None;
+            }
+            Prompt::Filter(mut typed) => {
+                match key {
+                    Key::Enter => match Filter::parse(&typed) {
+                        Ok(f) => {
+                            self.filter = f;
+                            self.selected = 0;
+                        }
+                        Err(e) => self.message = Some(e),
+                    },
+                    Key::Esc => {}
+                    Key::Backspace => {
+                        typed.pop();
+                        self.prompt = Prompt::Filter(typed);
+                    }
+                    Key::Char(c) => {
+                        typed.push(c);
+                        self.prompt = Prompt::Filter(typed);
+                    }
+                    _ => self.prompt = Prompt::Filter(typed),
+                }
+                return Action::None;
+            }
+            Prompt::Confirm(sig, targets) => {
+                if key == Key::Char('y') || key == Key::Char('Y') {
+                    self.tagged.clear();
+                    return Action::Signal(sig, targets);
+                }
+                self.message = Some(format!("{} not sent", sig.name()));
+                return Action::None;
+            }
+            Prompt::None => {}
+        }
+        if self.screen != Screen::Main {
+            match key {
+                Key::Char('q') => return Action::Quit,
+                Key::Esc | Key::Enter | Key::Char('h' | '?') | Key::Backspace => self.screen = Screen::Main,
+                _ => {}
+            }
+            return Action::None;
+        }
+        self.message = None;
+        let n = self.shown().len();
+        match key {
+            Key::Char('q') => return Action::Quit,
+            Key::Char('?' | 'h') => self.screen = Screen::Help,
+            Key::Char('o') => self.prompt = Prompt::SortKey,
+            Key::Char(',') => self.sort.step(-1),
+            Key::Char('.') => self.sort.step(1),
+            Key::Char('/') => self.prompt = Prompt::Filter(self.filter.describe()),
+            Key::Esc => self.filter = Filter::default(),
+            Key::Char('t') => self.tree = !self.tree,
+            Key::Char('p') => self.paused = !self.paused,
+            Key::Char('n') if self.replay.is_some() => return Action::Step,
+            Key::Char('H') => self.chart = self.chart.next(),
+            Key::Left | Key::Char('[') => self.gpu_pick = self.gpu_pick.saturating_sub(1),
+            Key::Right | Key::Char(']') => {
+                self.gpu_pick = (self.gpu_pick + 1).min(self.devices.len().saturating_sub(1));
+            }
+            Key::Up | Key::Char('k') => self.selected = self.selected.saturating_sub(1),
+            Key::Down | Key::Char('j') => self.selected = (self.selected + 1).min(n.saturating_sub(1)),
+            Key::PageUp => self.selected = self.selected.saturating_sub(10),
+            Key::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
+            Key::Home => self.selected = 0,
+            Key::End => self.selected = n.saturating_sub(1),
+            Key::Char(' ') => {
+                if let Some(pid) = self.selected_row().map(|r| r.pid)
+                    && !self.tagged.remove(&pid)
+                {
+                    self.tagged.insert(pid);
+                }
+                self.selected = (self.selected + 1).min(n.saturating_sub(1));
+            }
+            Key::Enter => {
+                if let Some(pid) = self.selected_row().map(|r| r.pid) {
+                    self.screen = Screen::Process(pid);
+                }
+            }
+            Key::Char('I') => self.ask(Signal::Int),
+            Key::Char('T') => self.ask(Signal::Term),
+            Key::Char('K') => self.ask(Signal::Kill),
+            _ => {}
+        }
+        self.clamp();
+        Action::None
+    }
+
+    /// The tagged rows (else the selected one) as signal targets, asking before any is sent.
+    fn ask(&mut self, sig: Signal) {
+        if let Some(why) = self.no_signals {
+            self.message = Some(format!("signals are off: {why}"));
+            return;
+        }
+        let mut pids: Vec<u32> = self.tagged.iter().copied().collect();
+        if pids.is_empty() {
+            pids.extend(self.selected_row().map(|r| r.pid));
+        }
+        let mut targets = Vec::new();
+        let mut unknown = Vec::new();
+        for pid in pids {
+            match self.rows.iter().find(|r| r.pid == pid) {
+                Some(Row { start_ticks: Some(start), command, .. }) => {
+                    targets.push(Target { pid, start_ticks: *start, label: command.clone().unwrap_or_default() })
+                }
+                _ => unknown.push(pid.to_string()),
+            }
+        }
+        if !unknown.is_empty() {
+            self.message = Some(format!("not signalled: PID {} is not a process of this machine", unknown.join(", ")));
+            return;
+        }
+        if targets.is_empty() {
+            self.message = Some("no process selected".into());
+            return;
+        }
+        self.prompt = Prompt::Confirm(sig, targets);
+    }
+}
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

@@ -1,0 +1,200 @@
+use std::sync::{Arc, Mutex};
+
+use gpulse_live::Pipeline;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use super::*;
+use crate::{Replay, TopSink};
+
+fn row(pid: u32, gpu: Option<u32>, start: Option<u64>) -> Row {
+    Row {
+        pid,
+        gpu,
+        ppid: Some(1),
+        gpu_mem_bytes: gpu.map(|g| u64::from(g + 1) << 30),
+        start_ticks: start,
+        command: Some(format!("python p{pid}")),
+        ..Row::default()
+    }
+}
+
+fn app(rows: Vec<Row>, no_signals: Option<&'static str>) -> App {
+    let mut a = App::new(vec![DeviceInfo::default()], no_signals);
+    a.rows = rows;
+    a
+}
+
+fn keys(a: &mut App, s: &str) -> Action {
+    let mut last = Action::None;
+    for c in s.chars() {
+        last = a.key(Key::Char(c));
+    }
+    last
+}
+
+#[test]
+fn o_and_a_key_sort_and_comma_dot_step_the_column() {
+    let mut a = app(vec![row(1, Some(0), None), row(2, Some(2), None), row(3, Some(1), None)], None);
+    let order = |a: &App| a.shown().iter().map(|&(i, _)| a.rows[i].pid).collect::<Vec<_>>();
+    assert_eq!(order(&a), [1, 3, 2], "by GPU at first");
+    keys(&mut a, "om");
+    assert_eq!(order(&a), [2, 3, 1], "GPU memory, largest first");
+    keys(&mut a, "oM");
+    assert_eq!(order(&a), [1, 3, 2], "uppercase reverses");
+    keys(&mut a, "ox");
+    assert!(a.message.as_deref().is_some_and(|m| m.contains("no column")));
+    keys(&mut a, ",");
+    assert_eq!(a.sort.column, Column::User);
+    keys(&mut a, "..");
+    assert_eq!(a.sort.column, Column::Sm);
+}
+
+#[test]
+fn the_filter_prompt_tree_and_selection() {
+    let mut a = app(vec![row(1, Some(0), None), row(2, Some(1), None), row(3, None, None)], None);
+    keys(&mut a, "/gpu:1");
+    assert_eq!(a.prompt, Prompt::Filter("gpu:1".into()));
+    a.key(Key::Enter);
+    assert_eq!(a.shown().len(), 1);
+    a.key(Key::Esc);
+    assert_eq!(a.shown().len(), 3, "Esc clears the filter");
+    keys(&mut a, "/pid:x");
+    a.key(Key::Enter);
+    assert!(a.message.as_deref().is_some_and(|m| m.contains("not a PID")));
+    keys(&mut a, "t");
+    assert!(a.tree);
+    a.key(Key::End);
+    assert_eq!(a.selected, 2);
+    a.key(Key::Down);
+    assert_eq!(a.selected, 2, "the selection stays on the table");
+    a.key(Key::Enter);
+    assert_eq!(a.screen, Screen::Process(a.rows[a.shown()[2].0].pid));
+    a.key(Key::Esc);
+    assert_eq!(a.screen, Screen::Main);
+    keys(&mut a, "?");
+    assert_eq!(a.screen, Screen::Help);
+    assert_eq!(keys(&mut a, "q"), Action::Quit);
+}
+
+#[test]
+fn a_signal_waits_for_y_and_goes_to_the_tagged_processes_only() {
+    let mut a = app(vec![row(10, Some(0), Some(111)), row(20, Some(0), Some(222)), row(30, None, Some(333))], None);
+    a.key(Key::Char(' '));
+    a.key(Key::Down);
+    a.key(Key::Char(' '));
+    assert_eq!(a.tagged.iter().copied().collect::<Vec<_>>(), [10, 30]);
+    assert_eq!(keys(&mut a, "T"), Action::None, "nothing is sent before the confirmation");
+    assert!(matches!(&a.prompt, Prompt::Confirm(Signal::Term, t) if t.len() == 2));
+    assert_eq!(keys(&mut a, "n"), Action::None, "any other key cancels");
+    assert_eq!(a.prompt, Prompt::None);
+    keys(&mut a, "K");
+    let sent = keys(&mut a, "y");
+    let expect = vec![
+        Target { pid: 10, start_ticks: 111, label: "python p10".into() },
+        Target { pid: 30, start_ticks: 333, label: "python p30".into() },
+    ];
+    assert_eq!(sent, Action::Signal(Signal::Kill, expect), "with the start times they were shown with");
+    assert!(a.tagged.is_empty());
+}
+
+#[test]
+fn no_signal_under_readonly_nor_to_a_process_of_a_recording() {
+    let mut a = app(vec![row(10, Some(0), Some(1))], Some("--readonly"));
+    keys(&mut a, "K");
+    assert_eq!(a.prompt, Prompt::None);
+    assert!(a.message.as_deref().is_some_and(|m| m.contains("--readonly")));
+    let mut a = app(vec![row(10, Some(0), None)], None);
+    keys(&mut a, "I");
+    assert!(a.message.as_deref().is_some_and(|m| m.contains("not a process of this machine")), "{:?}", a.message);
+    assert_eq!((keys(&mut a, "y"), &a.prompt), (Action::None, &Prompt::None));
+}
+
+/// A real recording, replayed through the pipeline into the view and drawn at 80×24 and 200×60.
+fn replayed(name: &str) -> Arc<Mutex<App>> {
+    replayed_until(name, |_| false)
+}
+
+/// Replayed up to the first poll for which `until` holds.
+fn replayed_until(name: &str, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
+    let run = gpulse_record::read(&p).unwrap();
+    let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
+    let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
+    app.lock().unwrap().replay = Some("replay".into());
+    let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&run.devices, instrumented)));
+    pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
+    let mut r = Replay::new(&run, 1.0);
+    let now = std::time::Instant::now();
+    while let Some((poll, marks)) = r.due(now, true) {
+        pipeline.marks(marks);
+        let last = until(&poll);
+        pipeline.poll(poll);
+        if last {
+            break;
+        }
+    }
+    app
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| crate::draw(f, app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>().trim_end().to_owned() + "\n")
+        .collect()
+}
+
+#[test]
+fn the_dataloader_bound_run_shows_its_gpu_processes_pace_and_finding() {
+    let app = replayed("dl_bound.db");
+    let a = app.lock().unwrap();
+    for (w, h) in [(80, 24), (200, 60)] {
+        let s = screen(&a, w, h);
+        assert!(s.contains("H200"), "{s}");
+        assert!(s.contains("input_bound"), "the live diagnosis found the DataLoader:\n{s}");
+        assert!(s.contains("steps/s"), "{s}");
+        let pid = a.rows.iter().find(|r| r.gpu.is_some()).map(|r| r.pid).expect("a GPU process");
+        assert!(s.contains(&pid.to_string()), "{s}");
+        assert!(!s.contains("0.0 GB/s"), "no throughput made up");
+    }
+    assert!(a.steps_per_s.is_some() && a.data_wait_share.is_some());
+}
+
+#[test]
+fn dataloader_workers_are_listed_and_hang_under_the_trainer() {
+    let app = replayed_until("dl_tuned.db", |p| p.tree.as_ref().is_some_and(|t| t.processes.len() > 4));
+    let mut a = app.lock().unwrap();
+    assert!(a.rows.iter().any(|r| r.gpu.is_none()), "the CPU-only processes of the tree are listed");
+    a.key(Key::Char('t'));
+    assert!(a.shown().iter().any(|&(_, depth)| depth > 0), "the tree has depth");
+}
+
+#[test]
+fn the_leak_shows_its_oom_forecast() {
+    let app = replayed("leak.db");
+    let a = app.lock().unwrap();
+    let s = screen(&a, 120, 40);
+    assert!(a.findings.iter().any(|f| f.time_to_oom_s.is_some()), "{:?}", a.findings);
+    assert!(s.contains("OOM in"), "{s}");
+    assert!(a.trend_gib_per_min[0].is_some_and(|t| t > 0.0));
+}
+
+#[test]
+fn eight_gpus_fit_at_80x24_and_use_200x60() {
+    let devices: Vec<DeviceInfo> =
+        (0..8).map(|index| DeviceInfo { index, name: "NVIDIA H200".into(), ..Default::default() }).collect();
+    let mut a = App::new(devices, None);
+    let gpus =
+        (0..8).map(|i| gpulse_model::GpuSample { gpu_index: i, util_gpu_pct: Some(10 * i), ..Default::default() });
+    let poll =
+        Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 1, gpus: gpus.collect() }), ..Poll::default() };
+    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    let small = screen(&a, 80, 24);
+    assert!((0..8).all(|i| small.contains(&format!("\n{i:<9}H200"))), "{small}");
+    assert!(small.contains("UTL  70%"), "{small}");
+    let big = screen(&a, 200, 60);
+    assert!(big.contains("throttle: —"), "the full layout at 200×60:\n{big}");
+    assert!(!big.contains("0 MHz"), "an absent clock is not 0");
+}

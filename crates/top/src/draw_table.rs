@@ -1,0 +1,183 @@
+//! The process table, the per-process screen and the help screen.
+
+use gpulse_model::GpuProcessClass;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Row as TableRow, Sparkline, Table, TableState};
+
+use crate::app::App;
+use crate::draw::short;
+use crate::fmt::{self, NONE};
+use crate::rows::{Column, Row};
+
+const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
+
+pub fn class_name(c: Option<GpuProcessClass>) -> &'static str {
+    match c {
+        Some(GpuProcessClass::Tree) => "tree",
+        Some(GpuProcessClass::Foreign) => "foreign",
+        Some(GpuProcessClass::Gone) => "gone",
+        None => NONE,
+    }
+}
+
+/// The cells of one row, in [`Column::ALL`]'s order, then the class.
+pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 10] {
+    let command = r.command.clone().unwrap_or_else(|| NONE.into());
+    let indent = if depth == 0 { String::new() } else { format!("{}└ ", "  ".repeat(depth - 1)) };
+    [
+        format!("{}{}", if tagged { "*" } else { " " }, r.gpu.map_or_else(|| "cpu".into(), |g| g.to_string())),
+        r.pid.to_string(),
+        r.user.clone().unwrap_or_else(|| NONE.into()),
+        fmt::mem(r.gpu_mem_bytes),
+        r.sm_pct.map_or_else(|| NONE.into(), |v| v.to_string()),
+        r.cpu_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
+        r.host_mem_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
+        fmt::duration(r.age_s),
+        format!("{indent}{command}"),
+        class_name(r.class).to_owned(),
+    ]
+}
+
+pub fn table(f: &mut Frame, area: Rect, app: &App) {
+    let shown = app.shown();
+    let mut title = format!(" processes: {} ", shown.len());
+    if app.tree {
+        title.push_str("· tree ");
+    }
+    if !app.filter.is_empty() {
+        title.push_str(&format!("· filter {} (Esc clears) ", app.filter.describe()));
+    }
+    if !app.tagged.is_empty() {
+        title.push_str(&format!("· {} tagged ", app.tagged.len()));
+    }
+    let arrow = if app.sort.reverse { "▲" } else { "▼" };
+    let mut header: Vec<String> = Column::ALL
+        .iter()
+        .map(|c| if *c == app.sort.column { format!("{}{arrow}", c.title()) } else { c.title().to_owned() })
+        .collect();
+    header.insert(8, "CLASS".into());
+    let rows = shown.iter().map(|&(i, depth)| {
+        let r = &app.rows[i];
+        let mut c = cells(r, depth, app.tagged.contains(&r.pid)).to_vec();
+        let class = c.pop().unwrap_or_default();
+        c.insert(8, class);
+        let style = match r.class {
+            Some(GpuProcessClass::Foreign) => Style::new().fg(Color::Yellow),
+            Some(GpuProcessClass::Gone) => Style::new().fg(Color::DarkGray),
+            _ => Style::new(),
+        };
+        TableRow::new(c).style(style)
+    });
+    let widths = [
+        Constraint::Length(4),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(4),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Fill(1),
+    ];
+    let t = Table::new(rows, widths)
+        .header(TableRow::new(header).style(BOLD.fg(Color::Cyan)))
+        .block(Block::new().borders(Borders::TOP).title(Span::styled(title, BOLD)))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected((!shown.is_empty()).then_some(app.selected));
+    f.render_stateful_widget(t, area, &mut state);
+}
+
+pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
+    let rows: Vec<&Row> = app.rows.iter().filter(|r| r.pid == pid).collect();
+    let block =
+        Block::new().borders(Borders::ALL).title(Span::styled(format!(" process {pid} (Esc goes back) "), BOLD));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let Some(r) = rows.first() else {
+        f.render_widget(Paragraph::new(format!("process {pid} is no longer listed")), inner);
+        return;
+    };
+    let gpus: Vec<String> =
+        rows.iter().filter_map(|r| r.gpu.map(|g| format!("GPU {g}: {}", fmt::mem(r.gpu_mem_bytes)))).collect();
+    let info = vec![
+        Line::from(format!("command  {}", r.command.as_deref().unwrap_or(NONE))),
+        Line::from(format!(
+            "user {}  parent {}  class {}  running {}",
+            r.user.as_deref().unwrap_or(NONE),
+            r.ppid.map_or_else(|| NONE.into(), |p| p.to_string()),
+            class_name(r.class),
+            fmt::duration(r.age_s)
+        )),
+        Line::from(format!(
+            "CPU {}  host memory {} GiB  {}",
+            r.cpu_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}%")),
+            fmt::gib(r.rss_bytes),
+            if gpus.is_empty() { "no GPU memory".into() } else { gpus.join("  ") }
+        )),
+    ];
+    let [head, charts] = Layout::vertical([Constraint::Length(4), Constraint::Fill(1)]).areas(inner);
+    f.render_widget(Paragraph::new(info), head);
+    let Some(h) = app.proc_history.get(&pid) else { return };
+    let parts = Layout::vertical([Constraint::Fill(1); 4]).split(charts);
+    let series = [
+        ("CPU, % of one core", &h.cpu_pct, None),
+        ("host memory, GiB", &h.rss_gib, None),
+        ("GPU memory, GiB", &h.gpu_mem_gib, None),
+        ("%SM", &h.sm_pct, Some(100.0)),
+    ];
+    for ((title, ring, max), part) in series.into_iter().zip(parts.iter()) {
+        let top = max.or(ring.max()).filter(|m| *m > 0.0);
+        let latest = ring.last_n(1).next().flatten();
+        let b = Block::new().borders(Borders::TOP).title(format!(
+            " {title}: {} (top {}) ",
+            latest.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
+            top.map_or_else(|| NONE.into(), |v| format!("{v:.1}"))
+        ));
+        let area = b.inner(*part);
+        f.render_widget(b, *part);
+        let scale = top.unwrap_or(1.0);
+        let data: Vec<Option<u64>> =
+            ring.last_n(area.width as usize).map(|v| v.map(|v| (v / scale * 1000.0).round() as u64)).collect();
+        f.render_widget(Sparkline::default().data(data).max(1000).absent_value_symbol(" "), area);
+    }
+}
+
+const HELP: &[(&str, &str)] = &[
+    ("q, Ctrl-C", "quit"),
+    ("? h", "this help (any of Esc, Enter, ? goes back)"),
+    (
+        "o + key",
+        "sort by: g GPU, p PID, u USER, m GPU-MEM, s %SM, c %CPU, r %MEM, t TIME, n COMMAND; uppercase reverses",
+    ),
+    (", .", "sort by the column to the left, to the right"),
+    ("t", "tree view: DataLoader workers and ranks under their launcher"),
+    ("/", "filter: user:NAME pid:N gpu:N or words of the command; Esc clears"),
+    ("↑ ↓ j k PgUp PgDn", "select a process"),
+    ("Space", "tag the selected process"),
+    ("Enter", "the process's screen: CPU, host memory, GPU memory and SM over time"),
+    ("I T K", "SIGINT, SIGTERM, SIGKILL to the tagged (else the selected) processes, after y"),
+    ("← → [ ]", "pick the GPU the charts show"),
+    ("H", "switch the chart: util with SM, memory, power"),
+    ("p", "pause (a replay stops; live, the screen holds)"),
+    ("n", "replay: the next poll"),
+];
+
+pub fn help(f: &mut Frame, area: Rect, app: &App) {
+    let mut lines: Vec<Line> =
+        HELP.iter().map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<20}"), BOLD), Span::raw(*v)])).collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from(match app.no_signals {
+        Some(why) => format!("signals are off: {why}"),
+        None => "a signal goes only to the process shown: a PID that is gone or reused is refused".into(),
+    }));
+    lines.push(Line::from(format!(
+        "%SM is NVML's per-process SM share; SM beside UTL is GPM's SM activity; `{}` is absent, never 0",
+        short(NONE, 1)
+    )));
+    let block = Block::new().borders(Borders::ALL).title(Span::styled(" gpulse top: keys ", BOLD));
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}

@@ -1,0 +1,151 @@
+//! Where the polls come from: the live collector, or a recording played back at a chosen speed
+//! as the polls it was made of, so a replay goes through the same pipeline as live data.
+
+use std::time::{Duration, Instant};
+
+use gpulse_live::{Collected, Collector};
+use gpulse_model::{Marker, Poll, RunData};
+
+/// A recording as the polls it was taken as, with the loop's marks due by each.
+pub struct Replay {
+    polls: Vec<(Poll, Vec<Marker>)>,
+    next: usize,
+    speed: f64,
+    /// Wall clock and recording time of the latest poll played.
+    anchor: Option<(Instant, i64)>,
+}
+
+impl Replay {
+    /// Rebuilds the polls: each snapshot with the host and tree readings nearest to it.
+    pub fn new(run: &RunData, speed: f64) -> Self {
+        let nearest = |list: &[i64], t: i64| -> Option<usize> {
+            let i = list.partition_point(|&x| x < t);
+            [i.checked_sub(1), (i < list.len()).then_some(i)].into_iter().flatten().min_by_key(|&j| (list[j] - t).abs())
+        };
+        let host_t: Vec<i64> = run.host.iter().map(|h| h.timestamp_us).collect();
+        let tree_t: Vec<i64> = run.trees.iter().map(|h| h.timestamp_us).collect();
+        let mut marks = run.markers.iter().peekable();
+        let polls = run
+            .snapshots
+            .iter()
+            .map(|snap| {
+                let t = snap.timestamp_us;
+                let host = nearest(&host_t, t).map(|i| run.host[i].clone()).unwrap_or_default();
+                let tree = nearest(&tree_t, t).map(|i| run.trees[i].clone());
+                let mut due = Vec::new();
+                while let Some(m) = marks.next_if(|m| m.t_us <= t) {
+                    due.push(m.clone());
+                }
+                let host = gpulse_model::HostSample { timestamp_us: t, ..host };
+                (Poll { snapshot: Some(snap.clone()), host, tree, ..Poll::default() }, due)
+            })
+            .collect();
+        Self { polls, next: 0, speed, anchor: None }
+    }
+
+    pub fn len(&self) -> usize {
+        self.polls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.polls.is_empty()
+    }
+
+    pub fn played(&self) -> usize {
+        self.next
+    }
+
+    pub fn finished(&self) -> bool {
+        self.next >= self.polls.len()
+    }
+
+    /// The next poll if its time has come at this speed (or `now` is forced, a step).
+    pub fn due(&mut self, now: Instant, force: bool) -> Option<(Poll, Vec<Marker>)> {
+        let (poll, _) = self.polls.get(self.next)?;
+        let t = poll.host.timestamp_us;
+        if !force && let Some((wall, at)) = self.anchor {
+            let wait = Duration::from_secs_f64(((t - at) as f64 / 1e6 / self.speed).max(0.0));
+            if now < wall + wait {
+                return None;
+            }
+        }
+        self.anchor = Some((now, t));
+        self.next += 1;
+        Some(self.polls[self.next - 1].clone())
+    }
+
+    /// After a pause, the clock restarts from the poll shown.
+    pub fn resume(&mut self, now: Instant) {
+        if let Some((_, t)) = self.anchor {
+            self.anchor = Some((now, t));
+        }
+    }
+}
+
+/// The polls a view is fed.
+pub enum Feed {
+    Live(Collector),
+    Replay(Replay),
+}
+
+/// What a feed had for the loop this time round.
+pub enum Fed {
+    Poll(Box<Poll>, Vec<Marker>),
+    Failed(String),
+    Nothing,
+}
+
+impl Feed {
+    /// The next poll, waiting at most `wait` for a live one; a paused replay gives none unless
+    /// stepped.
+    pub fn next(&mut self, wait: Duration, paused: bool, step: bool) -> Fed {
+        match self {
+            Feed::Live(c) => match c.next(wait) {
+                Some(Collected::Ok(p)) => Fed::Poll(Box::new(p), Vec::new()),
+                Some(Collected::Err(e)) => Fed::Failed(e.to_string()),
+                None => Fed::Nothing,
+            },
+            Feed::Replay(r) if paused && !step => {
+                let _ = r;
+                Fed::Nothing
+            }
+            Feed::Replay(r) => match r.due(Instant::now(), step) {
+                Some((p, m)) => Fed::Poll(Box::new(p), m),
+                None => Fed::Nothing,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> RunData {
+        let p =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
+        gpulse_record::read(&p).unwrap()
+    }
+
+    #[test]
+    fn a_recording_replays_as_its_polls_with_their_marks() {
+        let run = fixture("dl_bound.db");
+        let mut r = Replay::new(&run, 1000.0);
+        assert_eq!(r.len(), run.snapshots.len());
+        let t0 = Instant::now();
+        let (first, _) = r.due(t0, false).expect("the first poll is due at once");
+        assert!(first.tree.is_some() && first.host.memory_total_bytes.is_some());
+        assert!(r.due(t0, false).is_none(), "the next waits for its time");
+        assert!(r.due(t0, true).is_some(), "a step takes it anyway");
+        let mut marks = 0;
+        let mut late = t0;
+        loop {
+            late += Duration::from_secs(3600);
+            let Some((_, m)) = r.due(late, false) else { break };
+            marks += m.len();
+        }
+        assert!(r.finished());
+        let before_last = run.markers.iter().filter(|m| m.t_us <= run.snapshots.last().unwrap().timestamp_us).count();
+        assert!(marks > 0 && marks <= before_last, "{marks} marks of {before_last}");
+    }
+}

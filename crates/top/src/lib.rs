@@ -1,0 +1,226 @@
+//! `gpulse top`: the live terminal view of every GPU, the host, the processes and why the
+//! training is slow. A [`Sink`] of the live pipeline turns each frame into the [`App`] state;
+//! drawing reads that state only, so a replayed recording and live NVML look the same.
+
+pub mod app;
+mod draw;
+mod draw_table;
+pub mod feed;
+pub mod fmt;
+pub mod history;
+pub mod procs;
+pub mod rows;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::{Frame, Pipeline, Sink};
+use gpulse_model::DeviceInfo;
+use ratatui::backend::Backend;
+use ratatui::crossterm::{cursor, event, execute, terminal};
+
+pub use app::{Action, App, Key};
+pub use draw::draw;
+pub use feed::{Fed, Feed, Replay};
+
+/// Fills the shared [`App`] from the pipeline's frames; live, with `/proc`'s view of the
+/// processes around the GPU processes.
+pub struct TopSink {
+    app: Arc<Mutex<App>>,
+    procs: Option<procs::ProcView>,
+}
+
+impl TopSink {
+    /// `live`: the processes are this machine's, so `/proc` is read for them.
+    pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
+        Self { app, procs: live.then(procs::ProcView::default) }
+    }
+}
+
+impl Sink for TopSink {
+    fn frame(&mut self, frame: &Frame) {
+        let mut app = self.app.lock().unwrap_or_else(|e| e.into_inner());
+        // Live, pause holds the screen; a replay's pause stops the replay itself.
+        if app.paused && app.replay.is_none() {
+            return;
+        }
+        let procs = match self.procs.as_mut() {
+            Some(view) => {
+                let pids: Vec<u32> = frame
+                    .poll
+                    .snapshot
+                    .iter()
+                    .flat_map(|s| &s.gpus)
+                    .flat_map(|g| &g.processes)
+                    .map(|p| p.pid)
+                    .collect();
+                view.around(&pids)
+            }
+            None => HashMap::new(),
+        };
+        app.apply(frame, &procs);
+    }
+}
+
+/// Why `top` cannot start here, if it cannot: it draws on a terminal only.
+pub fn check_terminal() -> Result<(), String> {
+    if std::io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        Err("gpulse top needs a terminal: standard output is not one (for lines, use `gpulse watch`)".into())
+    }
+}
+
+/// Puts the terminal back as it was: on return, on a panic, on a stop signal.
+fn restore() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), event::DisableMouseCapture, terminal::LeaveAlternateScreen, cursor::Show);
+}
+
+/// Restores the terminal when dropped, whichever way the loop ends.
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// What the view is started with.
+pub struct Options {
+    pub devices: Vec<DeviceInfo>,
+    /// The loop marks every DataLoader wait (a replayed `--instrument` run).
+    pub instrumented: bool,
+    /// Why signals cannot be sent, if they cannot (`--readonly`, a replay).
+    pub no_signals: Option<&'static str>,
+}
+
+/// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
+pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
+    let live = matches!(feed, Feed::Live(_));
+    let app = Arc::new(Mutex::new(App::new(options.devices.clone(), options.no_signals)));
+    let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&options.devices, options.instrumented)));
+    pipeline.add_sink(Box::new(TopSink::new(app.clone(), live)));
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+    terminal::enable_raw_mode()?;
+    let _guard = TerminalGuard;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen, event::EnableMouseCapture, cursor::Hide)?;
+    let mut term = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))?;
+    let lock = || app.lock().unwrap_or_else(|e| e.into_inner());
+    let mut dirty = true;
+    let mut step = false;
+    let mut was_paused = false;
+    let reason = 'outer: loop {
+        if let Some(r) = stop() {
+            break r;
+        }
+        let paused = lock().paused;
+        if let Feed::Replay(r) = &mut feed
+            && was_paused
+            && !paused
+        {
+            r.resume(Instant::now());
+        }
+        was_paused = paused;
+        loop {
+            match feed.next(Duration::ZERO, paused, std::mem::take(&mut step)) {
+                Fed::Poll(p, marks) => {
+                    pipeline.marks(marks);
+                    pipeline.poll(*p);
+                    dirty = true;
+                }
+                Fed::Failed(e) => {
+                    lock().failed = Some(e);
+                    dirty = true;
+                    break;
+                }
+                Fed::Nothing => break,
+            }
+        }
+        if let Feed::Replay(r) = &feed {
+            let state = if r.finished() { "the end: q quits" } else { "playing" };
+            let label = format!("replay {}/{} polls, {state}", r.played(), r.len());
+            let mut a = lock();
+            if a.replay.as_deref() != Some(label.as_str()) {
+                a.replay = Some(label);
+                dirty = true;
+            }
+        }
+        if dirty {
+            let a = lock();
+            term.draw(|f| draw(f, &a))?;
+            dirty = false;
+        }
+        if !event::poll(Duration::from_millis(50))? {
+            continue;
+        }
+        while event::poll(Duration::ZERO)? {
+            let key = match event::read()? {
+                event::Event::Key(k) if k.kind != event::KeyEventKind::Release => map_key(k),
+                event::Event::Mouse(m) => match m.kind {
+                    event::MouseEventKind::ScrollDown => Some(Key::Down),
+                    event::MouseEventKind::ScrollUp => Some(Key::Up),
+                    _ => None,
+                },
+                event::Event::Resize(..) => {
+                    term.autoresize()?;
+                    dirty = true;
+                    None
+                }
+                _ => None,
+            };
+            let Some(key) = key else { continue };
+            dirty = true;
+            let action = lock().key(key);
+            match action {
+                Action::None => {}
+                Action::Quit => break 'outer "quit".to_owned(),
+                Action::Step => step = true,
+                Action::Signal(sig, targets) => {
+                    let said: Vec<String> = targets
+                        .iter()
+                        .map(|t| match procs::send(t, sig) {
+                            procs::Outcome::Sent => format!("{} sent to {}", sig.name(), t.pid),
+                            procs::Outcome::Gone => format!("{} is gone: not signalled", t.pid),
+                            procs::Outcome::Reused => format!("{} is another process now: not signalled", t.pid),
+                            procs::Outcome::Failed(e) => format!("{}: {e}", t.pid),
+                        })
+                        .collect();
+                    lock().message = Some(said.join("; "));
+                }
+            }
+        }
+    };
+    term.backend_mut().flush()?;
+    drop(term);
+    Ok(reason)
+}
+
+fn map_key(k: event::KeyEvent) -> Option<Key> {
+    use event::KeyCode;
+    if k.modifiers.contains(event::KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+        return Some(Key::CtrlC);
+    }
+    Some(match k.code {
+        KeyCode::Char(c) => Key::Char(c),
+        KeyCode::Enter => Key::Enter,
+        KeyCode::Esc => Key::Esc,
+        KeyCode::Backspace => Key::Backspace,
+        KeyCode::Up => Key::Up,
+        KeyCode::Down => Key::Down,
+        KeyCode::Left => Key::Left,
+        KeyCode::Right => Key::Right,
+        KeyCode::PageUp => Key::PageUp,
+        KeyCode::PageDown => Key::PageDown,
+        KeyCode::Home => Key::Home,
+        KeyCode::End => Key::End,
+        _ => return None,
+    })
+}

@@ -1,0 +1,174 @@
+//! `gpulse top` in a real terminal: tmux runs it in a detached session of fixed size, the test
+//! sends keys and reads the screen back with `capture-pane`.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::support::*;
+
+/// A tmux server of the test's own (its own socket), with one session running `shell`.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `None` when tmux is missing (CI installs it and sets GPULSE_REQUIRE_TMUX).
+    fn start(name: &str, width: u16, height: u16, shell: &str) -> Option<Self> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(std::env::var_os("GPULSE_REQUIRE_TMUX").is_none(), "tmux is required");
+            skipped("gpulse top in a real terminal (no tmux; CI installs it)");
+            return None;
+        }
+        let socket = format!("gpulse-test-{}-{name}", std::process::id());
+        let t = Self { socket };
+        let ok = t
+            .cmd()
+            .args(["new-session", "-d", "-s", "top", "-x", &width.to_string(), "-y", &height.to_string()])
+            .arg(shell)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "tmux starts");
+        Some(t)
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]).env("TERM", "xterm-256color").env_remove("TMUX");
+        c
+    }
+
+    fn screen(&self) -> String {
+        let out = self.cmd().args(["capture-pane", "-p", "-t", "top"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        self.cmd().args(["send-keys", "-t", "top"]).args(keys).status().unwrap();
+    }
+
+    fn display(&self, format: &str) -> String {
+        let out = self.cmd().args(["display", "-p", "-t", "top", format]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The screen once `pred` holds of it, within 20 s.
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "waited for {what}:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").status();
+    }
+}
+
+/// The shell line: `top`, then its exit status and whether the terminal is back in cooked mode.
+fn shell(env: &str, args: &str) -> String {
+    let bin = gpulse_bin();
+    format!("env {env} {} top {args}; echo EXIT=$?; stty -a | grep -o -- '-*icanon'; sleep 60", bin.display())
+}
+
+#[test]
+fn top_replays_a_recording_in_a_terminal_sorts_and_quits_cleanly() {
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let rec = gpulse_record::read(&fixture).unwrap();
+    let last = rec.snapshots.last().unwrap();
+    let g = &last.gpus[0];
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let memory = format!("{:.1}/{:.1} GiB", gib(g.memory_used_bytes.unwrap()), gib(g.memory_total_bytes.unwrap()));
+    let pid = g.processes[0].pid.to_string();
+    let args = format!("--replay {} --speed 50", fixture.display());
+    let Some(t) = Tmux::start("replay", 120, 40, &shell("TZ=UTC", &args)) else { return };
+    let s = t.wait_for("the end of the replay and the finding", |s| s.contains("the end") && s.contains("input_bound"));
+    assert!(s.contains("0 cuda:0 H200"), "{s}");
+    assert!(s.contains(&memory), "the recording's memory {memory}:\n{s}");
+    let row = s.lines().find(|l| l.contains(&format!(" {pid} "))).unwrap_or_else(|| panic!("PID {pid}:\n{s}"));
+    assert!(row.contains("tree") && row.contains("python3"), "{row}");
+    assert!(s.contains("steps/s") && s.contains("data wait"), "{s}");
+    assert!(s.contains("GPU▼"), "sorted by GPU at first:\n{s}");
+    t.keys(&["o", "p"]);
+    t.wait_for("sorting by PID", |s| s.contains("PID▼"));
+    t.keys(&["o", "M"]);
+    t.wait_for("the reversed GPU-MEM sort", |s| s.contains("GPU-MEM▲"));
+    t.keys(&["K"]);
+    t.wait_for("signals refused in a replay", |s| s.contains("signals are off"));
+    t.keys(&["?"]);
+    t.wait_for("the help", |s| s.contains("gpulse top: keys"));
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let after = t.wait_for("the exit", |s| s.contains("EXIT="));
+    assert!(after.contains("EXIT=0"), "{after}");
+    assert!(after.lines().any(|l| l.trim() == "icanon"), "the terminal is back in cooked mode:\n{after}");
+    assert!(!after.contains("input_bound"), "the alternate screen is gone:\n{after}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+/// Live against the stand-in library: what the scenario says is on the screen; SIGTERM ends it
+/// and the terminal is restored.
+#[test]
+fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal() {
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
+        .unwrap()
+        .replace(r#""util_gpu_pct": 0,"#, r#""util_gpu_pct": 97,"#)
+        .replace(r#""memory_used_bytes": 0,"#, r#""memory_used_bytes": 21474836480,"#)
+        .replace(r#""sm": 0.0"#, r#""sm": 12.5"#)
+        .replace(
+            r#""pci_bus_id": "00000000:00:06.0","#,
+            &format!(r#""pci_bus_id": "00000000:00:06.0", "processes": [{{"pid": {}, "used_memory_mib": 20480, "sm_util_pct": 42, "mem_util_pct": 9}}],"#, child.id()),
+        );
+    let sc = scenario_file("top-live", &json);
+    let env = format!("GPULSE_NVML_LIB={} GPULSE_FAKE_NVML_SCENARIO={}", fake_lib().display(), sc.display());
+    let Some(t) = Tmux::start("live", 120, 40, &shell(&env, "--interval 200ms")) else {
+        let _ = (child.kill(), child.wait());
+        return;
+    };
+    let s = t.wait_for("the stand-in's GPU and process", |s| {
+        s.contains(&format!(" {} ", child.id())) && s.contains("SM 12.5%")
+    });
+    assert!(s.contains("UTL  97%"), "{s}");
+    assert!(s.contains("20.0/140.4 GiB"), "{s}");
+    assert!(s.contains("PWR 119/700 W") && s.contains("33°C"), "{s}");
+    assert!(s.contains("throttle: idle"), "{s}");
+    let row = s.lines().find(|l| l.contains(&format!(" {} ", child.id()))).unwrap();
+    assert!(row.contains("20.0GiB") && row.contains(" 42 ") && row.contains("sleep 60"), "{row}");
+    // The process's own reading from /proc: its user and a CPU share after the second poll.
+    assert!(row.contains("root") || !row.contains(" — "), "{row}");
+    // The signal goes to gpulse itself, the shell's child.
+    let shell_pid = t.display("#{pane_pid}");
+    let out = Command::new("pgrep").args(["-P", &shell_pid]).output().unwrap();
+    let gpulse: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
+    assert_eq!(gpulse.len(), 1, "one child of the shell: {gpulse:?}");
+    Command::new("kill").args(["-TERM", &gpulse[0]]).status().unwrap();
+    let after = t.wait_for("the exit", |s| s.contains("EXIT="));
+    let _ = (child.kill(), child.wait());
+    assert!(after.contains("EXIT=0"), "{after}");
+    assert!(after.lines().any(|l| l.trim() == "icanon"), "cooked mode again:\n{after}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+#[test]
+fn top_without_a_terminal_or_a_driver_says_so_in_one_line() {
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let (code, out, err) = run(gpulse(None).arg("top").arg("--replay").arg(&fixture));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("needs a terminal"), "{err}");
+    let (code, _, err) = run(gpulse(None).env("GPULSE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1").arg("top"));
+    assert_eq!(code, 9, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("gpulse top --replay FILE") && err.contains("gpulse demo"), "{err}");
+    let (code, _, err) = run(gpulse(None).args(["top", "--replay", "/nonexistent.db"]));
+    assert_eq!((code, err.lines().count()), (1, 1), "{err}");
+    let (code, _, err) = run(gpulse(None).args(["top", "--speed", "2"]));
+    assert_eq!(code, 2, "--speed needs --replay: {err}");
+}
