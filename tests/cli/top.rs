@@ -105,7 +105,10 @@ fn top_replays_a_recording_in_a_terminal_sorts_and_quits_cleanly() {
     t.wait_for("the help", |s| s.contains("gpulse top: keys"));
     t.keys(&["Escape"]);
     t.keys(&["q"]);
-    let after = t.wait_for("the exit", |s| s.contains("EXIT="));
+    // The shell prints the status, then the terminal's mode: wait for both.
+    let after = t.wait_for("the exit", |s| {
+        s.contains("EXIT=") && s.lines().any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
+    });
     assert!(after.contains("EXIT=0"), "{after}");
     assert!(after.lines().any(|l| l.trim() == "icanon"), "the terminal is back in cooked mode:\n{after}");
     assert!(!after.contains("input_bound"), "the alternate screen is gone:\n{after}");
@@ -149,7 +152,10 @@ fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal()
     let gpulse: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
     assert_eq!(gpulse.len(), 1, "one child of the shell: {gpulse:?}");
     Command::new("kill").args(["-TERM", &gpulse[0]]).status().unwrap();
-    let after = t.wait_for("the exit", |s| s.contains("EXIT="));
+    // The shell prints the status, then the terminal's mode: wait for both.
+    let after = t.wait_for("the exit", |s| {
+        s.contains("EXIT=") && s.lines().any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
+    });
     let _ = (child.kill(), child.wait());
     assert!(after.contains("EXIT=0"), "{after}");
     assert!(after.lines().any(|l| l.trim() == "icanon"), "cooked mode again:\n{after}");
