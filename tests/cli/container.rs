@@ -7,7 +7,7 @@
 //! `GPULSE_REQUIRE_JUPYTER`, `GPULSE_REQUIRE_HADOLINT` and `GPULSE_REQUIRE_SHELLCHECK`; elsewhere
 //! a missing program skips its check.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -197,20 +197,10 @@ impl Drop for Running {
     }
 }
 
-/// One HTTP/1.1 GET: (status, body).
+/// One HTTP/1.1 GET on loopback: (status, body).
 fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req += &format!("{k}: {v}\r\n");
-    }
-    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), body.to_owned())
+    let (status, _, body) = super::support::http_get(&format!("127.0.0.1:{port}"), path, headers);
+    (status, body)
 }
 
 /// Waits until something answers HTTP on `port` with `path`.

@@ -1,7 +1,7 @@
 //! `gpulse serve` over real sockets, scraped by a real Prometheus, opened in a real browser.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -55,21 +55,8 @@ fn serve(args: &[&str]) -> Serving {
     s
 }
 
-/// One HTTP/1.1 GET: (status, headers in lower case, body).
 fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req += &format!("{k}: {v}\r\n");
-    }
-    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, head.to_lowercase(), body.to_owned())
+    super::support::http_get(addr, path, headers)
 }
 
 fn bearer() -> String {

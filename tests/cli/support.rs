@@ -172,3 +172,21 @@ pub fn python_with(module: &str, check: &str) -> Option<&'static str> {
     skipped(&format!("{module} {check} (python3 cannot import {module}; CI installs it)"));
     None
 }
+
+/// One HTTP/1.1 GET to `addr` (`host:port`): (status, headers in lower case, body).
+pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_lowercase(), body.to_owned())
+}
