@@ -25,6 +25,9 @@ pub struct Cadence {
     pub util_buffer: Duration,
     /// Per-process SM and memory utilization (about 2.5 ms a call per GPU).
     pub process_util: Duration,
+    /// The compute-process list and each process's memory (0.15 ms a call at 1 s, 0.67 ms at
+    /// 100 ms): processes start and end over seconds, and memory's trend is the GPU's.
+    pub processes: Duration,
 }
 
 impl Cadence {
@@ -35,6 +38,7 @@ impl Cadence {
         energy: Duration::ZERO,
         util_buffer: Duration::ZERO,
         process_util: Duration::ZERO,
+        processes: Duration::ZERO,
     };
 
     /// The recorder (`record`, `run`, `attach`, `serve`): docs/recording-format.md says the same.
@@ -44,6 +48,7 @@ impl Cadence {
         energy: Duration::from_secs(10),
         util_buffer: Duration::from_secs(10),
         process_util: Duration::from_secs(5),
+        processes: Duration::from_secs(1),
     };
 }
 
@@ -61,12 +66,17 @@ pub(super) struct Due {
     pub energy: bool,
     pub util_buffer: bool,
     pub process_util: bool,
+    pub processes: bool,
 }
+
+/// A group is due this much before its period is up, so polls on a fixed schedule that land a
+/// little early still read it: at 1 s polls a 1 s group is read every poll, never every other.
+const EARLY: u32 = 20;
 
 /// The last reading of each held field of one device, with the absences that came with it.
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    last: [Option<Instant>; 5],
+    last: [Option<Instant>; 6],
     pub power_limit_mw: Option<u32>,
     pub enforced_power_limit_mw: Option<u32>,
     pub pcie_link_gen: Option<u32>,
@@ -76,21 +86,30 @@ pub(super) struct Held {
     pub energy_mj: Option<u64>,
     /// Per PID: SM and memory utilization, percent.
     pub process_util: HashMap<u32, (u32, u32)>,
+    /// The process list of the last read.
+    pub processes: Option<Vec<gpulse_model::ProcessSample>>,
     absent: Absences,
 }
 
 impl Held {
     /// Which groups are due at `now`, marking them read.
     pub(super) fn due(&mut self, c: &Cadence, now: Instant) -> Due {
-        let periods = [c.power_limit, c.settings, c.energy, c.util_buffer, c.process_util];
-        let mut due = [false; 5];
+        let periods = [c.power_limit, c.settings, c.energy, c.util_buffer, c.process_util, c.processes];
+        let mut due = [false; 6];
         for ((last, every), d) in self.last.iter_mut().zip(periods).zip(&mut due) {
-            *d = last.is_none_or(|l| now.duration_since(l) >= every);
+            *d = last.is_none_or(|l| now.duration_since(l) + every / EARLY >= every);
             if *d {
                 *last = Some(now);
             }
         }
-        Due { power_limit: due[0], settings: due[1], energy: due[2], util_buffer: due[3], process_util: due[4] }
+        Due {
+            power_limit: due[0],
+            settings: due[1],
+            energy: due[2],
+            util_buffer: due[3],
+            process_util: due[4],
+            processes: due[5],
+        }
     }
 
     /// Keeps the absences of `metrics` just read, in place of the ones held.
@@ -128,17 +147,24 @@ mod tests {
         let c = Cadence::RECORDER;
         let t0 = Instant::now();
         let d = h.due(&c, t0);
-        assert!(d.power_limit && d.settings && d.energy && d.util_buffer && d.process_util, "the first poll reads all");
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        let counts = (1..=20).fold([0; 5], |mut n, s| {
-            let d = h.due(&c, at(s));
-            for (k, on) in [d.power_limit, d.settings, d.energy, d.util_buffer, d.process_util].into_iter().enumerate()
-            {
+        assert!(
+            d.power_limit && d.settings && d.energy && d.util_buffer && d.process_util && d.processes,
+            "the first poll reads all"
+        );
+        // Polls on a 1 s schedule, each a few ms early or late.
+        let at = |s: u64| t0 + Duration::from_secs(s) - Duration::from_millis(3 * (s % 2));
+        let flags = |d: Due| [d.power_limit, d.settings, d.energy, d.util_buffer, d.process_util, d.processes];
+        let counts = (1..=20).fold([0; 6], |mut n, s| {
+            for (k, on) in flags(h.due(&c, at(s))).into_iter().enumerate() {
                 n[k] += usize::from(on);
             }
             n
         });
-        assert_eq!(counts, [4, 4, 2, 2, 4], "in 20 s of 1 s polls after the first");
+        assert_eq!(counts, [4, 4, 2, 2, 4, 20], "in 20 s of 1 s polls after the first");
+        // At 100 ms, the process list is read once a second.
+        let mut fast = Held::default();
+        let reads = (0..50).filter(|&i| fast.due(&c, t0 + Duration::from_millis(100 * i)).processes).count();
+        assert_eq!(reads, 5, "in 5 s of 100 ms polls");
         let mut every = Held::default();
         assert!((0..5).all(|s| every.due(&Cadence::VIEW, at(s)).energy), "a view reads energy every poll");
     }

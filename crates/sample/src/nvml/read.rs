@@ -222,8 +222,8 @@ pub(super) fn sample_device(
     if !opts.processes || !r.wants(Metric::Processes) {
         // Not listed is unknown, not "no processes".
         r.absent.push((Metric::Processes, Absence::NotAvailable));
-    } else {
-        s.processes = processes(
+    } else if due.processes || t.held.processes.is_none() {
+        let listed = processes(
             nvml,
             d,
             (&mut t.last_proc_util_us, &mut t.held.process_util),
@@ -231,8 +231,13 @@ pub(super) fn sample_device(
             due.process_util,
             &mut r,
             ids,
-        )
-        .unwrap_or_default();
+        );
+        t.held.keep_absences(&[Metric::Processes], &r.absent);
+        t.held.processes = listed.clone();
+        s.processes = listed.unwrap_or_default();
+    } else {
+        s.processes = t.held.processes.clone().unwrap_or_default();
+        t.held.restore_absences(&[Metric::Processes], &mut r.absent);
     }
     if opts.gpm && info.gpm_supported == Some(true) && r.wants(Metric::Gpm) {
         s.gpm =
