@@ -178,3 +178,32 @@ fn top_without_a_terminal_or_a_driver_says_so_in_one_line() {
     let (code, _, err) = run(gpulse(None).args(["top", "--speed", "2"]));
     assert_eq!(code, 2, "--speed needs --replay: {err}");
 }
+
+/// A terminal that goes away (its tmux server killed, as a closed window or a dropped SSH
+/// session) ends `top`: it neither lingers nor spins on the dead terminal.
+#[test]
+fn top_exits_when_its_terminal_goes_away() {
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let line = format!("{} top --replay {} --speed 1; sleep 60", gpulse_bin().display(), fixture.display());
+    let Some(t) = Tmux::start("hangup", 100, 30, &line) else { return };
+    t.wait_for("the first frame", |s| s.contains("cuda:0"));
+    let shell_pid = t.display("#{pane_pid}");
+    let out = Command::new("pgrep").args(["-P", &shell_pid]).output().unwrap();
+    let pid = String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_owned).expect("top runs");
+    let _ = t.cmd().arg("kill-server").status();
+    let start = Instant::now();
+    // Gone, or a zombie no one has reaped yet: either way it no longer runs.
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+            .unwrap_or(false)
+    };
+    while running() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if running() {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        panic!("gpulse top ({pid}) still ran 10 s after its terminal went away");
+    }
+}

@@ -10,6 +10,7 @@ pub mod fmt;
 pub mod history;
 pub mod procs;
 pub mod rows;
+mod tty;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -113,6 +114,7 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
     let _guard = TerminalGuard;
     execute!(std::io::stdout(), terminal::EnterAlternateScreen, event::EnableMouseCapture, cursor::Hide)?;
     let mut term = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))?;
+    let input = tty::TtyInput::open()?;
     let lock = || app.lock().unwrap_or_else(|e| e.into_inner());
     let mut dirty = true;
     let mut step = false;
@@ -158,8 +160,10 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
             term.draw(|f| draw(f, &a))?;
             dirty = false;
         }
-        if !event::poll(Duration::from_millis(50))? {
-            continue;
+        // Keys wake the loop at once; a resize arrives through crossterm's own signal pipe, read
+        // below every 50 ms.
+        if input.wait(Duration::from_millis(50)) == tty::Input::HungUp {
+            break "the terminal is gone".to_owned();
         }
         while event::poll(Duration::ZERO)? {
             let key = match event::read()? {
