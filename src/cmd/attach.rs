@@ -19,9 +19,9 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let output = claim.path().to_path_buf();
     let poller = recorder::poller(recorder::open_source(global, false, &gpulse_model::GPM_RECORDED, &[])?, Some(pid));
     let extra = [("runner", "gpulse attach".to_owned())];
-    let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline), &extra)?;
+    let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
     let mut session = Session::new(Some(recording), poller, output, &args.job, None, false);
-    session.follow(pid);
+    session.follow(pid, cmdline);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.watch(None) {

@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         &poller,
         args.job.interval,
         None,
-        command_line,
+        command_line.clone(),
         &extra,
     )?;
     let marks =
@@ -59,7 +59,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Err(Exit { code: e.code, message: e.message, to_stdout: false }.into());
         }
     };
-    session.follow(child.id());
+    session.follow(child.id(), command_line);
     let oom = OomCounter::start(child.id());
     let pump = pump::spawn(stderr, session.term.clone(), session.events());
     let end = session.watch(Some(&mut child));

@@ -9,7 +9,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use gpulse_diagnose::LiveDiagnosis;
-use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink};
+use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, jobs};
 use gpulse_record::{Claim, Event, Writer};
 use gpulse_sample::Poller;
 
@@ -42,6 +42,7 @@ pub struct Session {
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
+    instrumented: bool,
 }
 
 /// The live status on gpulse's stderr, and the notice when the recording stops.
@@ -197,6 +198,7 @@ impl Session {
             events_tx,
             events_rx,
             marks,
+            instrumented,
         }
     }
 
@@ -205,8 +207,13 @@ impl Session {
         self.pipeline.is_recording()
     }
 
-    /// Follows the process tree under `pid` (the job, once started).
-    pub fn follow(&mut self, pid: u32) {
+    /// Follows the process tree under `pid` (the job, once started), and lists the job where
+    /// `gpulse top` finds it.
+    pub fn follow(&mut self, pid: u32, command: String) {
+        let recording = self.pipeline.is_recording().then(|| self.output.clone());
+        if let Some(r) = jobs::Registration::new(&jobs::dir(), pid, command, recording, self.instrumented) {
+            self.pipeline.add_sink(Box::new(jobs::JobSink::new(r)));
+        }
         self.root = Some(pid);
         if let Some(p) = self.poller.as_mut() {
             p.follow(pid);

@@ -207,3 +207,44 @@ fn top_exits_when_its_terminal_goes_away() {
         panic!("gpulse top ({pid}) still ran 10 s after its terminal went away");
     }
 }
+
+/// `top` finds a `gpulse run` job of the machine by itself and shows the loop's own pace and
+/// data wait beside the GPUs; the line goes when the job ends.
+#[test]
+fn top_finds_a_gpulse_run_job_and_shows_its_pace() {
+    let dir = fresh_dir("top", "jobs");
+    let jobs = dir.join("jobs");
+    let scenario = fixture("scenarios/h200_idle.json");
+    let env = format!(
+        "GPULSE_JOBS_DIR={} GPULSE_NVML_LIB={} GPULSE_FAKE_NVML_SCENARIO={}",
+        jobs.display(),
+        fake_lib().display(),
+        scenario.display()
+    );
+    let Some(t) = Tmux::start("jobs", 160, 40, &shell(&env, "--interval 500ms")) else { return };
+    t.wait_for("the first frame", |s| s.contains("cuda:0") || s.contains("H200"));
+    // 50 ms a step, 10 of it waiting for data: 20 steps/s at most, a 20 % wait at least.
+    let script = "import gpulse, time\nfor i in range(240):\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    time.sleep(0.04)\n    gpulse.step()\n";
+    let mut job = gpulse(Some("scenarios/h200_idle.json"))
+        .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
+        .env("PYTHONPATH", root().join("python"))
+        .env("GPULSE_JOBS_DIR", &jobs)
+        .current_dir(&dir)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s =
+        t.wait_for("the job's line with its pace", |s| s.lines().any(|l| l.contains("job ") && l.contains("steps/s")));
+    let line = s.lines().find(|l| l.contains("job ") && l.contains("steps/s")).unwrap().to_owned();
+    let n = numbers(line.split("job ").nth(1).unwrap());
+    let (pid, rate, wait) = (n[0] as u32, n[1], n[2]);
+    assert!((14.0..=20.5).contains(&rate), "steps/s {rate}: {line}");
+    assert!((15.0..=35.0).contains(&wait), "data wait {wait} %: {line}");
+    assert!(line.contains("python3 -c"), "the job's command: {line}");
+    let out = Command::new("pgrep").args(["-P", &job.id().to_string()]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), pid.to_string(), "the job's PID is gpulse's child");
+    assert!(job.wait().unwrap().success());
+    t.wait_for("the line gone with the job", |s| !s.contains(&format!("job {pid}")));
+    assert_eq!(std::fs::read_dir(&jobs).unwrap().count(), 0, "the job's file is removed at its end");
+    t.keys(&["q"]);
+}

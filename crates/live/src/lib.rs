@@ -12,6 +12,7 @@
 mod collector;
 mod drive;
 pub mod fold;
+pub mod jobs;
 mod pipeline;
 
 pub use collector::{Collected, Collector};

@@ -18,6 +18,14 @@ pub fn is_running(pid: u32) -> bool {
         .is_some_and(|state| !matches!(state, 'Z' | 'X'))
 }
 
+/// When a process started, in clock ticks since boot (`/proc/PID/stat`'s field 22): with the
+/// PID, it names one process, never a later one that reused the PID.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command's closing parenthesis start at field 3.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 /// The short name the kernel keeps for a process (`/proc/PID/comm`).
 pub fn comm(pid: u32) -> Option<String> {
     let s = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
@@ -58,6 +66,22 @@ mod tests {
         let uid = unsafe { libc::getuid() };
         let expected = user_name(uid).unwrap_or_else(|| uid.to_string());
         assert_eq!(user(me), Some(expected));
+    }
+
+    #[test]
+    fn start_ticks_say_when_the_process_started() {
+        let started = std::time::Instant::now();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let ticks = start_ticks(child.id()).unwrap();
+        // SAFETY: sysconf only reads a setting.
+        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let uptime_s: f64 =
+            fs::read_to_string("/proc/uptime").unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        let age_s = uptime_s - ticks as f64 / per_s;
+        assert!((-0.05..=started.elapsed().as_secs_f64() + 0.05).contains(&age_s), "started {age_s} s ago");
+        assert!(start_ticks(std::process::id()).unwrap() <= ticks, "the test started before its child");
+        let _ = (child.kill(), child.wait());
+        assert_eq!(start_ticks(u32::MAX), None);
     }
 
     #[test]

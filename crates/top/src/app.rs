@@ -95,6 +95,9 @@ pub struct App {
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
     pub steps_per_s: Option<f64>,
     pub data_wait_share: Option<f64>,
+    /// The jobs `gpulse run` and `gpulse attach` watch on this machine, each with its own pace
+    /// and leading finding (live only).
+    pub jobs: Vec<gpulse_live::jobs::JobStatus>,
     /// Each GPU's memory trend, GiB a minute.
     pub trend_gib_per_min: Vec<Option<f64>>,
     pub sort: Sort,
@@ -148,6 +151,7 @@ impl App {
             findings: Vec::new(),
             steps_per_s: None,
             data_wait_share: None,
+            jobs: Vec::new(),
             sort: Sort::default(),
             filter: Filter::default(),
             tree: false,

@@ -198,3 +198,33 @@ fn eight_gpus_fit_at_80x24_and_use_200x60() {
     assert!(big.contains("throttle: —"), "the full layout at 200×60:\n{big}");
     assert!(!big.contains("0 MHz"), "an absent clock is not 0");
 }
+
+#[test]
+fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
+    use gpulse_live::jobs::{JobFinding, JobStatus};
+    let mut a = App::new(vec![DeviceInfo { index: 0, name: "NVIDIA H200".into(), ..Default::default() }], None);
+    a.jobs = vec![JobStatus {
+        gpulse_pid: 10,
+        gpulse_start_ticks: 1,
+        pid: 4242,
+        command: "python3 train.py\n  --epochs 3".into(),
+        recording: None,
+        instrumented: true,
+        updated_unix_ms: 0,
+        steps_per_s: Some(21.25),
+        data_wait_share: Some(0.72),
+        leading: Some(JobFinding {
+            id: "memory_leak".into(),
+            title: "GPU memory grows without bound".into(),
+            gpu: Some(0),
+            lost_share: None,
+            time_to_oom_s: Some(600.0),
+        }),
+    }];
+    let s = screen(&a, 160, 40);
+    let line = s.lines().find(|l| l.contains("job 4242")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains("21.25 steps/s") && line.contains("data wait 72%"), "{line}");
+    assert!(line.contains("memory_leak (OOM in 10m") && line.contains("grows without bound"), "{line}");
+    assert!(line.contains("python3 train.py --epochs 3"), "the command on one line: {line}");
+    assert!(s.contains("1 job watched"), "{s}");
+}

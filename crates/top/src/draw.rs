@@ -35,7 +35,8 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else {
         gpus
     };
-    let findings_h = (app.findings.len().min(if area.height >= 40 { 6 } else { 3 }) as u16 + 2).max(3);
+    let jobs = app.jobs.len().min(if area.height >= 40 { 4 } else { 2 });
+    let findings_h = ((jobs + app.findings.len()).min(if area.height >= 40 { 8 } else { 3 }) as u16 + 2).max(3);
     let host_h = if area.height >= 30 { 5 } else { 3 };
     let [header, devices, host, why, table, footer] = Layout::vertical([
         Constraint::Length(1),
@@ -272,9 +273,38 @@ fn spark(f: &mut Frame, area: Rect, skip: u16, ring: &crate::history::Ring, widt
     );
 }
 
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
+}
+
+/// A watched job: its pace, its data wait and what costs it the most, from its own diagnosis
+/// (which has the loop's marks, where `top`'s own sees only the GPUs).
+pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static> {
+    let pace = match j.steps_per_s {
+        Some(s) => format!("{s:>7.2} steps/s · data wait {}", fmt::pct(j.data_wait_share.map(|w| w * 100.0), 0)),
+        None if j.instrumented => "no steps yet".to_owned(),
+        None => "no steps (--instrument marks them)".to_owned(),
+    };
+    let mut spans = vec![Span::styled(format!("job {:<7}", j.pid), BOLD), Span::raw(format!("{pace}  "))];
+    match &j.leading {
+        Some(f) => {
+            let cost = f.lost_share.map_or_else(String::new, |s| format!(" {:.0}%", s * 100.0));
+            let oom = f.time_to_oom_s.map_or_else(String::new, |s| format!(" (OOM in {})", fmt::duration(Some(s))));
+            spans.push(Span::styled(format!("{}{cost}{oom}", f.id), WARN));
+            spans.push(Span::raw(format!(": {}  ", f.title)));
+        }
+        None => spans.push(Span::styled("diagnosing after 30 s  ", DIM)),
+    }
+    let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
+    let command = j.command.split_whitespace().collect::<Vec<_>>().join(" ");
+    spans.push(Span::styled(short(&command, width.saturating_sub(used).max(12)), DIM));
+    Line::from(spans)
+}
+
 fn draw_why(f: &mut Frame, area: Rect, app: &App) {
     let pace = match (app.steps_per_s, app.data_wait_share) {
         (Some(s), w) => format!(" loop {s:.2} steps/s · data wait {} ", fmt::pct(w.map(|w| w * 100.0), 0)),
+        (None, _) if !app.jobs.is_empty() => format!(" {} watched by gpulse ", plural(app.jobs.len(), "job")),
         (None, _) => " loop: no steps (run the job under `gpulse run --instrument`) ".into(),
     };
     let block = Block::new()
@@ -283,11 +313,11 @@ fn draw_why(f: &mut Frame, area: Rect, app: &App) {
         .title(Line::from(Span::styled(pace, WARN)).right_aligned());
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let mut lines = Vec::new();
-    if app.findings.is_empty() {
+    let room = inner.height as usize;
+    let mut lines: Vec<Line> = app.jobs.iter().take(room.min(4)).map(|j| job_line(j, inner.width as usize)).collect();
+    if app.findings.is_empty() && lines.len() < room {
         lines.push(Line::styled("the diagnosis starts after 30 s of samples and runs every 5 s", DIM));
     }
-    let room = inner.height as usize;
     for (n, fd) in app.findings.iter().enumerate() {
         if lines.len() >= room {
             break;

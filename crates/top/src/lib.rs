@@ -97,6 +97,8 @@ pub struct Options {
     pub instrumented: bool,
     /// Why signals cannot be sent, if they cannot (`--readonly`, a replay).
     pub no_signals: Option<&'static str>,
+    /// Where the watched jobs of this machine are listed (live only).
+    pub jobs_dir: Option<std::path::PathBuf>,
 }
 
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
@@ -119,9 +121,21 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
     let mut dirty = true;
     let mut step = false;
     let mut was_paused = false;
+    let mut jobs_due = Instant::now();
     let reason = 'outer: loop {
         if let Some(r) = stop() {
             break r;
+        }
+        if let Some(dir) = options.jobs_dir.as_deref()
+            && Instant::now() >= jobs_due
+        {
+            jobs_due = Instant::now() + gpulse_live::jobs::EVERY;
+            let jobs = gpulse_live::jobs::list(dir);
+            let mut a = lock();
+            if !a.paused && a.jobs != jobs {
+                a.jobs = jobs;
+                dirty = true;
+            }
         }
         let paused = lock().paused;
         if let Feed::Replay(r) = &mut feed
