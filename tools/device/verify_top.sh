@@ -9,14 +9,15 @@
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_top}; mkdir -p "$o/wl"
 WL=tests/fixtures/h200-2026-11-29/workload.py
+# Sessions are addressed as `NAME:`: a bare `top` is tmux's token for the top pane.
 T="tmux -L gpulse-verify"
 Q=index,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm,clocks_event_reasons.active
 snap() { # name: the screen and nvidia-smi, taken together
-    $T capture-pane -p -t top > "$o/top_$1.txt" &
+    $T capture-pane -p -t gtop: > "$o/top_$1.txt" &
     nvidia-smi --query-gpu=$Q --format=csv > "$o/smi_$1.csv" &
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv >> "$o/smi_$1.csv" &
     wait
-    cat "$JOBS"/*.json > "$o/jobs_$1.json" 2>/dev/null
+    { ls -la "$JOBS"; cat "$JOBS"/*.json; } > "$o/jobs_$1.txt" 2>&1
 }
 # Where watches list themselves by default (no GPULSE_JOBS_DIR): docs/top.md.
 if [ -d "${XDG_RUNTIME_DIR:-/nonexistent}" ]; then JOBS=$XDG_RUNTIME_DIR/gpulse/jobs; else JOBS=${TMPDIR:-/tmp}/gpulse-$(id -u)/jobs; fi
@@ -24,14 +25,14 @@ unset GPULSE_JOBS_DIR
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 child_of_pane() { pgrep -P "$($T display -p -t "$1" '#{pane_pid}')" | head -1; }
 $T kill-server 2>/dev/null
-$T new-session -d -s top -x 200 -y 60 "TERM=xterm-256color $G top --interval 1s; echo EXIT=\$?; sleep 300"
+$T new-session -d -s gtop -x 200 -y 60 "TERM=xterm-256color $G top --interval 1s; echo EXIT=\$?; sleep 300"
 NVITOP=0
 if python3 -c 'import nvitop' 2>/dev/null; then
-    $T new-session -d -s nv -x 200 -y 60 "TERM=xterm-256color python3 -m nvitop --interval 1; sleep 300"
+    $T new-session -d -s nvtop -x 200 -y 60 "TERM=xterm-256color python3 -m nvitop --interval 1; sleep 300"
     NVITOP=1
 fi
 sleep 3; snap idle
-TOP=$(child_of_pane top); [ $NVITOP = 1 ] && NV=$(child_of_pane nv)
+TOP=$(child_of_pane gtop:); [ $NVITOP = 1 ] && NV=$(child_of_pane nvtop:)
 t0=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n0=$(cpu_ticks "$NV"); s0=$(date +%s.%N)
 # The DataLoader-bound run, 40 s: captured at 36 s, past the job's own 30 s warm-up.
 OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/dl.db" -- python3 $WL dl_bound 40 > "$o/dl_run.log" 2>&1 &
@@ -43,8 +44,8 @@ sleep 44; snap stall; wait
 python3 tools/device/leak_uncaught.py 12 > "$o/leak.log" 2>&1 &
 sleep 10; snap leak; wait
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
-$T capture-pane -p -t nv > "$o/nvitop_last.txt" 2>/dev/null
-$T send-keys -t top q; sleep 1; $T capture-pane -p -t top > "$o/top_after_quit.txt"
+$T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null
+$T send-keys -t gtop: q; sleep 1; $T capture-pane -p -t gtop: > "$o/top_after_quit.txt"
 $T kill-server 2>/dev/null
 sleep 1; pgrep -f "$G top" > /dev/null && echo "gpulse top still runs after its tmux server was killed" >> "$o/cpu.txt"
 tck=$(getconf CLK_TCK)
@@ -53,4 +54,4 @@ echo "over the same $(awk -v s="$s0" -v e="$s1" 'BEGIN{printf "%.0f", e-s}') s o
 echo "gpulse top --interval 1s: $(pct "$t0" "$t1") % of a core" >> "$o/cpu.txt"
 [ $NVITOP = 1 ] && echo "nvitop --interval 1 ($(python3 -c 'import nvitop; print(nvitop.__version__)')): $(pct "$n0" "$n1") % of a core" >> "$o/cpu.txt"
 rm -rf "$o/wl" "$o"/*.db "$o"/*.db-wal "$o"/*.db-shm
-cat "$o/cpu.txt"; for f in "$o"/top_*.txt; do echo "== $f"; cat "$f"; done; cat "$o"/smi_*.csv "$o"/jobs_*.json
+cat "$o/cpu.txt"; for f in "$o"/top_*.txt; do echo "== $f"; cat "$f"; done; cat "$o"/smi_*.csv "$o"/jobs_*.txt

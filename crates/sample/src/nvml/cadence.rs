@@ -18,7 +18,8 @@ pub struct Cadence {
     /// The other settings and slow counters: enforced power limit, PCIe link generation and
     /// width (~0.1 ms each), volatile ECC error counts.
     pub settings: Duration,
-    /// The energy counter (3.3 ms a call).
+    /// The energy counter (3–5 ms a call, the costliest read): a counter, so a slower read
+    /// loses only resolution. dcgm-exporter collects every 30 s by default.
     pub energy: Duration,
     /// NVML's utilization buffer (2.8 ms a call). It holds about 14 s of readings on an H200,
     /// so a period under that loses none.
@@ -45,7 +46,7 @@ impl Cadence {
     pub const RECORDER: Self = Self {
         power_limit: Duration::from_secs(5),
         settings: Duration::from_secs(5),
-        energy: Duration::from_secs(10),
+        energy: Duration::from_secs(30),
         util_buffer: Duration::from_secs(10),
         process_util: Duration::from_secs(5),
         processes: Duration::from_secs(1),
@@ -154,13 +155,13 @@ mod tests {
         // Polls on a 1 s schedule, each a few ms early or late.
         let at = |s: u64| t0 + Duration::from_secs(s) - Duration::from_millis(3 * (s % 2));
         let flags = |d: Due| [d.power_limit, d.settings, d.energy, d.util_buffer, d.process_util, d.processes];
-        let counts = (1..=20).fold([0; 6], |mut n, s| {
+        let counts = (1..=60).fold([0; 6], |mut n, s| {
             for (k, on) in flags(h.due(&c, at(s))).into_iter().enumerate() {
                 n[k] += usize::from(on);
             }
             n
         });
-        assert_eq!(counts, [4, 4, 2, 2, 4, 20], "in 20 s of 1 s polls after the first");
+        assert_eq!(counts, [12, 12, 2, 6, 12, 60], "in 60 s of 1 s polls after the first");
         // At 100 ms, the process list is read once a second.
         let mut fast = Held::default();
         let reads = (0..50).filter(|&i| fast.due(&c, t0 + Duration::from_millis(100 * i)).processes).count();
