@@ -4,7 +4,7 @@
 # its steps/s, data wait and leading finding); a training with periodic stalls under `gpulse run
 # --instrument`; a memory leak (the OOM forecast); and after `q`. nvitop (if importable) runs in a
 # second tmux session for the whole time, so both CPU figures cover the same seconds at a 1 s
-# refresh. About 2 minutes.
+# refresh. About 2.5 minutes; MOMENTS="leak" (any of training, stall, leak) runs only those.
 # Usage: OUT=dir bash tools/device/verify_top.sh [gpulse]   (default: carry/gpulse)
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_top}; mkdir -p "$o/wl"
@@ -13,10 +13,11 @@ WL=tests/fixtures/h200-2026-11-29/workload.py
 T="tmux -L gpulse-verify"
 Q=index,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm,clocks_event_reasons.active
 snap() { # name: the screen and nvidia-smi, taken together
-    $T capture-pane -p -t gtop: > "$o/top_$1.txt" &
-    nvidia-smi --query-gpu=$Q --format=csv > "$o/smi_$1.csv" &
-    nvidia-smi --query-compute-apps=pid,used_memory --format=csv >> "$o/smi_$1.csv" &
-    wait
+    local p=()
+    $T capture-pane -p -t gtop: > "$o/top_$1.txt" & p+=($!)
+    nvidia-smi --query-gpu=$Q --format=csv > "$o/smi_$1.csv" & p+=($!)
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv > "$o/smi_apps_$1.csv" & p+=($!)
+    wait "${p[@]}"  # the captures only, not the training running beside them
     { ls -la "$JOBS"; cat "$JOBS"/*.json; } > "$o/jobs_$1.txt" 2>&1
 }
 # Where watches list themselves by default (no GPULSE_JOBS_DIR): docs/top.md.
@@ -34,15 +35,24 @@ fi
 sleep 3; snap idle
 TOP=$(child_of_pane gtop:); [ $NVITOP = 1 ] && NV=$(child_of_pane nvtop:)
 t0=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n0=$(cpu_ticks "$NV"); s0=$(date +%s.%N)
+M=${MOMENTS:-training stall leak}
+[ "$M" = leak ] && sleep 30
 # The DataLoader-bound run, 40 s: captured at 36 s, past the job's own 30 s warm-up.
+if [[ $M == *training* ]]; then
 OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/dl.db" -- python3 $WL dl_bound 40 > "$o/dl_run.log" 2>&1 &
 sleep 36; snap training; wait
+fi
 # Periodic 3 s host stalls every 8 s in a bf16 transformer, 48 s: captured at 44 s.
+if [[ $M == *stall* ]]; then
 OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/stall.db" -- python3 $WL stall 48 > "$o/stall_run.log" 2>&1 &
 sleep 44; snap stall; wait
-# A leak, 12 s: the trend and the OOM forecast of the GPU it fills.
-python3 tools/device/leak_uncaught.py 12 > "$o/leak.log" 2>&1 &
-sleep 10; snap leak; wait
+fi
+# A leak, 14 s once its model is built (its first line): the trend and the OOM forecast.
+if [[ $M == *leak* ]]; then
+python3 tools/device/leak_uncaught.py 14 > "$o/leak.log" 2>&1 &
+for _ in $(seq 100); do grep -q start "$o/leak.log" 2>/dev/null && break; sleep 0.2; done
+sleep 11; snap leak; wait
+fi
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null
 $T send-keys -t gtop: q; sleep 1; $T capture-pane -p -t gtop: > "$o/top_after_quit.txt"

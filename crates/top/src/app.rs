@@ -190,6 +190,7 @@ impl App {
         let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
         self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
         self.rows = rows::build(poll, live);
+        self.mark_jobs();
         self.hold_util(poll.host.timestamp_us);
         self.track_processes();
         if let Some(live) = frame.live {
@@ -197,6 +198,31 @@ impl App {
         }
         self.poll = Some(poll.clone());
         self.clamp();
+    }
+
+    /// The watched jobs' own processes, and those under them (DataLoader workers, ranks), are
+    /// of a watched tree: `tree`, where `top`'s own poll cannot tell.
+    pub fn mark_jobs(&mut self) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let roots: BTreeSet<u32> = self.jobs.iter().map(|j| j.pid).collect();
+        let parent: HashMap<u32, u32> = self.rows.iter().filter_map(|r| Some((r.pid, r.ppid?))).collect();
+        let under_a_job = |mut pid: u32| {
+            for _ in 0..64 {
+                if roots.contains(&pid) {
+                    return true;
+                }
+                let Some(&up) = parent.get(&pid) else { return false };
+                pid = up;
+            }
+            false
+        };
+        for r in self.rows.iter_mut().filter(|r| r.class.is_none()) {
+            if under_a_job(r.pid) {
+                r.class = Some(gpulse_model::GpuProcessClass::Tree);
+            }
+        }
     }
 
     fn diagnosis(&mut self, live: &LiveDiagnosis) {

@@ -227,4 +227,15 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
     assert!(line.contains("memory_leak (OOM in 10m") && line.contains("grows without bound"), "{line}");
     assert!(line.contains("python3 train.py --epochs 3"), "the command on one line: {line}");
     assert!(s.contains("1 job watched"), "{s}");
+    // The job's process and its worker are of a watched tree; another process is not.
+    use crate::rows::Row;
+    a.rows = vec![
+        Row { pid: 4242, gpu: Some(0), ..Row::default() },
+        Row { pid: 4250, ppid: Some(4242), ..Row::default() },
+        Row { pid: 77, ppid: Some(1), gpu: Some(0), ..Row::default() },
+    ];
+    a.mark_jobs();
+    let classes: Vec<_> = a.rows.iter().map(|r| r.class).collect();
+    use gpulse_model::GpuProcessClass::Tree;
+    assert_eq!(classes, [Some(Tree), Some(Tree), None]);
 }

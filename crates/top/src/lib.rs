@@ -134,6 +134,7 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
             let mut a = lock();
             if !a.paused && a.jobs != jobs {
                 a.jobs = jobs;
+                a.mark_jobs();
                 dirty = true;
             }
         }
