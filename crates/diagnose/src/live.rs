@@ -90,7 +90,7 @@ impl LiveDiagnosis {
         let findings = crate::diagnose_run(&run);
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
-        self.leading = findings.iter().find(|f| f.id != "healthy" || self.leading.is_none()).cloned();
+        self.leading = leading_of(&findings).or_else(|| findings.first().filter(|_| self.leading.is_none())).cloned();
         self.current = findings;
         fresh
     }
@@ -134,7 +134,8 @@ impl LiveDiagnosis {
         &self.current
     }
 
-    /// The latest finding worth leading with, if any.
+    /// The latest finding worth leading with, if any: what costs the most now. A slow start is
+    /// over once the loop runs, so it leads only when nothing else was found.
     pub fn leading(&self) -> Option<&Finding> {
         self.leading.as_ref()
     }
@@ -197,9 +198,34 @@ fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
 
 const GIB: f64 = gpulse_model::GIB as f64;
 
+/// The first finding (they come worst first) that is not `healthy`, preferring any that is still
+/// costing the run to `startup`.
+fn leading_of(findings: &[Finding]) -> Option<&Finding> {
+    let ill = || findings.iter().filter(|f| f.id != "healthy");
+    ill().find(|f| f.id != "startup").or_else(|| ill().next())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finished_start_leads_only_when_nothing_else_was_found() {
+        use crate::Severity;
+        let f = |id: &'static str, share: Option<f64>| {
+            let mut f = Finding::new(id, Severity::Warning, id.to_owned());
+            f.lost_share = share;
+            f
+        };
+        // A loop 36 s in, 28 s of it spent starting: the data wait is what costs it now.
+        let found = [f("startup", Some(0.92)), f("input_bound", Some(0.86)), f("throttling", None)];
+        // Worst first, as diagnose_run sorts them.
+        assert_eq!(leading_of(&found).map(|f| f.id), Some("input_bound"));
+        let found = [f("startup", Some(0.2)), f("throttling", None)];
+        assert_eq!(leading_of(&found).map(|f| f.id), Some("throttling"), "any ongoing cause first");
+        assert_eq!(leading_of(&[f("startup", Some(0.2))]).map(|f| f.id), Some("startup"));
+        assert_eq!(leading_of(&[f("healthy", None)]).map(|f| f.id), None);
+    }
 
     #[test]
     fn each_gpus_finding_is_written_once() {

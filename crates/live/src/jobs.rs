@@ -123,7 +123,7 @@ impl Registration {
         let steps = live.recent_steps();
         self.status.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
         self.status.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());
-        self.status.leading = leading(live).map(|f| JobFinding {
+        self.status.leading = live.leading().map(|f| JobFinding {
             id: f.id.to_owned(),
             title: f.title.clone(),
             gpu: f.gpu,
@@ -139,13 +139,6 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-/// The finding that costs the most wall time; one that cannot say comes after those that can.
-fn leading(live: &LiveDiagnosis) -> Option<&gpulse_diagnose::Finding> {
-    let mut found: Vec<_> = live.current().iter().filter(|f| f.id != "healthy").collect();
-    found.sort_by(|a, b| b.lost_share.unwrap_or(-1.0).total_cmp(&a.lost_share.unwrap_or(-1.0)));
-    found.first().copied().or_else(|| live.leading())
 }
 
 /// The jobs watched now, oldest watch first. A file whose watch is gone is removed.
