@@ -47,11 +47,13 @@ if [[ $M == *stall* ]]; then
 OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/stall.db" -- python3 $WL stall 48 > "$o/stall_run.log" 2>&1 &
 sleep 44; snap stall; wait
 fi
-# A leak, 14 s once its model is built (its first line): the trend and the OOM forecast.
+# A leak, 24 s once its model is built (its first line; it fills about 3.5 GiB a second): the
+# trend at once, and the OOM forecast once the leak rule has 10 s of climb and its next 5 s
+# diagnosis, so the capture comes 20 s in.
 if [[ $M == *leak* ]]; then
-python3 tools/device/leak_uncaught.py 14 > "$o/leak.log" 2>&1 &
+python3 tools/device/leak_uncaught.py 24 > "$o/leak.log" 2>&1 &
 for _ in $(seq 100); do grep -q start "$o/leak.log" 2>/dev/null && break; sleep 0.2; done
-sleep 11; snap leak; wait
+sleep 20; snap leak; wait
 fi
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null
