@@ -47,7 +47,7 @@ if [[ $M == *stall* ]]; then
 OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/stall.db" -- python3 $WL stall 48 > "$o/stall_run.log" 2>&1 &
 sleep 44; snap stall; wait
 fi
-# A leak, 24 s once its model is built (its first line; it fills about 3.5 GiB a second): the
+# A leak, 24 s once its model is built (its first line; it grew 1.2 GiB a second on the H200): the
 # trend at once, and the OOM forecast once the leak rule has 10 s of climb and its next 5 s
 # diagnosis, so the capture comes 20 s in.
 if [[ $M == *leak* ]]; then
