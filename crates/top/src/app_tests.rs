@@ -118,13 +118,17 @@ fn replayed(name: &str) -> Arc<Mutex<App>> {
 /// Replayed up to the first poll for which `until` holds.
 fn replayed_until(name: &str, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
-    let run = gpulse_record::read(&p).unwrap();
+    replay_run(&gpulse_record::read(&p).unwrap(), until)
+}
+
+/// Any run (a recording, a log) replayed through the pipeline into the view.
+fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
     let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
     let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&run.devices, instrumented)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
-    let mut r = Replay::new(&run, 1.0);
+    let mut r = Replay::new(run, 1.0);
     let now = std::time::Instant::now();
     while let Some((poll, marks)) = r.due(now, true) {
         pipeline.marks(marks);
@@ -238,4 +242,40 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
     let classes: Vec<_> = a.rows.iter().map(|r| r.class).collect();
     use gpulse_model::GpuProcessClass::Tree;
     assert_eq!(classes, [Some(Tree), Some(Tree), None]);
+}
+
+/// The shared fixtures' nvidia-smi log of a loop that stalls 3 s every ~11 s (its README).
+fn stall_log() -> gpulse_record::Recording {
+    let p =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-2026-11-29/rich_stall.csv");
+    gpulse_input::load(&p).unwrap()
+}
+
+#[test]
+fn the_periodic_stall_is_found_live_with_its_cost() {
+    let app = replay_run(&stall_log(), |_| false);
+    let a = app.lock().unwrap();
+    let stall = a.findings.iter().find(|f| f.id == "periodic_stall").unwrap_or_else(|| panic!("{:?}", a.findings));
+    // 3 s idle in every ~11 s: about 27 % of the wall time.
+    let lost = stall.lost_share.unwrap();
+    assert!((0.18..=0.36).contains(&lost), "{lost}");
+    let s = screen(&a, 120, 40);
+    assert!(s.contains("periodic_stall"), "{s}");
+}
+
+/// Frames of real H200 runs, kept as snapshots: a change to the layout shows in review. Each is
+/// also checked above against what the run was.
+#[test]
+fn frames_of_real_runs_at_80x24_and_200x60() {
+    // Idle: the DataLoader-bound run's first poll, before the script reached CUDA.
+    let idle = replayed_until("dl_bound.db", |_| true);
+    let dl = replayed("dl_bound.db");
+    let leak = replayed("leak.db");
+    let stall = replay_run(&stall_log(), |_| false);
+    for (name, app) in [("idle", idle), ("dl_bound", dl), ("leak", leak), ("stall", stall)] {
+        let a = app.lock().unwrap();
+        for (w, h) in [(80, 24), (200, 60)] {
+            insta::assert_snapshot!(format!("{name}_{w}x{h}"), screen(&a, w, h));
+        }
+    }
 }

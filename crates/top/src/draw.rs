@@ -305,11 +305,15 @@ fn draw_why(f: &mut Frame, area: Rect, app: &App) {
     let pace = match (app.steps_per_s, app.data_wait_share) {
         (Some(s), w) => format!(" loop {s:.2} steps/s · data wait {} ", fmt::pct(w.map(|w| w * 100.0), 0)),
         (None, _) if !app.jobs.is_empty() => format!(" {} watched by gpulse ", plural(app.jobs.len(), "job")),
-        (None, _) => " loop: no steps (run the job under `gpulse run --instrument`) ".into(),
+        (None, _) if area.width >= 110 => " loop: no steps (run the job under `gpulse run --instrument`) ".into(),
+        (None, _) => " no steps (gpulse run --instrument marks them) ".into(),
     };
+    // Both titles fit on one border line at 80 columns.
+    let title =
+        if area.width >= 110 { " why it is slow (live diagnosis, by wall time lost) " } else { " why it is slow " };
     let block = Block::new()
         .borders(Borders::TOP)
-        .title(Span::styled(" why it is slow (live diagnosis, by wall time lost) ", BOLD))
+        .title(Span::styled(title, BOLD))
         .title(Line::from(Span::styled(pace, WARN)).right_aligned());
     let inner = block.inner(area);
     f.render_widget(block, area);

@@ -85,6 +85,10 @@ mod tests {
         std::io::Write::write_all(&mut m, b"q\n").unwrap();
         // A cooked terminal hands over a line; `top`'s raw one, each key.
         assert_eq!(wait_fd(fd, Duration::from_millis(500)), Input::Ready, "a key");
+        // Read, as crossterm would: a line still unread would keep the descriptor readable.
+        let mut line = [0u8; 8];
+        // SAFETY: reads into a buffer of its stated length.
+        assert!(unsafe { libc::read(fd, line.as_mut_ptr().cast(), line.len()) } > 0);
         drop((m, master));
         assert_eq!(wait_fd(fd, Duration::from_millis(500)), Input::HungUp, "the terminal's other end closed");
     }
