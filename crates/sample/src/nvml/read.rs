@@ -222,7 +222,7 @@ pub(super) fn sample_device(
     if !opts.processes || !r.wants(Metric::Processes) {
         // Not listed is unknown, not "no processes".
         r.absent.push((Metric::Processes, Absence::NotAvailable));
-    } else if due.processes || t.held.processes.is_none() {
+    } else if due.processes {
         let listed = processes(
             nvml,
             d,
