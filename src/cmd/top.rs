@@ -20,7 +20,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 devices: run.devices.clone(),
                 instrumented: run.meta.get("instrumented").is_some_and(|v| v == "true"),
                 no_signals: Some("the processes of a recording are not this machine's"),
-                jobs_dir: None,
+                jobs_dirs: Vec::new(),
             };
             (Feed::Replay(Replay::new(&run, args.speed)), options)
         }
@@ -52,7 +52,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 devices: poller.devices().to_vec(),
                 instrumented: false,
                 no_signals: args.readonly.then_some("--readonly"),
-                jobs_dir: Some(gpulse_live::jobs::dir()),
+                jobs_dirs: gpulse_live::jobs::dirs(),
             };
             (Feed::Live(Collector::spawn(poller, args.interval)), options)
         }

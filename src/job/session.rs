@@ -211,8 +211,9 @@ impl Session {
     /// `gpulse top` finds it.
     pub fn follow(&mut self, pid: u32, command: String) {
         let recording = self.pipeline.is_recording().then(|| self.output.clone());
-        if let Some(r) = jobs::Registration::new(&jobs::dir(), pid, command, recording, self.instrumented) {
-            self.pipeline.add_sink(Box::new(jobs::JobSink::new(r)));
+        match jobs::Registration::new(&jobs::dir(), pid, command, recording, self.instrumented) {
+            Ok(r) => self.pipeline.add_sink(Box::new(jobs::JobSink::new(r))),
+            Err(e) => eprintln!("gpulse: `gpulse top` will not list this job ({e})"),
         }
         self.root = Some(pid);
         if let Some(p) = self.poller.as_mut() {
@@ -274,6 +275,7 @@ impl Session {
             self.pipeline.poll(p);
         }
         self.drain();
+        self.pipeline.watch_ended();
         end
     }
 

@@ -59,7 +59,7 @@ t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null
 $T send-keys -t gtop: q; sleep 1; $T capture-pane -p -t gtop: > "$o/top_after_quit.txt"
 $T kill-server 2>/dev/null
-sleep 1; pgrep -f "$G top" > /dev/null && echo "gpulse top still runs after its tmux server was killed" >> "$o/cpu.txt"
+sleep 1; pgrep -f "$G top" > /dev/null && echo "gpulse top still runs after q" >> "$o/cpu.txt"
 tck=$(getconf CLK_TCK)
 pct() { awk -v a="$1" -v b="$2" -v s="$s0" -v e="$s1" -v k="$tck" 'BEGIN{printf "%.3f", (b-a)/k/(e-s)*100}'; }
 echo "over the same $(awk -v s="$s0" -v e="$s1" 'BEGIN{printf "%.0f", e-s}') s on the H200, 1 s refresh:" >> "$o/cpu.txt"

@@ -90,7 +90,8 @@ impl LiveDiagnosis {
         let findings = crate::diagnose_run(&run);
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
-        self.leading = leading_of(&findings).or_else(|| findings.first().filter(|_| self.leading.is_none())).cloned();
+        // A clean bill of health leads only when nothing else was found, and then every time.
+        self.leading = leading_of(&findings).or(findings.first()).cloned();
         self.current = findings;
         fresh
     }

@@ -46,34 +46,82 @@ pub struct JobFinding {
     pub time_to_oom_s: Option<f64>,
 }
 
-/// The folder, from the environment: `GPULSE_JOBS_DIR`, else the runtime folder.
+/// Where this process lists its watch: `GPULSE_JOBS_DIR`, else the runtime folder, else a
+/// folder of the user's in the temporary folder.
 pub fn dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("GPULSE_JOBS_DIR") {
-        return PathBuf::from(d);
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| Path::new(d).is_dir()) {
-        Some(r) => Path::new(&r).join("gpulse").join("jobs"),
-        // SAFETY: getuid cannot fail.
-        None => std::env::temp_dir().join(format!("gpulse-{}", unsafe { libc::getuid() })).join("jobs"),
-    }
+    dirs().swap_remove(0)
 }
 
-/// Creates `dir` (mode 0700) and checks that it is this user's own folder, not a link, in a
-/// folder of this user's or root's: in a shared temporary folder another user could have made
-/// either first.
+/// Every folder a watch of this user may list itself in, the one [`dir`] picks first: a batch
+/// job, cron or `nohup` may lack the runtime folder that `top`'s session has.
+pub fn dirs() -> Vec<PathBuf> {
+    if let Some(d) = std::env::var_os("GPULSE_JOBS_DIR") {
+        return vec![PathBuf::from(d)];
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| Path::new(d).is_dir());
+    // SAFETY: getuid cannot fail.
+    let tmp = std::env::temp_dir().join(format!("gpulse-{}", unsafe { libc::getuid() })).join("jobs");
+    runtime.map(|r| Path::new(&r).join("gpulse").join("jobs")).into_iter().chain([tmp]).collect()
+}
+
+/// Creates `dir` (mode 0700) and checks it as [`check_dir`] does.
 fn own_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    check_dir(dir)
+}
+
+/// `dir` is this user's own folder, not a link, open to no one else, in a folder of this user's
+/// or root's: in a shared temporary folder another user could have made either first.
+fn check_dir(dir: &Path) -> std::io::Result<()> {
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc::getuid() };
-    let owners: &[u32] = &[me, 0];
-    for (d, allowed) in [(Some(dir), &owners[..1]), (dir.parent(), owners)] {
-        let Some(d) = d.filter(|d| !d.as_os_str().is_empty()) else { continue };
-        let m = std::fs::symlink_metadata(d)?;
-        if !m.is_dir() || !allowed.contains(&m.uid()) {
-            return Err(std::io::Error::other(format!("{} is not this user's folder", d.display())));
+    let refuse = |why: &str| Err(std::io::Error::other(format!("{}: {why}", dir.display())));
+    let m = std::fs::symlink_metadata(dir)?;
+    if !m.is_dir() || m.uid() != me {
+        return refuse("not a folder of this user's");
+    }
+    if m.mode() & 0o077 != 0 {
+        return refuse("open to other users");
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let p = std::fs::symlink_metadata(parent)?;
+        if !p.is_dir() || ![me, 0].contains(&p.uid()) {
+            return refuse("in a folder of another user's");
         }
     }
     Ok(())
+}
+
+/// A watch's file name: its PID and start time, so a later process with the same PID never
+/// shares (or loses) the name.
+fn file_name(pid: u32, start_ticks: u64) -> String {
+    format!("{pid}-{start_ticks}.json")
+}
+
+/// The watch a file name stands for, and whether it is a file being written.
+fn parse_name(name: &str) -> Option<(u32, u64, bool)> {
+    let (stem, tmp) = match name.strip_suffix(".json.tmp") {
+        Some(s) => (s, true),
+        None => (name.strip_suffix(".json")?, false),
+    };
+    let (pid, ticks) = stem.split_once('-')?;
+    Some((pid.parse().ok()?, ticks.parse().ok()?, tmp))
+}
+
+/// Reads a watch's file: a regular file (never through a link, never a FIFO that would block),
+/// of a size a status has.
+fn read_status(path: &Path) -> Option<JobStatus> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > 64 * 1024 {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 fn unix_ms() -> i64 {
@@ -87,14 +135,22 @@ pub struct Registration {
 }
 
 impl Registration {
-    /// Registers the job `pid` watched by this process. `None` when the folder cannot be used:
-    /// being found by `top` must never keep a job from running.
-    pub fn new(dir: &Path, pid: u32, command: String, recording: Option<PathBuf>, instrumented: bool) -> Option<Self> {
-        own_dir(dir).ok()?;
+    /// Registers the job `pid` watched by this process. An error says why the folder cannot be
+    /// used; being found by `top` must never keep a job from running.
+    pub fn new(
+        dir: &Path,
+        pid: u32,
+        command: String,
+        recording: Option<PathBuf>,
+        instrumented: bool,
+    ) -> std::io::Result<Self> {
+        own_dir(dir)?;
         let me = std::process::id();
+        let ticks = gpulse_sample::proc_info::start_ticks(me)
+            .ok_or_else(|| std::io::Error::other("cannot read this process's start time"))?;
         let status = JobStatus {
             gpulse_pid: me,
-            gpulse_start_ticks: gpulse_sample::proc_info::start_ticks(me)?,
+            gpulse_start_ticks: ticks,
             pid,
             command,
             recording: recording.map(|r| std::path::absolute(&r).unwrap_or(r)),
@@ -104,15 +160,23 @@ impl Registration {
             data_wait_share: None,
             leading: None,
         };
-        let r = Self { path: dir.join(format!("{me}.json")), status };
-        r.write().ok()?;
-        Some(r)
+        let r = Self { path: dir.join(file_name(me, ticks)), status };
+        r.write()?;
+        Ok(r)
     }
 
     /// Rewrites the file whole (a reader sees the old or the new one, never half).
     fn write(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         let tmp = self.path.with_extension("json.tmp");
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        // A fresh file, never through a link someone left under the name.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         f.write_all(&serde_json::to_vec(&self.status).map_err(std::io::Error::other)?)?;
         drop(f);
         std::fs::rename(&tmp, &self.path)
@@ -141,46 +205,56 @@ impl Drop for Registration {
     }
 }
 
-/// The jobs watched now, oldest watch first. A file whose watch is gone is removed.
-pub fn list(dir: &Path) -> Vec<JobStatus> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut jobs: Vec<JobStatus> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| {
-            let status: JobStatus = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
-            if gpulse_sample::proc_info::start_ticks(status.gpulse_pid) != Some(status.gpulse_start_ticks) {
-                let _ = std::fs::remove_file(&p);
-                return None;
+/// The jobs watched now in `dirs`, oldest watch first. Files of watches that are gone are
+/// removed; a folder that is not the user's own is not read.
+pub fn list(dirs: &[PathBuf]) -> Vec<JobStatus> {
+    let mut jobs: Vec<JobStatus> = Vec::new();
+    for dir in dirs.iter().filter(|d| check_dir(d).is_ok()) {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some((pid, ticks, tmp)) = name.to_str().and_then(parse_name) else { continue };
+            let path = e.path();
+            if gpulse_sample::proc_info::start_ticks(pid) != Some(ticks) {
+                let _ = std::fs::remove_file(&path);
+                continue;
             }
-            Some(status)
-        })
-        .collect();
+            if let Some(s) = read_status(&path).filter(|s| !tmp && (s.gpulse_pid, s.gpulse_start_ticks) == (pid, ticks))
+                && !jobs.iter().any(|j| (j.gpulse_pid, j.gpulse_start_ticks) == (pid, ticks))
+            {
+                jobs.push(s);
+            }
+        }
+    }
     jobs.sort_by_key(|j| (j.gpulse_start_ticks, j.gpulse_pid));
     jobs
 }
 
-/// Keeps a watch's file current from the pipeline's frames.
+/// Keeps a watch's file current from the pipeline's frames, and removes it when the job ends.
 pub struct JobSink {
-    registration: Registration,
+    registration: Option<Registration>,
     next: Instant,
 }
 
 impl JobSink {
     pub fn new(registration: Registration) -> Self {
-        Self { registration, next: Instant::now() + EVERY }
+        Self { registration: Some(registration), next: Instant::now() + EVERY }
     }
 }
 
 impl Sink for JobSink {
     fn frame(&mut self, frame: &Frame) {
         if let Some(live) = frame.live
+            && let Some(r) = self.registration.as_mut()
             && Instant::now() >= self.next
         {
             self.next = Instant::now() + EVERY;
-            self.registration.update(live);
+            r.update(live);
         }
+    }
+
+    fn watch_ended(&mut self) {
+        self.registration = None;
     }
 }
 
@@ -194,31 +268,10 @@ mod tests {
         d
     }
 
-    #[test]
-    fn a_watch_is_listed_while_it_lives_and_gone_after() {
-        let dir = temp_dir("live");
-        let r = Registration::new(&dir, 4242, "python3 train.py".into(), Some("run.db".into()), true).unwrap();
-        let jobs = list(&dir);
-        assert_eq!(jobs.len(), 1);
-        assert_eq!((jobs[0].pid, jobs[0].command.as_str(), jobs[0].instrumented), (4242, "python3 train.py", true));
-        assert!(jobs[0].recording.as_ref().unwrap().is_absolute(), "{:?}", jobs[0].recording);
-        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
-        assert_eq!(mode, 0o700, "the folder is the user's alone");
-        drop(r);
-        assert!(list(&dir).is_empty(), "removed at the end");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_file_left_by_a_killed_watch_is_ignored_and_cleared() {
-        let dir = temp_dir("stale");
-        own_dir(&dir).unwrap();
-        // A watch that was killed: its PID now names another process (or none).
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        let ticks = gpulse_sample::proc_info::start_ticks(child.id()).unwrap();
-        let stale = JobStatus {
-            gpulse_pid: child.id(),
-            gpulse_start_ticks: ticks + 1,
+    fn status(pid: u32, ticks: u64) -> JobStatus {
+        JobStatus {
+            gpulse_pid: pid,
+            gpulse_start_ticks: ticks,
             pid: 1,
             command: "x".into(),
             recording: None,
@@ -227,25 +280,92 @@ mod tests {
             steps_per_s: Some(3.0),
             data_wait_share: None,
             leading: None,
-        };
-        let path = dir.join(format!("{}.json", child.id()));
-        std::fs::write(&path, serde_json::to_vec(&stale).unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_watch_is_listed_while_it_lives_and_gone_after() {
+        let dir = temp_dir("live");
+        let r = Registration::new(&dir, 4242, "python3 train.py".into(), Some("run.db".into()), true).unwrap();
+        let jobs = list(std::slice::from_ref(&dir));
+        assert_eq!(jobs.len(), 1);
+        assert_eq!((jobs[0].pid, jobs[0].command.as_str(), jobs[0].instrumented), (4242, "python3 train.py", true));
+        assert!(jobs[0].recording.as_ref().unwrap().is_absolute(), "{:?}", jobs[0].recording);
+        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the folder is the user's alone");
+        // Listed once even when two folders are the same one.
+        assert_eq!(list(&[dir.clone(), dir.clone()]).len(), 1);
+        drop(r);
+        assert!(list(std::slice::from_ref(&dir)).is_empty(), "removed at the end");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing left behind");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn files_left_by_a_killed_watch_are_ignored_and_cleared() {
+        let dir = temp_dir("stale");
+        own_dir(&dir).unwrap();
+        // A watch that was killed: its PID now names another process (or none).
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let ticks = gpulse_sample::proc_info::start_ticks(child.id()).unwrap() + 1;
+        let path = dir.join(file_name(child.id(), ticks));
+        std::fs::write(&path, serde_json::to_vec(&status(child.id(), ticks)).unwrap()).unwrap();
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, b"{").unwrap();
         std::fs::write(dir.join("junk.json"), b"{ not json").unwrap();
-        assert!(list(&dir).is_empty(), "neither is a live watch");
-        assert!(!path.exists(), "the stale file is cleared");
+        assert!(list(std::slice::from_ref(&dir)).is_empty(), "none is a live watch");
+        assert!(!path.exists() && !tmp.exists(), "the stale files are cleared");
+        assert!(dir.join("junk.json").exists(), "a file that is no watch's is left alone");
         let _ = (child.kill(), child.wait());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
-    fn a_folder_that_is_a_link_is_refused() {
+    fn a_fifo_a_link_or_a_lie_under_a_live_name_is_not_read() {
+        let dir = temp_dir("odd");
+        own_dir(&dir).unwrap();
+        let me = std::process::id();
+        let ticks = gpulse_sample::proc_info::start_ticks(me).unwrap();
+        let name = dir.join(file_name(me, ticks));
+        // A FIFO would block a plain open forever.
+        let c = std::ffi::CString::new(name.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(list(std::slice::from_ref(&dir)).is_empty(), "the FIFO is skipped, not waited on");
+        std::fs::remove_file(&name).unwrap();
+        let elsewhere = dir.with_extension("target.json");
+        std::fs::write(&elsewhere, serde_json::to_vec(&status(me, ticks)).unwrap()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &name).unwrap();
+        assert!(list(std::slice::from_ref(&dir)).is_empty(), "not read through a link");
+        std::fs::remove_file(&name).unwrap();
+        std::fs::write(&name, serde_json::to_vec(&status(me, ticks + 7)).unwrap()).unwrap();
+        assert!(list(std::slice::from_ref(&dir)).is_empty(), "a status that is not the name's watch");
+        let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_file(&elsewhere));
+    }
+
+    #[test]
+    fn a_folder_that_is_a_link_or_open_to_others_is_refused() {
         let dir = temp_dir("link");
         let target = temp_dir("link-target");
         std::fs::create_dir_all(&target).unwrap();
         std::os::unix::fs::symlink(&target, &dir).unwrap();
         assert!(own_dir(&dir).is_err(), "a link, perhaps another user's");
-        assert!(Registration::new(&dir, 1, "x".into(), None, false).is_none());
+        assert!(Registration::new(&dir, 1, "x".into(), None, false).is_err());
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "nothing written through the link");
         let _ = (std::fs::remove_file(&dir), std::fs::remove_dir_all(&target));
+        let open = temp_dir("open");
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let e = Registration::new(&open, 1, "x".into(), None, false).err().unwrap();
+        assert!(e.to_string().contains("open to other users"), "{e}");
+        let _ = std::fs::remove_dir_all(&open);
+    }
+
+    #[test]
+    fn names_say_which_watch_they_are() {
+        assert_eq!(parse_name(&file_name(42, 7)), Some((42, 7, false)));
+        assert_eq!(parse_name("42-7.json.tmp"), Some((42, 7, true)));
+        assert_eq!(parse_name("42.json"), None);
+        assert_eq!(parse_name("x-7.json"), None);
     }
 }

@@ -21,6 +21,8 @@ pub trait Sink {
     fn frame(&mut self, frame: &Frame);
     /// The recording stopped being written; the watch goes on.
     fn recording_stopped(&mut self, _lost: &Lost) {}
+    /// The watched job ended: what follows is the summary, not the job.
+    fn watch_ended(&mut self) {}
 }
 
 /// Why and when the recording stopped being written.
@@ -47,6 +49,11 @@ impl Pipeline {
 
     pub fn add_sink(&mut self, sink: Box<dyn Sink + Send>) {
         self.sinks.push(sink);
+    }
+
+    /// Tells the sinks the watched job ended.
+    pub fn watch_ended(&mut self) {
+        self.sinks.iter_mut().for_each(|s| s.watch_ended());
     }
 
     pub fn is_recording(&self) -> bool {

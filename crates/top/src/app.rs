@@ -213,7 +213,15 @@ impl App {
                 if roots.contains(&pid) {
                     return true;
                 }
-                let Some(&up) = parent.get(&pid) else { return false };
+                // A parent that is not in the table (a shell, a launcher without a GPU) is asked
+                // of /proc: jobs are listed live only.
+                let Some(up) = parent.get(&pid).copied().or_else(|| crate::procs::read_stat(pid).map(|s| s.ppid))
+                else {
+                    return false;
+                };
+                if up <= 1 {
+                    return false;
+                }
                 pid = up;
             }
             false

@@ -290,7 +290,8 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
         Some(f) => {
             let cost = f.lost_share.map_or_else(String::new, |s| format!(" {:.0}%", s * 100.0));
             let oom = f.time_to_oom_s.map_or_else(String::new, |s| format!(" (OOM in {})", fmt::duration(Some(s))));
-            spans.push(Span::styled(format!("{}{cost}{oom}", f.id), WARN));
+            let style = if f.id == "healthy" { Style::new() } else { WARN };
+            spans.push(Span::styled(format!("{}{cost}{oom}", f.id), style));
             spans.push(Span::raw(format!(": {}  ", f.title)));
         }
         None => spans.push(Span::styled("diagnosing after 30 s  ", DIM)),

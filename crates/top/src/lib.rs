@@ -8,6 +8,7 @@ mod draw_table;
 pub mod feed;
 pub mod fmt;
 pub mod history;
+mod keys;
 pub mod procs;
 pub mod rows;
 mod tty;
@@ -97,8 +98,8 @@ pub struct Options {
     pub instrumented: bool,
     /// Why signals cannot be sent, if they cannot (`--readonly`, a replay).
     pub no_signals: Option<&'static str>,
-    /// Where the watched jobs of this machine are listed (live only).
-    pub jobs_dir: Option<std::path::PathBuf>,
+    /// Where the watched jobs of this machine are listed (live only; empty in a replay).
+    pub jobs_dirs: Vec<std::path::PathBuf>,
 }
 
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
@@ -117,6 +118,9 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
     execute!(std::io::stdout(), terminal::EnterAlternateScreen, event::EnableMouseCapture, cursor::Hide)?;
     let mut term = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))?;
     let input = tty::TtyInput::open()?;
+    let mut size = input.size().unwrap_or_default();
+    let mut parser = keys::KeyParser::default();
+    let mut buf = [0u8; 1024];
     let lock = || app.lock().unwrap_or_else(|e| e.into_inner());
     let mut dirty = true;
     let mut step = false;
@@ -126,11 +130,9 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
         if let Some(r) = stop() {
             break r;
         }
-        if let Some(dir) = options.jobs_dir.as_deref()
-            && Instant::now() >= jobs_due
-        {
+        if !options.jobs_dirs.is_empty() && Instant::now() >= jobs_due {
             jobs_due = Instant::now() + gpulse_live::jobs::EVERY;
-            let jobs = gpulse_live::jobs::list(dir);
+            let jobs = gpulse_live::jobs::list(&options.jobs_dirs);
             let mut a = lock();
             if !a.paused && a.jobs != jobs {
                 a.jobs = jobs;
@@ -175,27 +177,23 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
             term.draw(|f| draw(f, &a))?;
             dirty = false;
         }
-        // Keys wake the loop at once; a resize arrives through crossterm's own signal pipe, read
-        // below every 50 ms.
-        if input.wait(Duration::from_millis(50)) == tty::Input::HungUp {
-            break "the terminal is gone".to_owned();
+        // Keys wake the loop at once; a resize is seen by asking the size.
+        let keys = match input.wait(Duration::from_millis(50)) {
+            tty::Input::HungUp => break "the terminal is gone".to_owned(),
+            tty::Input::Idle => Vec::new(),
+            tty::Input::Ready => match input.read(&mut buf) {
+                Some(n) => parser.feed(&buf[..n]),
+                None => break "the terminal is gone".to_owned(),
+            },
+        };
+        if let Some(now) = input.size()
+            && now != size
+        {
+            size = now;
+            term.autoresize()?;
+            dirty = true;
         }
-        while event::poll(Duration::ZERO)? {
-            let key = match event::read()? {
-                event::Event::Key(k) if k.kind != event::KeyEventKind::Release => map_key(k),
-                event::Event::Mouse(m) => match m.kind {
-                    event::MouseEventKind::ScrollDown => Some(Key::Down),
-                    event::MouseEventKind::ScrollUp => Some(Key::Up),
-                    _ => None,
-                },
-                event::Event::Resize(..) => {
-                    term.autoresize()?;
-                    dirty = true;
-                    None
-                }
-                _ => None,
-            };
-            let Some(key) = key else { continue };
+        for key in keys {
             dirty = true;
             let action = lock().key(key);
             match action {
@@ -220,26 +218,4 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
     term.backend_mut().flush()?;
     drop(term);
     Ok(reason)
-}
-
-fn map_key(k: event::KeyEvent) -> Option<Key> {
-    use event::KeyCode;
-    if k.modifiers.contains(event::KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
-        return Some(Key::CtrlC);
-    }
-    Some(match k.code {
-        KeyCode::Char(c) => Key::Char(c),
-        KeyCode::Enter => Key::Enter,
-        KeyCode::Esc => Key::Esc,
-        KeyCode::Backspace => Key::Backspace,
-        KeyCode::Up => Key::Up,
-        KeyCode::Down => Key::Down,
-        KeyCode::Left => Key::Left,
-        KeyCode::Right => Key::Right,
-        KeyCode::PageUp => Key::PageUp,
-        KeyCode::PageDown => Key::PageDown,
-        KeyCode::Home => Key::Home,
-        KeyCode::End => Key::End,
-        _ => return None,
-    })
 }

@@ -1,7 +1,7 @@
-//! Waiting for the terminal's input with poll(2) before crossterm reads it. Once the terminal is
-//! gone (its window closed, its tmux pane killed) the descriptor stays readable forever and
-//! crossterm's reader retries without end inside `event::poll`, deaf to its timeout and to a
-//! stop signal. Here a hangup is seen as one, and a signal interrupts the wait.
+//! The terminal's input, waited for with poll(2) and read by `top` itself. Once the terminal is
+//! gone (its window closed, its tmux pane killed) the descriptor stays readable forever, and
+//! crossterm's reader retries without end, deaf to its timeout and to a stop signal. Here a
+//! hangup is seen as one, and a signal interrupts the wait.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -38,6 +38,30 @@ impl TtyInput {
     /// Waits up to `timeout` for input or a hangup.
     pub fn wait(&self, timeout: Duration) -> Input {
         wait_fd(self.fd, timeout)
+    }
+
+    /// The terminal's size, columns and rows: one ioctl, cheap enough to ask every wait.
+    pub fn size(&self) -> Option<(u16, u16)> {
+        // SAFETY: winsize is plain data, filled by the ioctl when it succeeds.
+        let mut w: libc::winsize = unsafe { std::mem::zeroed() };
+        // SAFETY: TIOCGWINSZ writes one winsize.
+        let ok = unsafe { libc::ioctl(self.fd, libc::TIOCGWINSZ, &mut w) } == 0;
+        ok.then_some((w.ws_col, w.ws_row))
+    }
+
+    /// Reads what poll(2) said is there. `None`: the terminal is gone (end of file, or an error
+    /// other than a signal).
+    pub fn read(&self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: reads into a buffer of its stated length.
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            0 => None,
+            n if n > 0 => Some(n as usize),
+            _ => match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock => Some(0),
+                _ => None,
+            },
+        }
     }
 }
 

@@ -70,9 +70,9 @@ pub(super) struct Due {
     pub processes: bool,
 }
 
-/// A group is due this much before its period is up, so polls on a fixed schedule that land a
-/// little early still read it: at 1 s polls a 1 s group is read every poll, never every other.
-const EARLY: u32 = 20;
+/// A group is due a twentieth (5 %) of its period early, so polls on a fixed schedule that land
+/// a little early still read it: at 1 s polls a 1 s group is read every poll, never every other.
+const EARLY_PART: u32 = 20;
 
 /// The last reading of each held field of one device, with the absences that came with it.
 #[derive(Debug, Default)]
@@ -97,9 +97,13 @@ impl Held {
     pub(super) fn due(&mut self, c: &Cadence, now: Instant) -> Due {
         let periods = [c.power_limit, c.settings, c.energy, c.util_buffer, c.process_util, c.processes];
         let mut due = [false; 6];
-        for ((last, every), d) in self.last.iter_mut().zip(periods).zip(&mut due) {
-            *d = last.is_none_or(|l| now.duration_since(l) + every / EARLY >= every);
-            if *d {
+        for ((last, every), d) in self.last.iter().zip(periods).zip(&mut due) {
+            *d = last.is_none_or(|l| now.duration_since(l) + every / EARLY_PART >= every);
+        }
+        // Per-process utilization is read with the process list, so it waits for the list's turn.
+        due[4] &= due[5];
+        for (last, d) in self.last.iter_mut().zip(due) {
+            if d {
                 *last = Some(now);
             }
         }
@@ -162,10 +166,14 @@ mod tests {
             n
         });
         assert_eq!(counts, [12, 12, 2, 6, 12, 60], "in 60 s of 1 s polls after the first");
-        // At 100 ms, the process list is read once a second.
+        // At 100 ms, the process list is read once a second, and per-process utilization with
+        // it every 5 s, not only when the two happen to fall on the same poll.
         let mut fast = Held::default();
-        let reads = (0..50).filter(|&i| fast.due(&c, t0 + Duration::from_millis(100 * i)).processes).count();
-        assert_eq!(reads, 5, "in 5 s of 100 ms polls");
+        let polls: Vec<Due> = (0..200).map(|i| fast.due(&c, t0 + Duration::from_millis(100 * i + i % 3))).collect();
+        assert_eq!(polls.iter().filter(|d| d.processes).count(), 20, "in 20 s of 100 ms polls");
+        let util: Vec<usize> = (0..200).filter(|&i| polls[i].process_util).collect();
+        assert!(util.iter().all(|&i| polls[i].processes), "read with the list: {util:?}");
+        assert_eq!(util.len(), 4, "every 5 s: {util:?}");
         let mut every = Held::default();
         assert!((0..5).all(|s| every.due(&Cadence::VIEW, at(s)).energy), "a view reads energy every poll");
     }
