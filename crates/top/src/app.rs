@@ -206,25 +206,30 @@ impl App {
         if self.jobs.is_empty() {
             return;
         }
-        let roots: BTreeSet<u32> = self.jobs.iter().map(|j| j.pid).collect();
         let parent: HashMap<u32, u32> = self.rows.iter().filter_map(|r| Some((r.pid, r.ppid?))).collect();
-        let under_a_job = |mut pid: u32| {
-            for _ in 0..64 {
-                if roots.contains(&pid) {
-                    return true;
+        // What each process walked through turned out to be, so ancestors that rows share are
+        // looked up (in /proc, at worst) once a call, not once a row.
+        let mut known: HashMap<u32, bool> = self.jobs.iter().map(|j| (j.pid, true)).collect();
+        let mut under_a_job = |pid: u32| {
+            let mut path = Vec::new();
+            let mut at = pid;
+            let found = loop {
+                if let Some(&k) = known.get(&at) {
+                    break k;
                 }
+                if path.len() >= 64 {
+                    break false;
+                }
+                path.push(at);
                 // A parent that is not in the table (a shell, a launcher without a GPU) is asked
                 // of /proc: jobs are listed live only.
-                let Some(up) = parent.get(&pid).copied().or_else(|| crate::procs::read_stat(pid).map(|s| s.ppid))
-                else {
-                    return false;
-                };
-                if up <= 1 {
-                    return false;
+                match parent.get(&at).copied().or_else(|| crate::procs::read_stat(at).map(|s| s.ppid)) {
+                    Some(up) if up > 1 => at = up,
+                    _ => break false,
                 }
-                pid = up;
-            }
-            false
+            };
+            known.extend(path.into_iter().map(|p| (p, found)));
+            found
         };
         for r in self.rows.iter_mut().filter(|r| r.class.is_none()) {
             if under_a_job(r.pid) {
