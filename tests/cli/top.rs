@@ -147,7 +147,10 @@ fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal()
     assert!(s.contains("PWR 119/700 W") && s.contains("33°C"), "{s}");
     assert!(s.contains("throttle: idle"), "{s}");
     let row = s.lines().find(|l| l.contains(&format!(" {} ", child.id()))).unwrap();
-    assert!(row.contains("20.0GiB") && row.contains(" 42 ") && row.contains("sleep 60"), "{row}");
+    assert!(row.contains("20.0GiB") && row.contains("sleep 60"), "{row}");
+    // GPU, PID, USER, GPU-MEM, then NVML's per-process SM and memory-bandwidth shares.
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[4..6], ["42", "9"], "%SM and %GMBW: {row}");
     // The process's own reading from /proc: its user and a CPU share after the second poll.
     assert!(row.contains("root") || !row.contains(" — "), "{row}");
     // The signal goes to gpulse itself, the shell's child.

@@ -22,6 +22,10 @@ pub struct HostSample {
     pub memory_total_bytes: Option<u64>,
     /// One-minute load average.
     pub load_1m: Option<f32>,
+    /// Swap in use (total − free), bytes: a host that swaps stalls its DataLoader.
+    pub swap_used_bytes: Option<u64>,
+    /// Total swap, bytes (0 on a machine without swap).
+    pub swap_total_bytes: Option<u64>,
 }
 
 /// Where a GPU process stands against the watched process tree.

@@ -69,6 +69,10 @@ fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot
     snapshots(&conn, on_snapshot)?;
     let host = rows(&conn, "SELECT * FROM host_samples ORDER BY t_ms", |r| {
         let cores: Option<Vec<u8>> = r.get(4)?;
+        // Swap came later than schema 3 (a column added at the end); an older recording has none.
+        let swap = |i: usize| -> rusqlite::Result<Option<u64>> {
+            Ok(if r.as_ref().column_count() > i { r.get::<_, Option<i64>>(i)?.map(bytes) } else { None })
+        };
         Ok(HostSample {
             timestamp_us: us(r.get::<_, i64>(0)?),
             cpu_busy_pct: r.get::<_, Option<i64>>(1)?.map(|v| pct(v) as f32),
@@ -82,6 +86,8 @@ fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot
             memory_used_bytes: r.get::<_, Option<i64>>(5)?.map(bytes),
             memory_total_bytes: r.get::<_, Option<i64>>(6)?.map(bytes),
             load_1m: r.get::<_, Option<i64>>(7)?.map(|v| v as f32 / 100.0),
+            swap_used_bytes: swap(8)?,
+            swap_total_bytes: swap(9)?,
         })
     })?;
     let root = meta.get("root_pid").and_then(|p: &String| p.parse().ok());

@@ -7,7 +7,8 @@
 //! densely, and a GPU-sample of the base fields stays under 48 bytes on disk. The other tables
 //! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
 
-/// Bumped whenever a table or column changes meaning. 3: `markers.count` (a row may stand for
+/// Bumped whenever a table or column changes meaning; a column added at the end of a table is
+/// not a bump, since readers of the version before read past it (`host_samples.swap_*`). 3: `markers.count` (a row may stand for
 /// many marks). 2: `markers`. Every earlier version stays readable.
 pub const SCHEMA_VERSION: u32 = 3;
 
@@ -132,7 +133,9 @@ CREATE TABLE host_samples (
     cores_busy_pct BLOB,
     mem_used_kib   INTEGER,
     mem_total_kib  INTEGER,
-    load_1m_centi  INTEGER
+    load_1m_centi  INTEGER,
+    swap_used_kib  INTEGER,
+    swap_total_kib INTEGER
 );
 
 CREATE TABLE tree_samples (

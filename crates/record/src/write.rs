@@ -469,8 +469,9 @@ impl Writer {
             .map(|c| c.map_or(crate::schema::CORE_UNKNOWN, |c| c.round().clamp(0.0, 100.0) as u8))
             .collect();
         let f = |v: Option<f32>| v.map(|v| pm(f64::from(v)));
-        self.conn.prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
-            params![
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO host_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")?
+            .execute(params![
                 ms(h.timestamp_us),
                 f(h.cpu_busy_pct),
                 f(h.cpu_iowait_pct),
@@ -478,9 +479,10 @@ impl Writer {
                 (!cores.is_empty()).then_some(cores),
                 h.memory_used_bytes.map(kib),
                 h.memory_total_bytes.map(kib),
-                h.load_1m.map(|l| (l * 100.0).round() as i64)
-            ],
-        )?;
+                h.load_1m.map(|l| (l * 100.0).round() as i64),
+                h.swap_used_bytes.map(kib),
+                h.swap_total_bytes.map(kib)
+            ])?;
         self.commit_if_due()
     }
 

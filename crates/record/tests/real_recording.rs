@@ -40,7 +40,8 @@ fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
     assert_eq!(rec.events.last().unwrap().kind, "stop");
 }
 
-/// Schema 3 is what gpulse writes; 1 and 2 (with or without `markers.count`) stay readable,
+/// Schema 3 is what gpulse writes; 1 and 2 (with or without `markers.count`) and recordings from
+/// before swap was kept stay readable,
 /// and a newer one is refused by name.
 #[test]
 fn schema_versions_read_and_refused() {
@@ -49,15 +50,27 @@ fn schema_versions_read_and_refused() {
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("new.db");
     let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };
-    gpulse_record::Writer::create(&p, &meta, &[]).unwrap().finish().unwrap();
+    let mut w = gpulse_record::Writer::create(&p, &meta, &[]).unwrap();
+    let swapping = gpulse_model::HostSample {
+        timestamp_us: 1_000_000,
+        swap_used_bytes: Some(3 << 30),
+        swap_total_bytes: Some(8 << 30),
+        ..Default::default()
+    };
+    let no_swap = gpulse_model::HostSample { timestamp_us: 2_000_000, ..Default::default() };
+    w.host(&swapping).unwrap();
+    w.host(&no_swap).unwrap();
+    w.finish().unwrap();
     let rec = gpulse_record::read(&p).unwrap();
     assert_eq!(rec.meta["schema_version"], "3");
     assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 3);
+    assert_eq!(rec.host, [swapping, no_swap], "swap read back as written, an unread one absent");
     // The real dl_bound recording is schema 2 from before `count`: one mark a row.
     let v2 = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
     let old = gpulse_record::read(&v2).unwrap();
     assert_eq!(old.meta["schema_version"], "2");
     assert!(!old.markers.is_empty() && old.markers.iter().all(|m| m.count == 1));
+    assert!(!old.host.is_empty() && old.host.iter().all(|h| h.swap_total_bytes.is_none()), "no swap kept yet");
     // A schema from a later gpulse: refused, saying which.
     let conn = rusqlite::Connection::open(&p).unwrap();
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", []).unwrap();

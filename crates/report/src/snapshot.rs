@@ -55,6 +55,8 @@ pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&LiveDiagnosis>)
             "cpu_iowait_pct": h.cpu_iowait_pct,
             "memory_used_bytes": h.memory_used_bytes,
             "memory_total_bytes": h.memory_total_bytes,
+            "swap_used_bytes": h.swap_used_bytes,
+            "swap_total_bytes": h.swap_total_bytes,
         },
         "tree": poll.tree.as_ref().map(|t| json!({
             "root_pid": t.root_pid,

@@ -90,6 +90,7 @@ pub struct App {
     pub gpu_history: Vec<GpuHistory>,
     pub host_cpu_pct: Ring,
     pub host_mem_pct: Ring,
+    pub host_swap_pct: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
@@ -147,6 +148,7 @@ impl App {
             rows: Vec::new(),
             host_cpu_pct: Ring::new(HISTORY_LEN),
             host_mem_pct: Ring::new(HISTORY_LEN),
+            host_swap_pct: Ring::new(HISTORY_LEN),
             proc_history: HashMap::new(),
             findings: Vec::new(),
             steps_per_s: None,
@@ -189,6 +191,7 @@ impl App {
         self.host_cpu_pct.push(poll.host.cpu_busy_pct.map(f64::from));
         let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
         self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
+        self.host_swap_pct.push(crate::fmt::swap_pct(&poll.host));
         self.rows = rows::build(poll, live);
         self.mark_jobs();
         self.hold_util(poll.host.timestamp_us);

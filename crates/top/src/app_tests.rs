@@ -279,3 +279,32 @@ fn frames_of_real_runs_at_80x24_and_200x60() {
         }
     }
 }
+
+/// The host's swap: its share with the amounts where there are three lines, its share beside
+/// memory at 80×24, `none` on a machine without swap and `—` where it was not read.
+#[test]
+fn swap_is_shown_as_read_and_absent_as_absent() {
+    let show = |used: Option<u64>, total: Option<u64>| {
+        let mut a = App::new(vec![DeviceInfo::default()], None);
+        let host = gpulse_model::HostSample {
+            swap_used_bytes: used,
+            swap_total_bytes: total,
+            memory_used_bytes: Some(4 << 30),
+            memory_total_bytes: Some(16 << 30),
+            ..Default::default()
+        };
+        let poll = Poll { host, ..Poll::default() };
+        a.apply(&gpulse_live::Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+        (screen(&a, 200, 60), screen(&a, 80, 24), a.host_swap_pct.last_n(1).next().flatten())
+    };
+    let (big, small, pct) = show(Some(2 << 30), Some(8 << 30));
+    assert!(big.contains("SWP  25.0% 2.0/8.0 GiB"), "{big}");
+    assert!(small.contains("MEM  25.0% 4.0/16.0 GiB SWP 25.0%"), "{small}");
+    assert_eq!(pct, Some(25.0));
+    let (big, small, pct) = show(Some(0), Some(0));
+    assert!(big.contains("SWP   none") && small.contains("SWP none"), "{big}{small}");
+    assert_eq!(pct, Some(0.0), "no swap is none in use");
+    let (big, small, pct) = show(None, None);
+    assert!(big.contains("SWP      —") && small.contains("SWP —"), "{big}{small}");
+    assert_eq!(pct, None, "unread is a gap in the history, not 0");
+}

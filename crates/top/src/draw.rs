@@ -232,14 +232,27 @@ fn draw_host(f: &mut Frame, area: Rect, app: &App) {
     let block = Block::new().borders(Borders::TOP).title(Span::styled(" host ", BOLD));
     let inner = block.inner(left);
     f.render_widget(block, left);
-    let w = inner.width.saturating_sub(34) as usize;
-    let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
-    let label = |s: String| Paragraph::new(s);
-    f.render_widget(label(format!("CPU {:>6} load {load:<5}", fmt::pct(cpu, 1))), rows[0]);
-    spark(f, rows[0], 24, &app.host_cpu_pct, w, Color::Green);
-    f.render_widget(label(format!("MEM {:>6} {}/{} GiB", fmt::pct(mem, 1), fmt::gib(used), fmt::gib(total))), rows[1]);
-    if inner.height > 2 {
-        spark(f, rows[2], 0, &app.host_mem_pct, inner.width as usize, Color::Blue);
+    let swap_pct = fmt::pct(host.and_then(fmt::swap_pct), 1);
+    let (swap, swap_short) = match host.map(|h| (h.swap_used_bytes, h.swap_total_bytes)) {
+        Some((_, Some(0))) => ("SWP   none".to_owned(), "none".to_owned()),
+        Some((u, t @ Some(_))) => (format!("SWP {swap_pct:>6} {}/{} GiB", fmt::gib(u), fmt::gib(t)), swap_pct),
+        _ => (format!("SWP {NONE:>6}"), NONE.to_owned()),
+    };
+    let mem = format!("MEM {:>6} {}/{} GiB", fmt::pct(mem, 1), fmt::gib(used), fmt::gib(total));
+    let cpu = format!("CPU {:>6} load {load}", fmt::pct(cpu, 1));
+    // A line each, the history to the right of the words; with two lines, swap joins memory.
+    let mut lines = vec![(cpu, &app.host_cpu_pct, Color::Green), (mem, &app.host_mem_pct, Color::Blue)];
+    if inner.height >= 3 {
+        lines.push((swap, &app.host_swap_pct, Color::Red));
+    } else if let Some((m, _, _)) = lines.last_mut() {
+        m.push_str(&format!(" SWP {swap_short}"));
+    }
+    let label_w = lines.iter().map(|(s, _, _)| s.chars().count()).max().unwrap_or(0) as u16 + 1;
+    // Rows placed by hand: a layout of more lines than fit shares the room out unevenly.
+    for (i, (text, ring, color)) in lines.into_iter().enumerate().take(inner.height as usize) {
+        let row = Rect { y: inner.y + i as u16, height: 1, ..inner };
+        f.render_widget(Paragraph::new(text), row);
+        spark(f, row, label_w, ring, row.width as usize, color);
     }
     let d = app.devices.get(app.gpu_pick);
     let title = match d {

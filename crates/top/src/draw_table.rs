@@ -24,7 +24,7 @@ pub fn class_name(c: Option<GpuProcessClass>) -> &'static str {
 }
 
 /// The cells of one row, in [`Column::ALL`]'s order, then the class.
-pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 10] {
+pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 11] {
     let command = r.command.clone().unwrap_or_else(|| NONE.into());
     let indent = if depth == 0 { String::new() } else { format!("{}└ ", "  ".repeat(depth - 1)) };
     [
@@ -33,6 +33,7 @@ pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 10] {
         r.user.clone().unwrap_or_else(|| NONE.into()),
         fmt::mem(r.gpu_mem_bytes),
         r.sm_pct.map_or_else(|| NONE.into(), |v| v.to_string()),
+        r.gmbw_pct.map_or_else(|| NONE.into(), |v| v.to_string()),
         r.cpu_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
         r.host_mem_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
         fmt::duration(r.age_s),
@@ -58,12 +59,12 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         .iter()
         .map(|c| if *c == app.sort.column { format!("{}{arrow}", c.title()) } else { c.title().to_owned() })
         .collect();
-    header.insert(8, "CLASS".into());
+    header.insert(9, "CLASS".into());
     let rows = shown.iter().map(|&(i, depth)| {
         let r = &app.rows[i];
         let mut c = cells(r, depth, app.tagged.contains(&r.pid)).to_vec();
         let class = c.pop().unwrap_or_default();
-        c.insert(8, class);
+        c.insert(9, class);
         let style = match r.class {
             Some(GpuProcessClass::Foreign) => Style::new().fg(Color::Yellow),
             Some(GpuProcessClass::Gone) => Style::new().fg(Color::DarkGray),
@@ -77,6 +78,7 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         Constraint::Length(8),
         Constraint::Length(8),
         Constraint::Length(4),
+        Constraint::Length(6),
         Constraint::Length(6),
         Constraint::Length(5),
         Constraint::Length(6),
@@ -151,7 +153,7 @@ const HELP: &[(&str, &str)] = &[
     ("? h", "this help (any of Esc, Enter, ? goes back)"),
     (
         "o + key",
-        "sort by: g GPU, p PID, u USER, m GPU-MEM, s %SM, c %CPU, r %MEM, t TIME, n COMMAND; uppercase reverses",
+        "sort by: g GPU, p PID, u USER, m GPU-MEM, s %SM, b %GMBW, c %CPU, r %MEM, t TIME, n COMMAND; uppercase reverses",
     ),
     (", .", "sort by the column to the left, to the right"),
     ("t", "tree view: DataLoader workers and ranks under their launcher"),
@@ -175,7 +177,7 @@ pub fn help(f: &mut Frame, area: Rect, app: &App) {
         None => "a signal goes only to the process shown: a PID that is gone or reused is refused".into(),
     }));
     lines.push(Line::from(format!(
-        "%SM is NVML's per-process SM share; SM beside UTL is GPM's SM activity; `{}` is absent, never 0",
+        "%SM and %GMBW are NVML's per-process SM and memory-bandwidth shares; SM beside UTL is GPM's SM activity; `{}` is absent, never 0",
         short(NONE, 1)
     )));
     let block = Block::new().borders(Borders::ALL).title(Span::styled(" gpulse top: keys ", BOLD));

@@ -8,6 +8,15 @@ pub fn pct(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| NONE.into(), |v| format!("{v:.decimals$}%"))
 }
 
+/// Swap in use, percent of the swap there is; 0 on a machine without swap, absent where unread.
+pub fn swap_pct(h: &gpulse_model::HostSample) -> Option<f64> {
+    match (h.swap_used_bytes, h.swap_total_bytes) {
+        (_, Some(0)) => Some(0.0),
+        (Some(u), Some(t)) => Some(u as f64 / t as f64 * 100.0),
+        _ => None,
+    }
+}
+
 pub fn gib(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| NONE.into(), |b| format!("{:.1}", b as f64 / GIB as f64))
 }

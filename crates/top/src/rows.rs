@@ -36,6 +36,7 @@ pub enum Column {
     User,
     GpuMem,
     Sm,
+    Gmbw,
     Cpu,
     HostMem,
     Time,
@@ -43,12 +44,13 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 9] = [
+    pub const ALL: [Column; 10] = [
         Column::Gpu,
         Column::Pid,
         Column::User,
         Column::GpuMem,
         Column::Sm,
+        Column::Gmbw,
         Column::Cpu,
         Column::HostMem,
         Column::Time,
@@ -62,6 +64,7 @@ impl Column {
             Column::User => "USER",
             Column::GpuMem => "GPU-MEM",
             Column::Sm => "%SM",
+            Column::Gmbw => "%GMBW",
             Column::Cpu => "%CPU",
             Column::HostMem => "%MEM",
             Column::Time => "TIME",
@@ -77,6 +80,7 @@ impl Column {
             Column::User => 'u',
             Column::GpuMem => 'm',
             Column::Sm => 's',
+            Column::Gmbw => 'b',
             Column::Cpu => 'c',
             Column::HostMem => 'r',
             Column::Time => 't',
@@ -91,7 +95,7 @@ impl Column {
 
     /// Numbers sort largest first, names A to Z, GPUs and PIDs in order.
     fn descending(self) -> bool {
-        matches!(self, Column::GpuMem | Column::Sm | Column::Cpu | Column::HostMem | Column::Time)
+        matches!(self, Column::GpuMem | Column::Sm | Column::Gmbw | Column::Cpu | Column::HostMem | Column::Time)
     }
 
     fn compare(self, a: &Row, b: &Row) -> Ordering {
@@ -115,6 +119,7 @@ impl Column {
                 flip(opt(&a.gpu_mem_bytes, &b.gpu_mem_bytes), a.gpu_mem_bytes.is_none(), b.gpu_mem_bytes.is_none())
             }
             Column::Sm => flip(opt(&a.sm_pct, &b.sm_pct), a.sm_pct.is_none(), b.sm_pct.is_none()),
+            Column::Gmbw => flip(opt(&a.gmbw_pct, &b.gmbw_pct), a.gmbw_pct.is_none(), b.gmbw_pct.is_none()),
             Column::Cpu => flip(opt(&a.cpu_pct, &b.cpu_pct), a.cpu_pct.is_none(), b.cpu_pct.is_none()),
             Column::HostMem => {
                 flip(opt(&a.host_mem_pct, &b.host_mem_pct), a.host_mem_pct.is_none(), b.host_mem_pct.is_none())

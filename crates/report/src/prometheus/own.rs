@@ -126,6 +126,8 @@ fn host(e: &Exposition, out: &mut String) {
             h.memory_used_bytes.map(Value::Int),
         ),
         ("gpulse_host_memory_total_bytes", "Host memory.", h.memory_total_bytes.map(Value::Int)),
+        ("gpulse_host_swap_used_bytes", "Host swap in use.", h.swap_used_bytes.map(Value::Int)),
+        ("gpulse_host_swap_total_bytes", "Host swap.", h.swap_total_bytes.map(Value::Int)),
     ] {
         if let Some(v) = v {
             Family::new(out, name, "gauge", help).sample("", v);

@@ -72,7 +72,13 @@ fn expose(gpus: Vec<GpuSample>) -> String {
     let devices: Vec<DeviceInfo> = gpus.iter().map(|g| device(g.gpu_index)).collect();
     let poll = Poll {
         snapshot: Some(Snapshot { timestamp_us: 1, gpus }),
-        host: HostSample { timestamp_us: 1, cpu_busy_pct: Some(25.0), ..Default::default() },
+        host: HostSample {
+            timestamp_us: 1,
+            cpu_busy_pct: Some(25.0),
+            swap_used_bytes: Some(MIB),
+            swap_total_bytes: Some(4 * MIB),
+            ..Default::default()
+        },
         ..Default::default()
     };
     render(&Exposition { devices: &devices, poll: &poll, hostname: "node-a", host_label: "Hostname", live: None })
@@ -133,6 +139,9 @@ fn values_in_dcgm_units_with_its_labels_in_its_order() {
     assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "sw_power_cap").as_deref(), Some("1"));
     assert_eq!(value(&text, "gpulse_gpu_clocks_event_active", "hw_slowdown").as_deref(), Some("0"));
     assert_eq!(value(&text, "gpulse_host_cpu_busy_ratio", "").as_deref(), Some("0.250000"));
+    assert_eq!(value(&text, "gpulse_host_swap_used_bytes", "").as_deref(), Some("1048576"));
+    assert_eq!(value(&text, "gpulse_host_swap_total_bytes", "").as_deref(), Some("4194304"));
+    assert_eq!(value(&text, "gpulse_host_memory_used_bytes", ""), None, "not read: left out");
     // HELP and TYPE once per family, before its samples.
     assert_eq!(text.matches("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n").count(), 1);
     assert!(text.find("# HELP DCGM_FI_DEV_SM_CLOCK").unwrap() < text.find("DCGM_FI_DEV_SM_CLOCK{").unwrap());

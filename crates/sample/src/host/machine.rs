@@ -60,6 +60,8 @@ impl HostSampler {
         if let Ok(m) = Meminfo::current() {
             s.memory_total_bytes = Some(m.mem_total);
             s.memory_used_bytes = m.mem_available.map(|a| m.mem_total.saturating_sub(a));
+            s.swap_total_bytes = Some(m.swap_total);
+            s.swap_used_bytes = Some(m.swap_total.saturating_sub(m.swap_free));
         }
         s.load_1m = LoadAverage::current().ok().map(|l| l.one);
         s
@@ -83,6 +85,16 @@ mod tests {
         let first = h.sample();
         assert_eq!(first.cpu_busy_pct, None);
         assert!(first.memory_total_bytes.unwrap() > first.memory_used_bytes.unwrap());
+        // Swap as /proc/meminfo has it, read here on our own.
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let kib = |key: &str| -> u64 {
+            let line = meminfo.lines().find(|l| l.starts_with(key)).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+        };
+        assert_eq!(first.swap_total_bytes, Some(kib("SwapTotal:")));
+        let used = kib("SwapTotal:") - kib("SwapFree:");
+        let got = first.swap_used_bytes.unwrap();
+        assert!(got.abs_diff(used) <= 64 << 20, "swap in use {got} against {used} a moment later");
         // Burn a little CPU so the interval has ticks in it.
         let start = std::time::Instant::now();
         while start.elapsed() < std::time::Duration::from_millis(60) {
