@@ -32,7 +32,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
     let sink = serving::start(config, poller.devices(), label, generated.then_some(token.as_deref()).flatten())?;
-    let mut pipeline = Pipeline::new(recording, Some(LiveDiagnosis::new(poller.devices(), false)));
+    let mut pipeline =
+        Pipeline::new(recording, Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()));
     pipeline.add_sink(Box::new(sink));
     signals::catch_stop_signals();
     let stop = recorder::stop_when(args.duration, Instant::now());

@@ -2,9 +2,9 @@
 //! down as they appear (a memory forecast, before the OOM it forecasts), each GPU's on its own.
 //! Times are the samples' own, so a recording replays through it as it ran.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
-use gpulse_model::{DeviceInfo, Event, Marker, Poll, RunData};
+use gpulse_model::{DeviceInfo, Event, Marker, Metric, Poll, RunData};
 
 use crate::{Finding, Run, Steps};
 
@@ -32,6 +32,20 @@ pub struct LiveDiagnosis {
     /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
     written: HashMap<(&'static str, Option<u32>), Option<f64>>,
     run: Option<Run>,
+    /// Set for a view of the whole machine ([`LiveDiagnosis::following_workloads`]).
+    workloads: Option<Workloads>,
+}
+
+/// What each GPU runs, for a view of the whole machine, where one job follows another: when a
+/// GPU's processes are replaced by others (or by none, or none by some), what came before on it
+/// describes another job, so its samples are dropped and its findings held for a warm-up, as a
+/// job's own diagnosis holds them from its start.
+#[derive(Debug, Default)]
+struct Workloads {
+    /// GPU → the PIDs on it as last listed.
+    pids: HashMap<u32, BTreeSet<u32>>,
+    /// GPU → when its current workload began.
+    since_us: HashMap<u32, i64>,
 }
 
 impl LiveDiagnosis {
@@ -50,11 +64,49 @@ impl LiveDiagnosis {
             current: Vec::new(),
             written: HashMap::new(),
             run: None,
+            workloads: None,
         }
+    }
+
+    /// For a view of the whole machine (`top`, `serve` without a job): each GPU's diagnosis
+    /// starts again when another workload takes it.
+    pub fn following_workloads(mut self) -> Self {
+        self.workloads = Some(Workloads::default());
+        self
+    }
+
+    /// Notes each GPU's processes; a GPU whose PIDs share none with its last list starts again.
+    fn follow(&mut self, poll: &Poll) {
+        let (Some(w), Some(snap)) = (self.workloads.as_mut(), &poll.snapshot) else { return };
+        let now = poll.host.timestamp_us;
+        for g in &snap.gpus {
+            if g.absence(Metric::Processes).is_some() {
+                continue;
+            }
+            let pids: BTreeSet<u32> = g.processes.iter().map(|p| p.pid).collect();
+            let Some(before) = w.pids.insert(g.gpu_index, pids.clone()) else { continue };
+            if before.is_disjoint(&pids) && before != pids {
+                w.since_us.insert(g.gpu_index, now);
+                let gpu = g.gpu_index;
+                for s in &mut self.window.snapshots {
+                    s.gpus.retain(|x| x.gpu_index != gpu);
+                }
+                self.written.retain(|(_, on), _| *on != Some(gpu));
+                self.current.retain(|f| f.gpu != Some(gpu));
+                self.leading = leading_of(&self.current).or(self.current.first()).cloned();
+            }
+        }
+    }
+
+    /// Whether `gpu`'s current workload began less than a warm-up ago.
+    fn warming_up(&self, gpu: Option<u32>) -> bool {
+        let since = self.workloads.as_ref().zip(gpu).and_then(|(w, g)| w.since_us.get(&g));
+        since.is_some_and(|t| self.now_us - t < WARM_UP_US)
     }
 
     pub fn push_poll(&mut self, poll: Poll) {
         let now = poll.host.timestamp_us;
+        self.follow(&poll);
         self.window.snapshots.extend(poll.snapshot);
         self.window.host.push(poll.host);
         self.window.trees.extend(poll.tree);
@@ -87,7 +139,8 @@ impl LiveDiagnosis {
         }
         self.last_diagnosis_us = Some(self.now_us);
         let run = Run::from_recording(&self.window);
-        let findings = crate::diagnose_run(&run);
+        let mut findings = crate::diagnose_run(&run);
+        findings.retain(|f| !self.warming_up(f.gpu));
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
         // A clean bill of health leads only when nothing else was found, and then every time.
@@ -226,6 +279,46 @@ mod tests {
         assert_eq!(leading_of(&found).map(|f| f.id), Some("throttling"), "any ongoing cause first");
         assert_eq!(leading_of(&[f("startup", Some(0.2))]).map(|f| f.id), Some("startup"));
         assert_eq!(leading_of(&[f("healthy", None)]).map(|f| f.id), None);
+    }
+
+    /// A GPU's samples go when other PIDs take it, and only then: not for a list that could not
+    /// be read, nor for another GPU's change, nor where the old PIDs stay.
+    #[test]
+    fn a_gpu_starts_again_when_other_processes_take_it() {
+        use gpulse_model::{Absence, GpuSample, ProcessSample, Snapshot};
+        let gpu = |i: u32, pids: Option<&[u32]>| {
+            let mut g = GpuSample { gpu_index: i, ..GpuSample::default() };
+            match pids {
+                Some(p) => {
+                    g.processes = p.iter().map(|&pid| ProcessSample { pid, ..ProcessSample::default() }).collect()
+                }
+                None => g.absent.push((Metric::Processes, Absence::NotAvailable)),
+            }
+            g
+        };
+        let mut live = LiveDiagnosis::new(&[], false).following_workloads();
+        let mut t = 0;
+        let mut push = |live: &mut LiveDiagnosis, gpus: Vec<GpuSample>| {
+            t += 1_000_000;
+            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
+            live.push_poll(Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus }), host, ..Poll::default() });
+        };
+        let held = |live: &LiveDiagnosis, i: u32| {
+            live.window().snapshots.iter().filter(|s| s.gpus.iter().any(|g| g.gpu_index == i)).count()
+        };
+        push(&mut live, vec![gpu(0, Some(&[10])), gpu(1, Some(&[20]))]);
+        push(&mut live, vec![gpu(0, None), gpu(1, Some(&[20, 21]))]);
+        push(&mut live, vec![gpu(0, Some(&[10])), gpu(1, Some(&[21]))]);
+        assert_eq!((held(&live, 0), held(&live, 1)), (3, 3), "unread, joined, one left: the same job");
+        push(&mut live, vec![gpu(0, Some(&[11])), gpu(1, Some(&[21]))]);
+        assert_eq!((held(&live, 0), held(&live, 1)), (1, 4), "GPU 0 starts again with its new job");
+        assert!(live.warming_up(Some(0)) && !live.warming_up(Some(1)) && !live.warming_up(None));
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21]))]);
+        assert_eq!(held(&live, 0), 1, "and again when it is left idle");
+        let mut plain = LiveDiagnosis::new(&[], false);
+        push(&mut plain, vec![gpu(0, Some(&[10]))]);
+        push(&mut plain, vec![gpu(0, Some(&[11]))]);
+        assert_eq!(held(&plain, 0), 2, "a job's own diagnosis keeps its whole window");
     }
 
     #[test]

@@ -126,7 +126,7 @@ fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> 
     let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
-    let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&run.devices, instrumented)));
+    let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
     let mut r = Replay::new(run, 1.0);
     let now = std::time::Instant::now();
@@ -307,4 +307,64 @@ fn swap_is_shown_as_read_and_absent_as_absent() {
     let (big, small, pct) = show(None, None);
     assert!(big.contains("SWP      —") && small.contains("SWP —"), "{big}{small}");
     assert_eq!(pct, None, "unread is a gap in the history, not 0");
+}
+
+/// Two real jobs one after the other on GPU 0, as `top` sees a machine: the DataLoader-bound
+/// run, then the tuned one (another PID). Once the second has run its warm-up, what `top` says of
+/// GPU 0 is what the second job alone gives, not a blend with the first.
+#[test]
+fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
+    let read = |n: &str| {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(n);
+        gpulse_record::read(&p).unwrap()
+    };
+    let (first, second) = (read("dl_bound.db"), read("dl_tuned.db"));
+    let shift = first.snapshots.last().unwrap().timestamp_us + 2_000_000 - second.snapshots[0].timestamp_us;
+    let second_start = second.snapshots[0].timestamp_us + shift;
+    let feed = |live: &mut LiveDiagnosis,
+                run: &gpulse_record::Recording,
+                dt: i64,
+                mut each: Box<dyn FnMut(&LiveDiagnosis) + '_>| {
+        let mut r = Replay::new(run, 1.0);
+        let now = std::time::Instant::now();
+        while let Some((mut poll, _)) = r.due(now, true) {
+            poll.host.timestamp_us += dt;
+            if let Some(s) = poll.snapshot.as_mut() {
+                s.timestamp_us += dt;
+            }
+            live.push_poll(poll);
+            live.update();
+            each(live);
+        }
+    };
+    let found = |live: &LiveDiagnosis| -> Vec<(&'static str, Option<u32>)> {
+        live.current().iter().map(|f| (f.id, f.gpu)).collect()
+    };
+    let mut alone = crate::live_diagnosis(&second.devices, false);
+    feed(&mut alone, &second, 0, Box::new(|_| {}));
+    assert!(!alone.current().is_empty());
+    // A diagnosis that does not follow workloads blends the two jobs.
+    let mut blended = LiveDiagnosis::new(&first.devices, false);
+    feed(&mut blended, &first, 0, Box::new(|_| {}));
+    feed(&mut blended, &second, shift, Box::new(|_| {}));
+    assert_ne!(found(&blended), found(&alone), "the first job still shows");
+    // top's: nothing of GPU 0 during the second job's warm-up, then the second job's findings.
+    let mut live = crate::live_diagnosis(&first.devices, false);
+    feed(&mut live, &first, 0, Box::new(|_| {}));
+    let before = found(&live);
+    assert!(before.iter().any(|f| f.1 == Some(0)), "{before:?}");
+    feed(
+        &mut live,
+        &second,
+        shift,
+        Box::new(|l| {
+            let t = l.window().host.last().unwrap().timestamp_us;
+            if t > second_start + 1_000_000 && t - second_start < 30_000_000 {
+                assert!(found(l).iter().all(|f| f.1 != Some(0)), "warming up: {:?}", found(l));
+            }
+        }),
+    );
+    assert_eq!(found(&live), found(&alone));
+    let share = |l: &LiveDiagnosis| l.current()[0].lost_share.unwrap_or(0.0);
+    assert!((share(&live) - share(&alone)).abs() < 0.05, "{} against {}", share(&live), share(&alone));
 }

@@ -102,11 +102,17 @@ pub struct Options {
     pub jobs_dirs: Vec<std::path::PathBuf>,
 }
 
+/// The machine's rolling diagnosis: one job follows another on a GPU, and each is diagnosed on
+/// its own.
+fn live_diagnosis(devices: &[gpulse_model::DeviceInfo], instrumented: bool) -> LiveDiagnosis {
+    LiveDiagnosis::new(devices, instrumented).following_workloads()
+}
+
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
 pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
     let live = matches!(feed, Feed::Live(_));
     let app = Arc::new(Mutex::new(App::new(options.devices.clone(), options.no_signals)));
-    let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&options.devices, options.instrumented)));
+    let mut pipeline = Pipeline::new(None, Some(live_diagnosis(&options.devices, options.instrumented)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), live)));
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
