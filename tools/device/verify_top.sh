@@ -4,7 +4,7 @@
 # its steps/s, data wait and leading finding); a training with periodic stalls under `gpulse run
 # --instrument`; a memory leak (the OOM forecast); and after `q`. nvitop (if importable) runs in a
 # second tmux session for the whole time, so both CPU figures cover the same seconds at a 1 s
-# refresh. About 2.5 minutes; MOMENTS="leak" (any of training, stall, leak) runs only those.
+# refresh. About 3 minutes; MOMENTS="leak" (any of training, stall, leak) runs only those.
 # Usage: OUT=dir bash tools/device/verify_top.sh [gpulse]   (default: carry/gpulse)
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_top}; mkdir -p "$o/wl"
@@ -17,6 +17,9 @@ snap() { # name: the screen and nvidia-smi, taken together
     $T capture-pane -p -t gtop: > "$o/top_$1.txt" & p+=($!)
     nvidia-smi --query-gpu=$Q --format=csv > "$o/smi_$1.csv" & p+=($!)
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv > "$o/smi_apps_$1.csv" & p+=($!)
+    # Per-process SM and memory-bandwidth shares (top's %SM and %GMBW), and the host's swap.
+    nvidia-smi pmon -c 1 -s u > "$o/smi_pmon_$1.txt" 2>&1 & p+=($!)
+    grep -E '^Swap(Total|Free):' /proc/meminfo > "$o/meminfo_$1.txt" & p+=($!)
     wait "${p[@]}"  # the captures only, not the training running beside them
     { ls -la "$JOBS"; cat "$JOBS"/*.json; } > "$o/jobs_$1.txt" 2>&1
 }
@@ -37,23 +40,27 @@ TOP=$(child_of_pane gtop:); [ $NVITOP = 1 ] && NV=$(child_of_pane nvtop:)
 t0=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n0=$(cpu_ticks "$NV"); s0=$(date +%s.%N)
 M=${MOMENTS:-training stall leak}
 [ "$M" = leak ] && sleep 30
-# The DataLoader-bound run, 40 s: captured at 36 s, past the job's own 30 s warm-up.
+# The DataLoader-bound run, 50 s: captured at 46 s, past the job's own 30 s warm-up and top's,
+# which starts when the job's process is first listed.
 if [[ $M == *training* ]]; then
-OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/dl.db" -- python3 $WL dl_bound 40 > "$o/dl_run.log" 2>&1 &
-sleep 36; snap training; wait
+OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/dl.db" -- python3 $WL dl_bound 50 > "$o/dl_run.log" 2>&1 &
+RUN=$!; sleep 46; snap training; wait $RUN
 fi
-# Periodic 3 s host stalls every 8 s in a bf16 transformer, 48 s: captured at 44 s.
+# Periodic 3 s host stalls every 8 s in a bf16 transformer, 56 s: captured at 52 s. top's own
+# findings are of this job only: the DataLoader run before it no longer shows.
 if [[ $M == *stall* ]]; then
-OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/stall.db" -- python3 $WL stall 48 > "$o/stall_run.log" 2>&1 &
-sleep 44; snap stall; wait
+OUT=$o/wl "$G" run --instrument --status off --no-report -o "$o/stall.db" -- python3 $WL stall 56 > "$o/stall_run.log" 2>&1 &
+RUN=$!; sleep 52; snap stall; wait $RUN
 fi
-# A leak, 24 s once its model is built (its first line; it grew 1.2 GiB a second on the H200): the
-# trend at once, and the OOM forecast once the leak rule has 10 s of climb and its next 5 s
-# diagnosis, so the capture comes 20 s in.
+# A leak, 44 s once its model is built (its first line; it grew 1.2 GiB a second on the H200). top
+# diagnoses a GPU afresh when a new job takes it, with findings held 30 s from the job's first
+# listing, as the job's own diagnosis holds them: the forecast needs that, 10 s of climb and the
+# next 5 s diagnosis, so the capture comes 40 s in.
 if [[ $M == *leak* ]]; then
-python3 tools/device/leak_uncaught.py 24 > "$o/leak.log" 2>&1 &
+python3 tools/device/leak_uncaught.py 44 > "$o/leak.log" 2>&1 &
+LEAK=$!
 for _ in $(seq 100); do grep -q start "$o/leak.log" 2>/dev/null && break; sleep 0.2; done
-sleep 20; snap leak; wait
+sleep 40; snap leak; wait $LEAK
 fi
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null
@@ -66,4 +73,4 @@ echo "over the same $(awk -v s="$s0" -v e="$s1" 'BEGIN{printf "%.0f", e-s}') s o
 echo "gpulse top --interval 1s: $(pct "$t0" "$t1") % of a core" >> "$o/cpu.txt"
 [ $NVITOP = 1 ] && echo "nvitop --interval 1 ($(python3 -c 'import nvitop; print(nvitop.__version__)')): $(pct "$n0" "$n1") % of a core" >> "$o/cpu.txt"
 rm -rf "$o/wl" "$o"/*.db "$o"/*.db-wal "$o"/*.db-shm
-cat "$o/cpu.txt"; for f in "$o"/top_*.txt; do echo "== $f"; cat "$f"; done; cat "$o"/smi_*.csv "$o"/jobs_*.txt
+cat "$o/cpu.txt"; for f in "$o"/top_*.txt; do echo "== $f"; cat "$f"; done; cat "$o"/smi_*.csv "$o"/smi_pmon_*.txt "$o"/meminfo_*.txt "$o"/jobs_*.txt
