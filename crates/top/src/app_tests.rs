@@ -201,6 +201,41 @@ fn eight_gpus_fit_at_80x24_and_use_200x60() {
     let big = screen(&a, 200, 60);
     assert!(big.contains("throttle: —"), "the full layout at 200×60:\n{big}");
     assert!(!big.contains("0 MHz"), "an absent clock is not 0");
+    // Eight busy GPUs with a rank each, every field read, kept as snapshots.
+    let gib = 1u64 << 30;
+    let gpus = (0..8).map(|i| gpulse_model::GpuSample {
+        gpu_index: i,
+        util_gpu_pct: Some(60 + 5 * i),
+        memory_used_bytes: Some(u64::from(10 + 15 * i) * gib),
+        memory_total_bytes: Some(143_771 << 20),
+        power_draw_mw: Some(300_000 + 50_000 * i),
+        power_limit_mw: Some(700_000),
+        temperature_gpu_c: Some(40 + 3 * i),
+        clock_sm_mhz: Some(1980),
+        clock_mem_mhz: Some(3201),
+        clocks_event_reasons: Some(if i == 7 { 0x4 } else { 0 }),
+        pcie_tx_bytes_per_s: Some(u64::from(i) * 1_000_000_000),
+        pcie_rx_bytes_per_s: Some(u64::from(i) * 2_000_000_000),
+        processes: vec![gpulse_model::ProcessSample {
+            pid: 4000 + i,
+            used_memory_bytes: Some(u64::from(9 + 15 * i) * gib),
+            sm_util_pct: Some(50 + 5 * i),
+            mem_util_pct: Some(20 + i),
+            cmdline: Some(format!("python train.py --local-rank {i}")),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let poll =
+        Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 2, gpus: gpus.collect() }), ..Poll::default() };
+    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    let small = screen(&a, 80, 24);
+    assert!(small.contains("PWR 650/700W 61°C"), "GPU 7, one line:\n{small}");
+    insta::assert_snapshot!("eight_gpus_80x24", small);
+    let big = screen(&a, 200, 60);
+    assert!((0..8).all(|i| big.contains(&format!("python train.py --local-rank {i}"))), "every rank:\n{big}");
+    assert!(big.contains("throttle: power cap"), "GPU 7's reason in words:\n{big}");
+    insta::assert_snapshot!("eight_gpus_200x60", big);
 }
 
 #[test]
@@ -367,4 +402,25 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     assert_eq!(found(&live), found(&alone));
     let share = |l: &LiveDiagnosis| l.current()[0].lost_share.unwrap_or(0.0);
     assert!((share(&live) - share(&alone)).abs() < 0.05, "{} against {}", share(&live), share(&alone));
+}
+
+/// The shared fixtures' healthy run with its apps log: PID 1250 allocated 20 GiB at the start
+/// and slept (their README), the training beside it is PID 1557. The table says which is idle.
+#[test]
+fn a_process_that_holds_memory_and_does_nothing_is_idle() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-2026-11-29");
+    let out = std::env::temp_dir().join(format!("gpulse-top-idle-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    gpulse_input::import_logs(&[dir.join("rich_healthy.csv"), dir.join("apps_healthy.csv")], None, &out).unwrap();
+    let run = gpulse_record::read(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let app = replay_run(&run, |_| false);
+    let a = app.lock().unwrap();
+    let class =
+        |pid: u32| a.rows.iter().find(|r| r.pid == pid).map(|r| crate::draw_table::cells(r, 0, false)[10].clone());
+    assert_eq!(class(1250).as_deref(), Some("idle"), "{:?}", a.findings.iter().map(|f| f.id).collect::<Vec<_>>());
+    assert_ne!(class(1557).as_deref(), Some("idle"), "the training is busy");
+    let s = screen(&a, 200, 60);
+    let row = s.lines().find(|l| l.split_whitespace().nth(1) == Some("1250")).unwrap();
+    assert!(row.contains(" idle "), "{row}");
 }

@@ -38,7 +38,7 @@ pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 11] {
         r.host_mem_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
         fmt::duration(r.age_s),
         format!("{indent}{command}"),
-        class_name(r.class).to_owned(),
+        if r.idle { "idle".to_owned() } else { class_name(r.class).to_owned() },
     ]
 }
 
@@ -66,6 +66,7 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         let class = c.pop().unwrap_or_default();
         c.insert(9, class);
         let style = match r.class {
+            _ if r.idle => Style::new().fg(Color::Magenta),
             Some(GpuProcessClass::Foreign) => Style::new().fg(Color::Yellow),
             Some(GpuProcessClass::Gone) => Style::new().fg(Color::DarkGray),
             _ => Style::new(),

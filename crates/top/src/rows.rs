@@ -24,6 +24,8 @@ pub struct Row {
     pub age_s: Option<f64>,
     pub command: Option<String>,
     pub class: Option<GpuProcessClass>,
+    /// Holds GPU memory and does nothing: the live diagnosis' `idle_holder` names it.
+    pub idle: bool,
     /// Known only for processes of this machine, live: what a signal is checked against.
     pub start_ticks: Option<u64>,
 }
@@ -257,6 +259,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
                     .or_else(|| t.and_then(|t| t.cmdline.clone()))
                     .or_else(|| p.name.clone()),
                 class: p.class,
+                idle: false,
                 start_ticks: l.and_then(|l| l.start_ticks),
             });
         }
