@@ -158,6 +158,18 @@ fn a_value_the_scenario_leaves_out_is_not_supported_never_0() {
     };
     assert_eq!(sm(r#","sm_util_pct":42"#), "—");
     assert_eq!(sm(r#","sm_util_pct":42,"mem_util_pct":7"#), "42");
+    // Beside a process with readings, one NVML leaves out of its samples used no SM: 0, not
+    // unknown (the driver answers only for processes that used the GPU).
+    let sm = |pid: u32| {
+        let sc =
+            scenario("", r#","sm_util_pct":42,"mem_util_pct":7},{"pid":4243,"name":"python3","used_memory_mib":1000"#);
+        let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", sc).arg("status"));
+        assert_eq!(code, 0, "{err}");
+        let row =
+            out.lines().find(|l| l.trim_start().starts_with(&format!("{pid} "))).unwrap_or_else(|| panic!("{out}"));
+        row.split_whitespace().nth(4).unwrap().to_owned()
+    };
+    assert_eq!((sm(4242), sm(4243)), ("42".to_owned(), "0".to_owned()));
 }
 
 #[test]

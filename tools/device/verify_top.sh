@@ -2,7 +2,8 @@
 # `gpulse top` on the H200 in tmux, beside nvidia-smi read at the same moment, at five moments:
 # idle; a DataLoader-bound training under `gpulse run --instrument` (top finds the job and shows
 # its steps/s, data wait and leading finding); a training with periodic stalls under `gpulse run
-# --instrument`; a memory leak (the OOM forecast); and after `q`. nvitop (if importable) runs in a
+# --instrument`; a memory leak (the OOM forecast); with MOMENTS=holder, an idle process holding
+# memory beside a training (its class `idle`); and after `q`. nvitop (if importable) runs in a
 # second tmux session for the whole time, so both CPU figures cover the same seconds at a 1 s
 # refresh. About 3 minutes; MOMENTS="leak" (any of training, stall, leak) runs only those.
 # Usage: OUT=dir bash tools/device/verify_top.sh [gpulse]   (default: carry/gpulse)
@@ -61,6 +62,18 @@ python3 tools/device/leak_uncaught.py 44 > "$o/leak.log" 2>&1 &
 LEAK=$!
 for _ in $(seq 100); do grep -q start "$o/leak.log" 2>/dev/null && break; sleep 0.2; done
 sleep 40; snap leak; wait $LEAK
+fi
+# An idle process holding 20 GiB (the fixtures' `hog`) beside a healthy transformer, 60 s:
+# captured at 50 s, when top's diagnosis has seen the holder unchanged and idle through its
+# window: its row's class is `idle`, the training's is not.
+if [[ $M == *holder* ]]; then
+python3 $WL hog 70 > "$o/hog.log" 2>&1 &
+HOG=$!
+python3 $WL healthy 60 > "$o/healthy.log" 2>&1 &
+RUN=$!; sleep 50; snap holder
+# The first row (by GPU, then PID: the holder) on its own screen, with its series.
+$T send-keys -t gtop: Enter; sleep 3; $T capture-pane -p -t gtop: > "$o/top_holder_process.txt"
+$T send-keys -t gtop: Escape; wait $RUN $HOG
 fi
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null

@@ -500,8 +500,14 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
     with_device("nvmlDeviceGetProcessUtilization", device, |w, i, _| {
         let now = w.now_s();
         let ts = w.unix_us(now);
-        // A sample carries both figures, so a process has samples only when both are named.
-        let items: Vec<_> = live_processes(w, i, now)
+        // A sample carries both figures, so a process has samples only when both are named. As
+        // the driver does, a process that used no SM since `last_seen_us` has no sample; a device
+        // where no process names both cannot tell at all.
+        let procs = live_processes(w, i, now);
+        if !procs.iter().any(|p| p.sm_util_pct.is_some() && p.mem_util_pct.is_some()) {
+            return NOT_SUPPORTED;
+        }
+        let items: Vec<_> = procs
             .into_iter()
             .filter(|_| ts > last_seen_us)
             .filter_map(|p| {

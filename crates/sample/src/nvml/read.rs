@@ -331,16 +331,22 @@ fn processes(
     use nvml_wrapper::enums::device::UsedGpuMemory;
     let list = read!(r, Metric::Processes, d.running_compute_processes())?;
     if opts.process_util && util_due && !list.is_empty() {
-        let util = super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us))
-            .unwrap_or_default();
-        if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
-            *last_seen_us = newest;
-        }
-        // A process without a reading since the last keeps its last one: NVML answers only
-        // for processes that ran on the GPU in between.
-        for p in &list {
-            if let Some(u) = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp) {
-                held.insert(p.pid, (u.sm_util, u.mem_util));
+        // NVML answers only for processes that used the GPU since the last reading (NOT_FOUND when
+        // none did): a listed process it leaves out used none of it. Any other failure says
+        // nothing, and the last readings stand.
+        let util =
+            match super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us)) {
+                Ok(u) => Some(u),
+                Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
+                Err(_) => None,
+            };
+        if let Some(util) = util {
+            if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
+                *last_seen_us = newest;
+            }
+            for p in &list {
+                let u = util.iter().filter(|u| u.pid == p.pid).max_by_key(|u| u.timestamp);
+                held.insert(p.pid, u.map_or((0, 0), |u| (u.sm_util, u.mem_util)));
             }
         }
     }
