@@ -30,6 +30,13 @@ unset GPULSE_JOBS_DIR
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 child_of_pane() { pgrep -P "$($T display -p -t "$1" '#{pane_pid}')" | head -1; }
 $T kill-server 2>/dev/null
+M=${MOMENTS:-training stall leak}
+# The holder starts 30 s before top, as a forgotten kernel sits there before anyone looks: the
+# fill of its allocation is then older than what NVML's first per-process reading returns.
+if [[ $M == *holder* ]]; then
+python3 $WL hog 150 > "$o/hog.log" 2>&1 &
+HOG=$!; sleep 30
+fi
 $T new-session -d -s gtop -x 200 -y 60 "TERM=xterm-256color $G top --interval 1s; echo EXIT=\$?; sleep 300"
 NVITOP=0
 if python3 -c 'import nvitop' 2>/dev/null; then
@@ -39,7 +46,6 @@ fi
 sleep 3; snap idle
 TOP=$(child_of_pane gtop:); [ $NVITOP = 1 ] && NV=$(child_of_pane nvtop:)
 t0=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n0=$(cpu_ticks "$NV"); s0=$(date +%s.%N)
-M=${MOMENTS:-training stall leak}
 [ "$M" = leak ] && sleep 30
 # The DataLoader-bound run, 50 s: captured at 46 s, past the job's own 30 s warm-up and top's,
 # which starts when the job's process is first listed.
@@ -63,17 +69,15 @@ LEAK=$!
 for _ in $(seq 100); do grep -q start "$o/leak.log" 2>/dev/null && break; sleep 0.2; done
 sleep 40; snap leak; wait $LEAK
 fi
-# An idle process holding 20 GiB (the fixtures' `hog`) beside a healthy transformer, 60 s:
+# The idle process holding 20 GiB (the fixtures' `hog`) beside a healthy transformer, 60 s:
 # captured at 50 s, when top's diagnosis has seen the holder unchanged and idle through its
 # window: its row's class is `idle`, the training's is not.
 if [[ $M == *holder* ]]; then
-python3 $WL hog 70 > "$o/hog.log" 2>&1 &
-HOG=$!
 python3 $WL healthy 60 > "$o/healthy.log" 2>&1 &
 RUN=$!; sleep 50; snap holder
 # The first row (by GPU, then PID: the holder) on its own screen, with its series.
 $T send-keys -t gtop: Enter; sleep 3; $T capture-pane -p -t gtop: > "$o/top_holder_process.txt"
-$T send-keys -t gtop: Escape; wait $RUN $HOG
+$T send-keys -t gtop: Escape; wait $RUN; kill $HOG
 fi
 t1=$(cpu_ticks "$TOP"); [ $NVITOP = 1 ] && n1=$(cpu_ticks "$NV"); s1=$(date +%s.%N)
 $T capture-pane -p -t nvtop: > "$o/nvitop_last.txt" 2>/dev/null

@@ -112,7 +112,7 @@ pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
             "user {}  parent {}  class {}  running {}",
             r.user.as_deref().unwrap_or(NONE),
             r.ppid.map_or_else(|| NONE.into(), |p| p.to_string()),
-            class_name(r.class),
+            if r.idle { "idle" } else { class_name(r.class) },
             fmt::duration(r.age_s)
         )),
         Line::from(format!(
