@@ -52,7 +52,11 @@ fn processes() -> Vec<ReplayProcess> {
     vec![
         // A forgotten process that allocated 20 GiB and slept.
         proc(1250, 21_090, 0.0, f64::MAX),
-        // The training process, at its steady size (14:43:30 to 14:44:08 UTC).
+        // The training process as nvidia-smi listed it every 2 s: its start from 14:43:24 UTC,
+        // then its steady size to 14:44:08.
+        proc(1280, 1_104, 1_795_963_404.7, 1_795_963_406.7),
+        proc(1280, 6_496, 1_795_963_406.7, 1_795_963_408.7),
+        proc(1280, 3_816, 1_795_963_408.7, 1_795_963_410.7),
         proc(1280, 7_418, 1_795_963_410.7, 1_795_963_448.8),
     ]
 }

@@ -21,6 +21,8 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 instrumented: run.meta.get("instrumented").is_some_and(|v| v == "true"),
                 no_signals: Some("the processes of a recording are not this machine's"),
                 jobs_dirs: Vec::new(),
+                // A job's recording watched one tree; a machine's may hold many jobs.
+                follow_workloads: !run.meta.contains_key("root_pid"),
             };
             (Feed::Replay(Replay::new(&run, args.speed)), options)
         }
@@ -53,6 +55,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 instrumented: false,
                 no_signals: args.readonly.then_some("--readonly"),
                 jobs_dirs: gpulse_live::jobs::dirs(),
+                follow_workloads: true,
             };
             (Feed::Live(Collector::spawn(poller, args.interval)), options)
         }

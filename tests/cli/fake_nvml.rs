@@ -170,6 +170,14 @@ fn a_value_the_scenario_leaves_out_is_not_supported_never_0() {
         row.split_whitespace().nth(4).unwrap().to_owned()
     };
     assert_eq!((sm(4242), sm(4243)), ("42".to_owned(), "0".to_owned()));
+    // `status --json` reads twice, 0.1 s apart, within one of the driver's once-a-second
+    // samples: the busy process keeps its share.
+    let sc = scenario("", r#","sm_util_pct":42,"mem_util_pct":7"#);
+    let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", sc).args(["status", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &v["gpus"][0]["processes"][0];
+    assert_eq!((p["sm_util_pct"].as_u64(), p["mem_util_pct"].as_u64()), (Some(42), Some(7)), "{p}");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 # --instrument`; a memory leak (the OOM forecast); with MOMENTS=holder, an idle process holding
 # memory beside a training (its class `idle`); and after `q`. nvitop (if importable) runs in a
 # second tmux session for the whole time, so both CPU figures cover the same seconds at a 1 s
-# refresh. About 3 minutes; MOMENTS="leak" (any of training, stall, leak) runs only those.
+# refresh. About 3 minutes; MOMENTS="leak" (any of training, stall, leak, holder; holder is not in
+# the default) runs only those.
 # Usage: OUT=dir bash tools/device/verify_top.sh [gpulse]   (default: carry/gpulse)
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_top}; mkdir -p "$o/wl"

@@ -38,12 +38,16 @@ pub struct LiveDiagnosis {
 
 /// What each GPU runs, for a view of the whole machine, where one job follows another: when a
 /// GPU's processes are replaced by others (or by none, or none by some), what came before on it
-/// describes another job, so its samples are dropped and its findings held for a warm-up, as a
-/// job's own diagnosis holds them from its start.
+/// describes another job, so its samples are dropped and it sits out the diagnosis for a
+/// warm-up, as a job's own diagnosis waits from its start. A process the diagnosis found idle
+/// (a forgotten kernel holding memory) is not part of any job, and does not count.
 #[derive(Debug, Default)]
 struct Workloads {
     /// GPU → the PIDs on it as last listed.
     pids: HashMap<u32, BTreeSet<u32>>,
+    /// (GPU, PID) of the processes found idle, for as long as they stay listed: a GPU's start
+    /// again clears its findings, not what is known of its holders.
+    idle: BTreeSet<(u32, u32)>,
     /// GPU → when its current workload began.
     since_us: HashMap<u32, i64>,
 }
@@ -84,7 +88,13 @@ impl LiveDiagnosis {
                 continue;
             }
             let pids: BTreeSet<u32> = g.processes.iter().map(|p| p.pid).collect();
+            w.idle.retain(|&(on, pid)| on != g.gpu_index || pids.contains(&pid));
             let Some(before) = w.pids.insert(g.gpu_index, pids.clone()) else { continue };
+            // Both sides without the idle holders: a job that follows another beside one.
+            let working = |set: &BTreeSet<u32>| -> BTreeSet<u32> {
+                set.iter().copied().filter(|&p| !w.idle.contains(&(g.gpu_index, p))).collect()
+            };
+            let (before, pids) = (working(&before), working(&pids));
             if before.is_disjoint(&pids) && before != pids {
                 w.since_us.insert(g.gpu_index, now);
                 let gpu = g.gpu_index;
@@ -138,9 +148,21 @@ impl LiveDiagnosis {
             return Vec::new();
         }
         self.last_diagnosis_us = Some(self.now_us);
-        let run = Run::from_recording(&self.window);
-        let mut findings = crate::diagnose_run(&run);
-        findings.retain(|f| !self.warming_up(f.gpu));
+        let mut run = Run::from_recording(&self.window);
+        // A GPU whose job has just started sits out: a start looks like every problem at once,
+        // on the GPU's own findings and on the machine's (imbalance, health).
+        run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
+        let findings = crate::diagnose_run(&run);
+        // What is known of idle holders: this diagnosis's, and a warming GPU's from before.
+        let warming: BTreeSet<u32> = self
+            .workloads
+            .as_ref()
+            .map(|w| w.since_us.keys().copied().filter(|&g| self.warming_up(Some(g))).collect())
+            .unwrap_or_default();
+        if let Some(w) = self.workloads.as_mut() {
+            w.idle.retain(|(gpu, _)| warming.contains(gpu));
+            w.idle.extend(idle_of(&findings));
+        }
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
         // A clean bill of health leads only when nothing else was found, and then every time.
@@ -186,6 +208,15 @@ impl LiveDiagnosis {
     /// Every finding of the latest diagnosis, worst first: what holds now, not only what is new.
     pub fn current(&self) -> &[Finding] {
         &self.current
+    }
+
+    /// (GPU, PID) of the processes that hold memory and do nothing. Of a whole machine, a holder
+    /// found before stays known while a new job on its GPU warms up.
+    pub fn idle_processes(&self) -> BTreeSet<(u32, u32)> {
+        match &self.workloads {
+            Some(w) => w.idle.clone(),
+            None => idle_of(&self.current),
+        }
     }
 
     /// The latest finding worth leading with, if any: what costs the most now. A slow start is
@@ -252,6 +283,15 @@ fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
 
 const GIB: f64 = gpulse_model::GIB as f64;
 
+/// (GPU, PID) of the `idle_holder` findings.
+fn idle_of(findings: &[Finding]) -> BTreeSet<(u32, u32)> {
+    findings
+        .iter()
+        .filter(|f| f.id == "idle_holder")
+        .filter_map(|f| Some((f.gpu?, u32::try_from(f.evidence.get("pid")?.as_u64()?).ok()?)))
+        .collect()
+}
+
 /// The first finding (they come worst first) that is not `healthy`, preferring any that is still
 /// costing the run to `startup`.
 fn leading_of(findings: &[Finding]) -> Option<&Finding> {
@@ -315,10 +355,59 @@ mod tests {
         assert!(live.warming_up(Some(0)) && !live.warming_up(Some(1)) && !live.warming_up(None));
         push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21]))]);
         assert_eq!(held(&live, 0), 1, "and again when it is left idle");
+        // GPU 1: a holder the diagnosis found idle stays while job 21 gives way to job 22.
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
+        live.workloads.as_mut().unwrap().idle.insert((1, 5));
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
+        let before = held(&live, 1);
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[22, 5]))]);
+        assert_eq!((before, held(&live, 1)), (7, 1), "the holder is no part of either job");
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[22, 5]))]);
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[5]))]);
+        assert_eq!(held(&live, 1), 1, "the job left the holder alone: a start again");
+        assert!(live.idle_processes().contains(&(1, 5)), "still known idle");
+        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[]))]);
+        assert!(live.idle_processes().is_empty(), "gone with its process");
         let mut plain = LiveDiagnosis::new(&[], false);
         push(&mut plain, vec![gpu(0, Some(&[10]))]);
         push(&mut plain, vec![gpu(0, Some(&[11]))]);
         assert_eq!(held(&plain, 0), 2, "a job's own diagnosis keeps its whole window");
+    }
+
+    /// Two GPUs busy at 90 %; at 61 s another job starts on GPU 0 at 10 %. While it warms up,
+    /// GPU 0 is left out of the machine's findings too (no imbalance from a start); after, the
+    /// imbalance of the two jobs is found.
+    #[test]
+    fn a_gpu_warming_up_sits_out_the_machines_findings() {
+        use gpulse_model::{GpuSample, ProcessSample, Snapshot};
+        let gpu = |i: u32, pid: u32, util: u32| GpuSample {
+            gpu_index: i,
+            util_gpu_pct: Some(util),
+            memory_used_bytes: Some(20 << 30),
+            memory_total_bytes: Some(140 << 30),
+            processes: vec![ProcessSample { pid, used_memory_bytes: Some(20 << 30), ..ProcessSample::default() }],
+            ..GpuSample::default()
+        };
+        let devices: Vec<DeviceInfo> = (0..2).map(|index| DeviceInfo { index, ..DeviceInfo::default() }).collect();
+        let mut live = LiveDiagnosis::new(&devices, false).following_workloads();
+        let mut seen = Vec::new();
+        for s in 1..=120i64 {
+            let t = s * 1_000_000;
+            let g0 = if s <= 60 { gpu(0, 10, 90) } else { gpu(0, 11, 10) };
+            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
+            let snap = Snapshot { timestamp_us: t, gpus: vec![g0, gpu(1, 20, 90)] };
+            live.push_poll(Poll { snapshot: Some(snap), host, ..Poll::default() });
+            live.update();
+            seen.push((s, live.current().iter().any(|f| f.id == "gpu_imbalance")));
+        }
+        let imbalanced = |from: i64, to: i64| seen.iter().filter(|(s, _)| (from..=to).contains(s)).any(|(_, i)| *i);
+        assert!(!imbalanced(1, 60), "both at 90 %");
+        assert!(!imbalanced(61, 90), "GPU 0's new job warms up");
+        assert!(
+            imbalanced(96, 120),
+            "then 10 % against 90 % is found: {:?}",
+            live.current().iter().map(|f| f.id).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -499,7 +499,9 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
 ) -> nvmlReturn_t {
     with_device("nvmlDeviceGetProcessUtilization", device, |w, i, _| {
         let now = w.now_s();
-        let ts = w.unix_us(now);
+        // The driver takes a process's sample once a second: a second read within it finds
+        // nothing newer.
+        let ts = w.unix_us(now.floor());
         // A sample carries both figures, so a process has samples only when both are named. As
         // the driver does, a process that used no SM since `last_seen_us` has no sample; a device
         // where no process names both cannot tell at all.

@@ -268,13 +268,8 @@ impl App {
             (None, None) => std::cmp::Ordering::Equal,
         });
         self.findings = findings;
-        // The processes the diagnosis judged idle holders over its window, by PID and GPU.
-        self.idle = live
-            .current()
-            .iter()
-            .filter(|f| f.id == "idle_holder")
-            .filter_map(|f| Some((u32::try_from(f.evidence.get("pid")?.as_u64()?).ok()?, f.gpu?)))
-            .collect();
+        // The processes the diagnosis judged idle holders, by PID and GPU.
+        self.idle = live.idle_processes().into_iter().map(|(gpu, pid)| (pid, gpu)).collect();
         let steps = live.recent_steps();
         self.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
         self.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());

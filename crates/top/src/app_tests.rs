@@ -126,7 +126,8 @@ fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> 
     let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
-    let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented)));
+    let follow = !run.meta.contains_key("root_pid");
+    let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented, follow)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
     let mut r = Replay::new(run, 1.0);
     let now = std::time::Instant::now();
@@ -375,7 +376,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     let found = |live: &LiveDiagnosis| -> Vec<(&'static str, Option<u32>)> {
         live.current().iter().map(|f| (f.id, f.gpu)).collect()
     };
-    let mut alone = crate::live_diagnosis(&second.devices, false);
+    let mut alone = crate::live_diagnosis(&second.devices, false, true);
     feed(&mut alone, &second, 0, Box::new(|_| {}));
     assert!(!alone.current().is_empty());
     // A diagnosis that does not follow workloads blends the two jobs.
@@ -384,7 +385,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     feed(&mut blended, &second, shift, Box::new(|_| {}));
     assert_ne!(found(&blended), found(&alone), "the first job still shows");
     // top's: nothing of GPU 0 during the second job's warm-up, then the second job's findings.
-    let mut live = crate::live_diagnosis(&first.devices, false);
+    let mut live = crate::live_diagnosis(&first.devices, false, true);
     feed(&mut live, &first, 0, Box::new(|_| {}));
     let before = found(&live);
     assert!(before.iter().any(|f| f.1 == Some(0)), "{before:?}");
@@ -414,12 +415,20 @@ fn a_process_that_holds_memory_and_does_nothing_is_idle() {
     gpulse_input::import_logs(&[dir.join("rich_healthy.csv"), dir.join("apps_healthy.csv")], None, &out).unwrap();
     let run = gpulse_record::read(&out).unwrap();
     let _ = std::fs::remove_file(&out);
-    let app = replay_run(&run, |_| false);
+    // Up to the training's last listing, when both are on the GPU.
+    let last = run
+        .snapshots
+        .iter()
+        .filter(|s| s.gpus.iter().any(|g| g.processes.iter().any(|p| p.pid == 1557)))
+        .map(|s| s.timestamp_us)
+        .max()
+        .unwrap();
+    let app = replay_run(&run, |p| p.host.timestamp_us >= last);
     let a = app.lock().unwrap();
     let class =
         |pid: u32| a.rows.iter().find(|r| r.pid == pid).map(|r| crate::draw_table::cells(r, 0, false)[10].clone());
     assert_eq!(class(1250).as_deref(), Some("idle"), "{:?}", a.findings.iter().map(|f| f.id).collect::<Vec<_>>());
-    assert_ne!(class(1557).as_deref(), Some("idle"), "the training is busy");
+    assert!(class(1557).is_some_and(|c| c != "idle"), "the training is listed, and busy: {:?}", class(1557));
     let s = screen(&a, 200, 60);
     let row = s.lines().find(|l| l.split_whitespace().nth(1) == Some("1250")).unwrap();
     assert!(row.contains(" idle "), "{row}");

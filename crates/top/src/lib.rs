@@ -100,19 +100,25 @@ pub struct Options {
     pub no_signals: Option<&'static str>,
     /// Where the watched jobs of this machine are listed (live only; empty in a replay).
     pub jobs_dirs: Vec<std::path::PathBuf>,
+    /// The feed is the machine's (live, or a recording of no one job): each GPU's diagnosis
+    /// starts again when another job takes it.
+    pub follow_workloads: bool,
 }
 
-/// The machine's rolling diagnosis: one job follows another on a GPU, and each is diagnosed on
-/// its own.
-fn live_diagnosis(devices: &[gpulse_model::DeviceInfo], instrumented: bool) -> LiveDiagnosis {
-    LiveDiagnosis::new(devices, instrumented).following_workloads()
+/// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
+/// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
+/// does.
+fn live_diagnosis(devices: &[gpulse_model::DeviceInfo], instrumented: bool, follow_workloads: bool) -> LiveDiagnosis {
+    let live = LiveDiagnosis::new(devices, instrumented);
+    if follow_workloads { live.following_workloads() } else { live }
 }
 
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
 pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
     let live = matches!(feed, Feed::Live(_));
     let app = Arc::new(Mutex::new(App::new(options.devices.clone(), options.no_signals)));
-    let mut pipeline = Pipeline::new(None, Some(live_diagnosis(&options.devices, options.instrumented)));
+    let mut pipeline =
+        Pipeline::new(None, Some(live_diagnosis(&options.devices, options.instrumented, options.follow_workloads)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), live)));
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -45,13 +45,26 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 e.class = e.class.or(p.class);
             }
         }
-        for (pid, Held { count, lo, hi, sm, class, name }) in seen {
+        let flat = |h: &Held| h.hi - h.lo <= 0.02 * h.hi;
+        // Without per-process SM use, the GPU's own work must be someone else's: it did none, or
+        // another process's memory moved while this one's stayed. A lone process with flat
+        // memory on a busy GPU is a steady training, not an idle one.
+        let gpu_idle = {
+            let u: Vec<f64> = g.util_pct.iter().flatten().copied().collect();
+            !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= 1.0
+        };
+        let moving: Vec<u32> = seen.iter().filter(|(_, h)| !flat(h)).map(|(p, _)| *p).collect();
+        for (&pid, h) in &seen {
+            let Held { count, lo: _, hi, sm, class, ref name } = *h;
             if hi < MIN_HELD_GIB * GIB {
                 continue;
             }
             let always = count as f64 >= 0.9 * n;
-            let flat = hi - lo <= 0.02 * hi;
-            let idle = sm.is_none_or(|s| s <= 1);
+            let idle = match sm {
+                Some(s) => s <= 1,
+                None => gpu_idle || moving.iter().any(|&p| p != pid),
+            };
+            let flat = flat(h);
             let foreign = class == Some(GpuProcessClass::Foreign);
             if !(foreign || (always && flat && idle)) {
                 continue;
@@ -67,10 +80,18 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                     "on a shared GPU, the memory it holds is memory your job cannot use",
                 ]);
             if let Some(name) = name {
-                f = f.with("name", name);
+                f = f.with("name", name.clone());
             }
-            if sm.is_none() {
-                f = f.limit("per-process SM use unknown: judged idle because its memory never changed");
+            match sm {
+                Some(s) => f = f.with("sm_util_max_pct", s),
+                None if gpu_idle => {
+                    f = f.limit("per-process SM use unknown: judged idle because its memory never changed and the GPU did no work")
+                }
+                None => {
+                    f = f.limit(
+                        "per-process SM use unknown: judged idle because its memory never changed while another process's moved with the GPU's work",
+                    )
+                }
             }
             if class.is_none() {
                 f = f.limit("cannot tell whether it belongs to your job: record with `gpulse record --pid PID`");
@@ -126,14 +147,36 @@ mod tests {
         m[3] = Some(4.0 * 0.979);
         assert!(flagged(&held(&m, Some(1), None)).is_empty(), "its memory moved");
         assert!(flagged(&held(&[Some(4.0); 10], Some(2), None)).is_empty(), "it uses the SMs");
-        let f = findings(&held(&[Some(4.0); 10], None, None));
-        assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "SM use unknown: said so");
+    }
+
+    /// Without per-process SM use, a flat process is idle only where the GPU's work is someone
+    /// else's: the GPU did none, or another process's memory moved.
+    #[test]
+    fn with_sm_use_unknown_the_gpus_work_must_be_anothers() {
+        // Process 1 (30 GiB) and 9 (4 GiB) both flat on a GPU at 90 %: either could be the job.
+        assert!(flagged(&held(&[Some(4.0); 10], None, None)).is_empty(), "a steady training is not idle");
+        let lone = run(vec![with_processes(steady(0, 90.0, 10), vec![holder(9, 20.0)])]);
+        assert!(flagged(&lone).is_empty(), "alone on a busy GPU");
+        let quiet = run(vec![with_processes(steady(0, 0.0, 10), vec![holder(9, 20.0)])]);
+        let f = findings(&quiet);
+        assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "an idle GPU, and said so: {f:?}");
+        // Process 1 grows while 9 stays: the work is 1's.
+        let mut r = held(&[Some(4.0); 10], None, None);
+        for (i, l) in r.gpus[0].processes.iter_mut().enumerate() {
+            let mut l2 = (**l).clone();
+            l2[0] = holder(1, 10.0 + i as f64);
+            *l = std::sync::Arc::new(l2);
+        }
+        assert_eq!(flagged(&r), ["idle_holder"]);
     }
 
     #[test]
     fn holders_come_out_in_pid_order_every_time() {
         // Enough processes that a hash map's order would differ from run to run.
-        let listing: Vec<_> = (0..40u32).rev().map(|i| holder(1000 + i * 7919 % 977, 2.0)).collect();
+        let listing: Vec<_> = (0..40u32)
+            .rev()
+            .map(|i| gpulse_model::ProcessSample { sm_util_pct: Some(0), ..holder(1000 + i * 7919 % 977, 2.0) })
+            .collect();
         let r = run(vec![with_processes(steady(0, 90.0, 10), listing)]);
         let pids: Vec<u64> = findings(&r).iter().map(|f| f.evidence["pid"].as_u64().unwrap()).collect();
         let mut sorted = pids.clone();

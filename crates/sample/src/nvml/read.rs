@@ -319,6 +319,9 @@ fn util_samples(d: &Device<'static>, last_seen_us: &mut u64) -> Vec<UtilSample> 
     out
 }
 
+/// The least span of per-process utilization samples asked for.
+const UTIL_SPAN_US: u64 = 2_000_000;
+
 fn processes(
     nvml: &'static Nvml,
     d: &Device<'static>,
@@ -331,15 +334,17 @@ fn processes(
     use nvml_wrapper::enums::device::UsedGpuMemory;
     let list = read!(r, Metric::Processes, d.running_compute_processes())?;
     if opts.process_util && util_due && !list.is_empty() {
-        // NVML answers only for processes that used the GPU since the last reading (NOT_FOUND when
-        // none did): a listed process it leaves out used none of it. Any other failure says
-        // nothing, and the last readings stand.
-        let util =
-            match super::profile::timed("process_utilization_stats", || d.process_utilization_stats(*last_seen_us)) {
-                Ok(u) => Some(u),
-                Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
-                Err(_) => None,
-            };
+        // NVML answers only for processes that used the GPU since the timestamp asked (NOT_FOUND
+        // when none did): a listed process it leaves out used none of it. The span asked is 2 s
+        // at least, whatever the reads' spacing (a one-shot view reads twice, 0.1 s apart), so a
+        // busy process has a sample in it. Any other failure says nothing; the last readings stand.
+        let floor_us = u64::try_from(crate::now_us()).unwrap_or(0).saturating_sub(UTIL_SPAN_US);
+        let since_us = (*last_seen_us).min(floor_us);
+        let util = match super::profile::timed("process_utilization_stats", || d.process_utilization_stats(since_us)) {
+            Ok(u) => Some(u),
+            Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
+            Err(_) => None,
+        };
         if let Some(util) = util {
             if let Some(newest) = util.iter().map(|u| u.timestamp).max() {
                 *last_seen_us = newest;
