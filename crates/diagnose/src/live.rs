@@ -2,7 +2,7 @@
 //! down as they appear (a memory forecast, before the OOM it forecasts), each GPU's on its own.
 //! Times are the samples' own, so a recording replays through it as it ran.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use gpulse_model::{DeviceInfo, Event, Marker, Metric, Poll, RunData};
 
@@ -45,9 +45,11 @@ pub struct LiveDiagnosis {
 struct Workloads {
     /// GPU → the PIDs on it as last listed.
     pids: HashMap<u32, BTreeSet<u32>>,
-    /// (GPU, PID) of the processes found idle, for as long as they stay listed: a GPU's start
-    /// again clears its findings, not what is known of its holders.
-    idle: BTreeSet<(u32, u32)>,
+    /// (GPU, PID) of the processes found idle → the memory they held then, bytes. Known for as
+    /// long as they stay listed, idle and at that size: a GPU's start again clears its findings,
+    /// and a busy job beside a holder whose SM use NVML cannot give hides it from the rule, but
+    /// neither makes it work.
+    idle: BTreeMap<(u32, u32), Option<u64>>,
     /// GPU → when its current workload began.
     since_us: HashMap<u32, i64>,
 }
@@ -88,11 +90,21 @@ impl LiveDiagnosis {
                 continue;
             }
             let pids: BTreeSet<u32> = g.processes.iter().map(|p| p.pid).collect();
-            w.idle.retain(|&(on, pid)| on != g.gpu_index || pids.contains(&pid));
+            // A holder that left, works, or changed size is no longer known idle.
+            w.idle.retain(|&(on, pid), held| {
+                on != g.gpu_index
+                    || g.processes.iter().find(|p| p.pid == pid).is_some_and(|p| {
+                        let moved = match (*held, p.used_memory_bytes) {
+                            (Some(a), Some(b)) => a.abs_diff(b) as f64 > 0.02 * a as f64,
+                            _ => false,
+                        };
+                        p.sm_util_pct.is_none_or(|s| s <= 1) && !moved
+                    })
+            });
             let Some(before) = w.pids.insert(g.gpu_index, pids.clone()) else { continue };
             // Both sides without the idle holders: a job that follows another beside one.
             let working = |set: &BTreeSet<u32>| -> BTreeSet<u32> {
-                set.iter().copied().filter(|&p| !w.idle.contains(&(g.gpu_index, p))).collect()
+                set.iter().copied().filter(|&p| !w.idle.contains_key(&(g.gpu_index, p))).collect()
             };
             let (before, pids) = (working(&before), working(&pids));
             if before.is_disjoint(&pids) && before != pids {
@@ -153,15 +165,16 @@ impl LiveDiagnosis {
         // on the GPU's own findings and on the machine's (imbalance, health).
         run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
         let findings = crate::diagnose_run(&run);
-        // What is known of idle holders: this diagnosis's, and a warming GPU's from before.
-        let warming: BTreeSet<u32> = self
-            .workloads
-            .as_ref()
-            .map(|w| w.since_us.keys().copied().filter(|&g| self.warming_up(Some(g))).collect())
-            .unwrap_or_default();
+        // The holders this diagnosis found, at the size they hold now.
         if let Some(w) = self.workloads.as_mut() {
-            w.idle.retain(|(gpu, _)| warming.contains(gpu));
-            w.idle.extend(idle_of(&findings));
+            let latest = self.window.snapshots.last();
+            for (gpu, pid) in idle_of(&findings) {
+                let held = latest
+                    .and_then(|s| s.gpus.iter().find(|g| g.gpu_index == gpu))
+                    .and_then(|g| g.processes.iter().find(|p| p.pid == pid))
+                    .and_then(|p| p.used_memory_bytes);
+                w.idle.entry((gpu, pid)).or_insert(held);
+            }
         }
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
@@ -214,7 +227,7 @@ impl LiveDiagnosis {
     /// found before stays known while a new job on its GPU warms up.
     pub fn idle_processes(&self) -> BTreeSet<(u32, u32)> {
         match &self.workloads {
-            Some(w) => w.idle.clone(),
+            Some(w) => w.idle.keys().copied().collect(),
             None => idle_of(&self.current),
         }
     }
@@ -357,7 +370,7 @@ mod tests {
         assert_eq!(held(&live, 0), 1, "and again when it is left idle");
         // GPU 1: a holder the diagnosis found idle stays while job 21 gives way to job 22.
         push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
-        live.workloads.as_mut().unwrap().idle.insert((1, 5));
+        live.workloads.as_mut().unwrap().idle.insert((1, 5), None);
         push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
         let before = held(&live, 1);
         push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[22, 5]))]);
@@ -408,6 +421,50 @@ mod tests {
             "then 10 % against 90 % is found: {:?}",
             live.current().iter().map(|f| f.id).collect::<Vec<_>>()
         );
+    }
+
+    /// A holder found idle by the diagnosis itself stays known while its GPU warms up after the
+    /// job beside it leaves, and stops being idle the moment it works.
+    #[test]
+    fn a_holder_found_idle_stays_known_until_it_works() {
+        use gpulse_model::{GpuSample, ProcessSample, Snapshot};
+        let proc = |pid: u32, gib: u64, sm: u32| ProcessSample {
+            pid,
+            used_memory_bytes: Some(gib << 30),
+            sm_util_pct: Some(sm),
+            mem_util_pct: Some(0),
+            ..ProcessSample::default()
+        };
+        let devices = [DeviceInfo { index: 0, ..DeviceInfo::default() }];
+        let mut live = LiveDiagnosis::new(&devices, false).following_workloads();
+        let mut known = Vec::new();
+        for s in 1..=110i64 {
+            let t = s * 1_000_000;
+            let mut processes = vec![proc(5, 20, if s > 100 { 50 } else { 0 })];
+            if s <= 60 {
+                processes.push(proc(10, 10, 90));
+            }
+            let g = GpuSample {
+                gpu_index: 0,
+                util_gpu_pct: Some(if s <= 60 { 90 } else { 0 }),
+                memory_used_bytes: Some(30 << 30),
+                memory_total_bytes: Some(140 << 30),
+                processes,
+                ..GpuSample::default()
+            };
+            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
+            live.push_poll(Poll {
+                snapshot: Some(Snapshot { timestamp_us: t, gpus: vec![g] }),
+                host,
+                ..Poll::default()
+            });
+            live.update();
+            known.push((s, live.idle_processes().contains(&(0, 5))));
+        }
+        let all = |from: i64, to: i64| known.iter().filter(|(s, _)| (from..=to).contains(s)).all(|(_, k)| *k);
+        assert!(all(40, 60), "found idle beside the job: {known:?}");
+        assert!(all(61, 100), "known through the warm-up after the job left, and after");
+        assert!(!known.iter().any(|(s, k)| *s > 100 && *k), "it works from 101 s");
     }
 
     #[test]

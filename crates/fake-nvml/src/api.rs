@@ -31,7 +31,9 @@ pub extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
     if let Some(code) = scenario.init_error {
         return code;
     }
-    *guard = Some(World { scenario, devices, started: Instant::now(), init_count: 1 });
+    let started_unix_s =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    *guard = Some(World { scenario, devices, started: Instant::now(), started_unix_s, init_count: 1 });
     SUCCESS
 }
 

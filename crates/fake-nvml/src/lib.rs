@@ -36,6 +36,9 @@ pub(crate) struct World {
     pub scenario: Scenario,
     pub devices: Vec<Device>,
     pub started: Instant,
+    /// Unix time at `started`, seconds: the one wall reading NVML's timestamps count from, so a
+    /// scenario moment always maps to the same microsecond.
+    pub started_unix_s: f64,
     pub init_count: u32,
 }
 
@@ -47,9 +50,8 @@ impl World {
 
     /// Maps scenario time to Unix microseconds, for timestamps NVML hands out.
     pub fn unix_us(&self, scenario_s: f64) -> u64 {
-        let wall_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let back_s = (self.now_s() - scenario_s) / self.scenario.speed.max(1e-9);
-        ((wall_now.as_secs_f64() - back_s).max(0.0) * 1e6) as u64
+        let since_s = (scenario_s - self.scenario.start_s) / self.scenario.speed.max(1e-9);
+        ((self.started_unix_s + since_s).max(0.0) * 1e6) as u64
     }
 }
 

@@ -80,7 +80,7 @@ impl TraceReplay {
             processes: self
                 .processes
                 .iter()
-                .filter(|p| p.gpu_index == d.index && p.from_s <= row.t_s && row.t_s <= p.until_s)
+                .filter(|p| p.gpu_index == d.index && p.from_s <= row.t_s && row.t_s < p.until_s)
                 .map(|p| p.process.clone())
                 .collect(),
             ..GpuSample::default()

@@ -35,12 +35,14 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         let mut seen: BTreeMap<u32, Held> = BTreeMap::new();
         for l in &listings {
             for p in *l {
-                let m = p.used_memory_bytes.map_or(0.0, |b| b as f64);
                 let e =
                     seen.entry(p.pid).or_insert_with(|| Held { name: p.name.clone(), lo: f64::MAX, ..Held::default() });
                 e.count += 1;
-                e.lo = e.lo.min(m);
-                e.hi = e.hi.max(m);
+                // A listing that cannot tell the memory says nothing of it.
+                if let Some(m) = p.used_memory_bytes.map(|b| b as f64) {
+                    e.lo = e.lo.min(m);
+                    e.hi = e.hi.max(m);
+                }
                 e.sm = e.sm.max(p.sm_util_pct);
                 e.class = e.class.or(p.class);
             }
@@ -53,7 +55,10 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             let u: Vec<f64> = g.util_pct.iter().flatten().copied().collect();
             !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= 1.0
         };
-        let moving: Vec<u32> = seen.iter().filter(|(_, h)| !flat(h)).map(|(p, _)| *p).collect();
+        // A worker is listed through much of the window: a short probe's context growing from
+        // nothing is not the GPU's work (a small training's may be under a GiB, and is).
+        let moving: Vec<u32> =
+            seen.iter().filter(|(_, h)| !flat(h) && h.count as f64 >= 0.5 * n).map(|(p, _)| *p).collect();
         for (&pid, h) in &seen {
             let Held { count, lo: _, hi, sm, class, ref name } = *h;
             if hi < MIN_HELD_GIB * GIB {
@@ -168,6 +173,20 @@ mod tests {
             *l = std::sync::Arc::new(l2);
         }
         assert_eq!(flagged(&r), ["idle_holder"]);
+        // A probe's 500 MiB context, from nothing, in 2 listings of 10: the training stays busy.
+        let mut r = run(vec![with_processes(steady(0, 90.0, 10), vec![holder(9, 20.0)])]);
+        for (i, l) in r.gpus[0].processes.iter_mut().enumerate().take(2) {
+            let mut l2 = (**l).clone();
+            l2.push(holder(77, 0.25 * (i + 1) as f64));
+            *l = std::sync::Arc::new(l2);
+        }
+        assert!(flagged(&r).is_empty(), "a probe is not the GPU's work");
+        // A listing that could not tell a process's memory is no move of it.
+        let mut r = held(&[Some(4.0); 10], None, None);
+        let mut l2 = (*r.gpus[0].processes[3]).clone();
+        l2[0].used_memory_bytes = None;
+        r.gpus[0].processes[3] = std::sync::Arc::new(l2);
+        assert!(flagged(&r).is_empty(), "process 1's unknown memory did not move");
     }
 
     #[test]

@@ -339,7 +339,8 @@ fn processes(
         // at least, whatever the reads' spacing (a one-shot view reads twice, 0.1 s apart), so a
         // busy process has a sample in it. Any other failure says nothing; the last readings stand.
         let floor_us = u64::try_from(crate::now_us()).unwrap_or(0).saturating_sub(UTIL_SPAN_US);
-        let since_us = (*last_seen_us).min(floor_us);
+        // The first read too: the whole buffer may hold a sample from before a process fell idle.
+        let since_us = if *last_seen_us == 0 { floor_us } else { (*last_seen_us).min(floor_us) };
         let util = match super::profile::timed("process_utilization_stats", || d.process_utilization_stats(since_us)) {
             Ok(u) => Some(u),
             Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
