@@ -115,7 +115,7 @@ impl LiveDiagnosis {
                 }
                 self.written.retain(|(_, on), _| *on != Some(gpu));
                 self.current.retain(|f| f.gpu != Some(gpu));
-                self.leading = leading_of(&self.current).or(self.current.first()).cloned();
+                self.leading = lead(&self.current);
             }
         }
     }
@@ -178,8 +178,7 @@ impl LiveDiagnosis {
         }
         self.run = Some(run);
         let fresh = self.worth_writing(&findings);
-        // A clean bill of health leads only when nothing else was found, and then every time.
-        self.leading = leading_of(&findings).or(findings.first()).cloned();
+        self.leading = lead(&findings);
         self.current = findings;
         fresh
     }
@@ -303,6 +302,12 @@ fn idle_of(findings: &[Finding]) -> BTreeSet<(u32, u32)> {
         .filter(|f| f.id == "idle_holder")
         .filter_map(|f| Some((f.gpu?, u32::try_from(f.evidence.get("pid")?.as_u64()?).ok()?)))
         .collect()
+}
+
+/// What leads: [`leading_of`], and a clean bill of health only when nothing else was found, and
+/// then every time.
+fn lead(findings: &[Finding]) -> Option<Finding> {
+    leading_of(findings).or(findings.first()).cloned()
 }
 
 /// The first finding (they come worst first) that is not `healthy`, preferring any that is still

@@ -2,7 +2,7 @@
 //! and what the keys changed (sorting, filters, tree, selection, tags, the screen, a pending
 //! signal). Keys come in as [`Key`]s, so every behaviour is testable without a terminal.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::Frame;
@@ -101,8 +101,6 @@ pub struct App {
     pub jobs: Vec<gpulse_live::jobs::JobStatus>,
     /// Each GPU's memory trend, GiB a minute.
     pub trend_gib_per_min: Vec<Option<f64>>,
-    /// (PID, GPU) of the processes that hold memory and do nothing.
-    pub idle: HashSet<(u32, u32)>,
     pub sort: Sort,
     pub filter: Filter,
     pub tree: bool,
@@ -145,7 +143,6 @@ impl App {
         Self {
             gpu_history: (0..n).map(|_| GpuHistory::new(HISTORY_LEN)).collect(),
             trend_gib_per_min: vec![None; n],
-            idle: HashSet::new(),
             devices,
             poll: None,
             rows: Vec::new(),
@@ -201,9 +198,11 @@ impl App {
         self.track_processes();
         if let Some(live) = frame.live {
             self.diagnosis(live);
-        }
-        for r in &mut self.rows {
-            r.idle = r.gpu.is_some_and(|g| self.idle.contains(&(r.pid, g)));
+            // The processes the diagnosis judged idle holders, by GPU and PID.
+            let idle = live.idle_processes();
+            for r in &mut self.rows {
+                r.idle = r.gpu.is_some_and(|g| idle.contains(&(g, r.pid)));
+            }
         }
         self.poll = Some(poll.clone());
         self.clamp();
@@ -268,8 +267,6 @@ impl App {
             (None, None) => std::cmp::Ordering::Equal,
         });
         self.findings = findings;
-        // The processes the diagnosis judged idle holders, by PID and GPU.
-        self.idle = live.idle_processes().into_iter().map(|(gpu, pid)| (pid, gpu)).collect();
         let steps = live.recent_steps();
         self.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
         self.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());

@@ -14,8 +14,12 @@ use crate::rows::{Column, Row};
 
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 
-pub fn class_name(c: Option<GpuProcessClass>) -> &'static str {
-    match c {
+/// A row's class: `idle` where the diagnosis found it so, else where it stands to the tree.
+pub fn class_name(r: &Row) -> &'static str {
+    if r.idle {
+        return "idle";
+    }
+    match r.class {
         Some(GpuProcessClass::Tree) => "tree",
         Some(GpuProcessClass::Foreign) => "foreign",
         Some(GpuProcessClass::Gone) => "gone",
@@ -38,7 +42,7 @@ pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 11] {
         r.host_mem_pct.map_or_else(|| NONE.into(), |v| format!("{v:.1}")),
         fmt::duration(r.age_s),
         format!("{indent}{command}"),
-        if r.idle { "idle".to_owned() } else { class_name(r.class).to_owned() },
+        class_name(r).to_owned(),
     ]
 }
 
@@ -112,7 +116,7 @@ pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
             "user {}  parent {}  class {}  running {}",
             r.user.as_deref().unwrap_or(NONE),
             r.ppid.map_or_else(|| NONE.into(), |p| p.to_string()),
-            if r.idle { "idle" } else { class_name(r.class) },
+            class_name(r),
             fmt::duration(r.age_s)
         )),
         Line::from(format!(
