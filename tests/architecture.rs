@@ -117,12 +117,16 @@ fn the_live_pipeline_never_renders() {
 }
 
 #[test]
-fn the_server_serves_frames_and_never_samples_nor_records() {
-    let g = graph();
-    let below = &g["gpulse-serve"];
-    // It renders what the pipeline hands its sink; the binary wires the sampler and the file.
-    assert!(below.contains("gpulse-live") && below.contains("gpulse-report"), "{below:?}");
-    assert!(!below.contains("gpulse-input"), "gpulse-serve depends on: {below:?}");
+fn the_server_names_neither_the_sampler_nor_the_recording_nor_the_inputs() {
+    // It renders what the pipeline hands its sink; the binary wires the sampler and the file. The
+    // pipeline it stands on (gpulse-live) does sample and write, so this holds of its own names
+    // only: the server's code cannot call either directly.
+    let mine = &direct()["gpulse-serve"];
+    assert!(mine.contains("gpulse-live") && mine.contains("gpulse-report"), "{mine:?}");
+    for never in ["gpulse-sample", "gpulse-record", "gpulse-input", "rusqlite"] {
+        assert!(!mine.contains(never), "gpulse-serve names {never}: {mine:?}");
+    }
+    assert!(!graph()["gpulse-serve"].contains("gpulse-input"), "{:?}", graph()["gpulse-serve"]);
 }
 
 #[test]

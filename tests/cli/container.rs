@@ -49,16 +49,53 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// The folders a container would have, under the target folder: sshd's StrictModes wants every
-/// folder above the authorized keys owned by root or the user and writable by no one else, which
-/// the system's /tmp is not.
+/// The folders a container would have, in a private folder of the test's own: sshd's StrictModes
+/// wants every folder above the authorized keys owned by root or the user and writable by no one
+/// else, which /tmp is not, nor a checkout cloned under it.
 struct Layout {
     dir: PathBuf,
 }
 
+/// Whether sshd's StrictModes accepts `dir` and every folder above it.
+fn strict_modes_accept(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let uid = unsafe { libc::geteuid() };
+    dir.ancestors().all(|d| {
+        std::fs::metadata(d).is_ok_and(|m| (m.uid() == 0 || m.uid() == uid) && m.mode() & 0o022 == 0)
+    })
+}
+
+/// A base for the layouts that StrictModes accepts: the build's own temporary folder where it can,
+/// else a folder under the user's home (as sshd itself looks it up).
+fn private_base() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if strict_modes_accept(&target) {
+        return target;
+    }
+    let home = unsafe {
+        let pw = libc::getpwuid(libc::geteuid());
+        assert!(!pw.is_null(), "the user has a passwd entry");
+        PathBuf::from(std::ffi::CStr::from_ptr((*pw).pw_dir).to_string_lossy().into_owned())
+    };
+    let base = home.join(".cache/gpulse-tests");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(strict_modes_accept(&base), "{} is private to the user", base.display());
+    base
+}
+
+/// A passing test leaves nothing behind; a failing one keeps its folder to be read.
+impl Drop for Layout {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 impl Layout {
     fn new(name: &str) -> Layout {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("container-{}-{name}", std::process::id()));
+        let dir = private_base().join(format!("container-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["state", "hostkeys", "secrets", "home", "workspace", "bin"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();

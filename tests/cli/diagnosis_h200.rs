@@ -86,7 +86,7 @@ fn the_callbacks_measure_the_wait_for_data() {
 }
 
 #[test]
-fn every_older_recording_and_shared_log_still_diagnoses() {
+fn every_older_recording_and_nvidia_smi_log_still_diagnoses() {
     let mut inputs: Vec<std::path::PathBuf> = Vec::new();
     for dir in ["h200-gpulse", "h200x2-gpulse", "h200-gpulse-run"] {
         for e in std::fs::read_dir(fixture(dir)).unwrap() {
@@ -96,20 +96,15 @@ fn every_older_recording_and_shared_log_still_diagnoses() {
             }
         }
     }
-    // The team's shared traces are read where they are, never copied.
-    let shared = std::path::Path::new("/work/shared/fixtures/h200-2026-11-29");
-    if let Ok(dir) = std::fs::read_dir(shared) {
-        for e in dir {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".csv")
-                && (name.starts_with("gpm_") || name.starts_with("rich_") || name.starts_with("seed_"))
-            {
-                inputs.push(p);
-            }
+    // The nvidia-smi logs of the six H200 workloads, each in its three forms.
+    for e in std::fs::read_dir(fixture("h200-2026-11-29")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".csv") && (name.starts_with("gpm_") || name.starts_with("rich_") || name.starts_with("seed_")) {
+            inputs.push(p);
         }
     }
-    assert!(inputs.len() >= 10, "{inputs:?}");
+    assert!(inputs.len() >= 10 + 18, "{inputs:?}");
     for p in inputs {
         let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&p));
         assert_eq!(code, 0, "{}: {err}", p.display());

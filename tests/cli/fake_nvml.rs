@@ -56,22 +56,18 @@ fn function_not_found_and_scripted_errors_map_like_nvidia_smi() {
 #[test]
 fn a_gpu_falling_off_the_bus_is_a_status_not_a_crash() {
     let sc = idle_with(r#""lost_at_s": 0.3,"#, "");
-    let child = gpulse(None)
-        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
-        .args(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader", "-lms", "100"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(900));
-    let mut child = child;
-    child.kill().unwrap();
-    let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8(o.stdout).unwrap();
-    assert!(String::from_utf8(o.stderr).unwrap().is_empty());
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.first(), Some(&"0, 0 %, 0 MiB"), "{out}");
-    assert_eq!(lines.last(), Some(&"0, [GPU is lost], [GPU is lost]"), "{out}");
+    let child = Gathered::spawn(
+        gpulse(None)
+            .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+            .args(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader", "-lms", "100"])
+            .stderr(std::process::Stdio::piped()),
+    );
+    child.wait_for_lines(60, "the GPU lost", |ls| ls.iter().any(|l| l.contains("[GPU is lost]")));
+    let (lines, err) = child.stop();
+    assert!(err.is_empty(), "{err}");
+    let out = lines.join("\n");
+    assert_eq!(lines.first().map(String::as_str), Some("0, 0 %, 0 MiB"), "{out}");
+    assert_eq!(lines.last().map(String::as_str), Some("0, [GPU is lost], [GPU is lost]"), "{out}");
     let (code, out, _) =
         run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", idle_with(r#""lost_at_s": 0.0,"#, "")).arg("status"));
     assert_eq!(code, 0);

@@ -170,7 +170,8 @@ fn loop_ms_keeps_printing_rows_under_one_header() {
         .arg(&out_file)
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let rows = || std::fs::read_to_string(&out_file).unwrap_or_default().lines().count();
+    wait_until(60, "a header and four rows", || rows() >= 5);
     child.kill().unwrap();
     child.wait().unwrap();
     let text = std::fs::read_to_string(&out_file).unwrap();
@@ -186,26 +187,21 @@ fn loop_ms_keeps_printing_rows_under_one_header() {
 #[test]
 fn gpm_fields_follow_a_replayed_h200_trace() {
     // gpm_healthy.csv: a transformer training at ~90% SM activity after a short warm-up.
-    let child = gpulse(Some("scenarios/h200_training.json"))
-        .args([
-            "query",
-            "--query-gpu=gpm.sm_active,gpm.tensor_active,gpm.dram_active,gpm.pcie.rx",
-            "--format=csv,nounits",
-            "-lms",
-            "200",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    let mut child = child;
-    child.kill().unwrap();
-    let out = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
-    let lines: Vec<&str> = out.lines().collect();
+    let child = Gathered::spawn(gpulse(Some("scenarios/h200_training.json")).args([
+        "query",
+        "--query-gpu=gpm.sm_active,gpm.tensor_active,gpm.dram_active,gpm.pcie.rx",
+        "--format=csv,nounits",
+        "-lms",
+        "200",
+    ]));
+    // The scenario plays at 20× speed: the plateau comes within seconds, or a minute when loaded.
+    let plateau = |ls: &[String]| ls.iter().skip(1).any(|l| cells(l)[0].parse::<f64>().is_ok_and(|v| v > 80.0));
+    child.wait_for_lines(60, "the training's plateau", |ls| ls.len() >= 6 && plateau(ls));
+    let (lines, _) = child.stop();
+    let out = lines.join("\n");
     assert_eq!(lines[0], "gpm.sm_active [%], gpm.tensor_active [%], gpm.dram_active [%], gpm.pcie.rx [MiB/s]");
     let sm: Vec<f64> = lines[1..].iter().map(|l| cells(l)[0].parse().unwrap()).collect();
     assert!(sm.len() >= 5, "{out}");
-    // At 20x speed, 2.5 s covers ~50 s of the trace: the training's plateau must show.
     assert!(sm.iter().any(|v| *v > 80.0), "{out}");
     assert!(sm.iter().all(|v| (0.0..=100.0).contains(v)));
 }

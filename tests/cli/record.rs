@@ -98,9 +98,12 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
     // Python's sqlite3 reads the file while gpulse is still writing it.
-    assert_ne!(python_sql(&db2, "select count(*) from gpu_samples"), "[(0,)]");
+    wait_until(60, "samples in the recording", || {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(*) from gpu_samples').fetchone()[0])";
+        let o = Command::new("python3").arg("-c").arg(script).arg(&db2).output().expect("python3 runs");
+        o.status.success() && String::from_utf8_lossy(&o.stdout).trim().parse::<u64>().is_ok_and(|n| n > 0)
+    });
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());

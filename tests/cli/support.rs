@@ -190,3 +190,64 @@ pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Strin
     let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, head.to_lowercase(), body.to_owned())
 }
+
+/// Waits until `done` holds, checking every 20 ms, for up to `secs`: a loaded machine is slow,
+/// never wrong, so each wait is for a condition with a generous deadline, never a fixed time.
+pub fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "waited {secs} s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A child's stdout, gathered by a thread of its own as it comes.
+pub struct Gathered {
+    pub child: std::process::Child,
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Gathered {
+    /// Spawns `cmd` with its stdout piped here.
+    pub fn spawn(cmd: &mut Command) -> Gathered {
+        use std::io::Read;
+        let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().expect("the command starts");
+        let mut out = child.stdout.take().unwrap();
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&text);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Gathered { child, text }
+    }
+
+    /// Complete lines of output so far.
+    pub fn lines(&self) -> Vec<String> {
+        let text = self.text.lock().unwrap();
+        let whole = text.rfind('\n').map_or("", |i| &text[..=i]);
+        whole.lines().map(str::to_owned).collect()
+    }
+
+    /// Waits up to `secs` until `done` holds of the complete lines so far.
+    pub fn wait_for_lines(&self, secs: u64, what: &str, done: impl Fn(&[String]) -> bool) {
+        wait_until(secs, what, || done(&self.lines()));
+    }
+
+    /// Kills the child and returns its complete lines and its stderr, if piped.
+    pub fn stop(mut self) -> (Vec<String>, String) {
+        use std::io::Read;
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        (self.lines(), err)
+    }
+}

@@ -272,7 +272,11 @@ mod tests {
     fn reads_itself_and_its_children() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         // Until it has exec'd, the child is a copy of the test.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read(format!("/proc/{}/cmdline", child.id())).ok().as_deref() != Some(b"sleep\x0030\x00") {
+            assert!(std::time::Instant::now() < deadline, "sleep never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let me = std::process::id();
         let mut view = ProcView::default();
         let seen = view.around(&[me]);

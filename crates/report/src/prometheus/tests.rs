@@ -3,22 +3,22 @@ use gpulse_model::{DeviceInfo, GpmMetrics, GpuSample, HostSample, Poll, ProcessS
 use super::*;
 
 /// dcgm-exporter's published counter list: (name, type, help) of every line, and whether it is
-/// enabled (not commented out).
+/// enabled (not commented out), as the project keeps it in `tests/fixtures/anchors/`.
 fn default_counters() -> Vec<(String, String, String, bool)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/anchors/dcgm-exporter-default-counters.csv");
+        .join("../../tests/fixtures/anchors/dcgm-exporter-default-counters.tsv");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter_map(|l| {
-            let (enabled, l) = match l.strip_prefix('#') {
-                Some(rest) => (false, rest.trim()),
-                None => (true, l.trim()),
-            };
-            let mut parts = l.splitn(3, ',').map(str::trim);
-            let (name, kind, help) = (parts.next()?, parts.next()?, parts.next()?);
-            name.starts_with("DCGM_FI_").then(|| (name.to_owned(), kind.to_owned(), help.to_owned(), enabled))
+    let counters: Vec<_> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 4, "{l}");
+            (cols[0].to_owned(), cols[1].to_owned(), cols[3].to_owned(), cols[2] == "1")
         })
-        .collect()
+        .collect();
+    assert!(counters.len() >= 50, "the whole list: {}", counters.len());
+    counters
 }
 
 fn device(i: u32) -> DeviceInfo {
