@@ -1,5 +1,6 @@
-"""``gpulse run --instrument``: times each wait for a DataLoader batch and counts optimizer
-steps, with no change to the script.
+"""``gpulse run --instrument``: times each wait for a DataLoader batch, counts optimizer
+steps, and times checkpoint saves and the host-to-device copies that hold the loop up, with no
+change to the script.
 
 Nothing is imported eagerly: an import hook patches ``torch.utils.data.dataloader`` and
 ``torch.optim.optimizer`` when the script itself imports them.
@@ -59,9 +60,73 @@ def _patch_optimizer(module):
     base.step = step
 
 
+# A copy that returns sooner than this did not hold the loop up (a pinned, non_blocking copy
+# returns at once); marking it would cost more than it tells.
+_COPY_MARK_NS = 1_000_000
+
+
+def _timed_copy(inner):
+    def copy(self, *args, **kwargs):
+        if _events.sender is None or self.is_cuda:
+            return inner(self, *args, **kwargs)
+        start = time.time_ns()
+        out = inner(self, *args, **kwargs)
+        end = time.time_ns()
+        if end - start >= _COPY_MARK_NS and getattr(out, "is_cuda", False):
+            _events.phase_done("h2d_copy", start, end)
+        return out
+
+    copy._gpulse = True
+    copy.__wrapped__ = inner
+    copy.__name__ = inner.__name__
+    copy.__doc__ = inner.__doc__
+    return copy
+
+
+def _timed_save(inner, phase):
+    def save(*args, **kwargs):
+        if _events.sender is None:
+            return inner(*args, **kwargs)
+        start = time.time_ns()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            _events.phase_done(phase, start, time.time_ns())
+
+    save._gpulse = True
+    save.__wrapped__ = inner
+    save.__name__ = getattr(inner, "__name__", "save")
+    save.__doc__ = inner.__doc__
+    return save
+
+
+def _patch_torch(module):
+    tensor = getattr(module, "Tensor", None)
+    if tensor is not None:
+        for name in ("to", "cuda"):
+            inner = getattr(tensor, name, None)
+            if inner is not None and not getattr(inner, "_gpulse", False):
+                setattr(tensor, name, _timed_copy(inner))
+    save = getattr(module, "save", None)
+    if save is not None and not getattr(save, "_gpulse", False):
+        module.save = _timed_save(save, "checkpoint")
+        serialization = sys.modules.get("torch.serialization")
+        if serialization is not None and getattr(serialization, "save", None) is save:
+            serialization.save = module.save
+
+
+def _patch_dcp(module):
+    for name in ("save", "save_state_dict"):
+        inner = getattr(module, name, None)
+        if inner is not None and not getattr(inner, "_gpulse", False):
+            setattr(module, name, _timed_save(inner, "checkpoint"))
+
+
 _TARGETS = {
+    "torch": _patch_torch,
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.optim.optimizer": _patch_optimizer,
+    "torch.distributed.checkpoint.state_dict_saver": _patch_dcp,
 }
 
 

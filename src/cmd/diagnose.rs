@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use gpulse_report::Analysis;
-use gpulse_report::text::{render_text, steps_json, steps_line};
+use gpulse_report::text::{ledger_text, render_text, steps_json, steps_line};
 
 use crate::cli::{DiagnoseArgs, ReportFormat};
 use crate::output::Output;
@@ -32,7 +32,7 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         anyhow::bail!("{} holds no samples", path.display());
     }
     let run = builder.finish(&recording);
-    let findings = gpulse_diagnose::diagnose_run(&run);
+    let (findings, ledger) = gpulse_diagnose::diagnose_with_ledger(&run);
     let t = |us: i64| (us - run.start_us) as f64 / 1e6;
     let phases = recording
         .markers
@@ -41,11 +41,11 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         .map(|m| (m.name.clone().unwrap_or_default(), t(m.t_us), m.dur_us.unwrap_or(0) as f64 / 1e6))
         .collect();
     let command = recording.meta.get("command").cloned();
-    Ok(Analysis { run, findings, gpus: recording.devices.len(), samples, command, phases })
+    Ok(Analysis { run, findings, ledger, gpus: recording.devices.len(), samples, command, phases })
 }
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let Analysis { findings, gpus, samples, run, .. } = analyze(&args.input)?;
+    let Analysis { findings, ledger, gpus, samples, run, .. } = analyze(&args.input)?;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
@@ -55,10 +55,11 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "steps": run.steps.as_ref().map(steps_json),
                 "summary": gpulse_diagnose::summary(&findings),
                 "findings": findings,
+                "ledger": ledger,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
-        ReportFormat::Text => steps_line(&run) + &render_text(&findings),
+        ReportFormat::Text => steps_line(&run) + &render_text(&findings) + &ledger_text(&ledger),
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)

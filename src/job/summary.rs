@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gpulse_model::GpuProcessClass;
 
-use gpulse_report::text::{render_text, steps_line};
+use gpulse_report::text::{ledger_text, render_text, steps_line};
 
 use crate::cmd::diagnose::analyze;
 
@@ -34,6 +34,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     out += &ended_line(&analysis.run);
     out += &steps_line(&analysis.run);
     out += &render_text(&analysis.findings);
+    out += &ledger_text(&analysis.ledger);
     out += &gpu_holders(&analysis.run);
     out += &format!("recording: {}\n", path.display());
     if report {

@@ -60,9 +60,8 @@ struct Layout {
 fn strict_modes_accept(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let uid = unsafe { libc::geteuid() };
-    dir.ancestors().all(|d| {
-        std::fs::metadata(d).is_ok_and(|m| (m.uid() == 0 || m.uid() == uid) && m.mode() & 0o022 == 0)
-    })
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| (m.uid() == 0 || m.uid() == uid) && m.mode() & 0o022 == 0))
 }
 
 /// A base for the layouts that StrictModes accepts: the build's own temporary folder where it can,

@@ -277,6 +277,49 @@ fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
     assert!(!err.contains("instrumentation off"), "{err}");
 }
 
+/// `--instrument` times the copies to the GPU that block the loop and each `torch.save`: the
+/// ledger's accounts and the measured `transfer_bound` against the loop's own timing.
+#[test]
+fn instrument_times_blocking_copies_and_checkpoint_saves() {
+    let dir = tmp("instrument-copies");
+    let mut cmd = gpulse_run(&dir, &["-o", "c.db", "--instrument"], &["python3"]);
+    // 40 steps: 5 ms for each batch, a 30 ms copy, 10 ms of compute; a 300 ms save every 15.
+    cmd.arg(root().join("tests/python/train_loop.py")).args(["0.005", "0.01", "40", "0.03", "15", "0.3"]);
+    cmd.env("PYTHONPATH", root().join("tests/python/fake_torch"));
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let truth: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let rec = read(&dir.join("c.db"));
+    let phases = |name: &str| {
+        rec.markers
+            .iter()
+            .filter(|m| m.kind == gpulse_record::MarkerKind::Phase && m.name.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(phases("h2d_copy"), 40, "one per blocking copy");
+    assert_eq!(phases("checkpoint"), 2, "one per torch.save");
+    let (_, json, _) = run(gpulse(None).arg("diagnose").arg(dir.join("c.db")).args(["--format", "json"]));
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "transfer_bound").expect("transfer_bound");
+    assert_eq!(f["basis"], "measured", "{f}");
+    let share = f["evidence"]["copy_share_pct"].as_f64().unwrap();
+    let truth_share = truth["copy_share_pct"].as_f64().unwrap();
+    assert!((share - truth_share).abs() <= 5.0, "{share} against the loop's {truth_share}");
+    let seconds = |account: &str| {
+        doc["ledger"]["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["account"] == account)
+            .map(|a| a["seconds"].as_f64().unwrap())
+            .sum::<f64>()
+    };
+    let saved: f64 = truth["save_s"].as_array().unwrap().iter().map(|s| s.as_f64().unwrap()).sum();
+    assert!((seconds("phase") - saved).abs() < 0.05, "{} s of checkpoint phases against {saved} s", seconds("phase"));
+    // Every copy is marked; the loop's truth leaves out the first step's.
+    assert!(seconds("transfer") >= truth["copy_s"].as_f64().unwrap() - 0.01, "{doc}");
+}
+
 #[test]
 fn attach_follows_a_running_process_until_it_exits() {
     let dir = tmp("attach");

@@ -444,10 +444,13 @@ fn run_serve_exports_the_jobs_steps_per_second() {
     let truth = || -> Vec<[f64; 3]> {
         let text = std::fs::read_to_string(dir.join("truth.txt")).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |i| &text[..i]);
-        whole.lines().map(|l| {
-            let v: Vec<f64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
-            [v[0], v[1], v[2]]
-        }).collect()
+        whole
+            .lines()
+            .map(|l| {
+                let v: Vec<f64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+                [v[0], v[1], v[2]]
+            })
+            .collect()
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     let (rate, wait, steps) = loop {

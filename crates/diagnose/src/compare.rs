@@ -86,7 +86,10 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
             .map(|(eb, ea)| 2.0 * eb.hypot(ea)),
     );
     // `healthy` says no other finding fired; it is not a problem that can go away or appear.
-    let ids = |f: &[Finding]| f.iter().map(|f| f.id).filter(|id| *id != "healthy").collect::<Vec<_>>();
+    // Neither a clean bill of health nor the time no account explains is a cause that comes or goes.
+    let ids = |f: &[Finding]| {
+        f.iter().map(|f| f.id).filter(|id| !matches!(*id, "healthy" | "unexplained_time")).collect::<Vec<_>>()
+    };
     let (ib, ia) = (ids(fb), ids(fa));
     let mut gone: Vec<&'static str> = ib.iter().copied().filter(|i| !ia.contains(i)).collect();
     let mut new: Vec<&'static str> = ia.iter().copied().filter(|i| !ib.contains(i)).collect();
@@ -194,7 +197,8 @@ mod tests {
     fn healthy_is_not_a_finding_that_comes_or_goes() {
         let r = sm_run(85.0, 1.0);
         let healthy = crate::diagnose_run(&r);
-        assert_eq!(ids(&healthy), ["healthy"]);
+        // 15 % of the time the GPU ran nothing, and no mark says why: said, and no cause.
+        assert_eq!(ids(&healthy), ["unexplained_time", "healthy"]);
         let slow = crate::diagnose_run(&sm_run(30.0, 1.0));
         let c = compare(&r, &healthy, &r, &slow);
         assert!(!c.gone.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");

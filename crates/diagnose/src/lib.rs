@@ -7,6 +7,7 @@
 
 pub mod compare;
 mod forecast;
+mod ledger;
 mod live;
 mod rules;
 mod series;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use forecast::{Forecast, time_to_full};
+pub use ledger::{Account, Ledger, ledger};
 pub use live::LiveDiagnosis;
 pub use series::{GpuSeries, Run, RunBuilder};
 pub use steps::Steps;
@@ -198,18 +200,24 @@ pub fn diagnose(rec: &gpulse_model::RunData) -> Vec<Finding> {
 /// Every finding for a run, worst first: by severity, then by the share of the time it costs
 /// (those that cannot say last).
 pub fn diagnose_run(run: &Run) -> Vec<Finding> {
-    let mut out = rules::all(run);
+    diagnose_with_ledger(run).0
+}
+
+/// [`diagnose_run`]'s findings, and the ledger of the run's wall time they rest on.
+pub fn diagnose_with_ledger(run: &Run) -> (Vec<Finding>, Ledger) {
+    let (mut out, ledger) = rules::all(run);
     out.sort_by(|a, b| {
         a.severity.cmp(&b.severity).then_with(|| b.lost_share.unwrap_or(-1.0).total_cmp(&a.lost_share.unwrap_or(-1.0)))
     });
-    out
+    (out, ledger)
 }
 
 /// One line on the primary cause and what fixing it would gain, from findings sorted as
 /// [`diagnose_run`] sorts them; `None` when nothing is wrong.
 pub fn summary(findings: &[Finding]) -> Option<String> {
     // Other processes' memory and a clean bill of health say nothing of what slows the job.
-    let about_the_job = |f: &&Finding| !matches!(f.id, "healthy" | "idle_holder" | "foreign_process");
+    let about_the_job =
+        |f: &&Finding| !matches!(f.id, "healthy" | "idle_holder" | "foreign_process" | "unexplained_time");
     let top =
         findings.iter().filter(about_the_job).find(|f| f.severity <= Severity::Warning || f.lost_share.is_some())?;
     let Some(lost) = top.lost_share.filter(|l| *l > 0.0) else {
@@ -231,6 +239,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.
         "startup" => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),
+        // Time spent on purpose: how much, not what removing it would gain.
+        "marked_phase" => {
+            let name = top.evidence.get("phase").and_then(|p| p.as_str()).unwrap_or("marked");
+            return Some(format!("The loop's '{name}' phase took {pct:.0}% of the wall time."));
+        }
+        "epoch_restart" => "Restarting the DataLoader's workers at each epoch",
         "input_bound" => "Waiting for data (inferred from the GPU's bursts and the CPU)",
         "process_bound" => "The training process starving the GPU (data loading or Python overhead)",
         "host_bound" => "The host not feeding the GPU (launch overhead or synchronizations)",

@@ -32,6 +32,8 @@ pub struct LiveDiagnosis {
     /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
     written: HashMap<(&'static str, Option<u32>), Option<f64>>,
     run: Option<Run>,
+    /// Where the window's wall time went, as of the latest diagnosis.
+    ledger: Option<crate::Ledger>,
     /// Set for a view of the whole machine ([`LiveDiagnosis::following_workloads`]).
     workloads: Option<Workloads>,
 }
@@ -70,6 +72,7 @@ impl LiveDiagnosis {
             current: Vec::new(),
             written: HashMap::new(),
             run: None,
+            ledger: None,
             workloads: None,
         }
     }
@@ -164,7 +167,8 @@ impl LiveDiagnosis {
         // A GPU whose job has just started sits out: a start looks like every problem at once,
         // on the GPU's own findings and on the machine's (imbalance, health).
         run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
-        let findings = crate::diagnose_run(&run);
+        let (findings, ledger) = crate::diagnose_with_ledger(&run);
+        self.ledger = Some(ledger);
         // The holders this diagnosis found, at the size they hold now.
         if let Some(w) = self.workloads.as_mut() {
             let latest = self.window.snapshots.last();
@@ -210,6 +214,11 @@ impl LiveDiagnosis {
     /// what `diagnose` would say of its recording (for a run shorter than the window).
     pub fn findings_now(&self) -> Vec<Finding> {
         crate::diagnose_run(&Run::from_recording(&self.window))
+    }
+
+    /// Where the window's wall time went, as of the latest diagnosis.
+    pub fn ledger(&self) -> Option<&crate::Ledger> {
+        self.ledger.as_ref()
     }
 
     /// The rolling window of the run so far (the last ten minutes).
@@ -313,7 +322,7 @@ fn lead(findings: &[Finding]) -> Option<Finding> {
 /// The first finding (they come worst first) that is not `healthy`, preferring any that is still
 /// costing the run to `startup`.
 fn leading_of(findings: &[Finding]) -> Option<&Finding> {
-    let ill = || findings.iter().filter(|f| f.id != "healthy");
+    let ill = || findings.iter().filter(|f| !matches!(f.id, "healthy" | "unexplained_time"));
     ill().find(|f| f.id != "startup").or_else(|| ill().next())
 }
 

@@ -81,6 +81,14 @@ pub struct Run {
     pub worker_cpu_mean: Option<f64>,
     /// Most DataLoader workers seen at once.
     pub worker_count: usize,
+    /// At each tree sample (seconds): whether a process of the job holding the GPU (else the
+    /// root) sat in D state, blocked in the kernel on I/O, and the share of the DataLoader
+    /// workers that did.
+    pub io_blocked: Vec<(f64, bool, Option<f64>)>,
+    /// Whole-machine CPU time waiting for I/O, percent, over time.
+    pub host_iowait: Vec<(f64, f64)>,
+    /// When `torch.compile`'s worker processes were first and last seen in the tree (seconds).
+    pub compile_workers_s: Option<[f64; 2]>,
     /// Whole-machine CPU busy, percent, and the core count.
     pub host_cpu: Vec<(f64, f64)>,
     pub cores: usize,
@@ -96,6 +104,11 @@ pub struct Run {
     pub data_waits_s: Vec<[f64; 2]>,
     /// Every other named phase (`eval`, `checkpoint`) and its `[start, end]`.
     pub phases_s: Vec<(String, [f64; 2])>,
+    /// Every host-to-device copy `--instrument` timed because it held the loop up.
+    pub copies_s: Vec<[f64; 2]>,
+    /// The waits of [`Run::data_waits_s`] that stand for a fast loop's several: placed as one
+    /// stretch, so they may overlap the copies between them.
+    pub folded_waits_s: Vec<[f64; 2]>,
 }
 
 impl Run {
@@ -107,6 +120,53 @@ impl Run {
     /// Mean whole-machine CPU busy, percent.
     pub fn host_cpu_mean(&self) -> Option<f64> {
         crate::rules::mean(&self.host_cpu.iter().map(|x| x.1).collect::<Vec<_>>())
+    }
+
+    /// The run without its samples inside the loop's marked phases (data waits aside): what the
+    /// rules that read the GPU's idle time see, so time the loop spent in a phase on purpose is
+    /// never blamed on anything else. `None` when no sample lies in a phase.
+    pub fn outside_phases(&self) -> Option<Run> {
+        let mut spans: Vec<[f64; 2]> = self.phases_s.iter().map(|p| p.1).collect();
+        spans.sort_by(|a, b| a[0].total_cmp(&b[0]));
+        let mut merged: Vec<[f64; 2]> = Vec::new();
+        for s in spans {
+            match merged.last_mut() {
+                Some(last) if s[0] <= last[1] => last[1] = last[1].max(s[1]),
+                _ => merged.push(s),
+            }
+        }
+        let inside = |t: f64| {
+            let i = merged.partition_point(|s| s[1] <= t);
+            merged.get(i).is_some_and(|s| t >= s[0])
+        };
+        if !self.gpus.iter().any(|g| g.t_s.iter().any(|t| inside(*t))) {
+            return None;
+        }
+        let mut run = self.clone();
+        for g in &mut run.gpus {
+            let keep: Vec<bool> = g.t_s.iter().map(|t| !inside(*t)).collect();
+            fn kept<T: Clone>(v: &mut Vec<T>, keep: &[bool]) {
+                let mut k = keep.iter();
+                v.retain(|_| *k.next().unwrap_or(&true));
+            }
+            kept(&mut g.t_s, &keep);
+            kept(&mut g.util_pct, &keep);
+            kept(&mut g.sm_pct, &keep);
+            kept(&mut g.mem_used_bytes, &keep);
+            kept(&mut g.power_w, &keep);
+            kept(&mut g.temp_c, &keep);
+            kept(&mut g.sm_clock_mhz, &keep);
+            kept(&mut g.reasons, &keep);
+            kept(&mut g.pcie_rx_bytes_per_s, &keep);
+            kept(&mut g.pcie_tx_bytes_per_s, &keep);
+            kept(&mut g.tensor_pct, &keep);
+            kept(&mut g.fp32_pct, &keep);
+            kept(&mut g.processes, &keep);
+            g.active = active_window(g);
+        }
+        run.tree_cpu.retain(|x| !inside(x.0));
+        run.host_cpu.retain(|x| !inside(x.0));
+        Some(run)
     }
 
     /// The run of a recording held whole.
@@ -179,10 +239,13 @@ impl RunBuilder {
     /// The run, with the host, tree and events of `rec` (whose snapshots are not read again).
     pub fn finish(mut self, rec: &RunData) -> Run {
         // Without GPU samples (no driver), time starts with the host's first sample or first mark.
+        let first_mark = rec.markers.iter().map(|m| m.t_us).min();
         let start_us = self
             .start_us
-            .or(rec.host.first().map(|h| h.timestamp_us))
-            .or(rec.markers.iter().map(|m| m.t_us).min())
+            .or(match (rec.host.first().map(|h| h.timestamp_us), first_mark) {
+                (Some(h), Some(m)) => Some(h.min(m)),
+                (h, m) => h.or(m),
+            })
             .unwrap_or(0);
         let t = |us: i64| us.saturating_sub(start_us) as f64 / 1e6;
         for s in &mut self.gpus {
@@ -238,6 +301,39 @@ impl RunBuilder {
             .unwrap_or(0);
         let worker_cpu_mean =
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
+        let io_blocked = rec
+            .trees
+            .iter()
+            .map(|tr| {
+                let in_d = |p: &gpulse_model::TreeProcess| p.state == Some('D');
+                let main: Vec<&gpulse_model::TreeProcess> =
+                    match tr.processes.iter().filter(|p| gpu_pids.contains(&p.pid)).collect::<Vec<_>>() {
+                        held if !held.is_empty() => held,
+                        _ => tr.processes.iter().filter(|p| p.pid == tr.root_pid).collect(),
+                    };
+                let workers: Vec<&gpulse_model::TreeProcess> = tr
+                    .processes
+                    .iter()
+                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
+                    .collect();
+                let share = (!workers.is_empty())
+                    .then(|| workers.iter().filter(|p| in_d(p)).count() as f64 / workers.len() as f64);
+                (t(tr.timestamp_us), main.iter().any(|p| in_d(p)), share)
+            })
+            .collect();
+        let host_iowait =
+            rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_iowait_pct?)))).collect();
+        // TorchInductor compiles in a pool of `compile_worker` processes of its own (a command
+        // line may be kept only where a process first appears).
+        let compilers: std::collections::HashSet<u32> =
+            cmdlines.iter().filter(|(_, c)| c.contains("compile_worker")).map(|(pid, _)| *pid).collect();
+        let compiling: Vec<f64> = rec
+            .trees
+            .iter()
+            .filter(|tr| tr.processes.iter().any(|p| compilers.contains(&p.pid)))
+            .map(|tr| t(tr.timestamp_us))
+            .collect();
+        let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
         let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
         let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
         let host_mem_used_pct = rec
@@ -248,7 +344,12 @@ impl RunBuilder {
                 Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
             })
             .collect();
-        let (data_waits_s, phases_s) = crate::steps::spans(&rec.markers, start_us);
+        let crate::steps::Spans {
+            waits: data_waits_s,
+            folded_waits: folded_waits_s,
+            phases: phases_s,
+            copies: copies_s,
+        } = crate::steps::spans(&rec.markers, start_us);
         let events =
             rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms.saturating_mul(1000)), e.payload.clone())).collect();
         Run {
@@ -260,6 +361,9 @@ impl RunBuilder {
             tree_width,
             worker_cpu_mean,
             worker_count,
+            io_blocked,
+            host_iowait,
+            compile_workers_s,
             host_cpu,
             cores,
             host_mem_used_pct,
@@ -271,6 +375,8 @@ impl RunBuilder {
             ),
             data_waits_s,
             phases_s,
+            copies_s,
+            folded_waits_s,
         }
     }
 }

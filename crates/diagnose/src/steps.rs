@@ -119,22 +119,44 @@ impl Steps {
 /// A named phase and its `[start, end]`, seconds since the run started.
 pub type NamedSpan = (String, [f64; 2]);
 
-/// Each timed wait for data (a `data_wait` mark, or a phase named `data`) and each other named
-/// phase (`eval`, `checkpoint`), as `[start, end]` in seconds since `start_us`, from any process:
-/// what a stall's pauses are checked against. A folded mark's waits count as one stretch.
-pub fn spans(markers: &[Marker], start_us: i64) -> (Vec<[f64; 2]>, Vec<NamedSpan>) {
+/// The phase `gpulse run --instrument` marks around a host-to-device copy that blocked the loop.
+pub const COPY_PHASE: &str = "h2d_copy";
+
+/// A run's timed stretches, each `[start, end]` in seconds since the run started, from any
+/// process: what the ledger accounts and a stall's pauses are checked against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spans {
+    /// Each wait for data (a `data_wait` mark, or a phase named `data`).
+    pub waits: Vec<[f64; 2]>,
+    /// Those of [`Spans::waits`] that stand for several folded waits: their total is exact, but
+    /// they are placed as one stretch from the first one's start.
+    pub folded_waits: Vec<[f64; 2]>,
+    /// Each other named phase (`eval`, `checkpoint`).
+    pub phases: Vec<NamedSpan>,
+    /// Each host-to-device copy that held the loop up ([`COPY_PHASE`]).
+    pub copies: Vec<[f64; 2]>,
+}
+
+/// The timed stretches of `markers`; a folded mark's stretches count as one.
+pub fn spans(markers: &[Marker], start_us: i64) -> Spans {
     let t = |us: i64| (us - start_us) as f64 / 1e6;
-    let (mut waits, mut phases) = (Vec::new(), Vec::new());
+    let mut out = Spans::default();
     for m in markers {
         let Some(dur) = m.dur_us else { continue };
         let span = [t(m.t_us), t(m.t_us + dur.max(0))];
         match (m.kind, m.name.as_deref()) {
-            (MarkerKind::DataWait, _) | (MarkerKind::Phase, Some("data")) => waits.push(span),
-            (MarkerKind::Phase, Some(name)) => phases.push((name.to_owned(), span)),
+            (MarkerKind::DataWait, _) | (MarkerKind::Phase, Some("data")) => {
+                out.waits.push(span);
+                if m.count > 1 {
+                    out.folded_waits.push(span);
+                }
+            }
+            (MarkerKind::Phase, Some(COPY_PHASE)) => out.copies.push(span),
+            (MarkerKind::Phase, Some(name)) => out.phases.push((name.to_owned(), span)),
             _ => {}
         }
     }
-    (waits, phases)
+    out
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ pub mod watch;
 pub struct Analysis {
     pub run: gpulse_diagnose::Run,
     pub findings: Vec<gpulse_diagnose::Finding>,
+    /// Every second of the run in one account.
+    pub ledger: gpulse_diagnose::Ledger,
     pub gpus: usize,
     pub samples: usize,
     /// The command that ran, where the recording names it.

@@ -31,6 +31,29 @@ pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
     line + "\n\n"
 }
 
+/// Where the wall time went: one line per account, largest first, each with its basis.
+pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
+    if ledger.wall_s <= 0.0 || ledger.accounts.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("where the {:.1} s went:\n", ledger.wall_s);
+    // What rounds to nothing says nothing (a few milliseconds between the last sample and the end).
+    let mut accounts: Vec<&gpulse_diagnose::Account> = ledger.accounts.iter().filter(|a| a.seconds >= 0.05).collect();
+    accounts.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    for a in accounts {
+        let label = match a.account {
+            "phase" => format!("phase '{}'", a.label),
+            _ => a.label.clone(),
+        };
+        let basis = match a.basis {
+            gpulse_diagnose::Basis::Measured => "measured",
+            gpulse_diagnose::Basis::Inferred => "inferred",
+        };
+        let _ = writeln!(s, "  {:>8.1} s {:>4.0}%  {label}  ({basis})", a.seconds, 100.0 * a.seconds / ledger.wall_s);
+    }
+    s + "\n"
+}
+
 /// Findings for a terminal: the primary cause in one line, then a headline each with evidence,
 /// advice and limits.
 pub fn render_text(findings: &[Finding]) -> String {

@@ -39,7 +39,18 @@ pub(super) fn free_cores(run: &Run) -> Option<f64> {
 pub(super) fn workers_advice(run: &Run) -> String {
     let free = free_cores(run).map(|f| f.floor() as u64);
     let busy = run.worker_cpu_mean.is_some_and(|w| w >= super::utilization::WORKERS_BUSY_PCT);
+    if let Some(blocked) = storage_blocked(run) {
+        let who = if run.worker_count > 0 { "the DataLoader workers" } else { "the training process" };
+        return format!(
+            "{who} wait on storage, not on the CPU ({:.0}% of the time blocked in I/O, D state): read from faster storage (local NVMe, or the dataset copied to local disk or /dev/shm first) and in larger sequential reads (a sharded format such as WebDataset, or fewer, larger files); more workers overlap more reads only where the storage serves them in parallel",
+            100.0 * blocked
+        );
+    }
     match (run.tree_width > 0, run.worker_count, free) {
+        (true, 0, Some(0)) => format!(
+            "num_workers=0: the DataLoader loads every batch in the training process, and none of the {} cores is free: workers would only compete with it; free cores first (other processes take them), or make __getitem__ cheaper",
+            run.cores
+        ),
         (true, 0, Some(n)) => format!(
             "num_workers=0: the DataLoader loads every batch in the training process; num_workers={} uses the {n} free core{} of {}",
             n.max(1),
@@ -60,6 +71,21 @@ pub(super) fn workers_advice(run: &Run) -> String {
         ),
         (false, _, _) => super::utilization::ADD_WORKERS.to_owned(),
     }
+}
+
+/// A process blocked in I/O (D state) half the time or more waits on storage more than it does
+/// anything else.
+const IO_BLOCKED: f64 = 0.5;
+
+/// The share of the time the processes that load data sat blocked in I/O, when that is half or
+/// more: the DataLoader workers where there are any, else the training process itself.
+pub(super) fn storage_blocked(run: &Run) -> Option<f64> {
+    let shares: Vec<f64> = if run.worker_count > 0 {
+        run.io_blocked.iter().filter_map(|x| x.2).collect()
+    } else {
+        run.io_blocked.iter().map(|x| if x.1 { 1.0 } else { 0.0 }).collect()
+    };
+    super::mean(&shares).filter(|s| *s >= IO_BLOCKED)
 }
 
 /// Whether the host's CPU is saturated over `g`'s active window.

@@ -2,11 +2,13 @@
 
 mod binding;
 mod ended;
+mod epoch;
 mod host;
 mod memory;
+mod phases;
 mod processes;
 mod stall;
-mod startup;
+pub(crate) mod startup;
 pub(crate) mod steps;
 mod tensor;
 #[cfg(test)]
@@ -15,39 +17,49 @@ mod throttle;
 mod transfer;
 mod utilization;
 
-use crate::{Finding, Run};
+use crate::{Finding, Ledger, Run};
 
-pub fn all(run: &Run) -> Vec<Finding> {
+/// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
+/// see the run without the loop's marked phases; the phases have findings of their own.
+pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
+    let masked = full.outside_phases();
+    let run = masked.as_ref().unwrap_or(full);
     let mut out = Vec::new();
     let stalls = stall::findings(run);
     // Waits that lie mostly in a stall's pauses are that stall's cause: it carries them.
     let carried = stalls
         .iter()
         .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
-    if !carried {
-        out.extend(steps::input_bound(run));
+    let restarts = if carried { Vec::new() } else { epoch::findings(full) };
+    if !carried && restarts.is_empty() {
+        out.extend(steps::input_bound(full));
     }
+    out.extend(restarts);
     out.extend(utilization::findings(run, &stalls));
     out.extend(transfer::findings(run));
     out.extend(host::findings(run));
     out.extend(tensor::findings(run));
-    out.extend(startup::findings(run));
-    out.extend(memory::findings(run));
+    out.extend(startup::findings(full));
+    out.extend(memory::findings(full));
     out.extend(stalls);
     out.extend(throttle::findings(run));
-    out.extend(processes::findings(run));
+    out.extend(processes::findings(full));
     out.extend(utilization::imbalance(run));
-    out.extend(binding::findings(run));
-    out.extend(ended::gpu_lost(run));
-    out.extend(ended::host_oom(run));
-    // Other processes' memory says nothing about how well the job itself runs.
-    let troubled = out
-        .iter()
-        .any(|f| f.severity <= crate::Severity::Warning && !matches!(f.id, "idle_holder" | "foreign_process"));
+    out.extend(binding::findings(full));
+    out.extend(ended::gpu_lost(full));
+    out.extend(ended::host_oom(full));
+    let ledger = crate::ledger(full, &out);
+    out.extend(phases::findings(full, &ledger));
+    // Other processes' memory, and what the ledger alone says, say nothing of how well the job
+    // itself runs.
+    let troubled = out.iter().any(|f| {
+        f.severity <= crate::Severity::Warning
+            && !matches!(f.id, "idle_holder" | "foreign_process" | "marked_phase" | "unexplained_time")
+    });
     if !troubled {
         out.extend(utilization::healthy(run));
     }
-    out
+    (out, ledger)
 }
 
 /// Mean of a slice; `None` when empty.

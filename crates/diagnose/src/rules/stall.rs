@@ -27,6 +27,8 @@ enum Cause {
     DataWait,
     /// An evaluation or checkpoint, by the loop's own phases or marks.
     Named(&'static str),
+    /// No mark explains it, and the training process sat blocked on I/O (D state) through it.
+    Disk,
     /// No mark explains it, and the training tree's CPU was busy.
     HostWork,
     Unknown,
@@ -73,6 +75,12 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
         if let Some(n) = e.2.get("name").and_then(|n| n.as_str()).and_then(named) {
             return Cause::Named(n);
         }
+    }
+    // A process in D state waits in the kernel for I/O: through most of a pause, the loop is
+    // writing (a checkpoint, a log) or reading a file, not computing.
+    let states: Vec<bool> = run.io_blocked.iter().filter(|x| x.0 >= p.0 && x.0 < p.1).map(|x| x.1).collect();
+    if !states.is_empty() && states.iter().filter(|d| **d).count() as f64 >= COVERED * states.len() as f64 {
+        return Cause::Disk;
     }
     let cpu: Vec<f64> = run.tree_cpu.iter().filter(|x| x.0 >= p.0 && x.0 < p.1).map(|x| x.1).collect();
     if mean(&cpu).is_some_and(|c| c >= HOST_WORK_CPU_PCT) { Cause::HostWork } else { Cause::Unknown }
@@ -142,6 +150,9 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
             Cause::DataWait => ": the loop waits for data through them".to_owned(),
             Cause::Named(n) => format!(": {n}, by the loop's marks"),
+            Cause::Disk => {
+                ": the training process waits on the disk through them (D state): writing a checkpoint or a log, or reading".to_owned()
+            }
             Cause::HostWork => ": the training process is busy on the host, and no mark says with what".to_owned(),
             Cause::Unknown => String::new(),
         };
@@ -181,6 +192,13 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 "save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
                 "save less often, or only the model's weights between full checkpoints; write to fast local disk",
             ]),
+            Cause::Disk => f
+                .advise(&[
+                    "if it is a checkpoint: save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict), less often, or to fast local disk",
+                    "if it is reading: keep the data on local NVMe or in the page cache, and read it in DataLoader workers, never in the training process",
+                    "gpulse run --instrument times each torch.save, so the pauses are named for certain",
+                ])
+                .inferred(),
             Cause::HostWork => f
                 .advise(&[
                     "find what the training process does in the pauses: py-spy dump --pid PID during one, or the PyTorch profiler",
@@ -232,6 +250,20 @@ mod tests {
         assert!(stall(&paused(40.0, 90.0, 10.1, &two)).is_none(), "not idle");
         assert!(stall(&paused(40.0, 90.0, 0.0, &[(10.0, 11.5), (25.0, 26.5)])).is_none(), "1.5 s");
         assert!(stall(&paused(40.0, 90.0, 0.0, &[(10.0, 12.0)])).is_none(), "one pause");
+    }
+
+    #[test]
+    fn a_process_blocked_on_io_through_the_pauses_names_the_disk() {
+        let two = [(10.0, 13.0), (25.0, 28.0)];
+        let mut r = paused(40.0, 90.0, 0.0, &two);
+        let blocked = |t: f64| two.iter().any(|p| t >= p.0 && t < p.1);
+        r.io_blocked = (0..40).map(|i| (f64::from(i), blocked(f64::from(i)), None)).collect();
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("waits on the disk"), "{}", f.title);
+        assert!(f.advice[0].contains("checkpoint"), "{:?}", f.advice);
+        // Blocked only outside the pauses: nothing said of the disk.
+        r.io_blocked = (0..40).map(|i| (f64::from(i), !blocked(f64::from(i)), None)).collect();
+        assert!(!stall(&r).unwrap().title.contains("disk"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ const WARNING_S: f64 = 60.0;
 const CONTEXT_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
 
 /// Seconds from the run's start to the first sample in which the job held a CUDA context.
-fn first_context_s(run: &Run) -> Option<f64> {
+pub(crate) fn first_context_s(run: &Run) -> Option<f64> {
     let by_process = run.gpus.iter().filter_map(|g| {
         let i =
             g.processes.iter().position(|l| l.iter().any(|p| p.class.is_none_or(|c| c == GpuProcessClass::Tree)))?;
@@ -62,12 +62,32 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                     "load or index the dataset lazily (in __getitem__, or memory-mapped) and cache preprocessing on disk instead of redoing it at each start",
                 ]);
             } else {
-                f = f.advise(&[
-                    "most of it comes after the CUDA context: building and loading the model, compiling and autotuning, the first batches",
-                    "torch.compile: keep its caches between runs (TORCHINDUCTOR_FX_GRAPH_CACHE=1, TORCHINDUCTOR_CACHE_DIR on persistent disk) or compile only the hot module",
-                    "torch.backends.cudnn.benchmark autotunes every new input shape: fixed shapes (padding, drop_last=True) keep it to the first steps",
-                    "DataLoader workers start before the first batch: a slow Dataset __init__ or worker_init_fn delays it",
-                ]);
+                // Only what the recording saw: torch.compile's workers in the tree, DataLoader
+                // workers starting before the first batch.
+                let compiled = run.compile_workers_s.filter(|w| w[0] <= first_step_s);
+                match compiled {
+                    Some(w) => {
+                        let seen_s = w[1].min(first_step_s) - w[0];
+                        f.title += &format!(
+                            "; torch.compile was compiling from {:.1} s to {:.1} s",
+                            w[0],
+                            w[1].min(first_step_s)
+                        );
+                        f = f.with("compile_workers_s", round(seen_s, 1)).advise(&[
+                            "torch.compile compiled before the first step: keep its caches between runs (TORCHINDUCTOR_FX_GRAPH_CACHE=1, TORCHINDUCTOR_CACHE_DIR on persistent disk), compile only the hot module, or mode=\"default\" rather than max-autotune",
+                        ]);
+                    }
+                    None => {
+                        f = f.advise(&[
+                            "most of it comes after the CUDA context, with no compiler seen: building or loading the model and moving it to the GPU, and the first batches",
+                        ]);
+                    }
+                }
+                if run.worker_count > 0 {
+                    f = f.advise(&[
+                        "DataLoader workers start before the first batch: a slow Dataset __init__ or worker_init_fn delays it",
+                    ]);
+                }
             }
         }
         None => {
@@ -138,7 +158,13 @@ mod tests {
             (&serde_json::json!(20.0), &serde_json::json!(10.0))
         );
         assert!(f.advice[0].contains("before the GPU is touched"), "{:?}", f.advice);
+        // After the context, compiler advice only where its workers were seen.
         let f = &findings(&started(30.0, Some(5)))[0];
-        assert!(f.advice.iter().any(|a| a.contains("torch.compile")), "{:?}", f.advice);
+        assert!(!f.advice.iter().any(|a| a.contains("torch.compile")), "{:?}", f.advice);
+        let mut compiled = started(30.0, Some(5));
+        compiled.compile_workers_s = Some([8.0, 26.0]);
+        let f = &findings(&compiled)[0];
+        assert!(f.title.contains("torch.compile was compiling from 8.0 s to 26.0 s"), "{}", f.title);
+        assert!(f.advice.iter().any(|a| a.contains("TORCHINDUCTOR_FX_GRAPH_CACHE")), "{:?}", f.advice);
     }
 }

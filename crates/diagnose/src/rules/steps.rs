@@ -43,6 +43,15 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         }
     }
     f.advice.push(super::host::workers_advice(run));
+    // Storage is the evidenced cause: the rest would be guesses.
+    if let Some(blocked) = super::host::storage_blocked(run) {
+        f.title += &format!("; its data loading waits on storage, blocked in I/O {:.0}% of the time", 100.0 * blocked);
+        f = f.with("io_blocked_pct", round(100.0 * blocked, 0));
+        if let Some(w) = super::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
+            f = f.with("host_iowait_mean_pct", round(w, 1));
+        }
+        return vec![f.limit("the bytes read are not sampled: the read rate is unknown")];
+    }
     vec![f.advise(&super::utilization::INPUT_ADVICE)]
 }
 
@@ -71,6 +80,17 @@ mod tests {
         assert_eq!(input_bound(&waited(0.49))[0].severity, Severity::Warning);
         let f = &input_bound(&waited(0.5))[0];
         assert_eq!((f.severity, &f.evidence["speedup_if_hidden"]), (Severity::Critical, &serde_json::json!(2.0)));
+        // Workers blocked in I/O most of the time: storage, and only storage, is advised.
+        let mut storage = waited(0.9);
+        storage.worker_count = 4;
+        storage.tree_width = 5;
+        storage.io_blocked = (0..10).map(|i| (f64::from(i), false, Some(if i < 7 { 1.0 } else { 0.5 }))).collect();
+        let f = &input_bound(&storage)[0];
+        assert!(f.title.contains("waits on storage, blocked in I/O 85%"), "{}", f.title);
+        assert_eq!(f.advice.len(), 1, "{:?}", f.advice);
+        assert!(f.advice[0].contains("local NVMe"), "{:?}", f.advice);
+        storage.io_blocked = (0..10).map(|i| (f64::from(i), false, Some(0.4))).collect();
+        assert!(!input_bound(&storage)[0].title.contains("storage"));
         let mut unmeasured = waited(0.9);
         unmeasured.steps.as_mut().unwrap().waited_s = None;
         assert!(input_bound(&unmeasured).is_empty(), "no wait timed: nothing measured");

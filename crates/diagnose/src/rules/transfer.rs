@@ -1,18 +1,28 @@
-//! `transfer_bound`: host↔device copies fill the PCIe link while the SMs idle.
+//! `transfer_bound`: host-to-device copies hold the loop up while the SMs idle.
+//!
+//! Measured where `--instrument` timed each copy that blocked the loop. Otherwise from the
+//! mechanism: a copy moving the loop's bytes at rate `r` takes `rx / r` of the time, where `rx`
+//! is the link's mean traffic. Pinned memory is copied by DMA near the link's line rate; pageable
+//! memory first goes through the host's memcpy into a pinned staging buffer, one chunk at a
+//! time, at a few GB/s. So the same bytes take the time of either, and the SMs' idle time says
+//! which the loop can be paying.
 
 use super::mean;
 use crate::{Finding, GpuSeries, Run, Severity, round};
 
-/// The link carrying this share of its line rate, averaged over the run, moves several times what
-/// any input pipeline needs (a ResNet-50 fed at full speed with fp32 images moves about 2 % of a
-/// PCIe 5 x16 link), and pageable copies move their bytes several times slower than the line
-/// rate (the host's memcpy into a pinned staging buffer sets their pace), so at this share they
-/// already take most of the wall time.
-const LINK_SHARE: f64 = 0.10;
+/// Pageable copies: the staging memcpy sets their pace, from about 2 GB/s (fresh pages faulted in
+/// as they are read) to about 16 GB/s (a warm buffer on a fast host), whatever the link.
+const PAGEABLE_SLOW_BYTES_PER_S: f64 = 2e9;
+const PAGEABLE_FAST_BYTES_PER_S: f64 = 16e9;
+/// The copies explain the idle time when, at a pageable rate the evidence allows, they fill at
+/// least half of it: the other half would need a second cause.
+const EXPLAINS: f64 = 0.5;
 /// The SMs busy less than half the time: the copies are not hidden behind compute.
 const SM_IDLE_PCT: f64 = 50.0;
 /// Without GPM, GPU-Util under this (the low-utilization bound) stands in for idle SMs.
 const UTIL_IDLE_PCT: f64 = 60.0;
+/// Measured copies from a fifth of the loop's time: hidden, the loop would run 1.25× faster.
+const MEASURED_SHARE: f64 = 0.2;
 
 /// Bytes a second one lane carries at generation `gen_`, after line encoding (8b/10b to PCIe 2,
 /// 128b/130b from PCIe 3; PCIe 6's FLIT mode keeps 242 of 256 bytes).
@@ -35,70 +45,139 @@ pub(super) fn line_rate(g: &GpuSeries) -> Option<f64> {
     Some(lane_bytes_per_s(gen_)? * f64::from(width.max(1)))
 }
 
-/// The busier direction's mean share of the line rate over the active window.
-fn link_share(g: &GpuSeries) -> Option<(f64, f64, f64)> {
-    let rate = line_rate(g)?;
-    let (rx, tx) = (mean(&g.active_values(&g.pcie_rx_bytes_per_s))?, mean(&g.active_values(&g.pcie_tx_bytes_per_s))?);
-    Some((rx.max(tx) / rate, rx, tx))
+/// The mean traffic each way over the active window, bytes a second.
+fn traffic(g: &GpuSeries) -> Option<(f64, f64)> {
+    Some((mean(&g.active_values(&g.pcie_rx_bytes_per_s))?, mean(&g.active_values(&g.pcie_tx_bytes_per_s))?))
 }
 
-/// Whether `g` is transfer-bound; the utilization rules leave such a GPU to this one.
+/// Whether `g` is transfer-bound by its pattern; the utilization rules leave such a GPU to this
+/// one.
 pub(super) fn is_transfer_bound(g: &GpuSeries) -> bool {
     verdict(g).is_some()
 }
 
-/// (link share, rx, tx, SM or GPU-Util mean, whether it is SM activity).
-fn verdict(g: &GpuSeries) -> Option<(f64, f64, f64, f64, bool)> {
+/// What the pattern shows: the busier direction's traffic, which way, the SMs' (or GPU-Util's)
+/// busy share and whether it is SM activity.
+struct Verdict {
+    bytes_per_s: f64,
+    to_device: bool,
+    busy_pct: f64,
+    by_sm: bool,
+}
+
+fn verdict(g: &GpuSeries) -> Option<Verdict> {
     if g.active_s() < super::utilization::MIN_ACTIVE_S {
         return None;
     }
-    let (share, rx, tx) = link_share(g)?;
-    let (busy, by_sm) = match mean(&g.active_values(&g.sm_pct)) {
+    let (rx, tx) = traffic(g)?;
+    let (busy_pct, by_sm) = match mean(&g.active_values(&g.sm_pct)) {
         Some(sm) => (sm, true),
         None => (mean(&g.active_values(&g.util_pct))?, false),
     };
-    let idle = if by_sm { busy < SM_IDLE_PCT } else { busy < UTIL_IDLE_PCT };
-    (share >= LINK_SHARE && idle).then_some((share, rx, tx, busy, by_sm))
+    let idle = 1.0 - busy_pct / 100.0;
+    let hidden = if by_sm { busy_pct >= SM_IDLE_PCT } else { busy_pct >= UTIL_IDLE_PCT };
+    let bytes_per_s = rx.max(tx);
+    // At the slowest pageable rate, the copies would fill at least half the idle time.
+    let fills = bytes_per_s / PAGEABLE_SLOW_BYTES_PER_S >= EXPLAINS * idle;
+    (!hidden && fills).then_some(Verdict { bytes_per_s, to_device: rx >= tx, busy_pct, by_sm })
 }
 
+/// The loop's measured copies, when they are a fifth of its time or more.
+fn measured(run: &Run) -> Option<Finding> {
+    let copied: f64 = run.copies_s.iter().map(|c| c[1] - c[0]).sum();
+    let span = run.steps.as_ref().map_or_else(|| crate::ledger::end_s(run), |s| s.window_s[1] - s.window_s[0]);
+    let share = copied / span.max(1e-9);
+    if run.copies_s.is_empty() || share < MEASURED_SHARE {
+        return None;
+    }
+    let mean_ms = 1000.0 * copied / run.copies_s.len() as f64;
+    let mut f = Finding::new(
+        "transfer_bound",
+        if share >= 0.5 { Severity::Critical } else { Severity::Warning },
+        format!(
+            "Copies to the GPU hold the loop up {:.0}% of the time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
+            100.0 * share,
+            run.copies_s.len()
+        ),
+    )
+    .with("copies", run.copies_s.len() as u64)
+    .with("copy_mean_ms", round(mean_ms, 1))
+    .with("copy_share_pct", round(100.0 * share, 1))
+    .costs(share, "measured_copies: the loop's own timing of each copy to the GPU that blocked it");
+    if let Some(g) = run.gpus.iter().find(|g| traffic(g).is_some_and(|t| t.0 > 0.0)) {
+        let (rx, _) = traffic(g).unwrap_or_default();
+        // The rate the blocking copies ran at: the link's bytes over the time spent copying.
+        f = f.with("pcie_rx_gb_per_s", round(rx / 1e9, 2)).with("copy_rate_gb_per_s", round(rx / share / 1e9, 2));
+    }
+    Some(f.advise(&ADVICE))
+}
+
+const ADVICE: [&str; 4] = [
+    "copy from pinned memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for a buffer you reuse; pageable copies go through a staging buffer at host-memcpy speed",
+    "tensor.to(device, non_blocking=True) from pinned memory, issued a step ahead on a side stream (torch.cuda.Stream) so the copy overlaps compute",
+    "keep data that every step reuses resident on the GPU instead of copying it each step",
+    "fewer .cpu(), .item() and .numpy() calls in the loop: each copies back and waits",
+];
+
 pub fn findings(run: &Run) -> Vec<Finding> {
+    if let Some(f) = measured(run) {
+        return vec![f];
+    }
     let mut out = Vec::new();
     for g in &run.gpus {
-        let Some((share, rx, tx, busy, by_sm)) = verdict(g) else { continue };
-        let dir = if rx >= tx { "host to device" } else { "device to host" };
-        let what = if by_sm { "SM activity" } else { "GPU-Util" };
+        let Some(v) = verdict(g) else { continue };
+        let dir = if v.to_device { "host to device" } else { "device to host" };
+        let what = if v.by_sm { "SM activity" } else { "GPU-Util" };
+        let rate = v.bytes_per_s;
+        // The share of the time the same bytes take at each plausible rate.
+        let pageable = [rate / PAGEABLE_FAST_BYTES_PER_S, (rate / PAGEABLE_SLOW_BYTES_PER_S).min(1.0)];
+        let pinned = line_rate(g).map(|l| rate / l);
         let gb = |b: f64| round(b / 1e9, 2);
-        let mut f = Finding::new(
-            "transfer_bound",
-            Severity::Warning,
-            format!(
-                "GPU {}: copies {dir} dominate: PCIe moves {:.1} GB/s ({:.0}% of the link's line rate) while {what} is {busy:.0}%",
-                g.gpu,
-                rx.max(tx) / 1e9,
-                100.0 * share
-            ),
-        )
-        .on_gpu(g.gpu)
-        .over(g.window())
-        .with("pcie_rx_gb_per_s", gb(rx))
-        .with("pcie_tx_gb_per_s", gb(tx))
-        .with("link_line_rate_gb_per_s", gb(line_rate(g).unwrap_or(0.0)))
-        .with("link_share_pct", round(100.0 * share, 1))
-        .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, round(busy, 1))
-        // The copies are what the SMs wait for: their idle time is what the copies cost. The
-        // bytes at the line rate would be a floor far below it for pageable copies.
-        .costs(1.0 - busy / 100.0, "sm_idle_time: the share of time the SMs idle (100 - SM activity, or GPU-Util without GPM) while the copies fill the link")
-        .advise(&[
-            "copy from pinned memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for a buffer you reuse; pageable copies go through a staging buffer at host-memcpy speed",
-            "tensor.to(device, non_blocking=True) from pinned memory, issued a step ahead on a side stream (torch.cuda.Stream) so the copy overlaps compute",
-            "keep data that every step reuses resident on the GPU instead of copying it each step",
-            "fewer .cpu(), .item() and .numpy() calls in the loop: each copies back and waits",
-        ]);
-        if !by_sm {
+        let mut title = format!(
+            "GPU {}: copies {dir} hold the GPU up: PCIe moves {:.1} GB/s while {what} is {:.0}%; from pageable memory these bytes take {:.0}–{:.0}% of the time",
+            g.gpu,
+            rate / 1e9,
+            v.busy_pct,
+            100.0 * pageable[0],
+            100.0 * pageable[1]
+        );
+        if let Some(p) = pinned {
+            title += &format!(", from pinned memory {:.0}%", 100.0 * p);
+        }
+        let mut f = Finding::new("transfer_bound", Severity::Warning, title)
+            .on_gpu(g.gpu)
+            .over(g.window())
+            .with("pcie_gb_per_s", gb(rate))
+            .with("pageable_share_pct", vec![round(100.0 * pageable[0], 1), round(100.0 * pageable[1], 1)])
+            .with(if v.by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, round(v.busy_pct, 1));
+        if let Some(p) = pinned {
+            f = f
+                .with("pinned_share_pct", round(100.0 * p, 1))
+                .with("link_line_rate_gb_per_s", gb(line_rate(g).unwrap_or(0.0)));
+        }
+        if let Some(s) = &run.steps {
+            f = f.with("bytes_per_step_mb", round(rate / s.per_s().max(1e-9) / 1e6, 1));
+        }
+        // The copies are what the SMs wait for: their idle time is what the copies cost.
+        f = f
+            .costs(1.0 - v.busy_pct / 100.0, "sm_idle_time: the share of time the SMs idle (100 - SM activity, or GPU-Util without GPM) while the copies run")
+            .advise(&ADVICE)
+            .inferred();
+        // Pinned copies at the line rate would leave most of the idle time unexplained: the
+        // evidence then points at pageable memory.
+        if pinned.is_some_and(|p| p < EXPLAINS * (1.0 - v.busy_pct / 100.0)) {
+            f = f.with("evidence_supports", "pageable");
+        }
+        if !v.by_sm {
             f = f.limit("no GPM: judged by GPU-Util, which says whether any kernel ran, not how many SMs worked");
         }
         if run.gpus.len() > 1 {
             f = f.limit("with several GPUs and no NVLink, NCCL's traffic between them crosses PCIe too: check whether it is collectives rather than host copies");
+        }
+        if pinned.is_none() {
+            f = f.limit(
+                "the PCIe link's generation and width are unknown: the time at pinned-memory rates is not given",
+            );
         }
         out.push(f);
     }
@@ -133,16 +212,51 @@ mod tests {
     }
 
     #[test]
-    fn transfer_bound_from_a_tenth_of_the_line_rate_with_the_sms_under_half_busy() {
-        assert!(findings(&copying(0.099, Some(10.0))).is_empty());
-        let f = findings(&copying(0.10, Some(10.0)));
+    fn copies_that_fill_half_the_idle_time_at_the_slowest_pageable_rate() {
+        // SMs 10 % busy: 90 % idle. 1 GB/s at 2 GB/s is half of the time: just under half the
+        // idle time (45 %) is needed.
+        let rate = line_rate(&{
+            let mut g = steady(0, 0.0, 1);
+            g.pcie_link_max = Some((5, 16));
+            g
+        })
+        .unwrap();
+        let share = |gb: f64| gb * 1e9 / rate;
+        assert!(findings(&copying(share(0.89), Some(10.0))).is_empty());
+        let f = findings(&copying(share(0.91), Some(10.0)));
         assert_eq!(ids(&f), ["transfer_bound"]);
         assert_eq!(f[0].lost_share, Some(0.9), "the SMs' idle time");
+        assert_eq!(f[0].basis, crate::Basis::Inferred);
+        assert_eq!(f[0].evidence["evidence_supports"], "pageable", "pinned: 1.4 % of the time");
         assert!(f[0].advice[0].contains("pinned"), "{:?}", f[0].advice);
+        // 2.7 GB/s with the SMs at 1 %: far below a tenth of the line rate, still the copies.
+        assert_eq!(ids(&findings(&copying(share(2.7), Some(1.0)))), ["transfer_bound"]);
         assert!(findings(&copying(0.9, Some(50.0))).is_empty(), "copies hidden behind compute");
         assert_eq!(ids(&findings(&copying(0.9, Some(49.9)))), ["transfer_bound"]);
         // Without GPM, GPU-Util 40 % < 60 % stands in, and says so.
         let f = findings(&copying(0.5, None));
         assert!(f[0].limits.iter().any(|l| l.contains("no GPM")), "{:?}", f[0].limits);
+    }
+
+    #[test]
+    fn measured_copies_from_a_fifth_of_the_loop() {
+        let mut r = copying(0.01, Some(90.0));
+        r.steps = Some(crate::Steps {
+            pid: 1,
+            ranks: 1,
+            count: 20,
+            window_s: [0.0, 20.0],
+            step_s: Vec::new(),
+            data_wait_s: Vec::new(),
+            waited_s: None,
+        });
+        r.copies_s = (0..20).map(|i| [f64::from(i), f64::from(i) + 0.19]).collect();
+        assert!(findings(&r).is_empty(), "19 %");
+        r.copies_s = (0..20).map(|i| [f64::from(i), f64::from(i) + 0.21]).collect();
+        let f = findings(&r);
+        assert_eq!(
+            (ids(&f), f[0].basis, f[0].lost_share),
+            (vec!["transfer_bound"], crate::Basis::Measured, Some(0.21))
+        );
     }
 }

@@ -6,6 +6,7 @@
 mod axis;
 mod chart;
 mod downsample;
+mod ledger;
 mod overlay;
 mod page;
 mod summary;
@@ -203,6 +204,7 @@ pub fn render(input: &str, a: &Analysis) -> String {
     s += "<h1>gpulse report</h1>";
     s += &page::summary(&l.facts);
     s += &page::findings(&a.findings);
+    s += &ledger::section(&a.ledger);
     let mut sections = l.sections.iter().peekable();
     // The loop's chart first, then the events it lines up with, then each GPU and the host.
     if let Some(sec) = sections.next_if(|sec| sec.heading == "Training loop") {

@@ -159,6 +159,20 @@ fn job(e: &Exposition, out: &mut String) {
                 .sample(&pid, Value::Float(w));
         }
     }
+    if let Some(ledger) = live.ledger().filter(|l| !l.accounts.is_empty()) {
+        let mut time = Family::new(
+            out,
+            "gpulse_job_time_seconds",
+            "gauge",
+            "Where the live diagnosis' window of wall time went: seconds in each account of its ledger.",
+        );
+        for a in &ledger.accounts {
+            time.sample(
+                &format!("{},{}", label("account", a.account), label("name", &a.label)),
+                Value::Float(a.seconds),
+            );
+        }
+    }
     let mut findings =
         Family::new(out, "gpulse_finding", "gauge", "A finding of the live diagnosis that holds now (always 1).");
     for f in live.current() {

@@ -1,0 +1,413 @@
+//! The ledger: every second of a run's wall time in exactly one account, with what it rests on.
+//!
+//! Accounts claim time in order of how directly they are known: the loop's marked phases first
+//! (what a phase covers is never blamed on anything else), then its timed waits for data, then
+//! start-up before the first step and the time after the last, then a stall's pauses. What is
+//! left of the loop is split by the GPU's own reading: the share in which a kernel ran is GPU
+//! work, the rest goes to the inferred finding that explains it, or stays unexplained.
+
+use serde::Serialize;
+
+use crate::{Basis, Finding, Run, round};
+
+/// One account of the wall time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Account {
+    /// What kind of time: `phase`, `data_wait`, `startup_before_cuda`, `startup_to_first_step`,
+    /// `startup`, `stall`, `gpu_work`, `host_side`, `input_inferred`, `transfer`, `after_loop`,
+    /// `unexplained`.
+    pub account: &'static str,
+    /// Its name for people: a phase's own name, a stall's cause.
+    pub label: String,
+    pub seconds: f64,
+    /// Its seconds over the wall time, 0 to 1.
+    pub share: f64,
+    pub basis: Basis,
+    /// How its seconds were counted.
+    pub evidence: String,
+}
+
+/// The run's wall time in accounts that sum to it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Ledger {
+    pub wall_s: f64,
+    pub accounts: Vec<Account>,
+}
+
+impl Ledger {
+    /// Seconds in the accounts of one kind.
+    pub fn seconds(&self, account: &str) -> f64 {
+        self.accounts.iter().filter(|a| a.account == account).map(|a| a.seconds).sum()
+    }
+
+    /// The share of the wall time in the accounts of one kind, 0 to 1.
+    pub fn share(&self, account: &str) -> f64 {
+        self.seconds(account) / self.wall_s.max(1e-9)
+    }
+}
+
+/// Sorted, disjoint `[start, end]` stretches.
+type Spans = Vec<[f64; 2]>;
+
+/// Sorts and merges overlapping stretches, each clipped to `[lo, hi]`.
+fn merged(mut spans: Vec<[f64; 2]>, lo: f64, hi: f64) -> Spans {
+    spans.retain_mut(|s| {
+        *s = [s[0].max(lo), s[1].min(hi)];
+        s[1] > s[0]
+    });
+    spans.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    let mut out: Spans = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s[0] <= last[1] => last[1] = last[1].max(s[1]),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// `spans` less `taken`, both sorted and disjoint.
+fn minus(spans: &[[f64; 2]], taken: &[[f64; 2]]) -> Spans {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for s in spans {
+        let mut start = s[0];
+        while j < taken.len() && taken[j][1] <= start {
+            j += 1;
+        }
+        let mut k = j;
+        while k < taken.len() && taken[k][0] < s[1] {
+            if taken[k][0] > start {
+                out.push([start, taken[k][0]]);
+            }
+            start = start.max(taken[k][1]);
+            k += 1;
+        }
+        if start < s[1] {
+            out.push([start, s[1]]);
+        }
+    }
+    out
+}
+
+fn total(spans: &[[f64; 2]]) -> f64 {
+    spans.iter().map(|s| s[1] - s[0]).sum()
+}
+
+/// Claims time for accounts, first come first served.
+struct Book {
+    wall: [f64; 2],
+    taken: Spans,
+    accounts: Vec<Account>,
+}
+
+impl Book {
+    /// Gives `account` what of `spans` is not yet claimed; returns those stretches.
+    fn claim(
+        &mut self,
+        account: &'static str,
+        label: &str,
+        basis: Basis,
+        evidence: &str,
+        spans: Vec<[f64; 2]>,
+    ) -> Spans {
+        let free = minus(&merged(spans, self.wall[0], self.wall[1]), &self.taken);
+        let seconds = total(&free);
+        if seconds > 0.0 {
+            self.add(account, label, basis, evidence, seconds);
+            let mut all = std::mem::take(&mut self.taken);
+            all.extend_from_slice(&free);
+            self.taken = merged(all, self.wall[0], self.wall[1]);
+        }
+        free
+    }
+
+    /// Adds seconds that were split off claimed time (no new time is claimed).
+    fn add(&mut self, account: &'static str, label: &str, basis: Basis, evidence: &str, seconds: f64) {
+        if seconds > 0.0 {
+            match self.accounts.iter_mut().find(|a| a.account == account && a.label == label) {
+                Some(a) => a.seconds += seconds,
+                None => self.accounts.push(Account {
+                    account,
+                    label: label.to_owned(),
+                    seconds,
+                    share: 0.0,
+                    basis,
+                    evidence: evidence.to_owned(),
+                }),
+            }
+        }
+    }
+}
+
+/// The last moment anything of the run was seen, seconds since its start.
+pub(crate) fn end_s(run: &Run) -> f64 {
+    let gpu = run.gpus.iter().filter_map(|g| g.t_s.last().copied());
+    let host = run.host_cpu.last().map(|x| x.0).into_iter().chain(run.tree_cpu.last().map(|x| x.0));
+    let marks = run.phases_s.iter().map(|p| p.1[1]).chain(run.data_waits_s.iter().map(|w| w[1]));
+    let steps = run.steps.iter().map(|s| s.window_s[1]);
+    gpu.chain(host).chain(marks).chain(steps).fold(0.0, f64::max)
+}
+
+/// The GPU the ledger reads: the busiest over the run (a data-parallel job's ranks are alike).
+fn primary(run: &Run) -> Option<&crate::GpuSeries> {
+    let busy = |g: &crate::GpuSeries| {
+        let v = g.active_values(&g.util_pct);
+        if v.is_empty() { -1.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+    };
+    run.gpus.iter().filter(|g| !g.t_s.is_empty()).max_by(|a, b| busy(a).total_cmp(&busy(b)))
+}
+
+/// Seconds of `spans` (sorted, disjoint) in which the GPU ran a kernel, by GPU-Util: a sample
+/// covers the interval since the one before it. Time no sample covers goes at the mean rate.
+fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<f64> {
+    let (mut busy, mut known) = (0.0, 0.0);
+    let mut j = 0;
+    for i in 1..g.t_s.len() {
+        let Some(u) = g.util_pct[i] else { continue };
+        let (a, b) = (g.t_s[i - 1], g.t_s[i]);
+        while j < spans.len() && spans[j][1] <= a {
+            j += 1;
+        }
+        let overlap: f64 =
+            spans[j..].iter().take_while(|s| s[0] < b).map(|s| (s[1].min(b) - s[0].max(a)).max(0.0)).sum();
+        busy += overlap * u / 100.0;
+        known += overlap;
+    }
+    (known > 0.0).then(|| busy * total(spans) / known)
+}
+
+/// What the GPU's idle time inside the loop goes to: the inferred finding that explains it, and
+/// the share of the time it says the GPU lost.
+fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'static str, String, f64)> {
+    let f = findings.iter().find(|f| {
+        f.gpu == Some(gpu)
+            && matches!(f.id, "input_bound" | "host_bound" | "process_bound" | "transfer_bound" | "host_saturated")
+    })?;
+    let (account, label) = match f.id {
+        "input_bound" => ("input_inferred", "waiting for data (inferred)"),
+        "transfer_bound" => ("transfer", "host-to-device copies"),
+        "host_saturated" => ("host_saturated", "the host's CPU, taken by other processes"),
+        "process_bound" => ("host_side", "the training process on the host (data loading or Python)"),
+        _ => ("host_side", "host-side work in each step (launches, Python, synchronizations)"),
+    };
+    let how = format!(
+        "the GPU's idle time inside the loop, explained by {} ({})",
+        f.id,
+        f.lost_share_basis.unwrap_or("GPU-Util")
+    );
+    Some((account, label, how, f.lost_share.unwrap_or(0.0)))
+}
+
+/// Every second of the run in one account. `findings` are the rules' (stall pauses and the
+/// inferred causes of idle time come from them).
+pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
+    let end = end_s(run);
+    let mut book = Book { wall: [0.0, end], taken: Vec::new(), accounts: Vec::new() };
+    // The loop's own phases: each name on its own, the longest first.
+    let mut names: Vec<(&str, f64)> = Vec::new();
+    for (name, span) in &run.phases_s {
+        match names.iter_mut().find(|n| n.0 == name) {
+            Some(n) => n.1 += span[1] - span[0],
+            None => names.push((name, span[1] - span[0])),
+        }
+    }
+    names.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (name, _) in names {
+        let spans = run.phases_s.iter().filter(|p| p.0 == name).map(|p| p.1).collect();
+        book.claim("phase", name, Basis::Measured, "the loop's own phase marks", spans);
+    }
+    // Exact stretches first; a fast loop's folded waits are placed only roughly, so what of them
+    // falls on the copies between them is still theirs, taken from the loop's own time instead.
+    let folded = merged(run.folded_waits_s.clone(), 0.0, end);
+    let exact = minus(&merged(run.data_waits_s.clone(), 0.0, end), &folded);
+    const WAITS: &str = "the loop's timed waits for each batch";
+    book.claim("data_wait", "waiting for data", Basis::Measured, WAITS, exact.clone());
+    let copies = book.claim(
+        "transfer",
+        "host-to-device copies",
+        Basis::Measured,
+        "the loop's timed copies to the GPU (--instrument)",
+        run.copies_s.clone(),
+    );
+    book.claim("data_wait", "waiting for data", Basis::Measured, WAITS, folded.clone());
+    let mut interleaved = copies;
+    interleaved.extend(exact);
+    let displaced_s = total(&minus(&folded, &minus(&folded, &merged(interleaved, 0.0, end))));
+    book.add("data_wait", "waiting for data", Basis::Measured, WAITS, displaced_s);
+    let g = primary(run);
+    // The loop: from its first step to its last, else the GPU's active window.
+    // Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
+    // for an active window has the whole series as one).
+    let context_s = crate::rules::startup::first_context_s(run);
+    let (loop_s, marked) = match (&run.steps, g) {
+        (Some(s), _) => (Some(s.window_s), true),
+        (None, Some(g)) if g.active.1 > g.active.0 => {
+            let (a, b) = (g.t_s[g.active.0], g.t_s[g.active.1 - 1]);
+            (Some([context_s.filter(|c| *c > a && *c < b).unwrap_or(a), b]), false)
+        }
+        _ => (None, false),
+    };
+    let basis = if marked { Basis::Measured } else { Basis::Inferred };
+    if let Some([first, last]) = loop_s {
+        let evidence = if marked { "before the loop's first step mark" } else { "before the GPU's first busy stretch" };
+        match context_s.filter(|c| *c > 0.0 && *c < first) {
+            Some(c) => {
+                book.claim(
+                    "startup_before_cuda",
+                    "start-up before the CUDA context (imports, data set-up)",
+                    basis,
+                    evidence,
+                    vec![[0.0, c]],
+                );
+                book.claim(
+                    "startup_to_first_step",
+                    "start-up from the CUDA context to the first step",
+                    basis,
+                    evidence,
+                    vec![[c, first]],
+                );
+            }
+            None => {
+                book.claim("startup", "start-up", basis, evidence, vec![[0.0, first]]);
+            }
+        }
+        let after = if marked { "after the loop's last step mark" } else { "after the GPU's last busy stretch" };
+        book.claim("after_loop", "after the loop (saving, shutdown)", basis, after, vec![[last, end]]);
+        for f in findings.iter().filter(|f| f.id == "periodic_stall") {
+            let label = stall_label(&f.title);
+            book.claim("stall", &label, f.basis, "the GPU's idle pauses the stall rule found", f.pauses_s.clone());
+        }
+        // What is left of the loop: the GPU's work, and its idle time. Kernels run while the
+        // loop waits for its next batch, so the GPU's busy time is counted over the loop's waits
+        // as well, and fills what is left first.
+        let waits = merged(run.data_waits_s.clone(), first, last);
+        let rest = book.claim("loop", "", basis, "", vec![[first, last]]);
+        book.accounts.retain(|a| a.account != "loop");
+        let rest_s = (total(&rest) - displaced_s).max(0.0);
+        let mut working = rest.clone();
+        working.extend(waits);
+        let working = merged(working, first, last);
+        let busy_s = g.and_then(|g| busy_seconds(g, &working)).unwrap_or(0.0).min(rest_s);
+        // A finding that explains the idle time measures it its own way (the SMs' idle time under
+        // copies): the larger estimate stands.
+        let explained = g.and_then(|g| idle_account(findings, g.gpu));
+        let idle_s = match &explained {
+            Some(e) => (rest_s - busy_s).max(e.3 * rest_s).min(rest_s),
+            None => rest_s - busy_s,
+        };
+        book.add(
+            "gpu_work",
+            "the loop's steps, the GPU running kernels",
+            Basis::Measured,
+            "GPU-Util over the loop's steps and waits, up to the steps' own time",
+            rest_s - idle_s,
+        );
+        match explained {
+            Some((account, label, evidence, _)) => book.add(account, label, Basis::Inferred, &evidence, idle_s),
+            None if g.is_some() => book.add(
+                "unexplained",
+                "unexplained: the GPU idle inside the loop",
+                Basis::Inferred,
+                "no mark or finding explains it",
+                idle_s,
+            ),
+            None => book.add(
+                "unexplained",
+                "unexplained: the loop's own work (no GPU was read)",
+                Basis::Inferred,
+                "no mark or GPU sample explains it",
+                idle_s,
+            ),
+        }
+    }
+    let left = total(&minus(&[[0.0, end]], &book.taken));
+    book.add("unexplained", "unexplained: outside the loop", Basis::Inferred, "no mark or sample places it", left);
+    let accounts = book
+        .accounts
+        .into_iter()
+        .map(|mut a| {
+            a.share = round(a.seconds / end.max(1e-9), 4);
+            a.seconds = round(a.seconds, 3);
+            a
+        })
+        .collect();
+    Ledger { wall_s: round(end, 3), accounts }
+}
+
+/// A stall's cause as its title states it.
+fn stall_label(title: &str) -> String {
+    match title.split_once("): ") {
+        Some((_, why)) => format!("stalls: {why}"),
+        None => "stalls, cause unknown".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 100 s sampled each second: the context at 5 s, the first step at 10 s, the last at 90 s;
+    /// evaluation from 30 to 50 s (the GPU idle in it), 1 s of data wait in each 10 s of steps
+    /// outside it, GPU-Util 80 % elsewhere in the loop.
+    fn marked() -> Run {
+        let util: Vec<f64> = (0..=100).map(|t| if (31..=50).contains(&t) { 0.0 } else { 80.0 }).collect();
+        let mut g = crate::rules::testing::gpu(0, 1.0, &util);
+        g.processes = (0..=100)
+            .map(|t| std::sync::Arc::new(if t >= 5 { vec![crate::rules::testing::holder(7, 1.0)] } else { Vec::new() }))
+            .collect();
+        let mut r = crate::rules::testing::run(vec![g]);
+        r.phases_s = vec![("eval".into(), [30.0, 50.0])];
+        r.data_waits_s = [10.0, 20.0, 50.0, 60.0, 70.0, 80.0].iter().map(|t| [*t, t + 1.0]).collect();
+        r.steps = Some(crate::Steps {
+            pid: 7,
+            ranks: 1,
+            count: 80,
+            window_s: [10.0, 90.0],
+            step_s: Vec::new(),
+            data_wait_s: Vec::new(),
+            waited_s: Some(6.0),
+        });
+        r
+    }
+
+    #[test]
+    fn every_second_is_in_one_account() {
+        let l = ledger(&marked(), &[]);
+        assert_eq!(l.wall_s, 100.0);
+        let sum: f64 = l.accounts.iter().map(|a| a.seconds).sum();
+        assert!((sum - 100.0).abs() < 1e-6, "{l:#?}");
+        let secs = |a: &str| l.seconds(a);
+        assert_eq!((secs("phase"), secs("data_wait")), (20.0, 6.0));
+        assert_eq!((secs("startup_before_cuda"), secs("startup_to_first_step"), secs("after_loop")), (5.0, 5.0, 10.0));
+        // The loop's other 54 s: GPU-Util 80 % over its 60 s of steps and waits is 48 s of
+        // kernels; the rest no finding explains.
+        assert!((secs("gpu_work") - 48.0).abs() < 1e-6, "{l:#?}");
+        assert!((secs("unexplained") - 6.0).abs() < 1e-6, "{l:#?}");
+        assert_eq!(l.accounts.iter().find(|a| a.account == "phase").map(|a| a.label.as_str()), Some("eval"));
+    }
+
+    #[test]
+    fn a_marked_phase_is_never_blamed_on_anything_else() {
+        let r = marked();
+        let (findings, l) = crate::diagnose_with_ledger(&r);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+        assert_eq!(ids.first(), Some(&"marked_phase"), "{ids:?}");
+        assert_eq!(findings[0].lost_share, Some(0.2));
+        // The evaluation's idle GPU is no stall and no starved loop: the rules read the run
+        // without it.
+        assert!(!ids.iter().any(|i| matches!(*i, "periodic_stall" | "host_bound" | "input_bound")), "{ids:?}");
+        assert_eq!(l.seconds("stall"), 0.0);
+    }
+
+    #[test]
+    fn minus_and_merged_are_interval_arithmetic() {
+        assert_eq!(
+            merged(vec![[3.0, 5.0], [0.0, 1.0], [0.5, 2.0], [9.0, 12.0]], 0.0, 10.0),
+            vec![[0.0, 2.0], [3.0, 5.0], [9.0, 10.0]]
+        );
+        assert_eq!(minus(&[[0.0, 10.0]], &[[1.0, 2.0], [4.0, 5.0]]), vec![[0.0, 1.0], [2.0, 4.0], [5.0, 10.0]]);
+        assert_eq!(minus(&[[0.0, 1.0], [2.0, 3.0]], &[[0.5, 2.5]]), vec![[0.0, 0.5], [2.5, 3.0]]);
+        assert!(minus(&[[1.0, 2.0]], &[[0.0, 5.0]]).is_empty());
+    }
+}

@@ -1,0 +1,120 @@
+//! Findings from the ledger: the loop's own marked phases, and time nothing explains.
+//!
+//! A phase the loop marks (`gpulse.phase("eval")`, the callbacks' validation and checkpoints) is
+//! measured time spent on purpose. It is reported when it is a material share of the wall time,
+//! and no other rule may blame it on anything else: those rules read the run without it.
+
+use crate::{Finding, Ledger, Run, Severity, round};
+
+/// A tenth of the wall time in one phase is worth knowing; a quarter is a warning: the run
+/// spends more time on it than most bottlenecks cost.
+const PHASE_INFO: f64 = 0.10;
+const PHASE_WARNING: f64 = 0.25;
+/// More than a tenth of the wall time in no account is reported, so a ledger never hides it.
+const UNEXPLAINED: f64 = 0.10;
+/// GPU-Util under this through a phase: the GPU mostly waits on the host in it.
+const HOST_LED_PCT: f64 = 30.0;
+
+/// What kind of phase a name is, for its advice.
+fn kind(name: &str) -> &'static str {
+    match name.to_ascii_lowercase().as_str() {
+        "eval" | "evaluate" | "evaluation" | "validation" | "validate" | "val" | "test" => "evaluation",
+        "checkpoint" | "save" | "ckpt" => "checkpoint",
+        "log" | "logging" => "logging",
+        _ => "other",
+    }
+}
+
+/// Mean GPU-Util of the busiest GPU over the phase's stretches.
+fn util_in(run: &Run, spans: &[[f64; 2]]) -> Option<f64> {
+    run.gpus
+        .iter()
+        .filter_map(|g| {
+            let v: Vec<f64> = (0..g.t_s.len())
+                .filter(|&i| spans.iter().any(|s| g.t_s[i] >= s[0] && g.t_s[i] < s[1]))
+                .filter_map(|i| g.util_pct[i])
+                .collect();
+            super::mean(&v)
+        })
+        .reduce(f64::max)
+}
+
+pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for a in ledger.accounts.iter().filter(|a| a.account == "phase") {
+        let share = a.seconds / ledger.wall_s.max(1e-9);
+        if share < PHASE_INFO {
+            continue;
+        }
+        let spans: Vec<[f64; 2]> = run.phases_s.iter().filter(|p| p.0 == a.label).map(|p| p.1).collect();
+        let mean_s = spans.iter().map(|s| s[1] - s[0]).sum::<f64>() / spans.len().max(1) as f64;
+        let severity = if share >= PHASE_WARNING { Severity::Warning } else { Severity::Info };
+        let util = util_in(run, &spans);
+        let mut f = Finding::new(
+            "marked_phase",
+            severity,
+            format!(
+                "The loop's '{}' phase took {:.0}% of the wall time: {} of {mean_s:.1} s on average (measured)",
+                a.label,
+                100.0 * share,
+                spans.len()
+            ),
+        )
+        .with("phase", a.label.clone())
+        .with("phase_s", round(a.seconds, 1))
+        .with("count", spans.len() as u64)
+        .with("mean_s", round(mean_s, 2))
+        .costs(share, "marked_phase: the seconds in the loop's own phase marks over the wall time");
+        if let (Some(first), Some(last)) = (spans.first(), spans.last()) {
+            f = f.over([first[0], last[1]]);
+        }
+        if let Some(u) = util {
+            f = f.with("util_gpu_mean_pct", round(u, 1));
+        }
+        let host_led = util.is_some_and(|u| u < HOST_LED_PCT);
+        f = match kind(&a.label) {
+            "evaluation" => {
+                if host_led {
+                    f = f.advise(&["the GPU idles through it: the evaluation data is slow to come; give the validation DataLoader its own num_workers, pin_memory=True and persistent_workers=True"]);
+                }
+                f.advise(&[
+                    "evaluate less often or on fewer batches (Lightning: val_check_interval, limit_val_batches; Hugging Face: eval_steps, a smaller eval_dataset)",
+                    "evaluate under torch.inference_mode() with a larger batch than training uses",
+                ])
+            }
+            "checkpoint" => f.advise(&[
+                "save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
+                "save less often, or only the model's weights between full checkpoints; write to fast local disk",
+            ]),
+            _ => f.advise(&[
+                "find what runs in it: py-spy dump --pid PID during one, or the PyTorch profiler around it",
+                "do it less often, or off the training thread",
+            ]),
+        };
+        out.push(f);
+    }
+    let unexplained = ledger.share("unexplained");
+    // A run too short to judge a steady state says nothing by what it leaves unexplained.
+    if unexplained > UNEXPLAINED && ledger.wall_s >= super::utilization::MIN_ACTIVE_S {
+        let parts: Vec<String> = ledger
+            .accounts
+            .iter()
+            .filter(|a| a.account == "unexplained")
+            .map(|a| format!("{:.1} s {}", a.seconds, a.label.trim_start_matches("unexplained: ")))
+            .collect();
+        out.push(
+            Finding::new(
+                "unexplained_time",
+                Severity::Info,
+                format!("{:.0}% of the wall time is in no account: {}", 100.0 * unexplained, parts.join(", ")),
+            )
+            .with("unexplained_s", round(ledger.seconds("unexplained"), 1))
+            .costs(unexplained, "unexplained: the ledger's seconds no mark, sample or finding accounts for")
+            .advise(&[
+                "mark the loop: gpulse run --instrument times steps and data waits; with gpulse.phase(\"name\") around evaluation, logging or anything else, its time gets an account of its own",
+            ])
+            .inferred(),
+        );
+    }
+    out
+}
