@@ -11,6 +11,7 @@ Usage: python3 ledger_workloads.py SCENARIO SECONDS TRUTH
   checkpoint     bf16 matmul steps with torch.save of 1.5 GiB every 120 steps
   epoch_short    4 DataLoader workers whose start costs 4 s, persistent_workers=False, epochs of
                  ~4.5 s: two restarts, too few for a period
+  compile        torch.compile of an MLP (inductor, no cache), then bf16 steps: start-up compiling
 """
 import json
 import os
@@ -193,6 +194,30 @@ def epoch_short(seconds):
            epoch_starts_and_waits_s=epochs)
 
 
+def compiled(seconds):
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/gpulse-inductor-%d" % os.getpid())
+    net = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(4096, 4096), torch.nn.GELU())]).cuda()
+    net = torch.compile(net)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4)
+    x = torch.randn(1024, 4096, device="cuda")
+    t_compile = time.time()
+    steps, t_first = 0, None
+    end = None
+    while end is None or time.time() < end:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = net(x).float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        steps += 1
+        if t_first is None:
+            torch.cuda.synchronize()
+            t_first = time.time()
+            end = t_first + seconds
+    torch.cuda.synchronize()
+    finish(steps=steps, t_compile_start=t_compile, t_first_step=t_first, t_last_step=time.time())
+
+
 if __name__ == "__main__":
     name, secs = sys.argv[1], float(sys.argv[2])
     {
@@ -202,4 +227,5 @@ if __name__ == "__main__":
         "pageable_plain": pageable,
         "checkpoint": checkpoint,
         "epoch_short": epoch_short,
+        "compile": compiled,
     }[name](secs)

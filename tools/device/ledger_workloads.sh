@@ -10,7 +10,7 @@ T=$o/truth.jsonl
 START=$(date +%s)
 one() { # name seconds [gpulse run options...]
   local s=$1 secs=$2; shift 2
-  if (( $(date +%s) - START > 270 )); then echo "$s skipped" >> "$o/exits.txt"; return; fi
+  if (( $(date +%s) - START > 330 )); then echo "$s skipped" >> "$o/exits.txt"; return; fi
   PYTHONPATH=python timeout $((secs + 60)) $G run --status off --no-report --interval 500ms "$@" -o "$o/$s.db" -- \
     python3 $W $s $secs $T > "$o/$s.out" 2>&1
   echo "$s exit $? at $(( $(date +%s) - START )) s" >> "$o/exits.txt"
@@ -25,6 +25,8 @@ one pageable_plain 15
 kill $DMON
 one checkpoint 20 --instrument
 one epoch_short 12 --instrument
-(cd "$o"; tar czf recordings.tgz *.db; tar czf outputs.tgz *.out *.txt; rm -f *.db *.out)
+one compile 10 --instrument
+for f in "$o"/*.db; do $G diagnose --format json "$f" > "${f%.db}.diagnose.json" 2>&1; done
 cat "$o/exits.txt" "$T"
-for f in "$o"/*.diagnose.txt; do echo "== $f"; head -c 3000 "$f"; done
+# Only a few files come back: everything in one archive.
+(cd "$o"; tar czf all.tgz *.db *.out *.txt *.json truth.jsonl; rm -f *.db *.out *.txt *.json truth.jsonl)

@@ -25,6 +25,11 @@ pub struct Account {
     pub basis: Basis,
     /// How its seconds were counted.
     pub evidence: String,
+    /// The inferred finding whose cause the account is, and its GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding: Option<&'static str>,
+    #[serde(skip)]
+    pub finding_gpu: Option<u32>,
 }
 
 /// The run's wall time in accounts that sum to it.
@@ -134,6 +139,8 @@ impl Book {
                     share: 0.0,
                     basis,
                     evidence: evidence.to_owned(),
+                    finding: None,
+                    finding_gpu: None,
                 }),
             }
         }
@@ -177,11 +184,12 @@ fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<f64> {
     (known > 0.0).then(|| busy * total(spans) / known)
 }
 
-/// What the GPU's idle time inside the loop goes to: the inferred finding that explains it, and
-/// the share of the time it says the GPU lost.
-fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'static str, String, f64)> {
+/// What the GPU's idle time inside the loop goes to: the inferred finding that explains it (its
+/// id), and the share of the time it says the GPU lost.
+fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'static str, String, f64, &'static str)> {
     let f = findings.iter().find(|f| {
         f.gpu == Some(gpu)
+            && f.basis == Basis::Inferred
             && matches!(f.id, "input_bound" | "host_bound" | "process_bound" | "transfer_bound" | "host_saturated")
     })?;
     let (account, label) = match f.id {
@@ -196,7 +204,31 @@ fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'stati
         f.id,
         f.lost_share_basis.unwrap_or("GPU-Util")
     );
-    Some((account, label, how, f.lost_share.unwrap_or(0.0)))
+    Some((account, label, how, f.lost_share.unwrap_or(0.0), f.id))
+}
+
+/// The loop, `[first, last]` seconds: from its first step mark to its last (and `true`), else the
+/// busiest GPU's active window, which cannot begin before the job's CUDA context (a GPU too idle
+/// for an active window has the whole series as one).
+pub(crate) fn loop_window(run: &Run) -> (Option<[f64; 2]>, bool) {
+    let context_s = crate::rules::startup::first_context_s(run);
+    match (&run.steps, primary(run)) {
+        (Some(s), _) => (Some(s.window_s), true),
+        (None, Some(g)) if g.active.1 > g.active.0 => {
+            let (a, b) = (g.t_s[g.active.0], g.t_s[g.active.1 - 1]);
+            (Some([context_s.filter(|c| *c > a && *c < b).unwrap_or(a), b]), false)
+        }
+        _ => (None, false),
+    }
+}
+
+/// The copies `--instrument` timed inside the loop: one before it is start-up (the first
+/// `.cuda()` creates the CUDA context, the model's weights move to the GPU).
+pub(crate) fn loop_copies(run: &Run) -> Vec<[f64; 2]> {
+    let Some([first, last]) = loop_window(run).0 else { return Vec::new() };
+    // A step mark ends its step: the first step's copies began before it.
+    let step_s = run.steps.as_ref().and_then(|s| s.step_s.first()).map_or(0.0, |s| s.1);
+    run.copies_s.iter().filter(|c| c[0] >= first - step_s && c[0] <= last).copied().collect()
 }
 
 /// Every second of the run in one account. `findings` are the rules' (stall pauses and the
@@ -240,18 +272,12 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
     // Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
     // for an active window has the whole series as one).
     let context_s = crate::rules::startup::first_context_s(run);
-    let (loop_s, marked) = match (&run.steps, g) {
-        (Some(s), _) => (Some(s.window_s), true),
-        (None, Some(g)) if g.active.1 > g.active.0 => {
-            let (a, b) = (g.t_s[g.active.0], g.t_s[g.active.1 - 1]);
-            (Some([context_s.filter(|c| *c > a && *c < b).unwrap_or(a), b]), false)
-        }
-        _ => (None, false),
-    };
+    let (loop_s, marked) = loop_window(run);
     let basis = if marked { Basis::Measured } else { Basis::Inferred };
     if let Some([first, last]) = loop_s {
         let evidence = if marked { "before the loop's first step mark" } else { "before the GPU's first busy stretch" };
-        match context_s.filter(|c| *c > 0.0 && *c < first) {
+        let context_s = if marked { crate::rules::startup::context_before(run, first) } else { context_s };
+        match context_s.filter(|c| *c > 0.0 && *c <= first) {
             Some(c) => {
                 book.claim(
                     "startup_before_cuda",
@@ -304,7 +330,22 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
             rest_s - idle_s,
         );
         match explained {
-            Some((account, label, evidence, _)) => book.add(account, label, Basis::Inferred, &evidence, idle_s),
+            Some((account, label, evidence, _, id)) => {
+                book.add(account, label, Basis::Inferred, &evidence, idle_s);
+                if let Some(a) = book.accounts.iter_mut().find(|a| a.account == account && a.label == label) {
+                    a.finding = Some(id);
+                    a.finding_gpu = g.map(|g| g.gpu);
+                }
+            }
+            // Steps and their waits both timed: the rest of a step with the GPU idle is the
+            // loop's own work on the host, by elimination.
+            None if g.is_some() && run.steps.as_ref().is_some_and(|s| s.waited_s.is_some()) => book.add(
+                "host_side",
+                "host-side work in each step (launches, Python, synchronizations)",
+                Basis::Inferred,
+                "the loop's timed steps less their timed waits, with the GPU idle: host-side by elimination",
+                idle_s,
+            ),
             None if g.is_some() => book.add(
                 "unexplained",
                 "unexplained: the GPU idle inside the loop",
@@ -381,9 +422,14 @@ mod tests {
         assert_eq!((secs("phase"), secs("data_wait")), (20.0, 6.0));
         assert_eq!((secs("startup_before_cuda"), secs("startup_to_first_step"), secs("after_loop")), (5.0, 5.0, 10.0));
         // The loop's other 54 s: GPU-Util 80 % over its 60 s of steps and waits is 48 s of
-        // kernels; the rest no finding explains.
+        // kernels; with steps and waits timed, the rest is the loop's host-side work.
         assert!((secs("gpu_work") - 48.0).abs() < 1e-6, "{l:#?}");
-        assert!((secs("unexplained") - 6.0).abs() < 1e-6, "{l:#?}");
+        assert!((secs("host_side") - 6.0).abs() < 1e-6, "{l:#?}");
+        // Waits not timed: nothing places the rest.
+        let mut untimed = marked();
+        untimed.steps.as_mut().unwrap().waited_s = None;
+        let l = ledger(&untimed, &[]);
+        assert!((l.seconds("unexplained") - 6.0).abs() < 1e-6 && l.seconds("host_side") == 0.0, "{l:#?}");
         assert_eq!(l.accounts.iter().find(|a| a.account == "phase").map(|a| a.label.as_str()), Some("eval"));
     }
 

@@ -224,8 +224,10 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         return Some(format!("Primary finding: {}.", top.title));
     };
     let pct = 100.0 * lost;
+    // Steps speed up by what the cause takes of the loop, start-up and the end aside.
+    let of_loop = top.evidence.get("loop_share").and_then(serde_json::Value::as_f64).unwrap_or(lost);
     // Past 20× the remaining time is too small a share to say how much.
-    let gain = 1.0 / (1.0 - lost);
+    let gain = 1.0 / (1.0 - of_loop);
     let gain = if gain > 20.0 {
         "over 20×".to_owned()
     } else if gain >= 10.0 {
@@ -236,6 +238,11 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     let what = match top.id {
         "input_bound" if top.basis == Basis::Measured => {
             return Some(format!("The loop waits for data {pct:.0}% of the time: {gain} more steps/s if it did not."));
+        }
+        "transfer_bound" if top.basis == Basis::Measured => {
+            return Some(format!(
+                "Copies to the GPU hold the loop up {pct:.0}% of the time: {gain} more steps/s if they did not."
+            ));
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.
         "startup" => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),

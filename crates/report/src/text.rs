@@ -36,9 +36,12 @@ pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
     if ledger.wall_s <= 0.0 || ledger.accounts.is_empty() {
         return String::new();
     }
-    let mut s = format!("where the {:.1} s went:\n", ledger.wall_s);
     // What rounds to nothing says nothing (a few milliseconds between the last sample and the end).
     let mut accounts: Vec<&gpulse_diagnose::Account> = ledger.accounts.iter().filter(|a| a.seconds >= 0.05).collect();
+    if accounts.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("where the {:.1} s went:\n", ledger.wall_s);
     accounts.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
     for a in accounts {
         let label = match a.account {

@@ -17,7 +17,10 @@ mod throttle;
 mod transfer;
 mod utilization;
 
-use crate::{Finding, Ledger, Run};
+use crate::{Basis, Finding, Ledger, Run, Severity};
+
+/// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
+const MATERIAL: f64 = 0.05;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.
@@ -30,7 +33,9 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     let carried = stalls
         .iter()
         .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
-    let restarts = if carried { Vec::new() } else { epoch::findings(full) };
+    // A periodic stall at each epoch start already names the restarts, with their period.
+    let restarting = stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == "epoch_restart"));
+    let restarts = if carried || restarting { Vec::new() } else { epoch::findings(full) };
     if !carried && restarts.is_empty() {
         out.extend(steps::input_bound(full));
     }
@@ -49,6 +54,25 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(ended::gpu_lost(full));
     out.extend(ended::host_oom(full));
     let ledger = crate::ledger(full, &out);
+    let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
+    // An inferred cause costs what its account in the ledger holds: over the whole wall time,
+    // not over a window of its own; below a twentieth, fixing it gains too little to warn.
+    for a in ledger.accounts.iter().filter(|a| a.finding.is_some()) {
+        for f in
+            out.iter_mut().filter(|f| Some(f.id) == a.finding && f.gpu == a.finding_gpu && f.basis == Basis::Inferred)
+        {
+            f.lost_share = Some(crate::round(a.share, 3));
+            // What the steps would gain rests on the loop's own time, start-up aside.
+            if let Some(l) = loop_s.filter(|l| *l > 0.0) {
+                f.evidence.insert("loop_share".into(), crate::round((a.seconds / l).min(1.0), 3).into());
+            }
+            f.lost_share_basis =
+                Some("ledger: the seconds of the loop the GPU stood idle that this cause explains, over the wall time");
+            if a.share < MATERIAL && f.severity == Severity::Warning {
+                f.severity = Severity::Info;
+            }
+        }
+    }
     out.extend(phases::findings(full, &ledger));
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.

@@ -54,10 +54,11 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             "marked_phase",
             severity,
             format!(
-                "The loop's '{}' phase took {:.0}% of the wall time: {} of {mean_s:.1} s on average (measured)",
+                "The loop's '{}' phase took {:.0}% of the wall time: {} of {} on average (measured)",
                 a.label,
                 100.0 * share,
-                spans.len()
+                spans.len(),
+                if mean_s >= 1.0 { format!("{mean_s:.1} s") } else { format!("{:.0} ms", 1000.0 * mean_s) }
             ),
         )
         .with("phase", a.label.clone())
@@ -75,7 +76,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         f = match kind(&a.label) {
             "evaluation" => {
                 if host_led {
-                    f = f.advise(&["the GPU idles through it: the evaluation data is slow to come; give the validation DataLoader its own num_workers, pin_memory=True and persistent_workers=True"]);
+                    f = f.advise(&["the GPU idles through it: evaluation waits on its data or on Python, not on the GPU; give the validation DataLoader its own num_workers, pin_memory=True and persistent_workers=True, and a larger batch"]);
                 }
                 f.advise(&[
                     "evaluate less often or on fewer batches (Lightning: val_check_interval, limit_val_batches; Hugging Face: eval_steps, a smaller eval_dataset)",

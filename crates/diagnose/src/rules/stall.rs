@@ -171,7 +171,19 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .with("pause_s", round(pause, 1))
         .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
         .costs(lost, "pauses: the seconds the GPU stood idle in them over the active window")
-        .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64);
+        .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64)
+        .with(
+            "cause",
+            match cause {
+                Cause::EpochRestart => "epoch_restart",
+                Cause::DataWait => "data_wait",
+                Cause::Named("evaluation") => "evaluation",
+                Cause::Named(_) => "checkpoint",
+                Cause::Disk => "disk",
+                Cause::HostWork => "host_work",
+                Cause::Unknown => "unknown",
+            },
+        );
         let waited: f64 = run.data_waits_s.iter().map(|w| w[1] - w[0]).sum();
         if waited > 0.0 {
             let inside: f64 =

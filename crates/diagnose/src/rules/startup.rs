@@ -18,6 +18,16 @@ const WARNING_S: f64 = 60.0;
 const CONTEXT_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
 
 /// Seconds from the run's start to the first sample in which the job held a CUDA context.
+/// The job's CUDA context before the first step at `first_step_s`: the process list is read about
+/// once a second, so a context first listed up to [`LISTING_LAG_S`] after the first step came
+/// just before it, and start-up lies all before it.
+pub(crate) fn context_before(run: &Run, first_step_s: f64) -> Option<f64> {
+    first_context_s(run).filter(|c| *c <= first_step_s + LISTING_LAG_S).map(|c| c.min(first_step_s))
+}
+
+/// How late the process list can name a new process: two of its one-second reads.
+const LISTING_LAG_S: f64 = 2.0;
+
 pub(crate) fn first_context_s(run: &Run) -> Option<f64> {
     let by_process = run.gpus.iter().filter_map(|g| {
         let i =
@@ -41,7 +51,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         return Vec::new();
     }
     let severity = if share >= SHARE_WARNING && first_step_s >= WARNING_S { Severity::Warning } else { Severity::Info };
-    let context = first_context_s(run).filter(|c| *c <= first_step_s);
+    let context = context_before(run, first_step_s);
     let mut f = Finding::new(
         "startup",
         severity,

@@ -85,6 +85,8 @@ mod tests {
             share: seconds / 10.0,
             basis: Basis::Measured,
             evidence: "marks".into(),
+            finding: None,
+            finding_gpu: None,
         };
         let l = Ledger {
             wall_s: 10.0,
