@@ -185,3 +185,41 @@ fn processes_are_bounded_with_the_rest_summed() {
 fn label_values_are_escaped() {
     assert_eq!(label("modelName", "a\"b\\c\nd"), r#"modelName="a\"b\\c\nd""#);
 }
+
+/// The live window's ledger in `/metrics`: 40 s of a loop that waits 60 ms of each 100 ms step
+/// for its batch, read back as the seconds the marks hold.
+#[test]
+fn the_live_ledger_is_exported_by_account() {
+    use gpulse_model::{Marker, MarkerKind};
+    let mut live = LiveDiagnosis::new(&[device(0)], true);
+    let t0 = 1_000_000_000i64;
+    let mut last = Poll::default();
+    for s in 0..=40 {
+        let t = t0 + s * 1_000_000;
+        let mut marks = Vec::new();
+        for k in 0..10 {
+            let begin = t - 1_000_000 + k * 100_000;
+            marks.push(Marker::one(begin, 7, MarkerKind::DataWait, None, Some(60_000)));
+            marks.push(Marker::one(begin + 100_000, 7, MarkerKind::Step, None, None));
+        }
+        if s > 0 {
+            live.push_markers(&marks);
+        }
+        let gpus = vec![GpuSample { gpu_index: 0, util_gpu_pct: Some(40), ..full_gpu(0) }];
+        last = Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus }), host: HostSample { timestamp_us: t, ..Default::default() }, ..Default::default() };
+        live.push_poll(last.clone());
+        live.update();
+    }
+    let ledger = live.ledger().expect("a diagnosis ran").clone();
+    let text = render(&Exposition { devices: &[device(0)], poll: &last, hostname: "n", host_label: "Hostname", live: Some(&live) });
+    let waited: f64 = value(&text, "gpulse_job_time_seconds", "account=\"data_wait\"").unwrap().parse().unwrap();
+    // The marks inside the window: 0.06 s of each 0.1 s step from the first sample on.
+    assert!((waited - ledger.seconds("data_wait")).abs() < 1e-9, "{text}");
+    assert!((waited / ledger.wall_s - 0.6).abs() < 0.03, "{waited} s of {} s", ledger.wall_s);
+    let total: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("gpulse_job_time_seconds{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!((total - ledger.wall_s).abs() < 0.01, "the accounts sum to the window: {total} of {}", ledger.wall_s);
+}
