@@ -104,6 +104,24 @@ impl Layout {
         Layout { dir }
     }
 
+    /// A layout another user can reach, for the image's unprivileged user: under `/run` (root's,
+    /// 0755 all the way up, as sshd's StrictModes wants), wherever the checkout is (CI's may sit
+    /// in a folder only root can enter), with the entrypoint copied in beside it.
+    fn public(name: &str) -> Layout {
+        let base = PathBuf::from("/run/gpulse-tests");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = base.join(format!("container-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["state", "hostkeys", "secrets", "home", "workspace", "bin"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(entrypoint(), dir.join("gpulse-entrypoint")).unwrap();
+        std::os::unix::fs::symlink(gpulse_bin(), dir.join("bin/gpulse")).unwrap();
+        Layout { dir }
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
@@ -623,7 +641,7 @@ fn ssh_as_the_images_unprivileged_user_takes_a_mounted_key() {
         skipped("ssh mode as an unprivileged user (needs root and unshare --mount)");
         return;
     }
-    let l = Layout::new("ssh-user");
+    let l = Layout::public("ssh-user");
     let (uid, user) = (4242, "gpulse");
     ssh_keygen(&l.path("key"));
     std::fs::copy(l.path("key.pub"), l.path("secrets/authorized_keys")).unwrap();
@@ -643,7 +661,7 @@ fn ssh_as_the_images_unprivileged_user_takes_a_mounted_key() {
             "mount --bind '{}' /etc/passwd && mount --bind '{}' /etc/group && exec setpriv --reuid={uid} --regid={uid} --clear-groups sh '{}' ssh",
             l.path("passwd").display(),
             l.path("group").display(),
-            entrypoint().display()
+            l.path("gpulse-entrypoint").display()
         ))
         .envs(ep.get_envs().filter_map(|(k, v)| Some((k, v?))))
         .env("SSH_PORT", port.to_string())

@@ -231,6 +231,27 @@ pub(crate) fn loop_copies(run: &Run) -> Vec<[f64; 2]> {
     run.copies_s.iter().filter(|c| c[0] >= first - step_s && c[0] <= last).copied().collect()
 }
 
+/// A job writing at this rate streams a file out (a checkpoint); a log writes kilobytes a second.
+const BULK_WRITE_BYTES_PER_S: f64 = 50e6;
+/// GPU-Util at or below this is idle, as the stall rule reads it.
+const IDLE_UTIL_PCT: f64 = 10.0;
+
+/// The tree samples' intervals in which the job wrote in bulk while `g` stood idle.
+fn bulk_writes_gpu_idle(run: &Run, g: &crate::GpuSeries) -> Vec<[f64; 2]> {
+    run.tree_io
+        .iter()
+        .filter(|x| x.1 > 0.0 && x.3 / x.1 >= BULK_WRITE_BYTES_PER_S)
+        .map(|x| [x.0 - x.1, x.0])
+        .filter(|w| {
+            let u: Vec<f64> = (0..g.t_s.len())
+                .filter(|&i| g.t_s[i] > w[0] && g.t_s[i] <= w[1])
+                .filter_map(|i| g.util_pct[i])
+                .collect();
+            !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= IDLE_UTIL_PCT
+        })
+        .collect()
+}
+
 /// Every second of the run in one account. `findings` are the rules' (stall pauses and the
 /// inferred causes of idle time come from them).
 pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
@@ -303,6 +324,17 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         for f in findings.iter().filter(|f| f.id == "periodic_stall") {
             let label = stall_label(&f.title);
             book.claim("stall", &label, f.basis, "the GPU's idle pauses the stall rule found", f.pauses_s.clone());
+        }
+        // The GPU idle while the job writes in bulk: saving a checkpoint, by its I/O counters.
+        if let Some(g) = g {
+            let writes = bulk_writes_gpu_idle(run, g);
+            book.claim(
+                "storage_write",
+                "writing to storage with the GPU idle (checkpoints)",
+                Basis::Inferred,
+                "the job's storage writes (/proc/PID/io) at 50 MB/s or more while GPU-Util stayed at 10 % or less",
+                writes,
+            );
         }
         // What is left of the loop: the GPU's work, and its idle time. Kernels run while the
         // loop waits for its next batch, so the GPU's busy time is counted over the loop's waits

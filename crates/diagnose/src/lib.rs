@@ -122,6 +122,12 @@ impl Finding {
         evidence
     }
 
+    /// What a finding is ranked by among those of its severity: its share of the wall time in
+    /// the ledger where it has an account, else its own `lost_share` (those without either last).
+    pub fn ranked_share(&self) -> f64 {
+        self.evidence.get("wall_share").and_then(Value::as_f64).or(self.lost_share).unwrap_or(-1.0)
+    }
+
     /// A finding with nothing placed yet; rules fill it with the builders below.
     pub fn new(id: &'static str, severity: Severity, title: String) -> Self {
         Self {
@@ -197,7 +203,7 @@ pub fn diagnose(rec: &gpulse_model::RunData) -> Vec<Finding> {
     diagnose_run(&Run::from_recording(rec))
 }
 
-/// Every finding for a run, worst first: by severity, then by the share of the time it costs
+/// Every finding for a run, worst first: by severity, then by the share of the wall time it costs
 /// (those that cannot say last).
 pub fn diagnose_run(run: &Run) -> Vec<Finding> {
     diagnose_with_ledger(run).0
@@ -206,9 +212,7 @@ pub fn diagnose_run(run: &Run) -> Vec<Finding> {
 /// [`diagnose_run`]'s findings, and the ledger of the run's wall time they rest on.
 pub fn diagnose_with_ledger(run: &Run) -> (Vec<Finding>, Ledger) {
     let (mut out, ledger) = rules::all(run);
-    out.sort_by(|a, b| {
-        a.severity.cmp(&b.severity).then_with(|| b.lost_share.unwrap_or(-1.0).total_cmp(&a.lost_share.unwrap_or(-1.0)))
-    });
+    out.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| b.ranked_share().total_cmp(&a.ranked_share())));
     (out, ledger)
 }
 
@@ -223,11 +227,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     let Some(lost) = top.lost_share.filter(|l| *l > 0.0) else {
         return Some(format!("Primary finding: {}.", top.title));
     };
-    let pct = 100.0 * lost;
-    // Steps speed up by what the cause takes of the loop, start-up and the end aside.
-    let of_loop = top.evidence.get("loop_share").and_then(serde_json::Value::as_f64).unwrap_or(lost);
+    // The share of the whole run where the ledger gives it; the gain in steps/s from what the
+    // cause takes of the GPU's working time.
+    let of_loop = 100.0 * lost;
+    let pct = 100.0 * top.evidence.get("wall_share").and_then(serde_json::Value::as_f64).unwrap_or(lost);
     // Past 20× the remaining time is too small a share to say how much.
-    let gain = 1.0 / (1.0 - of_loop);
+    let gain = 1.0 / (1.0 - lost);
     let gain = if gain > 20.0 {
         "over 20×".to_owned()
     } else if gain >= 10.0 {
@@ -237,11 +242,13 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     };
     let what = match top.id {
         "input_bound" if top.basis == Basis::Measured => {
-            return Some(format!("The loop waits for data {pct:.0}% of the time: {gain} more steps/s if it did not."));
+            return Some(format!(
+                "The loop waits for data {of_loop:.0}% of the time: {gain} more steps/s if it did not."
+            ));
         }
         "transfer_bound" if top.basis == Basis::Measured => {
             return Some(format!(
-                "Copies to the GPU hold the loop up {pct:.0}% of the time: {gain} more steps/s if they did not."
+                "Copies to the GPU hold the loop up {of_loop:.0}% of the time: {gain} more steps/s if they did not."
             ));
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.

@@ -89,6 +89,15 @@ pub struct Run {
     pub host_iowait: Vec<(f64, f64)>,
     /// When `torch.compile`'s worker processes were first and last seen in the tree (seconds).
     pub compile_workers_s: Option<[f64; 2]>,
+    /// The tree's storage I/O between consecutive tree samples: (end, seconds, bytes read, bytes
+    /// written, bytes the DataLoader workers read), from the processes present at both.
+    pub tree_io: Vec<(f64, f64, f64, f64, f64)>,
+    /// Proportional set size at each tree sample, each process's latest reading carried: (time,
+    /// the GPU processes' (else the root's), the DataLoader workers' summed, how many workers,
+    /// and the GPU processes' resident memory: what each worker could copy at most).
+    pub tree_pss: Vec<(f64, f64, f64, usize, f64)>,
+    /// The host's total memory, bytes.
+    pub host_mem_total_bytes: Option<f64>,
     /// Whole-machine CPU busy, percent, and the core count.
     pub host_cpu: Vec<(f64, f64)>,
     pub cores: usize,
@@ -334,6 +343,57 @@ impl RunBuilder {
             .map(|tr| t(tr.timestamp_us))
             .collect();
         let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
+        let is_worker =
+            |p: &gpulse_model::TreeProcess| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p);
+        let is_main = |tr: &gpulse_model::TreeSample, p: &gpulse_model::TreeProcess| {
+            if tr.processes.iter().any(|q| gpu_pids.contains(&q.pid)) {
+                gpu_pids.contains(&p.pid)
+            } else {
+                p.pid == tr.root_pid
+            }
+        };
+        let mut tree_io = Vec::new();
+        for w in rec.trees.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            let (mut read, mut written, mut by_workers) = (0.0, 0.0, 0.0);
+            for p in &b.processes {
+                let Some(q) = a.processes.iter().find(|q| q.pid == p.pid) else { continue };
+                let delta = |x: Option<u64>, y: Option<u64>| x.zip(y).map_or(0.0, |(x, y)| y.saturating_sub(x) as f64);
+                let r = delta(q.read_bytes, p.read_bytes);
+                read += r;
+                written += delta(q.write_bytes, p.write_bytes);
+                if is_worker(p) {
+                    by_workers += r;
+                }
+            }
+            tree_io.push((
+                t(b.timestamp_us),
+                (b.timestamp_us - a.timestamp_us) as f64 / 1e6,
+                read,
+                written,
+                by_workers,
+            ));
+        }
+        let mut last_pss: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        let tree_pss = rec
+            .trees
+            .iter()
+            .filter_map(|tr| {
+                for p in &tr.processes {
+                    if let Some(v) = p.pss_bytes {
+                        last_pss.insert(p.pid, v);
+                    }
+                }
+                let of = |p: &gpulse_model::TreeProcess| last_pss.get(&p.pid).map(|v| *v as f64);
+                let main: Vec<f64> = tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(of).collect();
+                let workers: Vec<f64> = tr.processes.iter().filter(|p| is_worker(p)).filter_map(of).collect();
+                let main_rss: f64 =
+                    tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(|p| p.rss_bytes).map(|b| b as f64).sum();
+                (!main.is_empty())
+                    .then(|| (t(tr.timestamp_us), main.iter().sum(), workers.iter().sum(), workers.len(), main_rss))
+            })
+            .collect();
+        let host_mem_total_bytes = rec.host.iter().rev().find_map(|h| h.memory_total_bytes).map(|b| b as f64);
         let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
         let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
         let host_mem_used_pct = rec
@@ -364,6 +424,9 @@ impl RunBuilder {
             io_blocked,
             host_iowait,
             compile_workers_s,
+            tree_io,
+            tree_pss,
+            host_mem_total_bytes,
             host_cpu,
             cores,
             host_mem_used_pct,

@@ -1,7 +1,9 @@
 //! Folds a fast loop's marks so the recording grows with time, not with steps: at most one step
 //! row (and one row of the waits for data in those steps) per process every [`FOLD_US`], standing
 //! for every step in between. A loop at 1000 steps/s costs about 20 rows a second instead of
-//! 2000; a loop slower than 10 steps/s is kept mark by mark. Other phases pass unchanged.
+//! 2000; a loop slower than 10 steps/s is kept mark by mark. Waits that no step closes (a loop
+//! with no optimizer) fold within one window each, and a wait of a window or more is kept whole.
+//! Other phases pass unchanged.
 
 use std::collections::HashMap;
 
@@ -71,7 +73,19 @@ impl Folder {
         let pid = m.pid;
         let p = self.by_pid.entry(pid).or_default();
         if is_wait(&m) {
-            p.open.add(m);
+            // Waits with no step to close them (a loop with no optimizer) fold only within one
+            // window: each window's waits stay where they were, however long the loop runs.
+            if p.open.first.as_ref().is_some_and(|f| m.t_us - f.t_us >= FOLD_US) {
+                p.open.take(out);
+            }
+            // A wait as long as a window (a fresh iterator's workers starting) is kept whole, where
+            // it was.
+            if m.dur_us.is_some_and(|d| d >= FOLD_US) {
+                p.open.take(out);
+                out.push(m);
+            } else {
+                p.open.add(m);
+            }
         } else if m.kind == MarkerKind::Step {
             // After a pause, what was held ends where it ended, not with this step.
             if p.steps > 0 && m.t_us - p.last_step_us >= FOLD_US {
@@ -163,6 +177,22 @@ mod tests {
         assert_eq!(steps.last(), Some(&(5_050_000, 1)), "the step after the pause stands alone: {steps:?}");
         assert_eq!(steps.iter().map(|s| s.1).sum::<u32>(), 51);
         assert!(steps.iter().any(|s| s.0 == 50_000), "the held steps end at the last one: {steps:?}");
+    }
+
+    #[test]
+    fn waits_with_no_steps_fold_window_by_window() {
+        // No optimizer: 1000 waits of 1 ms every 5 ms, and a 3 s wait for a fresh iterator at 2 s.
+        let mut marks: Vec<Marker> =
+            (0..1000).map(|i| Marker::one(i * 5_000, 4, MarkerKind::DataWait, None, Some(1_000))).collect();
+        marks.insert(400, Marker::one(1_999_000, 4, MarkerKind::DataWait, None, Some(3_000_000)));
+        let out = feed(marks);
+        assert!(out.len() <= 60, "{} rows for 5 s", out.len());
+        assert_eq!(out.iter().map(|m| m.count).sum::<u32>(), 1001);
+        assert_eq!(out.iter().map(|m| m.dur_us.unwrap()).sum::<i64>(), 1000 * 1_000 + 3_000_000);
+        // Each row begins where its first wait began, within 100 ms of its last.
+        assert!(out.windows(2).all(|w| w[1].t_us - w[0].t_us <= FOLD_US + 5_000), "{out:?}");
+        let long = out.iter().find(|m| m.dur_us.unwrap() >= 3_000_000).unwrap();
+        assert_eq!((long.t_us, long.count), (1_999_000, 1), "the fresh iterator's wait stays whole at its place");
     }
 
     #[test]

@@ -54,6 +54,16 @@ pub struct TreeProcess {
     pub state: Option<char>,
     /// Command line, arguments joined by spaces.
     pub cmdline: Option<String>,
+    /// Bytes the process has made storage read and write since it started (`/proc/PID/io`:
+    /// `read_bytes`, `write_bytes`; the page cache's hits are not in them).
+    #[serde(default)]
+    pub read_bytes: Option<u64>,
+    #[serde(default)]
+    pub write_bytes: Option<u64>,
+    /// Proportional set size (`/proc/PID/smaps_rollup`): its private pages plus its share of those
+    /// it shares. Read every few seconds, so absent in most readings.
+    #[serde(default)]
+    pub pss_bytes: Option<u64>,
 }
 
 /// The watched process tree at one moment, with its totals.

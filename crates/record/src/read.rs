@@ -339,6 +339,10 @@ fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, Record
     for (t, p) in rows(conn, "SELECT * FROM tree_samples ORDER BY t_ms, pid", |r| {
         let state: Option<String> = r.get(6)?;
         let pid: u32 = r.get(1)?;
+        // The I/O and PSS columns came later than schema 3 (added at the end).
+        let later = |i: usize| -> rusqlite::Result<Option<u64>> {
+            Ok(if r.as_ref().column_count() > i { r.get::<_, Option<i64>>(i)?.map(bytes) } else { None })
+        };
         Ok((
             r.get::<_, i64>(0)?,
             TreeProcess {
@@ -349,6 +353,9 @@ fn trees(conn: &Connection, root: Option<u32>) -> Result<Vec<TreeSample>, Record
                 threads: r.get(5)?,
                 state: state.and_then(|s| s.chars().next()),
                 cmdline: cmdlines.get(&pid).cloned().flatten(),
+                read_bytes: later(7)?,
+                write_bytes: later(8)?,
+                pss_bytes: later(9)?,
             },
         ))
     })? {

@@ -8,7 +8,8 @@
 //! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
 
 /// Bumped whenever a table or column changes meaning; a column added at the end of a table is
-/// not a bump, since readers of the version before read past it (`host_samples.swap_*`). 3: `markers.count` (a row may stand for
+/// not a bump, since readers of the version before read past it (`host_samples.swap_*`,
+/// `tree_samples.read_kib`, `write_kib`, `pss_kib`). 3: `markers.count` (a row may stand for
 /// many marks). 2: `markers`. Every earlier version stays readable.
 pub const SCHEMA_VERSION: u32 = 3;
 
@@ -146,6 +147,9 @@ CREATE TABLE tree_samples (
     rss_kib INTEGER,
     threads INTEGER,
     state   TEXT,
+    read_kib  INTEGER,
+    write_kib INTEGER,
+    pss_kib   INTEGER,
     PRIMARY KEY (t_ms, pid)
 ) WITHOUT ROWID;
 

@@ -491,17 +491,20 @@ impl Writer {
         self.begin()?;
         let t = ms(tree.timestamp_us);
         for p in &tree.processes {
-            self.conn.prepare_cached("INSERT OR REPLACE INTO tree_samples VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
-                params![
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO tree_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")?
+                .execute(params![
                     t,
                     p.pid,
                     p.ppid,
                     p.cpu_pct.map(|c| pm(f64::from(c))),
                     p.rss_bytes.map(kib),
                     p.threads,
-                    p.state.map(String::from)
-                ],
-            )?;
+                    p.state.map(String::from),
+                    p.read_bytes.map(kib),
+                    p.write_bytes.map(kib),
+                    p.pss_bytes.map(kib)
+                ])?;
             self.identity(t, p.pid, None, p.cmdline.as_deref(), None, false)?;
         }
         self.commit_if_due()

@@ -16,6 +16,7 @@ pub(crate) mod testing;
 mod throttle;
 mod transfer;
 mod utilization;
+mod workers;
 
 use crate::{Basis, Finding, Ledger, Run, Severity};
 
@@ -36,7 +37,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     // A periodic stall at each epoch start already names the restarts, with their period.
     let restarting = stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == "epoch_restart"));
     let restarts = if carried || restarting { Vec::new() } else { epoch::findings(full) };
-    if !carried && restarts.is_empty() {
+    if !carried && !restarting && restarts.is_empty() {
         out.extend(steps::input_bound(full));
     }
     out.extend(restarts);
@@ -46,6 +47,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(tensor::findings(run));
     out.extend(startup::findings(full));
     out.extend(memory::findings(full));
+    out.extend(workers::findings(full));
     out.extend(stalls);
     out.extend(throttle::findings(run));
     out.extend(processes::findings(full));
@@ -55,23 +57,33 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(ended::host_oom(full));
     let ledger = crate::ledger(full, &out);
     let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
-    // An inferred cause costs what its account in the ledger holds: over the whole wall time,
-    // not over a window of its own; below a twentieth, fixing it gains too little to warn.
+    // An inferred cause's account in the ledger says what it costs the whole run, start-up and
+    // marked phases included; below a twentieth of the wall time, fixing it gains too little to
+    // warn. Its `lost_share` stays over its GPU's active window, the same in a view of the whole
+    // machine, where one GPU's job is part of the window.
     for a in ledger.accounts.iter().filter(|a| a.finding.is_some()) {
         for f in
             out.iter_mut().filter(|f| Some(f.id) == a.finding && f.gpu == a.finding_gpu && f.basis == Basis::Inferred)
         {
-            f.lost_share = Some(crate::round(a.share, 3));
-            // What the steps would gain rests on the loop's own time, start-up aside.
+            f.evidence.insert("wall_share".into(), crate::round(a.share, 3).into());
             if let Some(l) = loop_s.filter(|l| *l > 0.0) {
                 f.evidence.insert("loop_share".into(), crate::round((a.seconds / l).min(1.0), 3).into());
             }
-            f.lost_share_basis =
-                Some("ledger: the seconds of the loop the GPU stood idle that this cause explains, over the wall time");
             if a.share < MATERIAL && f.severity == Severity::Warning {
                 f.severity = Severity::Info;
             }
         }
+    }
+    // Measured causes with an account of their own carry its share of the wall time too, so
+    // every finding ranks by the time the ledger gives it.
+    for f in &mut out {
+        let account = match (f.id, f.basis) {
+            ("input_bound", Basis::Measured) => "data_wait",
+            ("transfer_bound", Basis::Measured) => "transfer",
+            ("periodic_stall", _) => "stall",
+            _ => continue,
+        };
+        f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 3).into());
     }
     out.extend(phases::findings(full, &ledger));
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job

@@ -94,6 +94,32 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         };
         out.push(f);
     }
+    // Bulk writes with the GPU idle and no phase marking them: checkpoints, by the I/O counters.
+    let writing = ledger.share("storage_write");
+    if writing >= PHASE_INFO {
+        let secs = ledger.seconds("storage_write");
+        let written: f64 = run.tree_io.iter().filter(|x| x.1 > 0.0 && x.3 / x.1 >= 50e6).map(|x| x.3).sum();
+        out.push(
+            Finding::new(
+                "checkpoint_writes",
+                if writing >= PHASE_WARNING { Severity::Warning } else { Severity::Info },
+                format!(
+                    "The job wrote {:.1} GB to storage while the GPU stood idle, {:.0}% of the wall time: saving checkpoints, by its I/O counters",
+                    written / 1e9,
+                    100.0 * writing
+                ),
+            )
+            .with("written_gb", round(written / 1e9, 2))
+            .with("seconds", round(secs, 1))
+            .costs(writing, "storage_write: the ledger's seconds of bulk writes with the GPU idle, over the wall time")
+            .advise(&[
+                "save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
+                "save less often, or only the model's weights between full checkpoints; write to fast local disk",
+                "gpulse run --instrument times each torch.save, so the time is measured rather than inferred",
+            ])
+            .inferred(),
+        );
+    }
     let unexplained = ledger.share("unexplained");
     // A run too short to judge a steady state says nothing by what it leaves unexplained.
     if unexplained > UNEXPLAINED && ledger.wall_s >= super::utilization::MIN_ACTIVE_S {

@@ -9,6 +9,9 @@ use crate::{Finding, Run, Severity, round};
 
 /// Memory worth reclaiming: smaller contexts are CUDA's own overhead.
 const MIN_HELD_GIB: f64 = 1.0;
+/// A holder alone on a GPU that did nothing for this long, and the GPU's work only ever with
+/// another process listed: the work was never its (as long as the diagnosis's shortest window).
+const ALONE_IDLE_S: f64 = 10.0;
 
 /// What one process held over the run.
 #[derive(Default)]
@@ -59,15 +62,30 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         // nothing is not the GPU's work (a small training's may be under a GiB, and is).
         let moving: Vec<u32> =
             seen.iter().filter(|(_, h)| !flat(h) && h.count as f64 >= 0.5 * n).map(|(p, _)| *p).collect();
+        // Each process's seconds alone on the GPU while it did nothing, and whether the GPU ever
+        // worked with it alone (a sample covers the interval since the one before).
+        let mut alone: BTreeMap<u32, (f64, bool)> = BTreeMap::new();
+        for (i, l) in listings.iter().enumerate().skip(1) {
+            let dt = g.t_s[i] - g.t_s[i - 1];
+            let [p] = l.as_slice() else { continue };
+            let Some(u) = g.util_pct[i] else { continue };
+            let e = alone.entry(p.pid).or_default();
+            if u <= 1.0 {
+                e.0 += dt;
+            } else {
+                e.1 = true;
+            }
+        }
         for (&pid, h) in &seen {
             let Held { count, lo: _, hi, sm, class, ref name } = *h;
             if hi < MIN_HELD_GIB * GIB {
                 continue;
             }
             let always = count as f64 >= 0.9 * n;
+            let alone_idle = alone.get(&pid).is_some_and(|a| a.0 >= ALONE_IDLE_S && !a.1);
             let idle = match sm {
                 Some(s) => s <= 1,
-                None => gpu_idle || moving.iter().any(|&p| p != pid),
+                None => gpu_idle || moving.iter().any(|&p| p != pid) || (alone_idle && seen.len() > 1),
             };
             let flat = flat(h);
             let foreign = class == Some(GpuProcessClass::Foreign);
@@ -91,6 +109,11 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 Some(s) => f = f.with("sm_util_max_pct", s),
                 None if gpu_idle => {
                     f = f.limit("per-process SM use unknown: judged idle because its memory never changed and the GPU did no work")
+                }
+                None if alone_idle && !moving.iter().any(|&p| p != pid) => {
+                    f = f.limit(
+                        "per-process SM use unknown: judged idle because the GPU did nothing while it was alone, and worked only beside another process",
+                    )
                 }
                 None => {
                     f = f.limit(
@@ -187,6 +210,37 @@ mod tests {
         l2[0].used_memory_bytes = None;
         r.gpus[0].processes[3] = std::sync::Arc::new(l2);
         assert!(flagged(&r).is_empty(), "process 1's unknown memory did not move");
+    }
+
+    /// From an nvidia-smi log: 30 GiB held with the GPU at 0 % for 26 s, then another process
+    /// computing beside it for 14 s (under half the log), then idle again.
+    #[test]
+    fn a_holder_alone_on_an_idle_gpu_before_another_computes_is_idle() {
+        let util: Vec<f64> = (0..60).map(|i| if (26..40).contains(&i) { 90.0 } else { 0.0 }).collect();
+        let mut g = gpu(0, 1.0, &util);
+        g.processes = (0..60)
+            .map(|i| {
+                let mut l = vec![holder(9, 30.0)];
+                if (26..40).contains(&i) {
+                    l.push(holder(10, 2.0 + 0.5 * f64::from(i - 26)));
+                }
+                std::sync::Arc::new(l)
+            })
+            .collect();
+        let r = run(vec![g.clone()]);
+        assert_eq!(flagged(&r), ["idle_holder"]);
+        assert!(findings(&r)[0].limits[0].contains("while it was alone"), "{:?}", findings(&r)[0].limits);
+        // The GPU worked once with the holder alone: the work may be its own.
+        g.util_pct[50] = Some(60.0);
+        assert!(flagged(&run(vec![g.clone()])).is_empty());
+        // Alone and idle for under 10 s says nothing.
+        g.util_pct[50] = Some(0.0);
+        for i in 0..60 {
+            if !(26..40).contains(&i) && i >= 9 {
+                g.util_pct[i] = None;
+            }
+        }
+        assert!(flagged(&run(vec![g])).is_empty());
     }
 
     #[test]

@@ -15,6 +15,8 @@ const REGULAR_CV: f64 = 0.25;
 
 /// A pause is explained by what covers at least this share of it.
 const COVERED: f64 = 0.5;
+/// Written through a pause, this is a bulk save: a checkpoint (a log writes kilobytes).
+const BULK_WRITE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 /// The training tree at this much of a core through a pause is busy on the host.
 const HOST_WORK_CPU_PCT: f64 = 80.0;
 
@@ -27,6 +29,8 @@ enum Cause {
     DataWait,
     /// An evaluation or checkpoint, by the loop's own phases or marks.
     Named(&'static str),
+    /// No mark explains it, and the job wrote in bulk through it: a checkpoint by evidence.
+    Write,
     /// No mark explains it, and the training process sat blocked on I/O (D state) through it.
     Disk,
     /// No mark explains it, and the training tree's CPU was busy.
@@ -46,6 +50,11 @@ fn named(name: &str) -> Option<&'static str> {
         "checkpoint" | "save" => Some("checkpoint saving"),
         _ => None,
     }
+}
+
+/// Bytes the job wrote to storage in the tree samples' intervals that overlap `p`.
+fn written_in(run: &Run, p: (f64, f64)) -> f64 {
+    run.tree_io.iter().filter(|x| x.0 > p.0 && x.0 - x.1 < p.1).map(|x| x.3).sum()
 }
 
 fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
@@ -75,6 +84,11 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
         if let Some(n) = e.2.get("name").and_then(|n| n.as_str()).and_then(named) {
             return Cause::Named(n);
         }
+    }
+    // A checkpoint writes the model's state, hundreds of MiB at least; logs and metrics write
+    // kilobytes. Bulk writes in the pause are a save, by the job's own counters.
+    if written_in(run, p) >= BULK_WRITE_BYTES {
+        return Cause::Write;
     }
     // A process in D state waits in the kernel for I/O: through most of a pause, the loop is
     // writing (a checkpoint, a log) or reading a file, not computing.
@@ -150,6 +164,10 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
             Cause::DataWait => ": the loop waits for data through them".to_owned(),
             Cause::Named(n) => format!(": {n}, by the loop's marks"),
+            Cause::Write => {
+                let written = pauses.iter().map(|p| written_in(run, *p)).sum::<f64>() / pauses.len() as f64;
+                format!(": the job writes {:.1} GB to storage in each, a checkpoint by its I/O counters", written / 1e9)
+            }
             Cause::Disk => {
                 ": the training process waits on the disk through them (D state): writing a checkpoint or a log, or reading".to_owned()
             }
@@ -179,6 +197,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 Cause::DataWait => "data_wait",
                 Cause::Named("evaluation") => "evaluation",
                 Cause::Named(_) => "checkpoint",
+                Cause::Write => "checkpoint_write",
                 Cause::Disk => "disk",
                 Cause::HostWork => "host_work",
                 Cause::Unknown => "unknown",
@@ -204,6 +223,13 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 "save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
                 "save less often, or only the model's weights between full checkpoints; write to fast local disk",
             ]),
+            Cause::Write => f
+                .advise(&[
+                    "save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
+                    "save less often, or only the model's weights between full checkpoints; write to fast local disk",
+                    "gpulse run --instrument times each torch.save, so the pauses are named for certain",
+                ])
+                .inferred(),
             Cause::Disk => f
                 .advise(&[
                     "if it is a checkpoint: save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict), less often, or to fast local disk",
@@ -276,6 +302,22 @@ mod tests {
         // Blocked only outside the pauses: nothing said of the disk.
         r.io_blocked = (0..40).map(|i| (f64::from(i), !blocked(f64::from(i)), None)).collect();
         assert!(!stall(&r).unwrap().title.contains("disk"));
+    }
+
+    #[test]
+    fn gigabytes_written_through_the_pauses_are_a_checkpoint() {
+        let two = [(10.0, 13.0), (25.0, 28.0)];
+        let mut r = paused(40.0, 90.0, 0.0, &two);
+        let inside = |t: f64| two.iter().any(|p| t > p.0 && t - 1.0 < p.1);
+        // 1 s tree intervals: 1 GB a second written in the 3 s pauses, 1 MB elsewhere (logs).
+        r.tree_io =
+            (1..40).map(|i| (f64::from(i), 1.0, 0.0, if inside(f64::from(i)) { 1e9 } else { 1e6 }, 0.0)).collect();
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("writes 3.0 GB to storage in each"), "{}", f.title);
+        assert_eq!(f.evidence["cause"], "checkpoint_write");
+        // A log's megabytes say nothing.
+        r.tree_io = (1..40).map(|i| (f64::from(i), 1.0, 0.0, 1e6, 0.0)).collect();
+        assert_eq!(stall(&r).unwrap().evidence["cause"], "unknown");
     }
 
     #[test]

@@ -8,9 +8,87 @@ pub const DATA_WAIT_SHARE: f64 = 0.2;
 /// Half the time waiting: the input pipeline, not the model, sets the speed.
 const DATA_WAIT_CRITICAL: f64 = 0.5;
 
+/// The share of the loop spent waiting for data, from the loop's own timing: over its steps, or,
+/// for a loop whose waits were timed but that marks no steps (no optimizer), over the loop's
+/// window. `None` when no wait was timed.
+pub(crate) fn measured_wait_share(run: &Run) -> Option<f64> {
+    match &run.steps {
+        Some(s) => s.data_wait_share(),
+        None => unstepped(run).map(|u| u.0),
+    }
+}
+
+/// (share, seconds waited, the loop's window) of a loop with timed waits and no step marks.
+fn unstepped(run: &Run) -> Option<(f64, f64, [f64; 2])> {
+    if run.steps.is_some() || run.data_waits_s.is_empty() {
+        return None;
+    }
+    let [a, b] = crate::ledger::loop_window(run).0?;
+    let mut waits: Vec<[f64; 2]> =
+        run.data_waits_s.iter().map(|w| [w[0].max(a), w[1].min(b)]).filter(|w| w[1] > w[0]).collect();
+    waits.sort_by(|x, y| x[0].total_cmp(&y[0]));
+    let mut waited = 0.0;
+    let mut reach = f64::MIN;
+    for w in waits {
+        waited += (w[1] - w[0].max(reach)).max(0.0);
+        reach = reach.max(w[1]);
+    }
+    (b > a).then(|| ((waited / (b - a)).min(1.0), waited, [a, b]))
+}
+
+/// `input_bound` of a loop that marks no steps but whose waits for data were timed.
+fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
+    let Some((share, waited, window)) = unstepped(run) else { return Vec::new() };
+    if share < DATA_WAIT_SHARE {
+        return Vec::new();
+    }
+    let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
+    let mut f = Finding::new(
+        "input_bound",
+        severity,
+        format!(
+            "The loop waits for data {:.0}% of the time (measured in the loop, which marks no steps)",
+            100.0 * share
+        ),
+    )
+    .over(window)
+    .with("data_wait_s", round(waited, 1))
+    .with("data_wait_share_pct", round(100.0 * share, 1))
+    .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1))
+    .costs(share, "measured_data_wait: the loop's own timing of each wait for a batch");
+    if run.worker_count > 0 {
+        f = f.with("dataloader_workers", run.worker_count as u64);
+    }
+    f.advice.push(super::host::workers_advice(run));
+    if let Some(f) = storage(run, &mut f, window) {
+        return vec![f];
+    }
+    vec![f.advise(&super::utilization::INPUT_ADVICE)]
+}
+
+/// The storage evidence for a loop that waits for data, when its loaders wait on storage: the
+/// finding then advises storage alone.
+fn storage(run: &Run, f: &mut Finding, [a, b]: [f64; 2]) -> Option<Finding> {
+    let blocked = super::host::storage_blocked(run)?;
+    f.title += &format!("; its data loading waits on storage, blocked in I/O {:.0}% of the time", 100.0 * blocked);
+    let mut out = f.clone().with("io_blocked_pct", round(100.0 * blocked, 0));
+    if let Some(w) = super::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
+        out = out.with("host_iowait_mean_pct", round(w, 1));
+    }
+    // What the loaders read from storage over the loop, by their own counters.
+    let io: Vec<&(f64, f64, f64, f64, f64)> = run.tree_io.iter().filter(|x| x.0 > a && x.0 <= b).collect();
+    let secs: f64 = io.iter().map(|x| x.1).sum();
+    let read: f64 = io.iter().map(|x| if run.worker_count > 0 { x.4 } else { x.2 }).sum();
+    Some(if secs > 0.0 {
+        out.with("storage_read_mb_per_s", round(read / secs / 1e6, 1))
+    } else {
+        out.limit("the bytes read were not sampled: the read rate is unknown")
+    })
+}
+
 /// `input_bound` resting on the data wait measured inside the loop.
 pub fn input_bound(run: &Run) -> Vec<Finding> {
-    let Some(steps) = &run.steps else { return Vec::new() };
+    let Some(steps) = &run.steps else { return input_bound_unstepped(run) };
     let Some(share) = steps.data_wait_share() else { return Vec::new() };
     if share < DATA_WAIT_SHARE {
         return Vec::new();
@@ -44,13 +122,8 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     }
     f.advice.push(super::host::workers_advice(run));
     // Storage is the evidenced cause: the rest would be guesses.
-    if let Some(blocked) = super::host::storage_blocked(run) {
-        f.title += &format!("; its data loading waits on storage, blocked in I/O {:.0}% of the time", 100.0 * blocked);
-        f = f.with("io_blocked_pct", round(100.0 * blocked, 0));
-        if let Some(w) = super::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
-            f = f.with("host_iowait_mean_pct", round(w, 1));
-        }
-        return vec![f.limit("the bytes read are not sampled: the read rate is unknown")];
+    if let Some(f) = storage(run, &mut f, steps.window_s) {
+        return vec![f];
     }
     vec![f.advise(&super::utilization::INPUT_ADVICE)]
 }

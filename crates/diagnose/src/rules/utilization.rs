@@ -55,7 +55,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
         let cv = sd / mu;
         // The loop's own timing outranks any reading of GPU-Util: `steps::input_bound` reports a
         // measured wait; a loop that barely waits is not input-bound, whatever the pattern.
-        let measured_wait = run.steps.as_ref().and_then(crate::Steps::data_wait_share);
+        let measured_wait = super::steps::measured_wait_share(run);
         if measured_wait.is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE) {
             continue;
         }

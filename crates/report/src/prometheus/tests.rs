@@ -206,12 +206,22 @@ fn the_live_ledger_is_exported_by_account() {
             live.push_markers(&marks);
         }
         let gpus = vec![GpuSample { gpu_index: 0, util_gpu_pct: Some(40), ..full_gpu(0) }];
-        last = Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus }), host: HostSample { timestamp_us: t, ..Default::default() }, ..Default::default() };
+        last = Poll {
+            snapshot: Some(Snapshot { timestamp_us: t, gpus }),
+            host: HostSample { timestamp_us: t, ..Default::default() },
+            ..Default::default()
+        };
         live.push_poll(last.clone());
         live.update();
     }
     let ledger = live.ledger().expect("a diagnosis ran").clone();
-    let text = render(&Exposition { devices: &[device(0)], poll: &last, hostname: "n", host_label: "Hostname", live: Some(&live) });
+    let text = render(&Exposition {
+        devices: &[device(0)],
+        poll: &last,
+        hostname: "n",
+        host_label: "Hostname",
+        live: Some(&live),
+    });
     let waited: f64 = value(&text, "gpulse_job_time_seconds", "account=\"data_wait\"").unwrap().parse().unwrap();
     // The marks inside the window: 0.06 s of each 0.1 s step from the first sample on.
     assert!((waited - ledger.seconds("data_wait")).abs() < 1e-9, "{text}");

@@ -14,10 +14,22 @@ struct Seen {
     at: Instant,
 }
 
+/// How often the tree's proportional set sizes may be read: `smaps_rollup` walks the process's
+/// page tables (10–20 ms for a process of several GiB on an H200 host), and a DataLoader worker
+/// copying its dataset page by page grows over seconds, not within one.
+const PSS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Copies that matter take the host's memory: the tree's PSS is read again only once the host's
+/// available memory fell this much since the last reading (and each new process once).
+const PSS_AFTER_FALL_BYTES: u64 = 1 << 30;
+
 /// Follows a root PID and everything it spawns.
 pub struct TreeSampler {
     root: u32,
     seen: HashMap<u32, Seen>,
+    /// When each process's PSS was last read.
+    pss_at: HashMap<u32, Instant>,
+    /// When the tree's PSS was last read whole, and the host's available memory then.
+    pss_round: Option<(Instant, Option<u64>)>,
     cmdlines: HashMap<u32, Option<String>>,
     ticks_per_s: f64,
     page_bytes: u64,
@@ -40,6 +52,8 @@ impl TreeSampler {
         Self {
             root,
             seen: HashMap::new(),
+            pss_at: HashMap::new(),
+            pss_round: None,
             cmdlines: HashMap::new(),
             ticks_per_s: procfs::ticks_per_second() as f64,
             page_bytes: procfs::page_size(),
@@ -68,6 +82,25 @@ impl TreeSampler {
         out
     }
 
+    /// Whether to read the whole tree's PSS now: at the first reading, then at most every
+    /// [`PSS_EVERY`] and only once the host's available memory fell [`PSS_AFTER_FALL_BYTES`].
+    fn pss_round_due(&mut self, now: Instant) -> bool {
+        let available = || <procfs::Meminfo as procfs::Current>::current().ok().and_then(|m| m.mem_available);
+        let due = match self.pss_round {
+            None => true,
+            Some((at, _)) if now.duration_since(at) < PSS_EVERY => false,
+            Some((_, before)) => match (before, available()) {
+                (Some(b), Some(a)) => b.saturating_sub(a) >= PSS_AFTER_FALL_BYTES,
+                // Without the host's figure, the time alone.
+                _ => true,
+            },
+        };
+        if due {
+            self.pss_round = Some((now, available()));
+        }
+        due
+    }
+
     /// One reading of the tree; `None` once the root has exited (a zombie counts as exited).
     pub fn sample(&mut self) -> Option<TreeSample> {
         let pids = self.pids();
@@ -78,9 +111,11 @@ impl TreeSampler {
             return None;
         }
         let now = Instant::now();
+        let round = self.pss_round_due(now);
         let mut processes = Vec::with_capacity(pids.len());
         for pid in pids {
-            let Ok(stat) = Process::new(pid as i32).and_then(|p| p.stat()) else { continue };
+            let Ok(proc_) = Process::new(pid as i32) else { continue };
+            let Ok(stat) = proc_.stat() else { continue };
             if stat.state == 'Z' {
                 continue;
             }
@@ -91,6 +126,17 @@ impl TreeSampler {
             });
             self.seen.insert(pid, Seen { ticks, at: now });
             let cmdline = self.cmdlines.entry(pid).or_insert_with(|| proc_info::cmdline(pid)).clone();
+            // Another user's process (a setuid helper) refuses both: absent, never 0.
+            let io = crate::profile::timed("proc tree io (/proc/PID/io)", || proc_.io()).ok();
+            let pss_due = round || !self.pss_at.contains_key(&pid);
+            let pss_bytes = if pss_due {
+                self.pss_at.insert(pid, now);
+                crate::profile::timed("proc tree pss (/proc/PID/smaps_rollup)", || proc_.smaps_rollup())
+                    .ok()
+                    .and_then(|r| r.memory_map_rollup.0.first().and_then(|m| m.extension.map.get("Pss").copied()))
+            } else {
+                None
+            };
             processes.push(TreeProcess {
                 pid,
                 ppid: stat.ppid as u32,
@@ -99,10 +145,14 @@ impl TreeSampler {
                 threads: u32::try_from(stat.num_threads).ok(),
                 state: Some(stat.state),
                 cmdline,
+                read_bytes: io.as_ref().map(|i| i.read_bytes),
+                write_bytes: io.as_ref().map(|i| i.write_bytes),
+                pss_bytes,
             });
         }
         let live: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
         self.seen.retain(|pid, _| live.contains(pid));
+        self.pss_at.retain(|pid, _| live.contains(pid));
         self.cmdlines.retain(|pid, _| live.contains(pid));
         let cpu_pct = processes.iter().map(|p| p.cpu_pct).sum::<Option<f32>>();
         let rss_bytes = processes.iter().map(|p| p.rss_bytes).sum::<Option<u64>>();
@@ -155,6 +205,7 @@ mod tests {
             t = TreeSampler::new(root.id());
             first = t.sample().unwrap();
         }
+        let first_at = std::time::Instant::now();
         assert_eq!(first.processes[0].pid, root.id());
         assert_eq!(first.processes.len(), 3, "{first:?}");
         assert!(first.cpu_pct.is_none(), "no interval yet");
@@ -177,11 +228,22 @@ mod tests {
         while ticks(spinner) < start_ticks + 5 {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        let since_first = first_at.elapsed();
         let second = t.sample().unwrap();
         let cpu = |pid: u32| second.processes.iter().find(|p| p.pid == pid).and_then(|p| p.cpu_pct).unwrap();
         let sleeper = second.processes.iter().map(|p| p.pid).find(|&p| p != root.id() && p != spinner).unwrap();
         assert!(cpu(spinner) > 0.0 && cpu(spinner) > cpu(sleeper), "the spinner is busy, the sleeper not: {second:?}");
         assert!(second.rss_bytes.unwrap() > 0);
+        // The tree's own processes: their storage I/O counters, and a PSS at the first reading and
+        // not again within 5 s (nor while the host's memory stands).
+        let root_of = |s: &TreeSample| s.processes.iter().find(|p| p.pid == root.id()).unwrap().clone();
+        assert!(root_of(&first).read_bytes.is_some() && root_of(&first).write_bytes.is_some(), "{first:?}");
+        let pss = root_of(&first).pss_bytes.unwrap();
+        let rss = root_of(&first).rss_bytes.unwrap();
+        assert!(pss > 0 && pss <= rss, "PSS {pss} within RSS {rss}");
+        if since_first < PSS_EVERY {
+            assert_eq!(root_of(&second).pss_bytes, None, "read every 5 s");
+        }
         let tree: HashSet<u32> = t.pids().into_iter().collect();
         assert_eq!(classify(root.id(), &tree), GpuProcessClass::Tree);
         assert_eq!(classify(1, &tree), GpuProcessClass::Foreign);

@@ -1,0 +1,129 @@
+//! `worker_memory`: DataLoader workers that copy what they read, one copy each.
+//!
+//! A forked worker shares its parent's pages until it writes them. Reading a Python object writes
+//! its reference count, so a worker that walks a Dataset held as Python lists or dicts dirties
+//! the pages under them and gets a private copy of each: with `num_workers` workers, up to
+//! `num_workers` copies of the dataset (copy-on-access). Proportional set size counts a shared
+//! page once over its sharers, so the workers' summed PSS rises only as they copy.
+
+use crate::{Finding, Run, Severity, round};
+
+/// Growth worth reclaiming, as for a GPU memory holder: a GiB.
+const GROWTH_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
+/// Growth over less than this is workers starting up (imports, their first batch), not copying.
+const MIN_SPAN_S: f64 = 10.0;
+/// Host memory gone within this at the workers' pace is critical, as a GPU's forecast is.
+const CRITICAL_S: f64 = 600.0;
+
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let with_workers: Vec<&(f64, f64, f64, usize, f64)> = run.tree_pss.iter().filter(|x| x.3 > 0).collect();
+    let (Some(first), Some(last)) = (with_workers.first(), with_workers.last()) else { return Vec::new() };
+    let span = last.0 - first.0;
+    let grown = last.2 - first.2;
+    if span < MIN_SPAN_S || grown < GROWTH_BYTES {
+        return Vec::new();
+    }
+    // Still rising over the last quarter: a copy in progress, not a one-off load.
+    let quarter = last.0 - span / 4.0;
+    let at_quarter = with_workers.iter().find(|x| x.0 >= quarter).map_or(first.2, |x| x.2);
+    if last.2 - at_quarter < grown / 10.0 {
+        return Vec::new();
+    }
+    let rate = grown / span;
+    let gib = |b: f64| round(b / GIB, 2);
+    let mut f = Finding::new(
+        "worker_memory",
+        Severity::Warning,
+        format!(
+            "{} DataLoader workers' memory grew {:.1} GiB in {span:.0} s (to {:.1} GiB beside the training process's {:.1} GiB): each copies the Python objects it reads",
+            last.3,
+            grown / GIB,
+            last.2 / GIB,
+            last.1 / GIB
+        ),
+    )
+    .over([first.0, last.0])
+    .with("workers", last.3 as u64)
+    .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
+    .with("main_pss_gib", gib(last.1))
+    .with("growth_gib_per_min", round(rate * 60.0 / GIB, 2))
+    .advise(&[
+        "hold the dataset in numpy arrays, torch tensors or a memory-mapped file rather than Python lists and dicts: reading them writes no reference counts, so the workers share one copy",
+        "or read each item from storage in __getitem__ instead of keeping the whole dataset in the parent before the workers fork",
+        "fewer workers hold fewer copies, if the loader keeps up",
+    ]);
+    // Each worker copies at most what the training process holds: the growth still to come is
+    // bounded, and the host runs out only if that bound exceeds what it has available.
+    let ceiling = last.3 as f64 * last.4;
+    let to_come = (ceiling - last.2).max(0.0);
+    f = f.with("copies_at_most_gib", gib(ceiling));
+    let available =
+        run.host_mem_total_bytes.zip(run.host_mem_used_pct.last()).map(|(total, used)| total * (1.0 - used.1 / 100.0));
+    if let Some(avail) = available {
+        f = f.with("host_available_gib", gib(avail));
+        if to_come >= avail {
+            let oom_s = avail / rate;
+            f = f.with("host_oom_in_s", round(oom_s, 0));
+            if oom_s <= CRITICAL_S {
+                f.severity = Severity::Critical;
+            }
+            f.title += &format!("; the host runs out of memory in about {oom_s:.0} s at this pace");
+        } else {
+            f.title += &format!("; at most {:.1} GiB more, which the host has", to_come / GIB);
+        }
+    }
+    vec![f]
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 8 workers, PSS read every 5 s over `secs`: the main process at 3 GiB, the workers' sum
+    /// rising by `gib_per_s`.
+    fn copying(secs: usize, gib_per_s: f64) -> Run {
+        Run {
+            // The training process holds 20 GiB: up to 160 GiB of copies, more than the host has.
+            tree_pss: (0..=secs / 5)
+                .map(|k| ((k * 5) as f64, 3.0 * GIB, 0.5 * GIB + gib_per_s * (k * 5) as f64 * GIB, 8, 20.0 * GIB))
+                .collect(),
+            host_mem_total_bytes: Some(128.0 * GIB),
+            host_mem_used_pct: vec![(secs as f64, 50.0)],
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn workers_copying_a_gib_or_more_while_still_rising() {
+        assert!(findings(&copying(20, 0.049)).is_empty(), "0.98 GiB in 20 s");
+        let f = findings(&copying(20, 0.65));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical, "64 GiB available at 0.65 GiB/s: 98 s");
+        assert!(f[0].title.ends_with("the host runs out of memory in about 98 s at this pace"), "{}", f[0].title);
+        assert!(f[0].title.contains("8 DataLoader workers' memory grew 13.0 GiB in 20 s"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn the_host_running_out_at_their_pace_is_critical_and_a_load_that_stops_is_not_a_copy() {
+        // 64 GiB available at 0.1 GiB/s: 640 s, not critical; at 0.11 GiB/s: 582 s.
+        assert_eq!(findings(&copying(60, 0.1))[0].severity, Severity::Warning);
+        assert_eq!(findings(&copying(60, 0.11))[0].severity, Severity::Critical);
+        // Grew 3 GiB in its first 10 s, then flat for 50 s: loaded, not copying.
+        let mut r = copying(60, 0.0);
+        for x in &mut r.tree_pss {
+            x.2 += if x.0 >= 10.0 { 3.0 * GIB } else { 0.3 * x.0 * GIB };
+        }
+        assert!(findings(&r).is_empty());
+        assert!(findings(&copying(5, 1.0)).is_empty(), "5 s is workers starting");
+        // A training process of 2 GiB: 8 workers copy 16 GiB at most, which 64 GiB holds.
+        let mut r = copying(20, 0.65);
+        for x in &mut r.tree_pss {
+            x.4 = 2.0 * GIB;
+        }
+        let f = &findings(&r)[0];
+        assert_eq!(f.severity, Severity::Warning);
+        assert!(f.title.ends_with("at most 2.5 GiB more, which the host has"), "{}", f.title);
+    }
+}
