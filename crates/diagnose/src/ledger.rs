@@ -321,7 +321,9 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         }
         let after = if marked { "after the loop's last step mark" } else { "after the GPU's last busy stretch" };
         book.claim("after_loop", "after the loop (saving, shutdown)", basis, after, vec![[last, end]]);
-        for f in findings.iter().filter(|f| f.id == "periodic_stall") {
+        // The stalls of the GPU the ledger reads (a data-parallel job's ranks stall together).
+        for f in findings.iter().filter(|f| f.id == "periodic_stall" && (f.gpu.is_none() || f.gpu == g.map(|g| g.gpu)))
+        {
             let label = stall_label(&f.title);
             book.claim("stall", &label, f.basis, "the GPU's idle pauses the stall rule found", f.pauses_s.clone());
         }
