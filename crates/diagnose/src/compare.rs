@@ -95,15 +95,22 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
     let mut new: Vec<&'static str> = ia.iter().copied().filter(|i| !ib.contains(i)).collect();
     gone.dedup();
     new.dedup();
-    let mut parts = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    // Findings of several GPUs, or two that mean the same (a leak and its OOM), say it once.
+    let mut gone_phrases: Vec<String> = Vec::new();
     for id in &gone {
-        parts.push(match *id {
+        gone_phrases.push(match *id {
             "input_bound" => "input bottleneck removed".to_owned(),
             "host_bound" => "host overhead removed".to_owned(),
             "memory_growth" | "oom" => "memory leak gone".to_owned(),
             "periodic_stall" => "periodic stalls gone".to_owned(),
             other => format!("{other} gone"),
         });
+    }
+    for p in gone_phrases {
+        if !parts.contains(&p) {
+            parts.push(p);
+        }
     }
     if let (Some(u0), Some(u1)) = (b.util_gpu_pct, a.util_gpu_pct) {
         parts.push(format!("util {u0:.0}% → {u1:.0}%"));
@@ -127,7 +134,7 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
             fmt_ratio(if r >= 1.0 { r } else { 1.0 / r })
         ));
     }
-    let remaining: Vec<&str> = ia
+    let mut remaining: Vec<&str> = ia
         .iter()
         .filter_map(|id| match *id {
             "host_bound" => Some("host overhead"),
@@ -139,11 +146,14 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
             _ => None,
         })
         .collect();
+    let mut seen = std::collections::HashSet::new();
+    remaining.retain(|r| seen.insert(*r));
     if !remaining.is_empty() {
         parts.push(format!("remaining gap: {}", remaining.join(", ")));
     }
+    let mut named = std::collections::HashSet::new();
     for id in &new {
-        if !matches!(*id, "host_bound" | "input_bound") {
+        if !matches!(*id, "host_bound" | "input_bound") && named.insert(*id) {
             parts.push(format!("new: {id}"));
         }
     }
@@ -204,6 +214,26 @@ mod tests {
         assert!(!c.gone.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
         let c = compare(&r, &slow, &r, &healthy);
         assert!(!c.new.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
+    }
+
+    /// Two GPUs that both lost their host overhead, and a leak that lost its OOM too: each said
+    /// once.
+    #[test]
+    fn each_change_is_said_once() {
+        let f = |id: &'static str, gpu: Option<u32>| {
+            let mut f = Finding::new(id, crate::Severity::Warning, String::new());
+            f.gpu = gpu;
+            f
+        };
+        let before =
+            [f("host_bound", Some(0)), f("memory_growth", Some(0)), f("host_bound", Some(1)), f("oom", Some(0))];
+        let r = sm_run(50.0, 5.0);
+        let c = compare(&r, &before, &r, &[]);
+        assert_eq!(c.verdict.matches("host overhead removed").count(), 1, "{}", c.verdict);
+        assert_eq!(c.verdict.matches("memory leak gone").count(), 1, "{}", c.verdict);
+        let c = compare(&r, &[], &r, &before);
+        assert_eq!(c.verdict.matches("host overhead").count(), 1, "{}", c.verdict);
+        assert_eq!(c.verdict.matches("new: oom").count(), 1, "{}", c.verdict);
     }
 
     #[test]

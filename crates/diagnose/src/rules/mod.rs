@@ -3,6 +3,7 @@
 mod binding;
 mod ended;
 mod epoch;
+mod errors;
 mod host;
 mod memory;
 mod phases;
@@ -55,6 +56,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(binding::findings(full));
     out.extend(ended::gpu_lost(full));
     out.extend(ended::host_oom(full));
+    out.extend(errors::findings(full));
     let ledger = crate::ledger(full, &out);
     let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and

@@ -128,13 +128,22 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
             if let Some(w) = run.worker_cpu_mean {
                 f = f.with("worker_cpu_mean_pct", round(w, 0));
             }
-        } else {
+        } else if run.host_cpu.is_empty() {
             f = f.limit(
                 "no host data: record with `gpulse record --pid PID` to see the training's CPU and DataLoader workers",
+            );
+        } else {
+            f = f.limit(
+                "the training's process tree was not watched (the host's CPU was): record with `gpulse record --pid PID`, or `gpulse run`, to see its CPU and DataLoader workers",
             );
         }
         match measured_wait {
             Some(w) => f = f.with("data_wait_share_pct", round(100.0 * w, 1)),
+            None if run.steps.is_some() => {
+                f = f.limit(
+                    "the loop marked its steps but not its waits for data: the share of each step spent waiting was not measured (gpulse run --instrument times each DataLoader wait; by hand, gpulse.phase(\"data\") around the fetch)",
+                )
+            }
             None => {
                 f = f.limit(
                     "no step markers: the share of each step spent waiting for data was not measured (gpulse run --instrument, or the Lightning and Hugging Face callbacks, measure it)",
@@ -284,6 +293,35 @@ mod tests {
 
     fn found(run: &Run) -> Vec<&'static str> {
         ids(&findings(run, &[]))
+    }
+
+    /// What the input lacked is said as it was: host data without a tree, steps without waits.
+    #[test]
+    fn the_limits_name_what_is_missing() {
+        let limits = |r: &Run| findings(r, &[]).into_iter().flat_map(|f| f.limits).collect::<Vec<_>>().join(" | ");
+        let bare = run(vec![steady(0, 40.0, 20)]);
+        assert!(
+            limits(&bare).contains("no host data") && limits(&bare).contains("no step markers"),
+            "{}",
+            limits(&bare)
+        );
+        let mut host = run(vec![steady(0, 40.0, 20)]);
+        host.host_cpu = vec![(0.0, 30.0), (10.0, 30.0)];
+        assert!(limits(&host).contains("process tree was not watched") && !limits(&host).contains("no host data"));
+        let mut stepped = run(vec![steady(0, 40.0, 20)]);
+        stepped.steps = Some(crate::Steps {
+            pid: 1,
+            ranks: 1,
+            count: 19,
+            window_s: [0.0, 19.0],
+            step_s: Vec::new(),
+            data_wait_s: Vec::new(),
+            waited_s: None,
+        });
+        assert!(
+            limits(&stepped).contains("marked its steps but not its waits")
+                && !limits(&stepped).contains("no step markers")
+        );
     }
 
     #[test]
