@@ -154,13 +154,12 @@ mod tests {
 
     #[test]
     fn a_job_that_died_of_an_nccl_timeout_says_so_first() {
-        let mut r = Run::default();
-        r.gpus = vec![crate::rules::testing::steady(0, 95.0, 30)];
-        r.events = vec![event(
-            "nccl_timeout",
-            25.0,
-            serde_json::json!({"text": "Watchdog caught collective operation timeout"}),
-        )];
+        let timeout = serde_json::json!({"text": "Watchdog caught collective operation timeout"});
+        let r = Run {
+            gpus: vec![crate::rules::testing::steady(0, 95.0, 30)],
+            events: vec![event("nccl_timeout", 25.0, timeout)],
+            ..Run::default()
+        };
         let all = crate::diagnose_run(&r);
         assert_eq!(all[0].id, "nccl_timeout");
         assert!(crate::summary(&all).unwrap().contains("NCCL's watchdog timed out"), "{:?}", crate::summary(&all));
