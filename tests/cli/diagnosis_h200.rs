@@ -137,14 +137,18 @@ fn ledger(v: &serde_json::Value) -> (f64, std::collections::BTreeMap<String, f64
     (v["ledger"]["wall_s"].as_f64().unwrap(), by)
 }
 
-/// One line of a `truth.jsonl` by its scenario.
-fn truth(scenario: &str) -> serde_json::Value {
-    std::fs::read_to_string(fixture("h200-diagnosis/truth.jsonl"))
+/// One line of a fixture's `truth.jsonl` (`dir/truth.jsonl`) by its scenario.
+fn truth_in(dir: &str, scenario: &str) -> serde_json::Value {
+    std::fs::read_to_string(fixture(&format!("{dir}/truth.jsonl")))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|v| v["scenario"] == scenario)
-        .unwrap()
+        .unwrap_or_else(|| panic!("{dir}: no truth for {scenario}"))
+}
+
+fn truth(scenario: &str) -> serde_json::Value {
+    truth_in("h200-diagnosis", scenario)
 }
 
 #[test]
@@ -200,14 +204,8 @@ fn the_ledgers_accounts_meet_the_loops_own_timing() {
     assert!((copy_share - truth_share).abs() <= 0.05, "{copy_share} against the loop's {truth_share}: {by:?}");
 }
 
-/// One line of `h200-ledger/truth.jsonl` by its scenario.
 fn ledger_truth(scenario: &str) -> serde_json::Value {
-    std::fs::read_to_string(fixture("h200-ledger/truth.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|v| v["scenario"] == scenario)
-        .unwrap()
+    truth_in("h200-ledger", scenario)
 }
 
 /// Seconds of `v`'s ledger in `account` (any label).
@@ -308,14 +306,8 @@ fn each_mechanism_names_its_cause_and_the_ledger_meets_the_loops_clock() {
     }
 }
 
-/// One line of `h200-memio/truth.jsonl` by its scenario.
 fn memio_truth(scenario: &str) -> serde_json::Value {
-    std::fs::read_to_string(fixture("h200-memio/truth.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|v| v["scenario"] == scenario)
-        .unwrap()
+    truth_in("h200-memio", scenario)
 }
 
 #[test]
