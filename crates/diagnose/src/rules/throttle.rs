@@ -14,6 +14,10 @@ const POWER_CAP_CLOCK_LOSS: f64 = 0.10;
 /// Reasons present in less than this share of the active samples are transients.
 const MIN_SHARE: f64 = 0.10;
 
+/// Compute-bound work runs at the SM clock's pace: the time throttled, times the clock it lost.
+const THROTTLED: &str =
+    "throttled_clock: the share of the active time throttled, times the share of the SM clock lost in it";
+
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
@@ -49,7 +53,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 f = f
                     .with("sm_clock_mean_mhz", round(c, 0))
                     .with("sm_clock_max_mhz", m)
-                    .with("clock_lost_share", round(1.0 - c / m, 3));
+                    .with("clock_lost_share", round(1.0 - c / m, 3))
+                    .costs(hw * (1.0 - c / m), THROTTLED);
             }
             out.push(f);
         } else if cap >= MIN_SHARE
@@ -64,6 +69,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                     .with("sm_clock_mean_mhz", round(c, 0))
                     .with("sm_clock_max_mhz", m)
                     .with("clock_lost_share", round(1.0 - c / m, 3))
+                    .costs(cap * (1.0 - c / m), THROTTLED)
                     .advise(&["the GPU uses its whole power budget: expected for dense bf16 matmuls; a higher power limit (nvidia-smi -pl) or lower precision work would raise clocks"]),
             );
         }
@@ -89,6 +95,8 @@ mod tests {
     fn thermal_or_hardware_slowdown_in_a_tenth_of_the_samples() {
         let f = findings(&clocked(10, 1, 0x20, 1500.0));
         assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Warning), "1 of 10");
+        // A tenth of the time at 1500 of 2000 MHz: 2.5 % of the run.
+        assert_eq!(f[0].lost_share, Some(0.025));
         assert!(findings(&clocked(11, 1, 0x20, 1500.0)).is_empty(), "1 of 11");
     }
 
@@ -97,6 +105,7 @@ mod tests {
         // Clock 1799 of 2000: 10.05 % lost; 1801: 9.95 %.
         let f = findings(&clocked(10, 5, 0x4, 1799.0));
         assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Info));
+        assert_eq!(f[0].lost_share, Some(0.05), "half the time, a tenth of the clock");
         assert!(findings(&clocked(10, 5, 0x4, 1801.0)).is_empty(), "the cap, at little cost");
         assert!(findings(&clocked(11, 1, 0x4, 1000.0)).is_empty(), "1 of 11 samples");
         assert_eq!(ids(&findings(&clocked(10, 1, 0x4, 1000.0))), ["throttling"], "1 of 10");

@@ -219,6 +219,8 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
     let mut f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
         .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
         .with("least_to_most", round(lo / hi, 2))
+        // Ranks wait for the busiest each step: evened out, each does the mean.
+        .costs(1.0 - work.iter().map(|m| m.1).sum::<f64>() / work.len() as f64 / hi, "imbalance: the busiest GPU's work above the mean, over its work")
         .with(
             "util_gpu_spread_pct",
             gpus.iter()
@@ -457,6 +459,9 @@ mod tests {
         assert_eq!(two(30.0, 10.0), ["gpu_imbalance"]);
         assert!(two(29.9, 10.0).is_empty(), "too idle to judge");
         assert!(ids(&imbalance(&run(vec![steady(0, 90.0, 20)]))).is_empty(), "one GPU");
+        // 80 and 40: evened out at 60, each step is a quarter shorter.
+        let f = imbalance(&run(vec![steady(0, 80.0, 20), steady(1, 40.0, 20)]));
+        assert_eq!(f[0].lost_share, Some(0.25));
     }
 
     #[test]
