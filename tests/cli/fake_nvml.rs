@@ -211,3 +211,37 @@ fn a_gpu_lost_during_a_recording_is_a_critical_finding_at_the_time_it_was_lost()
     let (_, text, _) = run(gpulse(None).arg("diagnose").arg(&db));
     assert!(text.contains("GPU 0: fell off the bus"), "{text}");
 }
+
+/// Per-process SM shares that NVML stops giving (an error from 1.5 s on) are absent from their next
+/// read on (the recorder reads them every 5 s), never the last one read.
+#[test]
+fn a_share_that_can_no_longer_be_read_is_absent_not_stale() {
+    let sc = idle_with(
+        r#""processes": [{"pid": 4242, "used_memory_mib": 2048, "sm_util_pct": 60, "mem_util_pct": 20}],
+           "errors": [{"call": "nvmlDeviceGetProcessUtilization", "code": 999, "from_s": 1.5}],"#,
+        "",
+    );
+    let dir = std::env::temp_dir().join(format!("gpulse-stale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("s.db");
+    let (code, _, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .args(["record", "--interval", "500ms", "--duration", "7s", "-o"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let rec = gpulse_record::read(&db).unwrap();
+    let start = rec.snapshots[0].timestamp_us;
+    let shares: Vec<(f64, Option<u32>)> = rec
+        .snapshots
+        .iter()
+        .filter_map(|s| {
+            let p = s.gpus[0].processes.iter().find(|p| p.pid == 4242)?;
+            Some(((s.timestamp_us - start) as f64 / 1e6, p.sm_util_pct))
+        })
+        .collect();
+    assert!(shares.iter().any(|s| s.1 == Some(60)), "read while NVML gave it: {shares:?}");
+    // The read at 5 s fails: from then on the share is unknown.
+    assert!(shares.iter().filter(|s| s.0 >= 5.0).all(|s| s.1.is_none()), "{shares:?}");
+    assert!(shares.iter().any(|s| s.0 >= 5.0), "samples after the failed read: {shares:?}");
+}

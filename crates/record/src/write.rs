@@ -97,8 +97,33 @@ fn base_params(
     )
 }
 
-/// A process listing reduced to what decides whether it changed: PIDs and KiB held.
-type Listing = Vec<(u32, Option<u64>)>;
+/// A process listing reduced to what decides whether it changed: PIDs, KiB held, and the SM and
+/// memory-controller shares.
+type Listing = Vec<(u32, Option<u64>, Option<u32>, Option<u32>)>;
+
+/// A share that moved this many points since the listing last written is a change: the driver's
+/// shares jitter by a point or two from one read to the next.
+const SHARE_MOVE_PCT: u32 = 5;
+
+/// Whether a process's share moved enough to write the listing again: read or no longer read,
+/// crossing the idle line (1 %, the idle-holder rule's), or by [`SHARE_MOVE_PCT`].
+fn share_moved(before: Option<u32>, now: Option<u32>) -> bool {
+    match (before, now) {
+        (Some(b), Some(n)) => b.abs_diff(n) >= SHARE_MOVE_PCT || ((b <= 1) != (n <= 1)),
+        (None, None) => false,
+        _ => true,
+    }
+}
+
+/// Whether `now` differs from the listing last written in what a reader would act on.
+fn listing_changed(before: Option<&Listing>, now: &Listing) -> bool {
+    let Some(before) = before else { return true };
+    before.len() != now.len()
+        || before
+            .iter()
+            .zip(now)
+            .any(|(b, n)| b.0 != n.0 || b.1 != n.1 || share_moved(b.2, n.2) || share_moved(b.3, n.3))
+}
 
 /// Appends samples to a new recording.
 pub struct Writer {
@@ -387,14 +412,18 @@ impl Writer {
         if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 
-    /// Process listings are written when they change; a reader carries the last one forward.
+    /// Process listings are written when they change (a process, its memory, or a share that
+    /// moved); a reader carries the last one forward.
     fn gpu_processes(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
         if g.absence(gpulse_model::Metric::Processes).is_some() {
             return Ok(());
         }
-        let key: Vec<(u32, Option<u64>)> =
-            g.processes.iter().map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)))).collect();
-        if self.processes.get(&g.gpu_index) == Some(&key) {
+        let key: Listing = g
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.used_memory_bytes.map(|b| b.div_ceil(1024)), p.sm_util_pct, p.mem_util_pct))
+            .collect();
+        if !listing_changed(self.processes.get(&g.gpu_index), &key) {
             return Ok(());
         }
         self.write_processes(t, g.gpu_index, &g.processes)?;
