@@ -126,7 +126,16 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     }
     // Growth: the segment with the largest sustained rise.
     let scale = total.unwrap_or(peak.max(GIB));
-    let segs = segments(&g.t_s, &g.mem_used_bytes, scale);
+    // A leak grows across steps: where the loop marked them, what grew before its first step
+    // (the model and the optimizer's state loading) is not growth.
+    let from_s = run.steps.as_ref().map_or(f64::MIN, |s| s.window_s[0]);
+    let segs: Vec<(Vec<f64>, Vec<f64>)> = segments(&g.t_s, &g.mem_used_bytes, scale)
+        .into_iter()
+        .map(|(t, y)| {
+            let k = t.partition_point(|x| *x < from_s);
+            (t[k..].to_vec(), y[k..].to_vec())
+        })
+        .collect();
     let last_seg = segs.len() - 1;
     let best = segs
         .iter()
@@ -254,6 +263,26 @@ mod tests {
         let mut load: Vec<f64> = (0..10).map(|i| 10.0 + 3.0 * f64::from(i)).collect();
         load.extend([37.0; 20]);
         assert!(found(&mem(100.0, &load)).is_empty());
+    }
+
+    /// A model loading for 20 s before its first step, then training on flat memory, is no leak;
+    /// the same climb after the first step is.
+    #[test]
+    fn loading_before_the_first_step_is_not_growth() {
+        let mut r = ramp(100.0, 40.0, 20);
+        let steps = |first_s: f64| crate::Steps {
+            pid: 1,
+            ranks: 1,
+            count: 10,
+            window_s: [first_s, 20.0],
+            step_s: Vec::new(),
+            data_wait_s: Vec::new(),
+            waited_s: None,
+        };
+        r.steps = Some(steps(19.0));
+        assert!(found(&r).is_empty(), "loading, then one step");
+        r.steps = Some(steps(0.0));
+        assert_eq!(found(&r), ["memory_growth"], "growing across the steps");
     }
 
     #[test]
