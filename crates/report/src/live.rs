@@ -112,20 +112,24 @@ mod tests {
     #[test]
     fn the_live_diagnosis_ends_where_diagnose_does() {
         let key = |f: &[Finding]| f.iter().map(|f| (f.id, f.gpu, f.basis)).collect::<Vec<_>>();
-        for (dir, name) in [
-            ("h200-diagnosis", "transfer_pageable.db"),
-            ("h200-diagnosis", "epoch_restart.db"),
-            ("h200-diagnosis", "fp32_matmul.db"),
-            ("h200-diagnosis", "starved_loader.db"),
-            ("h200-diagnosis", "lightning.db"),
-            ("h200-diagnosis", "hf.db"),
-            ("h200-gpulse-run", "dl_bound.db"),
-            ("h200-gpulse-run", "dl_tuned.db"),
-        ] {
-            let (_, rec, _, live) = replay_in(dir, name);
-            let recorded = gpulse_diagnose::diagnose(&rec);
-            assert_eq!(key(&live.findings_now()), key(&recorded), "{name}");
+        // Every recording of a job the fixtures hold, each shorter than the live window.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut checked = 0;
+        for dir in ["h200-diagnosis", "h200-gpulse-run", "h200-ledger", "h200-memio", "h200-gpulse", "h200x2-gpulse"] {
+            let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.ends_with(".db"))
+                .collect();
+            names.sort();
+            for name in names {
+                let (_, rec, _, live) = replay_in(dir, &name);
+                let recorded = gpulse_diagnose::diagnose(&rec);
+                assert_eq!(key(&live.findings_now()), key(&recorded), "{dir}/{name}");
+                checked += 1;
+            }
         }
+        assert!(checked >= 25, "{checked} recordings");
     }
 
     #[test]
