@@ -118,7 +118,12 @@ impl Layout {
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::copy(entrypoint(), dir.join("gpulse-entrypoint")).unwrap();
-        std::os::unix::fs::symlink(gpulse_bin(), dir.join("bin/gpulse")).unwrap();
+        // The binary itself, not a link into the build folder the other user cannot enter: a hard
+        // link where the build folder shares the file system, else a copy.
+        let bin = dir.join("bin/gpulse");
+        if std::fs::hard_link(gpulse_bin(), &bin).is_err() {
+            std::fs::copy(gpulse_bin(), &bin).unwrap();
+        }
         Layout { dir }
     }
 
