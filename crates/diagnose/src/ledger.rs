@@ -281,7 +281,7 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         "host-to-device copies",
         Basis::Measured,
         "the loop's timed copies to the GPU (--instrument)",
-        run.copies_s.clone(),
+        loop_copies(run),
     );
     book.claim("data_wait", "waiting for data", Basis::Measured, WAITS, folded.clone());
     let mut interleaved = copies;
