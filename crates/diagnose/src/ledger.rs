@@ -193,8 +193,8 @@ fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'stati
             && matches!(f.id, "input_bound" | "host_bound" | "process_bound" | "transfer_bound" | "host_saturated")
     })?;
     let (account, label) = match f.id {
-        "input_bound" => ("input_inferred", "waiting for data (inferred)"),
-        "transfer_bound" => ("transfer", "host-to-device copies"),
+        "input_bound" => ("input_inferred", "waiting for data, by the GPU's pattern"),
+        "transfer_bound" => ("transfer", "copies between the host and the GPU"),
         "host_saturated" => ("host_saturated", "the host's CPU, taken by other processes"),
         "process_bound" => ("host_side", "the training process on the host (data loading or Python)"),
         _ => ("host_side", "host-side work in each step (launches, Python, synchronizations)"),
