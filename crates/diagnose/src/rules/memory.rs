@@ -103,7 +103,13 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         for w in g.t_s.iter().zip(&g.mem_used_bytes).collect::<Vec<_>>().windows(6) {
             let (Some(first), Some(last)) = (w[0].1, w[w.len() - 1].1) else { continue };
             if oom_at.is_none() && *first >= 0.95 * total && first - last >= OOM_DROP * total {
-                oom_at = Some(*w[0].0);
+                // At the fall itself: the last sample before the steepest drop in the window, not
+                // the window's start up to five samples earlier.
+                let fall = w
+                    .windows(2)
+                    .filter_map(|p| Some((*p[0].0, (*p[0].1)? - (*p[1].1)?)))
+                    .reduce(|a, b| if b.1 > a.1 { b } else { a });
+                oom_at = Some(fall.map_or(*w[0].0, |f| f.0));
             }
         }
         if peak >= PRESSURE * total && oom_at.is_none() {
@@ -245,6 +251,10 @@ mod tests {
         assert_eq!(found(&mem(100.0, &slower)), ["memory_pressure"], "19 points within 6 samples");
         let lower = [94.9, 94.9, 94.9, 90.0, 80.0, 70.0, 70.0];
         assert_eq!(found(&mem(100.0, &lower)), ["memory_pressure"], "from below 95 %");
+        // A sudden fall is placed where it happened, not at the start of the first window
+        // that holds it.
+        let sudden = [96.0, 96.0, 96.0, 96.0, 96.0, 96.0, 70.0, 70.0];
+        assert_eq!(findings(&mem(100.0, &sudden))[0].evidence["at_s"], 5.0);
     }
 
     /// Memory climbing linearly by `rise_gib` over `span_s` seconds (one sample a second).
