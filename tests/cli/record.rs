@@ -37,9 +37,17 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
     let dir = tmp("tree");
     let db = dir.join("run.db");
     // The "training": a shell with two children, like a script and its DataLoader workers.
-    let mut job = Command::new("sh").args(["-c", "sleep 30 & sleep 30 & wait"]).spawn().unwrap();
+    // In a group of its own, so that ending it ends its children too.
+    use std::os::unix::process::CommandExt;
+    let mut job = Command::new("sh").args(["-c", "sleep 30 & sleep 30 & wait"]).process_group(0).spawn().unwrap();
     let mut foreign = Command::new("sleep").arg("30").spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", job.id()))
+            .unwrap_or_default()
+            .split_whitespace()
+            .count()
+    };
+    wait_until(60, "both children forked", || children() == 2);
     let sc = tree_scenario(job.id(), foreign.id());
     let (code, _, err) = run(gpulse(None)
         .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
@@ -47,7 +55,8 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
         .arg(job.id().to_string())
         .arg("-o")
         .arg(&db));
-    let _ = (job.kill(), foreign.kill(), job.wait(), foreign.wait());
+    unsafe { libc::kill(-(job.id() as i32), libc::SIGKILL) };
+    let _ = (foreign.kill(), job.wait(), foreign.wait());
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("recorded") && err.contains("duration reached"), "{err}");
     let classes = python_sql(&db, "select pid, class from gpu_processes group by pid order by class");

@@ -207,14 +207,38 @@ fn run_summary_on_stderr() {
 
 #[test]
 fn attach_summary_names_the_gpus_the_job_held() {
-    // The job is `sleep 2`; the stand-in lists it on GPU 0, as NVML lists a training process.
-    let mut job = Command::new("sleep").arg("2").spawn().unwrap();
+    // The job is `sleep 30`, ended once attach watches it (however long a loaded machine takes to
+    // start attach); the stand-in lists it on GPU 0, as NVML lists a training process.
+    let mut job = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = job.id().to_string();
     let sc = idle_with_process("snap-attach", &format!(r#"{{"pid": {pid}, "used_memory_mib": 20000}}"#));
     let dir = job_dir("attach");
     let args = ["attach", "--interval", "0.1", "-o", "x.db", &pid];
-    let (code, out, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc).current_dir(&dir).args(args));
+    let mut attach = gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .current_dir(&dir)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first line says it watches; a few polls later the job ends.
+    let mut err = String::new();
+    let mut lines = std::io::BufReader::new(attach.stderr.take().unwrap());
+    std::io::BufRead::read_line(&mut lines, &mut err).unwrap();
+    assert!(err.starts_with("gpulse: watching PID"), "{err}");
+    // Five polls recorded, however long that takes, then the job ends.
+    let db = dir.join("x.db");
+    super::support::wait_until(60, "five polls recorded", || {
+        let script = "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from gpu_samples').fetchone()[0])";
+        Command::new("python3").arg("-c").arg(script).arg(&db).output().is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().is_ok_and(|n| n >= 5)
+        })
+    });
     let _ = (job.kill(), job.wait());
+    std::io::Read::read_to_string(&mut lines, &mut err).unwrap();
+    let o = attach.wait_with_output().unwrap();
+    let (code, out) = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned());
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
     let filters = [
         // The job's PID: first in the holders' table, where it is padded to 8 characters (so
@@ -224,7 +248,8 @@ fn attach_summary_names_the_gpus_the_job_held() {
         (LIVE_LEDGER.0.to_owned(), LIVE_LEDGER.1.to_owned()),
     ];
     let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    let line = "gpulse attach --interval 0.1 -o x.db PID (a `sleep 2` the stand-in lists on GPU 0)";
+    let line =
+        "gpulse attach --interval 0.1 -o x.db PID (a `sleep 30` the stand-in lists on GPU 0, ended after five polls)";
     let note = "suspect: the job's own process is judged an idle_holder, with advice about a forgotten notebook";
     snap("attach_summary_one_holder", &described(line, note), &err, &filters);
     let _ = std::fs::remove_dir_all(&dir);
