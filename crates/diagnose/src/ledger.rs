@@ -157,7 +157,7 @@ pub(crate) fn end_s(run: &Run) -> f64 {
 }
 
 /// The GPU the ledger reads: the busiest over the run (a data-parallel job's ranks are alike).
-fn primary(run: &Run) -> Option<&crate::GpuSeries> {
+pub(crate) fn primary(run: &Run) -> Option<&crate::GpuSeries> {
     let busy = |g: &crate::GpuSeries| {
         let v = g.active_values(&g.util_pct);
         if v.is_empty() { -1.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
@@ -236,13 +236,14 @@ const BULK_WRITE_BYTES_PER_S: f64 = 50e6;
 /// GPU-Util at or below this is idle, as the stall rule reads it.
 const IDLE_UTIL_PCT: f64 = 10.0;
 
-/// The tree samples' intervals in which the job wrote in bulk while `g` stood idle.
-fn bulk_writes_gpu_idle(run: &Run, g: &crate::GpuSeries) -> Vec<[f64; 2]> {
+/// The tree samples' intervals in which the job wrote in bulk while `g` stood idle, and the bytes
+/// written in each.
+pub(crate) fn bulk_writes_gpu_idle(run: &Run, g: &crate::GpuSeries) -> Vec<([f64; 2], f64)> {
     run.tree_io
         .iter()
         .filter(|x| x.1 > 0.0 && x.3 / x.1 >= BULK_WRITE_BYTES_PER_S)
-        .map(|x| [x.0 - x.1, x.0])
-        .filter(|w| {
+        .map(|x| ([x.0 - x.1, x.0], x.3))
+        .filter(|(w, _)| {
             let u: Vec<f64> = (0..g.t_s.len())
                 .filter(|&i| g.t_s[i] > w[0] && g.t_s[i] <= w[1])
                 .filter_map(|i| g.util_pct[i])
@@ -329,7 +330,7 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         }
         // The GPU idle while the job writes in bulk: saving a checkpoint, by its I/O counters.
         if let Some(g) = g {
-            let writes = bulk_writes_gpu_idle(run, g);
+            let writes = bulk_writes_gpu_idle(run, g).into_iter().map(|w| w.0).collect();
             book.claim(
                 "storage_write",
                 "writing to storage with the GPU idle (checkpoints)",

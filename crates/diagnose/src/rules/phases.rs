@@ -98,7 +98,9 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     let writing = ledger.share("storage_write");
     if writing >= PHASE_INFO {
         let secs = ledger.seconds("storage_write");
-        let written: f64 = run.tree_io.iter().filter(|x| x.1 > 0.0 && x.3 / x.1 >= 50e6).map(|x| x.3).sum();
+        // The bytes of the same intervals the ledger counted: bulk writes with the GPU idle.
+        let written: f64 = crate::ledger::primary(run)
+            .map_or(0.0, |g| crate::ledger::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
         out.push(
             Finding::new(
                 "checkpoint_writes",
