@@ -55,7 +55,7 @@ impl Ledger {
 type Spans = Vec<[f64; 2]>;
 
 /// Sorts and merges overlapping stretches, each clipped to `[lo, hi]`.
-fn merged(mut spans: Vec<[f64; 2]>, lo: f64, hi: f64) -> Spans {
+pub(crate) fn merged(mut spans: Vec<[f64; 2]>, lo: f64, hi: f64) -> Spans {
     spans.retain_mut(|s| {
         *s = [s[0].max(lo), s[1].min(hi)];
         s[1] > s[0]
@@ -95,7 +95,7 @@ fn minus(spans: &[[f64; 2]], taken: &[[f64; 2]]) -> Spans {
     out
 }
 
-fn total(spans: &[[f64; 2]]) -> f64 {
+pub(crate) fn total(spans: &[[f64; 2]]) -> f64 {
     spans.iter().map(|s| s[1] - s[0]).sum()
 }
 

@@ -135,15 +135,7 @@ impl Run {
     /// rules that read the GPU's idle time see, so time the loop spent in a phase on purpose is
     /// never blamed on anything else. `None` when no sample lies in a phase.
     pub fn outside_phases(&self) -> Option<Run> {
-        let mut spans: Vec<[f64; 2]> = self.phases_s.iter().map(|p| p.1).collect();
-        spans.sort_by(|a, b| a[0].total_cmp(&b[0]));
-        let mut merged: Vec<[f64; 2]> = Vec::new();
-        for s in spans {
-            match merged.last_mut() {
-                Some(last) if s[0] <= last[1] => last[1] = last[1].max(s[1]),
-                _ => merged.push(s),
-            }
-        }
+        let merged = crate::ledger::merged(self.phases_s.iter().map(|p| p.1).collect(), f64::MIN, f64::MAX);
         let inside = |t: f64| {
             let i = merged.partition_point(|s| s[1] <= t);
             merged.get(i).is_some_and(|s| t >= s[0])
@@ -284,30 +276,20 @@ impl RunBuilder {
             (Some(c), Some(parent)) => c == parent,
             _ => true,
         };
+        // A DataLoader worker: a forked child of a GPU process that holds no GPU context itself.
+        let is_worker =
+            |p: &gpulse_model::TreeProcess| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p);
         let per_worker: Vec<f64> = rec
             .trees
             .iter()
             .filter_map(|tr| {
-                let w: Vec<f64> = tr
-                    .processes
-                    .iter()
-                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
-                    .filter_map(|p| p.cpu_pct.map(f64::from))
-                    .collect();
+                let w: Vec<f64> =
+                    tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.cpu_pct.map(f64::from)).collect();
                 (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
             })
             .collect();
-        let worker_count = rec
-            .trees
-            .iter()
-            .map(|tr| {
-                tr.processes
-                    .iter()
-                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
-                    .count()
-            })
-            .max()
-            .unwrap_or(0);
+        let worker_count =
+            rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
         let worker_cpu_mean =
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
         let io_blocked = rec
@@ -320,11 +302,7 @@ impl RunBuilder {
                         held if !held.is_empty() => held,
                         _ => tr.processes.iter().filter(|p| p.pid == tr.root_pid).collect(),
                     };
-                let workers: Vec<&gpulse_model::TreeProcess> = tr
-                    .processes
-                    .iter()
-                    .filter(|p| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p))
-                    .collect();
+                let workers: Vec<&gpulse_model::TreeProcess> = tr.processes.iter().filter(|p| is_worker(p)).collect();
                 let share = (!workers.is_empty())
                     .then(|| workers.iter().filter(|p| in_d(p)).count() as f64 / workers.len() as f64);
                 (t(tr.timestamp_us), main.iter().any(|p| in_d(p)), share)
@@ -343,8 +321,6 @@ impl RunBuilder {
             .map(|tr| t(tr.timestamp_us))
             .collect();
         let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
-        let is_worker =
-            |p: &gpulse_model::TreeProcess| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p);
         let is_main = |tr: &gpulse_model::TreeSample, p: &gpulse_model::TreeProcess| {
             if tr.processes.iter().any(|q| gpu_pids.contains(&q.pid)) {
                 gpu_pids.contains(&p.pid)

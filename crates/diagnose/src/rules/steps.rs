@@ -24,15 +24,7 @@ fn unstepped(run: &Run) -> Option<(f64, f64, [f64; 2])> {
         return None;
     }
     let [a, b] = crate::ledger::loop_window(run).0?;
-    let mut waits: Vec<[f64; 2]> =
-        run.data_waits_s.iter().map(|w| [w[0].max(a), w[1].min(b)]).filter(|w| w[1] > w[0]).collect();
-    waits.sort_by(|x, y| x[0].total_cmp(&y[0]));
-    let mut waited = 0.0;
-    let mut reach = f64::MIN;
-    for w in waits {
-        waited += (w[1] - w[0].max(reach)).max(0.0);
-        reach = reach.max(w[1]);
-    }
+    let waited = crate::ledger::total(&crate::ledger::merged(run.data_waits_s.clone(), a, b));
     (b > a).then(|| ((waited / (b - a)).min(1.0), waited, [a, b]))
 }
 
