@@ -125,6 +125,14 @@ fn listing_changed(before: Option<&Listing>, now: &Listing) -> bool {
             .any(|(b, n)| b.0 != n.0 || b.1 != n.1 || share_moved(b.2, n.2) || share_moved(b.3, n.3))
 }
 
+/// What the `processes` table holds of a PID.
+struct Identity {
+    first_ms: i64,
+    /// Whether NVML's name and the owner are written.
+    on_gpu: bool,
+    cmdline: Option<String>,
+}
+
 /// Appends samples to a new recording.
 pub struct Writer {
     conn: Connection,
@@ -135,8 +143,7 @@ pub struct Writer {
     gpm: HashMap<u32, GpmMetrics>,
     /// gpu → the process listing last written.
     processes: HashMap<u32, Listing>,
-    /// pid → (first seen, whether NVML's name and the owner are written).
-    identities: HashMap<u32, (i64, bool)>,
+    identities: HashMap<u32, Identity>,
     last_hires_ms: HashMap<u32, i64>,
 }
 
@@ -471,20 +478,26 @@ impl Writer {
         user: Option<&str>,
         gpu: bool,
     ) -> Result<(), RecordError> {
-        match self.identities.get(&pid).copied() {
-            None => {
-                self.conn
-                    .prepare_cached("INSERT OR REPLACE INTO processes VALUES (?1, ?2, ?3, ?4, ?5)")?
-                    .execute(params![pid, t, name, cmdline, user])?;
-                self.identities.insert(pid, (t, gpu));
-            }
-            Some((first, false)) if gpu => {
-                self.conn
-                    .prepare_cached("UPDATE processes SET name = ?3, user = ?4 WHERE pid = ?1 AND first_ms = ?2")?
-                    .execute(params![pid, first, name, user])?;
-                self.identities.insert(pid, (first, true));
-            }
-            Some(_) => {}
+        let Some(known) = self.identities.get_mut(&pid) else {
+            self.conn
+                .prepare_cached("INSERT OR REPLACE INTO processes VALUES (?1, ?2, ?3, ?4, ?5)")?
+                .execute(params![pid, t, name, cmdline, user])?;
+            self.identities.insert(pid, Identity { first_ms: t, on_gpu: gpu, cmdline: cmdline.map(str::to_owned) });
+            return Ok(());
+        };
+        if gpu && !known.on_gpu {
+            self.conn
+                .prepare_cached("UPDATE processes SET name = ?3, user = ?4 WHERE pid = ?1 AND first_ms = ?2")?
+                .execute(params![pid, known.first_ms, name, user])?;
+            known.on_gpu = true;
+        }
+        // The same process after an exec (a pyenv shim that became python): the line it runs now.
+        // Only the tree's reading follows execs; the GPU listing's is read once per PID.
+        if !gpu && cmdline.is_some() && cmdline != known.cmdline.as_deref() {
+            self.conn
+                .prepare_cached("UPDATE processes SET cmdline = ?3 WHERE pid = ?1 AND first_ms = ?2")?
+                .execute(params![pid, known.first_ms, cmdline])?;
+            known.cmdline = cmdline.map(str::to_owned);
         }
         Ok(())
     }

@@ -30,7 +30,9 @@ pub struct TreeSampler {
     pss_at: HashMap<u32, Instant>,
     /// When the tree's PSS was last read whole, and the host's available memory then.
     pss_round: Option<(Instant, Option<u64>)>,
-    cmdlines: HashMap<u32, Option<String>>,
+    /// Each process's command line, and the `comm` it was read under: a new `comm` is an exec
+    /// (a pyenv shim becoming the python it runs), so the line is read again.
+    cmdlines: HashMap<u32, (String, Option<String>)>,
     ticks_per_s: f64,
     page_bytes: u64,
 }
@@ -125,7 +127,14 @@ impl TreeSampler {
                 (dt > 0.0).then(|| (ticks.saturating_sub(s.ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
             });
             self.seen.insert(pid, Seen { ticks, at: now });
-            let cmdline = self.cmdlines.entry(pid).or_insert_with(|| proc_info::cmdline(pid)).clone();
+            let cmdline = match self.cmdlines.get(&pid) {
+                Some((comm, line)) if *comm == stat.comm => line.clone(),
+                _ => {
+                    let line = proc_info::cmdline(pid);
+                    self.cmdlines.insert(pid, (stat.comm.clone(), line.clone()));
+                    line
+                }
+            };
             // Another user's process (a setuid helper) refuses both: absent, never 0.
             let io = crate::profile::timed("proc tree io (/proc/PID/io)", || proc_.io()).ok();
             let pss_due = round || !self.pss_at.contains_key(&pid);
