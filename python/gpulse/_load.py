@@ -17,12 +17,42 @@ _TIME_COLUMNS = {"t_ms": "ms", "t_us": "us", "first_ms": "ms"}
 TIME_DTYPE = "datetime64[ns, UTC]"
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 class NewerSchemaError(ValueError):
     """The recording was written by a newer gpulse than this package reads."""
 
 
+def _inspect(path):
+    """The header checks of ``gpulse_record::check::inspect``, with its words: a damaged or
+    incomplete copy is named as such, not as "not a recording". Returns whether the file is in
+    WAL mode with no ``-wal`` beside it."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+        size = os.stat(path).st_size
+    except OSError as e:
+        raise ValueError(f"cannot read {name}: {e.strerror}") from None
+    if not head.startswith(_SQLITE_MAGIC):
+        raise ValueError(f"{name} is not a gpulse recording")
+    if len(head) < 100:
+        raise ValueError(f"{name} is damaged: it ends inside its header")
+    page_bytes = int.from_bytes(head[16:18], "big")
+    page_bytes = 65536 if page_bytes == 1 else page_bytes
+    pages = int.from_bytes(head[28:32], "big")
+    # The page count is trusted only when its "valid for" counter matches (SQLite's rule).
+    if head[24:28] == head[92:96] and pages > 0 and pages * page_bytes > size:
+        raise ValueError(
+            f"{name} is damaged: it was cut short: {size} of its {pages * page_bytes} bytes are there"
+        )
+    return head[18] == 2 and not os.path.lexists(name + "-wal")
+
+
 def _connect(path):
     """A read-only connection to the recording at ``path``, and its schema version."""
+    wal_missing = _inspect(path)
     uri = "file:" + urllib.parse.quote(os.fspath(path)) + "?mode=ro"
     try:
         con = sqlite3.connect(uri, uri=True)
@@ -31,7 +61,16 @@ def _connect(path):
     try:
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         found = int(row[0])
-    except (sqlite3.Error, TypeError, ValueError):
+    except sqlite3.DatabaseError as e:
+        con.close()
+        if wal_missing:
+            why = f"its -wal file is missing ({path}-wal holds what was recorded)"
+        elif "malformed" in str(e) or "not a database" in str(e):
+            why = "its pages are corrupt"
+        else:
+            raise ValueError(f"{path} is not a gpulse recording") from None
+        raise ValueError(f"{path} is damaged: {why}") from None
+    except (TypeError, ValueError):
         con.close()
         raise ValueError(f"{path} is not a gpulse recording") from None
     if found > SCHEMA_VERSION:
@@ -61,7 +100,12 @@ def load(path):
     con, _ = _connect(path)
     try:
         import pandas as pd
-
+    except ImportError:
+        con.close()
+        raise ImportError("gpulse.load() needs pandas, which is not installed: pip install pandas") from None
+    # pandas wraps SQLite's errors in its own DatabaseError (pandas.io.sql's before pandas 2).
+    db_errors = (sqlite3.DatabaseError, getattr(pd.errors, "DatabaseError", sqlite3.DatabaseError))
+    try:
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         out = {}
         for t in tables:
@@ -73,5 +117,9 @@ def load(path):
                     df.insert(0, "time", time)
             out[t] = df
         return out
+    except db_errors as e:
+        if "malformed" in str(e) or "not a database" in str(e):
+            raise ValueError(f"{os.fspath(path)} is damaged: its pages are corrupt") from None
+        raise
     finally:
         con.close()

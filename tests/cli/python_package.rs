@@ -85,3 +85,47 @@ fn the_python_tests_say_when_pandas_is_missing_and_fail_where_it_is_required() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("No module named 'pandas'") && !err.contains("skipped: "), "{err}");
 }
+
+/// What `python3` prints last for `gpulse.load(path)`: the exception's own line.
+fn python_load(path: &std::path::Path, site: bool) -> String {
+    let mut cmd = Command::new("python3");
+    if !site {
+        cmd.arg("-S");
+    }
+    let script = "import gpulse, sys\ntry:\n    gpulse.load(sys.argv[1])\nexcept Exception as e:\n    print(e)";
+    let (code, out, err) = run(cmd.args(["-c", script]).arg(path).env("PYTHONPATH", root().join("python")));
+    assert_eq!(code, 0, "{err}");
+    out.trim().to_owned()
+}
+
+#[test]
+fn a_damaged_recording_gets_the_same_words_from_python_as_from_the_cli() {
+    let dir = scenario_file("damaged", "{}").parent().unwrap().to_path_buf();
+    let whole = std::fs::read(fixture("h200-gpulse/training_workers.db")).unwrap();
+    let cases: [(&str, &[u8]); 2] = [("half.db", &whole[..whole.len() / 2]), ("header.db", &whole[..60])];
+    for (name, bytes) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let (code, _, cli) = run(gpulse(None).arg("diagnose").arg(&path));
+        assert_eq!(code, 1, "{cli}");
+        let python = python_load(&path, false);
+        // The CLI says "cannot read X: <why>" or "X: <why>"; Python raises <why> itself.
+        assert!(!python.is_empty() && cli.trim_end().ends_with(&python), "{name}: cli {cli:?}, python {python:?}");
+        assert!(python.contains(&path.display().to_string()), "{python}");
+    }
+    let half = dir.join("half.db");
+    assert_eq!(
+        python_load(&half, false),
+        format!(
+            "{} is damaged: it was cut short: {} of its {} bytes are there",
+            half.display(),
+            whole.len() / 2,
+            whole.len()
+        )
+    );
+    // A whole recording without pandas (`-S` leaves site-packages out): one line saying what to install.
+    assert_eq!(
+        python_load(&fixture("h200-gpulse/training_workers.db"), false),
+        "gpulse.load() needs pandas, which is not installed: pip install pandas"
+    );
+}
