@@ -30,7 +30,7 @@ pub struct GlobalArgs {
     pub no_gpm: bool,
     /// How long each GPM window spans (at least 100ms). Closing one costs about 3 ms of CPU on an
     /// H200; samples in between report the latest window. Default: 1s, or 100ms for one-shot views.
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration::gpm_window)]
+    #[arg(allow_hyphen_values = true, long, global = true, value_name = "DURATION", value_parser = duration::gpm_window)]
     pub gpm_interval: Option<Duration>,
 }
 
@@ -76,13 +76,13 @@ Space tag, I/T/K signal (after y), p pause. Without a GPU: gpulse top --replay F
 #[derive(Debug, Clone, Args)]
 pub struct TopArgs {
     /// How often to sample.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// Play a recording (or an nvidia-smi log) instead of sampling: the same view, no GPU needed.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// Replay speed: recorded seconds per wall-clock second (0.01 to 10000).
-    #[arg(long, default_value = "1", value_parser = duration::speed, requires = "replay")]
+    #[arg(allow_hyphen_values = true, long, default_value = "1", value_parser = duration::speed, requires = "replay")]
     pub speed: f64,
     /// Never send a signal: I, T and K are off.
     #[arg(long)]
@@ -95,7 +95,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]
     pub listen: std::net::SocketAddr,
     /// How often to sample.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// The token, as the file's first line (keep the file private).
     #[arg(long, value_name = "PATH")]
@@ -113,7 +113,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub lowercase_hostname: bool,
     /// Stop after this long (default: at Ctrl-C).
-    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration::positive)]
     pub duration: Option<Duration>,
 }
 
@@ -122,14 +122,26 @@ pub struct ReportArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// The HTML file to write, or `-` for standard output. An existing file is replaced whole
-    /// (a symlink's target, in place for a FIFO or device); an input or a recording never is.
-    #[arg(short = 'o', long = "output", value_name = "OUT", default_value = "report.html")]
-    pub output: PathBuf,
-    /// Also a PNG of the summary and every chart, for pasting into an issue or a chat (drawn
-    /// without a browser).
+    /// The HTML file to write, or `-` for standard output [default: report.html, unless only
+    /// --png is given]. An existing file is replaced whole (a symlink's target, in place for a
+    /// FIFO or device); an input or a recording never is.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// A PNG of the summary and every chart, for pasting into an issue or a chat (drawn without
+    /// a browser). Alone, it writes no HTML.
     #[arg(long, value_name = "FILE")]
     pub png: Option<PathBuf>,
+}
+
+impl ReportArgs {
+    /// The HTML report asked for: `-o`, or `report.html` when no output at all was named.
+    pub fn html_output(&self) -> Option<PathBuf> {
+        match (&self.output, &self.png) {
+            (Some(o), _) => Some(o.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(PathBuf::from("report.html")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -166,10 +178,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
     /// Time between samples: `1s`, `100ms`, `2m`, or plain seconds.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// Stop after this long (default: until Ctrl-C, SIGTERM, or the --pid process exits).
-    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration::positive)]
     pub duration: Option<Duration>,
     /// Also record this process and everything it spawns (DataLoader workers, torchrun ranks),
     /// and tell its GPU processes from foreign ones.
@@ -195,13 +207,13 @@ pub struct JobArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Time between samples: `1s`, `100ms`, or plain seconds.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
     /// The live status.
     #[arg(long, value_enum, default_value = "auto")]
     pub status: StatusMode,
     /// Time between status lines when not on a terminal.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub status_every: Duration,
     /// Do not write the HTML report at exit.
     #[arg(long)]
@@ -304,7 +316,7 @@ pub struct StatusArgs {
     pub json: bool,
     /// How long the GPM window for SM activity lasts (100ms to 60s); every other field is read
     /// while it runs. With --json, the utilization buffer and per-process utilization cover it.
-    #[arg(long, value_name = "DURATION", default_value = "0.1", value_parser = duration::status_wait)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "0.1", value_parser = duration::status_wait)]
     pub wait: Duration,
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
@@ -320,7 +332,7 @@ impl Default for StatusArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
     /// Time between samples (at least 50ms): `1s`, `200ms`, or plain seconds.
-    #[arg(short = 'i', long = "interval", value_name = "DURATION", default_value = "1", value_parser = duration::watch_interval)]
+    #[arg(allow_hyphen_values = true, short = 'i', long = "interval", value_name = "DURATION", default_value = "1", value_parser = duration::watch_interval)]
     pub interval: Duration,
     /// Stop after this many samples.
     #[arg(short = 'n', long = "count", value_name = "N")]
@@ -330,7 +342,7 @@ pub struct WatchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Replay speed: trace seconds per wall-clock second (0.01 to 10000).
-    #[arg(long, default_value = "10", value_parser = duration::speed)]
+    #[arg(allow_hyphen_values = true, long, default_value = "10", value_parser = duration::speed)]
     pub speed: f64,
 }
 

@@ -35,13 +35,13 @@ pub fn parse_at_least(s: &str, min: Duration) -> Result<Duration, String> {
     }
     let too_short = || {
         if min.is_zero() {
-            format!("{text:?} must be a positive duration")
+            format!("{text:?} is too short")
         } else {
             format!("{text:?} is too short (at least {})", show(min))
         }
     };
     if secs <= 0.0 {
-        return Err(too_short());
+        return Err(format!("{text:?} is not a positive duration (try 1s, 100ms, 2m)"));
     }
     if secs > MAX.as_secs_f64() {
         return Err(format!("{text:?} is too long (at most 365 days)"));
@@ -91,7 +91,8 @@ pub fn speed(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-fn show(d: Duration) -> String {
+/// A duration as gpulse prints it back: `250 ms`, `1 s`, `1.5 s`.
+pub fn show(d: Duration) -> String {
     if d < Duration::from_secs(1) { format!("{} ms", d.as_millis()) } else { format!("{} s", d.as_secs_f64()) }
 }
 

@@ -20,6 +20,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let gpus = poller.devices().len();
     let mut pipeline = Pipeline::new(Some(recording), None);
     signals::catch_stop_signals();
+    let _ = writeln!(std::io::stderr(), "{}", starting_line(args, gpus));
     let (start, start_us) = (Instant::now(), gpulse_sample::now_us());
     let stop = recorder::stop_when(args.duration, start);
     let until_us = args.duration.map(|d| start_us + d.as_micros() as i64);
@@ -45,4 +46,24 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         args.output.display()
     );
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// What is recorded, where, how often, and how it stops: the first thing a user sees.
+fn starting_line(args: &RecordArgs, gpus: usize) -> String {
+    let what = match (gpus, args.pid) {
+        (0, None) => "the host".to_string(),
+        (0, Some(pid)) => format!("the host and process {pid}'s tree"),
+        (n, None) => format!("{n} GPU{} and the host", if n == 1 { "" } else { "s" }),
+        (n, Some(pid)) => format!("{n} GPU{}, the host and process {pid}'s tree", if n == 1 { "" } else { "s" }),
+    };
+    let until = match (args.duration, args.pid) {
+        (Some(d), _) => format!("for {}; Ctrl-C stops it sooner", crate::duration::show(d)),
+        (None, Some(pid)) => format!("until process {pid} exits; Ctrl-C stops it sooner"),
+        (None, None) => "until Ctrl-C (or SIGTERM)".to_string(),
+    };
+    format!(
+        "gpulse: recording {what} every {} to {}, {until}",
+        crate::duration::show(args.interval),
+        args.output.display()
+    )
 }

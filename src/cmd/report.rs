@@ -10,15 +10,20 @@ use crate::cmd::diagnose::analyze;
 use crate::output::{destination, write_whole};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    destination(&args.output, &[&args.input])?;
+    let html = args.html_output();
+    if let Some(html) = &html {
+        destination(html, &[&args.input])?;
+    }
     if let Some(png) = &args.png {
-        anyhow::ensure!(png != &args.output, "--png and -o name the same file; give the PNG its own");
+        anyhow::ensure!(Some(png) != html.as_ref(), "--png and -o name the same file; give the PNG its own");
         destination(png, &[&args.input])?;
     }
     let analysis = analyze(&args.input)?;
-    write(&args.input, &analysis, &args.output)?;
-    if args.output.as_os_str() != "-" {
-        eprintln!("wrote {}", args.output.display());
+    if let Some(html) = &html {
+        write(&args.input, &analysis, html)?;
+        if html.as_os_str() != "-" {
+            eprintln!("wrote {}", html.display());
+        }
     }
     if let Some(png) = &args.png {
         write_png(&args.input, &analysis, png)?;

@@ -6,6 +6,7 @@ mod fields;
 mod hardware;
 mod logs;
 mod markers;
+mod messages;
 mod python_clients;
 mod python_package;
 mod query;
