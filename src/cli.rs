@@ -122,9 +122,9 @@ pub struct ReportArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// The HTML file to write, or `-` for standard output [default: report.html, unless only
-    /// --png is given]. An existing file is replaced whole (a symlink's target, in place for a
-    /// FIFO or device); an input or a recording never is.
+    /// The HTML file to write, or `-` for standard output; none when only --png is given. An
+    /// existing file is replaced whole (a symlink's target, in place for a FIFO or device); an
+    /// input or a recording never is [default: report.html]
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// A PNG of the summary and every chart, for pasting into an issue or a chat (drawn without

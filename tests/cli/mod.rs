@@ -1,6 +1,7 @@
 mod container;
 mod diagnose;
 mod diagnosis_h200;
+mod docs;
 mod fake_nvml;
 mod fields;
 mod hardware;
