@@ -149,6 +149,11 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         .filter(|(_, s)| s.1.len() >= 9 && sustained(&s.1))
         .max_by(|a, b| (a.1.1.last().unwrap() - a.1.1[0]).total_cmp(&(b.1.1.last().unwrap() - b.1.1[0])));
     if let Some((k, (t, y))) = best {
+        // The growth starts at the last sample still at the segment's first level (within 1 % of
+        // the rise): a flat stretch before it is not part of the rate or the window.
+        let whole = y[y.len() - 1] - y[0];
+        let start = y.iter().position(|v| *v > y[0] + 0.01 * whole).map_or(0, |i| i.saturating_sub(1));
+        let (t, y) = (&t[start..], &y[start..]);
         let rise = y[y.len() - 1] - y[0];
         let span = t[t.len() - 1] - t[0];
         // Growth that ends in a sudden fall of most of what it gained: the process died, most
@@ -293,6 +298,18 @@ mod tests {
         assert!(found(&r).is_empty(), "loading, then one step");
         r.steps = Some(steps(0.0));
         assert_eq!(found(&r), ["memory_growth"], "growing across the steps");
+    }
+
+    /// 30 s flat, then 6 GiB over 60 s: the rate and the window are the climb's, not the run's.
+    #[test]
+    fn the_growth_window_starts_where_memory_starts_to_grow() {
+        let mut used = vec![10.0; 31];
+        used.extend((1..=60).map(|k| 10.0 + 0.1 * f64::from(k)));
+        let f = findings(&mem(80.0, &used));
+        let growth = f.iter().find(|f| f.id == "memory_growth").expect("growth found");
+        assert_eq!(growth.window_s, Some([30.0, 90.0]));
+        assert_eq!(growth.evidence["growth_gib_per_min"], 6.0);
+        assert!(growth.title.contains("grew 6.0 GiB in 60 s (6.00 GiB/min)"), "{}", growth.title);
     }
 
     #[test]
