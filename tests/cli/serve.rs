@@ -78,6 +78,7 @@ fn the_token_guards_the_dashboard_and_the_api_but_not_metrics_or_health() {
     assert!(!s.stderr.contains(TOKEN), "a given token is never printed: {}", s.stderr);
     assert_eq!(get(&s.addr, "/", &[]).0, 401);
     assert_eq!(get(&s.addr, "/api/v1/snapshot", &[]).0, 401);
+    assert_eq!(get(&s.addr, "/api/v1/history", &[]).0, 401);
     assert_eq!(get(&s.addr, "/api/v1/stream", &[]).0, 401);
     assert_eq!(get(&s.addr, &format!("/?token={}", &TOKEN[..31]), &[]).0, 401);
     assert_eq!(get(&s.addr, "/", &[("Authorization", "Bearer wrong")]).0, 401);
@@ -307,8 +308,22 @@ fn promtool_finds_nothing_but_dcgm_exporters_own_naming() {
     }
 }
 
-/// The dashboard in a real browser, signed in by the token's URL: the charts draw from the
-/// stream. Without the token, the page is refused.
+/// `name="…"`'s value in the element or tag text `tag`.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!(" {name}=\"");
+    let rest = &tag[tag.find(&key)? + key.len()..];
+    Some(&rest[..rest.find('"')?])
+}
+
+/// The text from `start`'s first occurrence in `dom` to the end of the element `end` closes.
+fn element<'a>(dom: &'a str, start: &str, end: &str) -> &'a str {
+    let from = dom.find(start).unwrap_or_else(|| panic!("no {start} in {dom}"));
+    let rest = &dom[from..];
+    &rest[..rest.find(end).map_or(rest.len(), |e| e + end.len())]
+}
+
+/// The dashboard in a real browser, signed in by the token's URL: the charts draw the history
+/// the server kept, at once, on labelled axes. Without the token, the page is refused.
 #[test]
 fn the_dashboard_draws_in_a_browser_with_the_token_and_is_refused_without() {
     let Some(chromium) = ["chromium", "chromium-browser"]
@@ -332,8 +347,59 @@ fn the_dashboard_draws_in_a_browser_with_the_token_and_is_refused_without() {
             .unwrap();
         (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
+    // Enough history that the few polls the stream brings while the page loads cannot fill a chart.
+    let kept = || {
+        let (_, _, json) = get(&s.addr, "/api/v1/history", &[("Authorization", &bearer())]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["frames"].as_array().unwrap().iter().map(|f| f["timestamp_us"].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while kept().len() < 15 {
+        assert!(Instant::now() < deadline, "history never grew");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let history_us = kept();
     let (dom, log) = browse(&format!("http://{}/?token={TOKEN}", s.addr), &["--dump-dom"]);
     assert!(dom.matches("<polyline").count() + dom.matches("<circle").count() >= 8, "two GPUs' charts drew: {dom}");
+    // GPU 0's GPU-Util, 87% in every poll: one point per poll kept, each at 87% on the value axis
+    // and at its own time on the time axis.
+    let card = element(&dom, "data-gpu=\"0\"", "</table>");
+    let util = element(card, "data-chart=\"util\"", "</figure>");
+    let line_at = |class: &str, value: &str| -> f64 {
+        let tag = util.split('<').find(|t| attr(t, "class") == Some(class) && attr(t, "data-value") == Some(value));
+        attr(tag.unwrap_or_else(|| panic!("no {class} {value} in {util}")), "y1").unwrap().parse().unwrap()
+    };
+    let (y0, y100) = (line_at("tick y", "0"), line_at("tick y", "100"));
+    let polyline = util.split('<').find(|t| t.starts_with("polyline") && attr(t, "data-name") == Some("GPU-Util"));
+    let points: Vec<(f64, f64)> = attr(polyline.expect("GPU-Util is a line"), "points")
+        .unwrap()
+        .split(' ')
+        .map(|p| p.split_once(',').map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap())).unwrap())
+        .collect();
+    assert!(points.len() >= history_us.len(), "{} points for {} polls kept", points.len(), history_us.len());
+    let y87 = y0 + 0.87 * (y100 - y0);
+    assert!(points.iter().all(|p| (p.1 - y87).abs() <= 0.15), "all at 87% ({y87}): {points:?}");
+    assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "in time order: {points:?}");
+    // The time axis: ten minutes to "now", labelled; the first point as far left of the last as
+    // the history's first poll is older than its last, at least.
+    let tick_x = |label: &str| -> f64 {
+        let end = util.find(&format!(">{label}</text>")).unwrap_or_else(|| panic!("no {label} label: {util}"));
+        let tag = &util[util[..end].rfind("<line").unwrap()..end];
+        attr(tag, "x1").unwrap().parse().unwrap()
+    };
+    let px_per_us = (tick_x("now") - tick_x("-10 min")) / 600e6;
+    let span_us = (history_us[history_us.len() - 1] - history_us[0]) as f64;
+    let drawn = points[points.len() - 1].0 - points[0].0;
+    assert!(drawn + 0.2 >= span_us * px_per_us, "{drawn} px for {span_us} µs at {px_per_us} px/µs");
+    // Every chart has both axes labelled, each in its unit.
+    for (chart, unit_label) in
+        [("util", ">100%<"), ("memory", ">140 GiB<"), ("power", ">700 W<"), ("temperature", " °C<")]
+    {
+        let fig = element(card, &format!("data-chart=\"{chart}\""), "</figure>");
+        for label in [">-10 min<", ">-4 min<", ">now<", ">0", unit_label] {
+            assert!(fig.contains(label), "{chart} has {label}: {fig}");
+        }
+    }
     assert!(dom.contains("4242"), "the process table");
     assert!(!log.contains("Uncaught"), "script errors: {log}");
     // The docs' picture is made by `tools/docs/serve_dashboard.sh`; a test writes only its own folder.

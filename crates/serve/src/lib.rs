@@ -1,12 +1,15 @@
 //! `gpulse serve`: the live pipeline's frames over HTTP. `/metrics` speaks dcgm-exporter's
 //! names, so its dashboards and alerts work unchanged; `/api/v1/snapshot` and the
-//! `/api/v1/stream` events carry one poll as JSON; `/` is a dashboard that loads nothing from
-//! the network. Everything but `/metrics`, `/healthz` and `/ready` needs the token.
+//! `/api/v1/stream` events carry one poll as JSON, `/api/v1/history` the last ten minutes of what
+//! the charts plot; `/` is a dashboard that loads nothing from the network. Everything but
+//! `/metrics`, `/healthz` and `/ready` needs the token.
 //!
 //! The server runs on its own thread with a single-threaded runtime; the pipeline's sink renders
 //! each poll once, so an answer is a copy of what is already rendered, however many clients ask.
+//! The history alone is written out when asked, from a ring of a fixed size.
 
 mod auth;
+mod history;
 mod routes;
 
 use std::net::SocketAddr;
@@ -16,6 +19,7 @@ use std::sync::{Arc, RwLock};
 use gpulse_live::{Frame, Sink};
 use gpulse_model::DeviceInfo;
 use gpulse_report::{prometheus, snapshot};
+use history::History;
 use tokio::sync::broadcast;
 
 pub use auth::{Auth, random_token};
@@ -31,9 +35,10 @@ pub struct Config {
     pub report: Option<ReportFn>,
 }
 
-/// What every request reads: the latest poll, rendered.
+/// What every request reads: the latest poll, rendered, and the recent ones.
 struct Shared {
     latest: RwLock<Latest>,
+    history: RwLock<History>,
     frames: broadcast::Sender<Arc<str>>,
     subscribers: AtomicUsize,
     auth: Auth,
@@ -61,6 +66,7 @@ impl Server {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             latest: RwLock::new(Latest::default()),
+            history: RwLock::new(History::new(history::MAX_FRAMES)),
             frames: broadcast::channel(16).0,
             subscribers: AtomicUsize::new(0),
             auth: config.auth,
@@ -108,6 +114,9 @@ impl Sink for ServeSink {
         let json: Arc<str> = snapshot::render(&self.devices, frame.poll, frame.live).to_string().into();
         if let Ok(mut l) = self.shared.latest.write() {
             *l = Latest { metrics: Some(metrics.into()), snapshot: Some(json.clone()) };
+        }
+        if let Ok(mut h) = self.shared.history.write() {
+            h.push(frame.poll);
         }
         // No subscriber is not an error.
         let _ = self.shared.frames.send(json);

@@ -27,6 +27,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
         .route("/api/v1/snapshot", get(snapshot))
+        .route("/api/v1/history", get(history))
         .route("/api/v1/stream", get(stream))
         .route("/report", get(report))
         .with_state(shared)
@@ -58,12 +59,20 @@ async fn index(State(s): S, Query(q): Query<HashMap<String, String>>, headers: H
         return unauthorized();
     }
     let latest = s.latest.read().ok().and_then(|l| l.snapshot.clone());
-    // Inside a <script> element, `</` could end it early; JSON allows `<\/` for it.
-    let initial = latest.map_or_else(|| "null".to_owned(), |j| j.replace("</", "<\\/"));
+    let initial = latest.map_or_else(|| "null".to_owned(), |j| json_in_script(&j));
+    let history = s.history.read().map_or_else(|_| "null".to_owned(), |h| json_in_script(&h.to_json().to_string()));
+    // The snapshot last: a process's name could spell another placeholder.
     let page = DASHBOARD
         .replace("{{REPORT}}", if s.report.is_some() { "" } else { "hidden" })
+        .replace("{{HISTORY}}", &history)
         .replace("{{SNAPSHOT}}", &initial);
     ([(header::CACHE_CONTROL, "no-store")], Html(page)).into_response()
+}
+
+/// JSON for a `<script type="application/json">` element. `<` only occurs inside JSON strings,
+/// where `\u003c` means the same, so no name can close the element or open a comment in it.
+fn json_in_script(json: &str) -> String {
+    json.replace('<', "\\u003c")
 }
 
 async fn metrics(State(s): S, headers: HeaderMap) -> Response {
@@ -87,6 +96,14 @@ async fn snapshot(State(s): S, headers: HeaderMap) -> Response {
     }
     let Some(j) = s.latest.read().ok().and_then(|l| l.snapshot.clone()) else { return not_ready() };
     ([(header::CONTENT_TYPE, "application/json")], j.to_string()).into_response()
+}
+
+async fn history(State(s): S, headers: HeaderMap) -> Response {
+    if !s.auth.allows(&headers) {
+        return unauthorized();
+    }
+    let Ok(json) = s.history.read().map(|h| h.to_json().to_string()) else { return not_ready() };
+    ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 /// Counts a stream's subscriber for as long as the stream lives.
@@ -140,26 +157,43 @@ mod tests {
     use proptest::prelude::*;
     use tower::ServiceExt;
 
+    use gpulse_live::{Frame, Sink};
+
     use super::*;
-    use crate::{Auth, Latest};
+    use crate::history::History;
+    use crate::history::tests::poll;
+    use crate::{Auth, Latest, ServeSink};
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-    fn app() -> Router {
-        let shared = Arc::new(Shared {
+    fn shared(history_cap: usize) -> Arc<Shared> {
+        Arc::new(Shared {
             latest: RwLock::new(Latest { metrics: Some("m 1\n".into()), snapshot: Some("{}".into()) }),
+            history: RwLock::new(History::new(history_cap)),
             frames: tokio::sync::broadcast::channel(4).0,
             subscribers: AtomicUsize::new(0),
             auth: Auth::new(Some(TOKEN.into()), false),
             max_subscribers: 4,
             report: None,
-        });
-        router(shared)
+        })
+    }
+
+    fn app() -> Router {
+        router(shared(4))
     }
 
     fn status(req: Request<Body>) -> StatusCode {
+        answer(app(), req).0
+    }
+
+    fn answer(app: Router, req: Request<Body>) -> (StatusCode, String) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async { app().oneshot(req).await.unwrap().status() })
+        rt.block_on(async {
+            let r = app.oneshot(req).await.unwrap();
+            let status = r.status();
+            let body = axum::body::to_bytes(r.into_body(), 64 << 20).await.unwrap();
+            (status, String::from_utf8(body.to_vec()).unwrap())
+        })
     }
 
     proptest! {
@@ -169,7 +203,7 @@ mod tests {
         /// the token answers 200 without it.
         #[test]
         fn any_request_is_answered_and_the_lock_holds(
-            path in prop::sample::select(vec!["/", "/api/v1/snapshot", "/api/v1/stream", "/report", "/metrics", "/healthz", "/ready", "/nope", "/api/v1/", "//", "/%2e%2e/metrics"]),
+            path in prop::sample::select(vec!["/", "/api/v1/snapshot", "/api/v1/history", "/api/v1/stream", "/report", "/metrics", "/healthz", "/ready", "/nope", "/api/v1/", "//", "/%2e%2e/metrics"]),
             query in "[ -~]{0,40}",
             header in "[ -~]{0,60}",
         ) {
@@ -180,7 +214,7 @@ mod tests {
             }
             let code = status(req.body(Body::empty()).unwrap());
             prop_assert!(!code.is_server_error(), "{path}?{q}: {code}");
-            let locked = ["/", "/api/v1/snapshot", "/api/v1/stream", "/report"].contains(&path);
+            let locked = ["/", "/api/v1/snapshot", "/api/v1/history", "/api/v1/stream", "/report"].contains(&path);
             let has_token = q.contains(TOKEN) || header.contains(TOKEN);
             if locked && !has_token {
                 prop_assert!(code == StatusCode::UNAUTHORIZED, "{path}?{q} [{header}]: {code}");
@@ -198,5 +232,58 @@ mod tests {
         let bearer = Request::get("/api/v1/snapshot").header("authorization", format!("Bearer {TOKEN}"));
         assert_eq!(status(bearer.body(Body::empty()).unwrap()), StatusCode::OK);
         assert_eq!(status(get("/nope")), StatusCode::NOT_FOUND);
+    }
+
+    /// Polls fed through the server's own sink come back from `/api/v1/history` oldest first,
+    /// each with its own reading, no more than the cap, and only to the token.
+    #[test]
+    fn history_is_the_last_polls_in_order_bounded_and_locked() {
+        let shared = shared(8);
+        let mut sink =
+            ServeSink { shared: shared.clone(), devices: Vec::new(), hostname: "h".into(), host_label: "Hostname" };
+        // Twenty polls a second apart, each GPU-Util its second; one poll arrives twice.
+        for s in (1..=20).chain([20]) {
+            sink.frame(&Frame { poll: &poll(s * 1_000_000, s as u32), live: None, findings: &[] });
+        }
+        let app = router(shared);
+        let get = |auth: Option<&str>| {
+            let mut req = Request::get("/api/v1/history");
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            answer(app.clone(), req.body(Body::empty()).unwrap())
+        };
+        assert_eq!(get(None).0, StatusCode::UNAUTHORIZED);
+        assert_eq!(get(Some("Bearer 0123456789abcdef0123456789abcdeX")).0, StatusCode::UNAUTHORIZED);
+        let (code, body) = get(Some(&format!("Bearer {TOKEN}")));
+        assert_eq!(code, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let frames = v["frames"].as_array().unwrap();
+        let stamps: Vec<i64> = frames.iter().map(|f| f["timestamp_us"].as_i64().unwrap()).collect();
+        assert!(stamps.windows(2).all(|w| w[0] < w[1]), "strictly ordered: {stamps:?}");
+        assert_eq!(stamps, (13..=20).map(|s| s * 1_000_000).collect::<Vec<_>>(), "the newest 8 of 20");
+        for f in frames {
+            assert_eq!(f["gpus"][0]["util_gpu_pct"].as_i64(), Some(f["timestamp_us"].as_i64().unwrap() / 1_000_000));
+        }
+    }
+
+    /// A process named to close the data element or open a comment in it leaves the page's JSON
+    /// whole: it parses back to the same snapshot.
+    #[test]
+    fn names_in_the_page_cannot_break_out_of_the_json() {
+        let name = "</script><!--<script>{{HISTORY}}";
+        let json = serde_json::json!({ "processes": [{ "name": name }] }).to_string();
+        let embedded = json_in_script(&json);
+        assert!(!embedded.contains('<'), "{embedded}");
+        let back: serde_json::Value = serde_json::from_str(&embedded).unwrap();
+        assert_eq!(back["processes"][0]["name"], name);
+        let shared = shared(4);
+        shared.latest.write().unwrap().snapshot = Some(json.into());
+        let req = Request::get("/").header("authorization", format!("Bearer {TOKEN}")).body(Body::empty()).unwrap();
+        let (code, page) = answer(router(shared), req);
+        assert_eq!(code, StatusCode::OK);
+        let data = page.split("<script id=\"initial\" type=\"application/json\">").nth(1).unwrap();
+        let data = &data[..data.find("</script>").unwrap()];
+        assert_eq!(serde_json::from_str::<serde_json::Value>(data).unwrap()["processes"][0]["name"], name);
     }
 }

@@ -42,6 +42,10 @@ pub struct Series<'a> {
     pub color: &'static str,
     pub t_s: &'a [f64],
     pub v: Cow<'a, [Option<f64>]>,
+    /// `Some(from)`: each value held from the previous reading's time (the first: from `from`)
+    /// to its own, as a step's duration does, so it is drawn flat there, never as a ramp from its
+    /// neighbour. `None`: readings of a level, joined by straight lines.
+    pub held_from_s: Option<f64>,
 }
 
 impl Series<'_> {
@@ -207,12 +211,31 @@ impl Chart<'_> {
         };
         for line in self.series.iter().filter(|l| l.has_data()) {
             let mut d = String::new();
-            for run in downsample::min_max(line.t_s, &line.v, bucket_s) {
-                for (i, (t, v)) in run.iter().enumerate() {
-                    let _ = write!(d, "{}{:.1},{:.1}", if i == 0 { "M" } else { "L" }, x(*t), y(*v));
-                }
-                if run.len() == 1 {
-                    d += "l0.1,0";
+            let runs = downsample::min_max(line.t_s, &line.v, bucket_s);
+            for run in &runs {
+                let point = |i: usize| (x(line.t_s[i]), y(line.v[i].unwrap_or(yt.lo)));
+                match line.held_from_s {
+                    Some(from_s) => {
+                        // Flat over each value's own interval; a vertical where one value ends and the next begins.
+                        let start_s = run[0].checked_sub(1).map_or(from_s, |i| line.t_s[i]);
+                        let _ = write!(d, "M{:.1},{:.1}", x(start_s), point(run[0]).1);
+                        for (k, &i) in run.iter().enumerate() {
+                            let (px, py) = point(i);
+                            if k > 0 {
+                                let _ = write!(d, "V{py:.1}");
+                            }
+                            let _ = write!(d, "H{px:.1}");
+                        }
+                    }
+                    None => {
+                        for (k, &i) in run.iter().enumerate() {
+                            let (px, py) = point(i);
+                            let _ = write!(d, "{}{px:.1},{py:.1}", if k == 0 { "M" } else { "L" });
+                        }
+                        if run.len() == 1 {
+                            d += "l0.1,0";
+                        }
+                    }
                 }
             }
             let _ = write!(
@@ -322,8 +345,15 @@ mod tests {
                     color: "#1f77b4",
                     t_s: &t,
                     v: vec![Some(10.0), None, Some(30.0), Some(40.0)].into(),
+                    held_from_s: None,
                 },
-                Series { name: "SM active (GPM)", color: "#d62728", t_s: &t, v: vec![None; 4].into() },
+                Series {
+                    name: "SM active (GPM)",
+                    color: "#d62728",
+                    t_s: &t,
+                    v: vec![None; 4].into(),
+                    held_from_s: None,
+                },
             ],
             y: YRange::Fixed(0.0, 100.0),
             reference: None,

@@ -70,7 +70,13 @@ fn time_axis(run: &Run, overlay: &Overlay) -> TimeAxis {
 
 fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
     let scope = Scope::Gpu(g.gpu);
-    let line = |name, color, v: &[Option<f64>]| Series { name, color, t_s: &g.t_s, v: Cow::Owned(v.to_vec()) };
+    let line = |name, color, v: &[Option<f64>]| Series {
+        name,
+        color,
+        t_s: &g.t_s,
+        v: Cow::Owned(v.to_vec()),
+        held_from_s: None,
+    };
     let mut out = vec![Chart {
         title: "Utilization, %".into(),
         scope,
@@ -91,7 +97,7 @@ fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
     out.push(Chart {
         title,
         scope,
-        series: vec![Series { name: "used", color: "#2ca02c", t_s: &g.t_s, v: gib.into() }],
+        series: vec![Series { name: "used", color: "#2ca02c", t_s: &g.t_s, v: gib.into(), held_from_s: None }],
         y,
         reference,
     });
@@ -133,8 +139,21 @@ fn layout(input: &str, a: &Analysis) -> Layout {
             title: "Step time and data wait, ms".into(),
             scope: Scope::Run,
             series: vec![
-                Series { name: "step time", color: "#1f77b4", t_s: &t, v: ms.into() },
-                Series { name: "waiting for data", color: "#d62728", t_s: &tw, v: wait.into() },
+                // Each mark's value is the mean of the steps since the previous mark: flat over them.
+                Series {
+                    name: "step time",
+                    color: "#1f77b4",
+                    t_s: &t,
+                    v: ms.into(),
+                    held_from_s: Some(steps.window_s[0]),
+                },
+                Series {
+                    name: "waiting for data",
+                    color: "#d62728",
+                    t_s: &tw,
+                    v: wait.into(),
+                    held_from_s: Some(steps.window_s[0]),
+                },
             ],
             y: YRange::FromZero,
             reference: None,
@@ -161,8 +180,8 @@ fn layout(input: &str, a: &Analysis) -> Layout {
             title: "Host, % of the machine".into(),
             scope: Scope::Run,
             series: vec![
-                Series { name: "CPU busy", color: "#8c564b", t_s: &tc, v: cpu.into() },
-                Series { name: "memory used", color: "#7f7f7f", t_s: &tm, v: mem.into() },
+                Series { name: "CPU busy", color: "#8c564b", t_s: &tc, v: cpu.into(), held_from_s: None },
+                Series { name: "memory used", color: "#7f7f7f", t_s: &tm, v: mem.into(), held_from_s: None },
             ],
             y: YRange::Fixed(0.0, 100.0),
             reference: None,
@@ -170,7 +189,7 @@ fn layout(input: &str, a: &Analysis) -> Layout {
         Chart {
             title: "Training tree CPU, % of one core".into(),
             scope: Scope::Run,
-            series: vec![Series { name: "tree", color: "#e377c2", t_s: &tt, v: tree.into() }],
+            series: vec![Series { name: "tree", color: "#e377c2", t_s: &tt, v: tree.into(), held_from_s: None }],
             y: YRange::FromZero,
             reference: None,
         },
@@ -421,5 +440,110 @@ mod tests {
         let lines = wrap(&text, 40);
         assert!(lines.iter().all(|l| l.chars().count() <= 40 || !l.contains(' ')), "{lines:?}");
         assert_eq!(lines.join(" "), text, "nothing cut");
+    }
+
+    /// A drawn path (absolute M, L, H, V and a relative `l`) as its segments.
+    fn segments(d: &str) -> Vec<[f64; 4]> {
+        let (mut out, mut at) = (Vec::new(), (0.0, 0.0));
+        let mut rest = d;
+        while let Some(c) = rest.chars().next() {
+            let end = rest[1..].find(|c: char| c.is_ascii_alphabetic()).map_or(rest.len(), |e| e + 1);
+            let n: Vec<f64> = rest[1..end].split(',').map(|v| v.parse().unwrap()).collect();
+            let to = match c {
+                'M' | 'L' => (n[0], n[1]),
+                'H' => (n[0], at.1),
+                'V' => (at.0, n[0]),
+                'l' => (at.0 + n[0], at.1 + n[1]),
+                _ => panic!("{c} in {d}"),
+            };
+            if c != 'M' {
+                out.push([at.0, at.1, to.0, to.1]);
+            }
+            (at, rest) = (to, &rest[end..]);
+        }
+        out
+    }
+
+    /// An axis's ticks in `svg` (`class="tick x"` or `"tick y"`): pixel and value, from the
+    /// gridline before each label; a time label's unit turned into seconds.
+    fn ticks(svg: &str, class: &str) -> Vec<(f64, f64)> {
+        let key = format!(r#"class="{class}""#);
+        svg.match_indices(&key)
+            .map(|(i, _)| {
+                let line = &svg[svg[..i].rfind("<line").unwrap()..i];
+                let pixel = attr_f64(line, if class == "tick x" { " x1=\"" } else { " y1=\"" }).unwrap();
+                let label = &svg[i + svg[i..].find('>').unwrap() + 1..];
+                let label = &label[..label.find('<').unwrap()];
+                let (v, unit) = label.split_once(' ').unwrap_or((label, ""));
+                let scale = match unit {
+                    "min" => 60.0,
+                    "h" => 3600.0,
+                    _ => 1.0,
+                };
+                (pixel, v.parse::<f64>().unwrap() * scale)
+            })
+            .collect()
+    }
+
+    /// The loop's chart draws each step's own duration over the time the step took: 56 ms steps
+    /// and one 5 s step per pause, never a ramp between them that no step took.
+    #[test]
+    fn step_time_is_each_steps_own_duration_at_its_time() {
+        use gpulse_model::{Marker, MarkerKind};
+        for (between, pauses) in [(100, 3), (6000, 3)] {
+            // The truth: (end, duration) of each step, seconds; a pause ends each stretch.
+            let mut truth = Vec::new();
+            let mut end_s = 2.0;
+            for _ in 0..pauses {
+                for dur_s in std::iter::repeat_n(0.056, between).chain([5.0]) {
+                    end_s += dur_s;
+                    truth.push((end_s, dur_s));
+                }
+            }
+            let mark = |t_s: f64| Marker::one((t_s * 1e6).round() as i64, 7, MarkerKind::Step, None, None);
+            let marks: Vec<Marker> = std::iter::once(2.0).chain(truth.iter().map(|s| s.0)).map(mark).collect();
+            let steps = gpulse_diagnose::Steps::from_markers(&marks, 0, false).unwrap();
+            let run = Run { steps: Some(steps), ..Default::default() };
+            let html = render("x.db", &Analysis { run, ..Analysis::default() });
+            let svg = html.split("<h2>Training loop</h2>").nth(1).unwrap();
+            let svg = &svg[..svg.find("</svg>").unwrap()];
+            let d = svg.split(r#"class="series" d=""#).nth(1).unwrap();
+            let segs = segments(&d[..d.find('"').unwrap()]);
+            let (xs, ys) = (ticks(svg, "tick x"), ticks(svg, "tick y"));
+            let between_ticks = |t: &[(f64, f64)], p: f64| {
+                let (a, b) = (t[0], t[t.len() - 1]);
+                a.1 + (p - a.0) / (b.0 - a.0) * (b.1 - a.1)
+            };
+            let ms = |y: f64| between_ticks(&ys, y);
+            let x_of = |t_s: f64| between_ticks(&xs.iter().map(|p| (p.1, p.0)).collect::<Vec<_>>(), t_s);
+            // Half a tenth of a pixel, in ms: the path's rounding.
+            let tol_ms = 0.06 * (ys[ys.len() - 1].1 - ys[0].1) / (ys[0].0 - ys[ys.len() - 1].0).abs();
+            for s in &segs {
+                for y in [s[1], s[3]] {
+                    assert!(
+                        [56.0, 5000.0].iter().any(|v| (ms(y) - v).abs() <= tol_ms),
+                        "{} ms drawn: no step took it",
+                        ms(y)
+                    );
+                }
+            }
+            // Mid-step, the line is at the step's duration: the pauses first, then (when every step
+            // has its pixels) the others.
+            let mut checked = 0;
+            let mut order = truth.clone();
+            order.sort_by(|a, b| b.1.total_cmp(&a.1));
+            for &(end_s, dur_s) in order.iter().filter(|s| between < 1000 || s.1 > 1.0) {
+                let px = x_of(end_s - dur_s / 2.0);
+                let here: Vec<f64> = segs
+                    .iter()
+                    .filter(|s| s[0] != s[2] && s[0].min(s[2]) <= px && px <= s[0].max(s[2]))
+                    .map(|s| ms(s[1] + (px - s[0]) / (s[2] - s[0]) * (s[3] - s[1])))
+                    .collect();
+                assert!(!here.is_empty(), "nothing drawn at {end_s} s");
+                assert!(here.iter().all(|v| (v - 1000.0 * dur_s).abs() <= tol_ms), "{here:?} for a {dur_s} s step");
+                checked += 1;
+            }
+            assert!(checked >= pauses, "{between} steps between pauses");
+        }
     }
 }
