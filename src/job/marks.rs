@@ -6,6 +6,10 @@
 //! `KIND PID T_NS ...`:
 //! `step PID T_NS DROPPED`, `wait PID T_NS DUR_NS`, `phase PID T_NS DUR_NS NAME`,
 //! `mark PID T_NS NAME JSON`, `bye PID SENT DROPPED`.
+//!
+//! Any process of the user can write to the socket, so a line's PID is not trusted: the kernel
+//! says who sent each datagram (`SO_PASSCRED`), only the job's own process tree is heard, and
+//! each sender is held to a rate no training loop reaches. What is refused is counted.
 
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -14,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
+use std::time::Instant;
 
 use gpulse_record::{Event, Marker, MarkerKind};
 
@@ -34,13 +39,27 @@ pub struct SenderStats {
     pub dropped: HashMap<u32, u64>,
     /// Lines that did not parse.
     pub malformed: u64,
+    /// Datagrams from processes outside the job's tree, refused.
+    pub foreign: u64,
+    /// Lines over a sender's rate, refused.
+    pub over_rate: u64,
 }
 
-/// Parses one line of the protocol.
-pub fn parse_line(line: &str, stats: &mut SenderStats) -> Option<Received> {
+/// Marks a second one sender may send, sustained: a step, a wait and a phase or two per step
+/// at 1,000 steps a second (a tiny model) is 4,000.
+const RATE_PER_S: f64 = 5_000.0;
+/// The burst a sender may send at once: the Python side batches a second of marks or more.
+const BURST: f64 = 20_000.0;
+
+/// Parses one line of the protocol from `sender`, the PID the kernel gave for its datagram; the
+/// PID written in the line must be the same.
+pub fn parse_line(line: &str, sender: u32, stats: &mut SenderStats) -> Option<Received> {
     let mut it = line.splitn(5, ' ');
     let kind = it.next()?;
     let pid: u32 = it.next()?.parse().ok()?;
+    if pid != sender {
+        return None;
+    }
     let a: i64 = it.next()?.parse().ok()?;
     let mut rest = it;
     let marker = |kind, dur_ns: Option<i64>, name: Option<String>| {
@@ -86,6 +105,9 @@ fn note_dropped(stats: &mut SenderStats, pid: u32, dropped: u64) {
 pub struct MarkReceiver {
     dir: PathBuf,
     path: PathBuf,
+    /// Until [`MarkReceiver::start`]: the kernel queues what arrives meanwhile.
+    socket: Option<UnixDatagram>,
+    tx: mpsc::Sender<Received>,
     rx: mpsc::Receiver<Received>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<SenderStats>>,
@@ -93,7 +115,8 @@ pub struct MarkReceiver {
 }
 
 impl MarkReceiver {
-    /// Binds a socket in a new private directory under the temporary directory.
+    /// Binds a socket in a new private directory under the temporary directory. Nothing is read
+    /// before [`MarkReceiver::start`] names the job.
     pub fn bind() -> std::io::Result<Self> {
         let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let dir = std::env::temp_dir().join(format!("gpulse-{}-{stamp}", std::process::id()));
@@ -102,14 +125,22 @@ impl MarkReceiver {
         let socket = UnixDatagram::bind(&path)?;
         socket.set_read_timeout(Some(Duration::from_millis(200)))?;
         set_receive_buffer(&socket, 4 << 20);
+        set_pass_credentials(&socket)?;
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(SenderStats::default()));
-        let thread = {
-            let (stop, stats) = (stop.clone(), stats.clone());
-            std::thread::Builder::new().name("marks".into()).spawn(move || receive(&socket, &tx, &stop, &stats))?
-        };
-        Ok(Self { dir, path, rx, stop, stats, thread: Some(thread) })
+        Ok(Self { dir, path, socket: Some(socket), tx, rx, stop, stats, thread: None })
+    }
+
+    /// Starts reading, hearing only `root` and the processes below it.
+    pub fn start(&mut self, root: u32) -> std::io::Result<()> {
+        let Some(socket) = self.socket.take() else { return Ok(()) };
+        let (tx, stop, stats) = (self.tx.clone(), self.stop.clone(), self.stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("marks".into())
+            .spawn(move || receive(&socket, root, &tx, &stop, &stats))?;
+        self.thread = Some(thread);
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -137,31 +168,144 @@ impl Drop for MarkReceiver {
     }
 }
 
-fn receive(socket: &UnixDatagram, tx: &mpsc::Sender<Received>, stop: &AtomicBool, stats: &Mutex<SenderStats>) {
+fn receive(
+    socket: &UnixDatagram,
+    root: u32,
+    tx: &mpsc::Sender<Received>,
+    stop: &AtomicBool,
+    stats: &Mutex<SenderStats>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut senders: HashMap<u32, Sender> = HashMap::new();
     while !stop.load(Ordering::SeqCst) {
-        let n = match socket.recv(&mut buf) {
-            Ok(n) => n,
+        let (n, pid) = match recv_with_pid(socket, &mut buf) {
+            Ok(r) => r,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         };
-        let text = String::from_utf8_lossy(&buf[..n]);
         let Ok(mut stats) = stats.lock() else { return };
+        // With SO_PASSCRED the kernel always says who sent a datagram; without it, nobody is heard.
+        let Some(pid) = pid else {
+            stats.foreign += 1;
+            continue;
+        };
+        let now = Instant::now();
+        if senders.len() > 4096 {
+            senders.retain(|_, s| now.duration_since(s.at) < Duration::from_secs(10));
+        }
+        let sender =
+            senders.entry(pid).or_insert_with(|| Sender { in_tree: false, checked: None, tokens: BURST, at: now });
+        // Checked again now and then: a PID of the tree that exits may be reused outside it.
+        if sender.checked.is_none_or(|c| now.duration_since(c) > Duration::from_secs(5)) {
+            sender.in_tree = in_tree(pid, root);
+            sender.checked = Some(now);
+        }
+        if !sender.in_tree {
+            stats.foreign += 1;
+            continue;
+        }
+        sender.refill(now);
+        let text = String::from_utf8_lossy(&buf[..n]);
         for line in text.lines().filter(|l| !l.is_empty()) {
-            let parsed = parse_line(line, &mut stats);
-            let ok = match parsed {
-                Some(r) => tx.send(r).is_ok(),
-                None => {
-                    stats.malformed += u64::from(!line.starts_with("bye "));
-                    true
+            if sender.tokens < 1.0 {
+                stats.over_rate += 1;
+                continue;
+            }
+            sender.tokens -= 1.0;
+            match parse_line(line, pid, &mut stats) {
+                Some(r) => {
+                    if tx.send(r).is_err() {
+                        return;
+                    }
                 }
-            };
-            if !ok {
-                return;
+                None => stats.malformed += u64::from(!line.starts_with("bye ")),
             }
         }
     }
+}
+
+/// One sender's standing: whether it is the job's, and its rate budget.
+struct Sender {
+    in_tree: bool,
+    checked: Option<Instant>,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Sender {
+    fn refill(&mut self, now: Instant) {
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * RATE_PER_S).min(BURST);
+        self.at = now;
+    }
+}
+
+/// Whether `pid` is `root` or below it, by its parents in `/proc`.
+fn in_tree(pid: u32, root: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..64 {
+        if at == root {
+            return true;
+        }
+        match gpulse_sample::proc_info::parent(at) {
+            Some(p) if p > 1 => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Receives one datagram and the sender's PID as the kernel gives it (`SCM_CREDENTIALS`);
+/// `None` when no credentials came with it.
+fn recv_with_pid(socket: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<(usize, Option<u32>)> {
+    use std::os::fd::AsRawFd;
+    // Room for one `ucred` control message, aligned as `cmsghdr` needs.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: zeroed msghdr is a valid empty header; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg on a socket this process owns, into buffers that outlive the call.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut pid = None;
+    // SAFETY: the CMSG_* macros walk the control buffer recvmsg filled, within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
+                let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                pid = u32::try_from(cred.pid).ok().filter(|p| *p > 0);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, pid))
+}
+
+/// Has the kernel attach each sender's credentials to its datagrams.
+fn set_pass_credentials(socket: &UnixDatagram) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a plain setsockopt on a socket this process owns, with a correctly sized value.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Asks for a larger queue so bursts between reads are kept; the kernel caps it.
@@ -186,43 +330,101 @@ mod tests {
     #[test]
     fn parses_each_kind() {
         let mut st = SenderStats::default();
-        let step = parse_line("step 42 1700000000123456789 3", &mut st).unwrap();
+        let step = parse_line("step 42 1700000000123456789 3", 42, &mut st).unwrap();
         assert_eq!(step, Received::Marker(Marker::one(1_700_000_000_123_456, 42, MarkerKind::Step, None, None)));
         assert_eq!(st.dropped[&42], 3);
-        let Received::Marker(w) = parse_line("wait 42 1000000 250000", &mut st).unwrap() else { panic!() };
+        let Received::Marker(w) = parse_line("wait 42 1000000 250000", 42, &mut st).unwrap() else { panic!() };
         assert_eq!((w.kind, w.t_us, w.dur_us), (MarkerKind::DataWait, 1000, Some(250)));
-        let Received::Marker(p) = parse_line("phase 42 0 5000000 eval", &mut st).unwrap() else { panic!() };
+        let Received::Marker(p) = parse_line("phase 42 0 5000000 eval", 42, &mut st).unwrap() else { panic!() };
         assert_eq!((p.kind, p.name.as_deref(), p.dur_us), (MarkerKind::Phase, Some("eval"), Some(5000)));
         let Received::Event(e) =
-            parse_line(r#"mark 42 2000000 checkpoint {"epoch": 3, "path": "a b.pt"}"#, &mut st).unwrap()
+            parse_line(r#"mark 42 2000000 checkpoint {"epoch": 3, "path": "a b.pt"}"#, 42, &mut st).unwrap()
         else {
             panic!()
         };
         assert_eq!((e.kind.as_str(), e.t_ms), ("mark", 2));
         assert_eq!(e.payload, serde_json::json!({"name": "checkpoint", "pid": 42, "epoch": 3, "path": "a b.pt"}));
-        assert_eq!(parse_line("bye 42 100 7", &mut st), None);
+        assert_eq!(parse_line("bye 42 100 7", 42, &mut st), None);
         assert_eq!(st.dropped[&42], 7);
-        assert_eq!(parse_line("wait 42 notanumber 1", &mut st), None);
-        assert_eq!(parse_line("", &mut st), None);
+        assert_eq!(parse_line("wait 42 notanumber 1", 42, &mut st), None);
+        assert_eq!(parse_line("", 42, &mut st), None);
+        // A line that names another process than the one the kernel says sent it.
+        assert_eq!(parse_line("step 43 1000 0", 42, &mut st), None);
+        assert_eq!(parse_line("bye 43 100 9", 42, &mut st), None);
+        assert!(!st.dropped.contains_key(&43));
+    }
+
+    /// Waits until `r` has delivered `want` marks or two seconds have passed.
+    fn gather(r: &MarkReceiver, want: usize) -> Vec<Received> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while got.len() < want && Instant::now() < deadline {
+            got.extend(r.drain());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Anything beyond `want` would still be on its way.
+        std::thread::sleep(Duration::from_millis(100));
+        got.extend(r.drain());
+        got
     }
 
     #[test]
-    fn receives_over_the_socket() {
-        let r = MarkReceiver::bind().unwrap();
+    fn receives_over_the_socket_from_the_job_only_under_the_kernels_pid() {
+        let me = std::process::id();
+        let mut r = MarkReceiver::bind().unwrap();
         let s = UnixDatagram::unbound().unwrap();
-        s.send_to(b"step 1 1000 0\nwait 1 2000 1000\ngarbage\n", r.path()).unwrap();
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            got.extend(r.drain());
-            if got.len() >= 2 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // Sent before the job is known: queued by the kernel, read once it is.
+        s.send_to(format!("step {me} 1000 0\nwait {me} 2000 1000\ngarbage\nstep 1 3000 0\n").as_bytes(), r.path())
+            .unwrap();
+        r.start(me).unwrap();
+        let got = gather(&r, 2);
         assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(r.stats().malformed, 1);
+        assert!(got.iter().all(|m| matches!(m, Received::Marker(m) if m.pid == me)), "{got:?}");
+        assert_eq!(r.stats().malformed, 2, "garbage, and a line claiming PID 1");
         let dir = r.path().parent().unwrap().to_owned();
         drop(r);
         assert!(!dir.exists(), "the socket's directory is removed");
+    }
+
+    #[test]
+    fn a_process_outside_the_job_is_not_heard() {
+        let mut job = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut r = MarkReceiver::bind().unwrap();
+        r.start(job.id()).unwrap();
+        let me = std::process::id();
+        let s = UnixDatagram::unbound().unwrap();
+        for _ in 0..3 {
+            s.send_to(format!("step {me} 1000 0\n").as_bytes(), r.path()).unwrap();
+        }
+        // Its own PID written in, from outside: still refused.
+        s.send_to(format!("step {} 1000 0\n", job.id()).as_bytes(), r.path()).unwrap();
+        let got = gather(&r, 1);
+        let _ = job.kill();
+        let _ = job.wait();
+        assert!(got.is_empty(), "{got:?}");
+        assert_eq!(r.stats().foreign, 4);
+    }
+
+    #[test]
+    fn a_flood_is_held_to_the_rate_and_what_is_refused_is_counted() {
+        let me = std::process::id();
+        let mut r = MarkReceiver::bind().unwrap();
+        r.start(me).unwrap();
+        let s = UnixDatagram::unbound().unwrap();
+        let line = format!("step {me} 1000 0\n");
+        let datagram = line.repeat(1000);
+        let started = Instant::now();
+        let sent = 40_000usize;
+        for _ in 0..sent / 1000 {
+            while s.send_to(datagram.as_bytes(), r.path()).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let got = gather(&r, sent).len();
+        let allowed = BURST + RATE_PER_S * (elapsed_s + 0.5);
+        assert!((got as f64) <= allowed, "{got} heard in {elapsed_s:.2} s, at most {allowed:.0} allowed");
+        assert_eq!(got as u64 + r.stats().over_rate, sent as u64, "every line heard or counted");
+        assert!(r.stats().over_rate > 0);
     }
 }

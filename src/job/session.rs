@@ -216,6 +216,11 @@ impl Session {
             Err(e) => eprintln!("gpulse: `gpulse top` will not list this job ({e})"),
         }
         self.root = Some(pid);
+        if let Some(m) = self.marks.as_mut()
+            && let Err(e) = m.start(pid)
+        {
+            eprintln!("gpulse: no marks from the job (cannot read its socket: {e})");
+        }
         if let Some(p) = self.poller.as_mut() {
             p.follow(pid);
         }
@@ -311,7 +316,20 @@ impl Session {
         self.drain();
         self.term.clear();
         if let Some(marks) = &self.marks {
-            let dropped: u64 = marks.stats().dropped.values().sum();
+            let stats = marks.stats();
+            if stats.foreign + stats.over_rate > 0 {
+                let text = format!(
+                    "marks refused: {} datagrams from processes outside the job, {} lines over a sender's rate",
+                    stats.foreign, stats.over_rate
+                );
+                eprintln!("gpulse: {text}");
+                self.pipeline.event(Event {
+                    t_ms: gpulse_sample::now_us() / 1000,
+                    kind: "marks_refused".into(),
+                    payload: serde_json::json!({ "foreign": stats.foreign, "over_rate": stats.over_rate, "text": text }),
+                });
+            }
+            let dropped: u64 = stats.dropped.values().sum();
             if dropped > 0 {
                 self.pipeline.event(Event {
                     t_ms: gpulse_sample::now_us() / 1000,

@@ -382,3 +382,43 @@ fn the_python_package_works_outside_and_inside_gpulse_run() {
     assert_eq!(mark.payload["epoch"], 3);
     assert_eq!(mark.payload["path"], "a b.pt");
 }
+
+/// The marks socket is open to every process of the user: only the job's tree is heard, under
+/// the PID the kernel gives, and what is refused is counted.
+#[test]
+fn marks_from_outside_the_job_are_refused_and_counted() {
+    let dir = tmp("foreign_marks");
+    let job = "import os, socket, time\n\
+        path = os.environ['GPULSE_EVENTS']\n\
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+        for _ in range(5):\n    s.sendto(f'step {os.getpid()} {time.time_ns()} 0\\n'.encode(), path)\n\
+        open('socket.txt.tmp', 'w').write(path + ' ' + str(os.getpid()))\n\
+        os.rename('socket.txt.tmp', 'socket.txt')\n\
+        time.sleep(3)\n";
+    let mut child = gpulse_run(&dir, &["-o", "r.db", "--no-report"], &["python3", "-c", job])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = dir.join("socket.txt");
+    super::support::wait_until(20, "the job to write its socket's path", || ready.exists());
+    let text = std::fs::read_to_string(&ready).unwrap();
+    let (path, pid) = text.split_once(' ').unwrap();
+    // From outside the tree, with the job's own PID written in.
+    let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    for _ in 0..200 {
+        s.send_to(format!("step {pid} 1000 0\nstep {pid} 2000 0\n").as_bytes(), path).unwrap();
+    }
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    let rec = read(&dir.join("r.db"));
+    let steps: u32 = rec.markers.iter().filter(|m| m.kind == gpulse_record::MarkerKind::Step).map(|m| m.count).sum();
+    assert_eq!(steps, 5, "the job's own five steps, none of the 400 sent from outside");
+    assert!(
+        err.contains(
+            "gpulse: marks refused: 200 datagrams from processes outside the job, 0 lines over a sender's rate"
+        ),
+        "{err}"
+    );
+    assert!(rec.events.iter().any(|e| e.kind == "marks_refused" && e.payload["foreign"] == 200));
+}

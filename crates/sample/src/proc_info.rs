@@ -26,6 +26,12 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// A process's parent (`/proc/PID/stat`'s field 4).
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(4 - 3)?.parse().ok()
+}
+
 /// The short name the kernel keeps for a process (`/proc/PID/comm`).
 pub fn comm(pid: u32) -> Option<String> {
     let s = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
