@@ -100,6 +100,26 @@ pub fn destination(path: &Path, inputs: &[&Path]) -> anyhow::Result<Dest> {
     Ok(Dest::File(target))
 }
 
+/// Whether two resolved destinations are one file: the same inode where it exists, else the
+/// same canonical folder and name (`./r.html` and `r.html`).
+pub fn same_destination(a: &Dest, b: &Dest) -> bool {
+    let place = |p: &Path| -> Option<PathBuf> {
+        let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(fs::canonicalize(parent).ok()?.join(p.file_name()?))
+    };
+    match (a, b) {
+        (Dest::Stdout, Dest::Stdout) => true,
+        (Dest::Descriptor(x), Dest::Descriptor(y)) => x == y,
+        (Dest::File(x) | Dest::Stream(x), Dest::File(y) | Dest::Stream(y)) => {
+            match (fs::metadata(x), fs::metadata(y)) {
+                (Ok(m), Ok(n)) => m.dev() == n.dev() && m.ino() == n.ino(),
+                _ => place(x).is_some_and(|p| Some(p) == place(y)),
+            }
+        }
+        _ => false,
+    }
+}
+
 /// Writes `bytes` to `path` as [`destination`] resolves it: a regular file appears complete or
 /// not at all, keeping the mode of the file it replaces.
 pub fn write_whole(path: &Path, inputs: &[&Path], bytes: &[u8]) -> anyhow::Result<()> {

@@ -7,16 +7,17 @@ use gpulse_report::Analysis;
 
 use crate::cli::ReportArgs;
 use crate::cmd::diagnose::analyze;
-use crate::output::{destination, write_whole};
+use crate::output::{destination, same_destination, write_whole};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let html = args.html_output();
-    if let Some(html) = &html {
-        destination(html, &[&args.input])?;
-    }
+    let html_dest = html.as_ref().map(|h| destination(h, &[&args.input])).transpose()?;
     if let Some(png) = &args.png {
-        anyhow::ensure!(Some(png) != html.as_ref(), "--png and -o name the same file; give the PNG its own");
-        destination(png, &[&args.input])?;
+        let png_dest = destination(png, &[&args.input])?;
+        anyhow::ensure!(
+            !html_dest.as_ref().is_some_and(|h| same_destination(h, &png_dest)),
+            "--png and -o name the same file; give the PNG its own"
+        );
     }
     let analysis = analyze(&args.input)?;
     if let Some(html) = &html {

@@ -81,6 +81,16 @@ fn report_with_only_png_writes_only_the_png() {
         run(gpulse(None).current_dir(&dir).args(["report", "-o", "r.html", "--png", "r.png"]).arg(&input));
     assert_eq!(code, 0, "{err}");
     assert!(dir.join("r.html").is_file() && dir.join("r.png").is_file(), "{err}");
+    // One file under two names is refused before anything is written, whether it exists or not.
+    std::os::unix::fs::symlink("r.html", dir.join("link.html")).unwrap();
+    let before = std::fs::read(dir.join("r.html")).unwrap();
+    for (png, html) in [("./r.html", "r.html"), ("link.html", "r.html"), ("./new.html", "new.html")] {
+        let (code, _, err) = run(gpulse(None).current_dir(&dir).args(["report", "--png", png, "-o", html]).arg(&input));
+        assert_eq!(code, 1, "{png} {html}: {err}");
+        assert_eq!(err.trim(), "gpulse: --png and -o name the same file; give the PNG its own");
+    }
+    assert_eq!(std::fs::read(dir.join("r.html")).unwrap(), before);
+    assert!(!dir.join("new.html").exists());
 }
 
 #[test]
