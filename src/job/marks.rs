@@ -163,8 +163,8 @@ impl Drop for MarkReceiver {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
+        // The folder is this process's own (mode 0700): with `--instrument`'s files in it too.
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -422,3 +422,24 @@ fn marks_from_outside_the_job_are_refused_and_counted() {
     );
     assert!(rec.events.iter().any(|e| e.kind == "marks_refused" && e.payload["foreign"] == 200));
 }
+
+#[test]
+fn instrument_leaves_no_temporary_folder_behind() {
+    let dir = tmp("instrument_tmp");
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let job = "import os, sys; sys.path.insert(0, '.'); import gpulse; print(os.environ['GPULSE_EVENTS'])";
+    let (code, out, err) =
+        run(gpulse_run(&dir, &["-o", "r.db", "--no-report", "--instrument"], &["python3", "-c", job])
+            .env("TMPDIR", &tmpdir));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim().starts_with(&tmpdir.display().to_string()), "the socket was under TMPDIR: {out}");
+    // The per-user folder where `gpulse top` finds running jobs stays, empty once the job ended.
+    let registry = tmpdir.join(format!("gpulse-{}", unsafe { libc::getuid() }));
+    let left: Vec<_> =
+        std::fs::read_dir(&tmpdir).unwrap().map(|e| e.unwrap().path()).filter(|p| *p != registry).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let jobs: Vec<_> =
+        std::fs::read_dir(registry.join("jobs")).map_or(Vec::new(), |d| d.map(|e| e.unwrap().path()).collect());
+    assert!(jobs.is_empty(), "left behind: {jobs:?}");
+}
