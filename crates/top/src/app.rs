@@ -8,6 +8,7 @@ use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::Frame;
 use gpulse_model::{DeviceInfo, GIB, Poll};
 
+use crate::fmt::escape_control;
 use crate::history::{Chart, GpuHistory, Ring};
 use crate::procs::{ProcNow, Signal, Target};
 use crate::rows::{self, Column, Filter, Row, Sort};
@@ -91,6 +92,8 @@ pub struct App {
     pub host_cpu_pct: Ring,
     pub host_mem_pct: Ring,
     pub host_swap_pct: Ring,
+    /// When each reading of the histories was taken, seconds (the charts' time axis).
+    pub times_s: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
@@ -123,19 +126,10 @@ pub struct App {
     /// The GPU source failed; the host goes on.
     pub failed: Option<String>,
     pub polls: u64,
-    /// The latest per-process utilization NVML gave, by (PID, GPU): (when, %SM, %GMBW).
-    last_util: HashMap<(u32, u32), HeldUtil>,
 }
-
-/// When a process's utilization was read, its %SM and %GMBW.
-type HeldUtil = (i64, Option<u32>, Option<u32>);
 
 /// A process's readings summed over its GPUs: CPU, RSS, GPU memory, %SM.
 type ProcSums = (Option<f32>, Option<u64>, Option<u64>, Option<u32>);
-
-/// NVML hands out per-process utilization only for samples newer than the last asked for, so
-/// a poll may find none: the latest is shown this long.
-const UTIL_HELD_US: i64 = 5_000_000;
 
 impl App {
     pub fn new(devices: Vec<DeviceInfo>, no_signals: Option<&'static str>) -> Self {
@@ -149,6 +143,7 @@ impl App {
             host_cpu_pct: Ring::new(HISTORY_LEN),
             host_mem_pct: Ring::new(HISTORY_LEN),
             host_swap_pct: Ring::new(HISTORY_LEN),
+            times_s: Ring::new(HISTORY_LEN),
             proc_history: HashMap::new(),
             findings: Vec::new(),
             steps_per_s: None,
@@ -169,7 +164,6 @@ impl App {
             replay: None,
             failed: None,
             polls: 0,
-            last_util: HashMap::new(),
         }
     }
 
@@ -192,9 +186,11 @@ impl App {
         let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
         self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
         self.host_swap_pct.push(crate::fmt::swap_pct(&poll.host));
+        let t_us = poll.snapshot.as_ref().map_or(poll.host.timestamp_us, |s| s.timestamp_us);
+        self.times_s.push(Some(t_us as f64 / 1e6));
+        // Each share as this poll read it: one the sampler could not read is absent, not held.
         self.rows = rows::build(poll, live);
         self.mark_jobs();
-        self.hold_util(poll.host.timestamp_us);
         self.track_processes();
         if let Some(live) = frame.live {
             self.diagnosis(live);
@@ -253,10 +249,11 @@ impl App {
             .map(|f| FindingView {
                 id: f.id,
                 gpu: f.gpu,
-                title: f.title.clone(),
+                // A title may quote the job's stderr: escaped, like a command line.
+                title: escape_control(&f.title),
                 lost_share: f.lost_share,
                 time_to_oom_s: f.time_to_oom_s,
-                advice: f.advice.first().cloned(),
+                advice: f.advice.first().map(|a| escape_control(a)),
             })
             .collect();
         // What costs the most wall time first; a finding that cannot say keeps its rank after.
@@ -273,20 +270,6 @@ impl App {
         for (i, d) in self.devices.iter().enumerate() {
             self.trend_gib_per_min[i] = live.memory_trend_gib_per_min(d.index);
         }
-    }
-
-    fn hold_util(&mut self, now_us: i64) {
-        for r in &mut self.rows {
-            let Some(gpu) = r.gpu else { continue };
-            if r.sm_pct.is_some() || r.gmbw_pct.is_some() {
-                self.last_util.insert((r.pid, gpu), (now_us, r.sm_pct, r.gmbw_pct));
-            } else if let Some(&(t, sm, gmbw)) = self.last_util.get(&(r.pid, gpu))
-                && now_us - t <= UTIL_HELD_US
-            {
-                (r.sm_pct, r.gmbw_pct) = (sm, gmbw);
-            }
-        }
-        self.last_util.retain(|_, (t, ..)| now_us - *t <= UTIL_HELD_US);
     }
 
     fn track_processes(&mut self) {
@@ -468,3 +451,7 @@ impl App {
 #[cfg(test)]
 #[path = "app_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "screen_tests.rs"]
+mod screen_tests;

@@ -111,7 +111,7 @@ fn no_signal_under_readonly_nor_to_a_process_of_a_recording() {
 }
 
 /// A real recording, replayed through the pipeline into the view and drawn at 80×24 and 200×60.
-fn replayed(name: &str) -> Arc<Mutex<App>> {
+pub(super) fn replayed(name: &str) -> Arc<Mutex<App>> {
     replayed_until(name, |_| false)
 }
 
@@ -122,7 +122,7 @@ fn replayed_until(name: &str, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> 
 }
 
 /// Any run (a recording, a log) replayed through the pipeline into the view.
-fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
+pub(super) fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
     let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
@@ -142,7 +142,7 @@ fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> 
     app
 }
 
-fn screen(app: &App, w: u16, h: u16) -> String {
+pub(super) fn screen(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| crate::draw(f, app)).unwrap();
     let buf = t.backend().buffer().clone();
@@ -281,7 +281,7 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
 }
 
 /// The shared fixtures' nvidia-smi log of a loop that stalls 3 s every ~11 s (its README).
-fn stall_log() -> gpulse_record::Recording {
+pub(super) fn stall_log() -> gpulse_record::Recording {
     let p =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-2026-11-29/rich_stall.csv");
     gpulse_input::load(&p).unwrap()

@@ -5,11 +5,12 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Row as TableRow, Sparkline, Table, TableState};
+use ratatui::widgets::{Block, Borders, Paragraph, Row as TableRow, Table, TableState};
 
 use crate::app::App;
-use crate::draw::short;
+use crate::chart::Plot;
 use crate::fmt::{self, NONE};
+use crate::history::Ring;
 use crate::rows::{Column, Row};
 
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
@@ -98,6 +99,9 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
     f.render_stateful_widget(t, area, &mut state);
 }
 
+/// How a chart writes a value on its axis.
+type Label = dyn Fn(f64) -> String;
+
 pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
     let rows: Vec<&Row> = app.rows.iter().filter(|r| r.pid == pid).collect();
     let block =
@@ -130,13 +134,15 @@ pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
     f.render_widget(Paragraph::new(info), head);
     let Some(h) = app.proc_history.get(&pid) else { return };
     let parts = Layout::vertical([Constraint::Fill(1); 4]).split(charts);
-    let series = [
-        ("CPU, % of one core", &h.cpu_pct, None),
-        ("host memory, GiB", &h.rss_gib, None),
-        ("GPU memory, GiB", &h.gpu_mem_gib, None),
-        ("%SM", &h.sm_pct, Some(100.0)),
+    let gib = |v: f64| crate::chart::gib_label(v);
+    let pct = |v: f64| crate::chart::pct_label(v);
+    let series: [(&str, &Ring, Option<f64>, &Label); 4] = [
+        ("CPU, % of one core", &h.cpu_pct, None, &pct),
+        ("host memory, GiB", &h.rss_gib, None, &gib),
+        ("GPU memory, GiB", &h.gpu_mem_gib, None, &gib),
+        ("%SM", &h.sm_pct, Some(100.0), &pct),
     ];
-    for ((title, ring, max), part) in series.into_iter().zip(parts.iter()) {
+    for ((title, ring, max, label), part) in series.into_iter().zip(parts.iter()) {
         let top = max.or(ring.max()).filter(|m| *m > 0.0);
         let latest = ring.last_n(1).next().flatten();
         let b = Block::new().borders(Borders::TOP).title(format!(
@@ -146,14 +152,12 @@ pub fn process(f: &mut Frame, area: Rect, app: &App, pid: u32) {
         ));
         let area = b.inner(*part);
         f.render_widget(b, *part);
-        let scale = top.unwrap_or(1.0);
-        let data: Vec<Option<u64>> =
-            ring.last_n(area.width as usize).map(|v| v.map(|v| (v / scale * 1000.0).round() as u64)).collect();
-        f.render_widget(Sparkline::default().data(data).max(1000).absent_value_symbol(" "), area);
+        let p = Plot { title: None, ring, top: top.unwrap_or(1.0), label, color: Color::Reset };
+        crate::chart::plot(f, area, &p, &app.times_s);
     }
 }
 
-const HELP: &[(&str, &str)] = &[
+pub(crate) const HELP: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("? h", "this help (any of Esc, Enter, ? goes back)"),
     (
@@ -173,18 +177,33 @@ const HELP: &[(&str, &str)] = &[
     ("n", "replay: the next poll"),
 ];
 
+/// The keys, each description wrapped between words beside its key (under it where the screen
+/// is too narrow for both), and the notes wrapped to the screen.
 pub fn help(f: &mut Frame, area: Rect, app: &App) {
-    let mut lines: Vec<Line> =
-        HELP.iter().map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<20}"), BOLD), Span::raw(*v)])).collect();
+    let block = Block::new().borders(Borders::ALL).title(Span::styled(" gpulse top: keys ", BOLD));
+    let width = block.inner(area).width as usize;
+    let key_w = if width >= 60 { 20 } else { 2 };
+    let mut lines: Vec<Line> = Vec::new();
+    for (k, v) in HELP {
+        let mut text = fmt::wrap(v, width.saturating_sub(key_w)).into_iter();
+        if key_w < fmt::cols(k) + 1 {
+            lines.push(Line::styled(*k, BOLD));
+        } else {
+            let first = text.next().unwrap_or_default();
+            lines.push(Line::from(vec![Span::styled(format!("{k:<key_w$}"), BOLD), Span::raw(first)]));
+        }
+        lines.extend(text.map(|t| Line::from(format!("{:key_w$}{t}", ""))));
+    }
     lines.push(Line::from(""));
-    lines.push(Line::from(match app.no_signals {
+    let signals = match app.no_signals {
         Some(why) => format!("signals are off: {why}"),
         None => "a signal goes only to the process shown: a PID that is gone or reused is refused".into(),
-    }));
-    lines.push(Line::from(format!(
-        "%SM and %GMBW are NVML's per-process SM and memory-bandwidth shares; SM beside UTL is GPM's SM activity; `{}` is absent, never 0",
-        short(NONE, 1)
-    )));
-    let block = Block::new().borders(Borders::ALL).title(Span::styled(" gpulse top: keys ", BOLD));
+    };
+    let shares = format!(
+        "%SM and %GMBW are NVML's per-process SM and memory-bandwidth shares, as the latest poll read them; SM beside UTL is GPM's SM activity; `{NONE}` is absent, never 0"
+    );
+    for note in [signals, shares] {
+        lines.extend(fmt::wrap(&note, width).into_iter().map(Line::from));
+    }
     f.render_widget(Paragraph::new(lines).block(block), area);
 }

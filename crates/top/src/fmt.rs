@@ -1,6 +1,7 @@
 //! Numbers as the view prints them: an absent value is `—`, never 0.
 
 use gpulse_model::{ClocksEventReasons, GIB};
+use ratatui::text::Span;
 
 pub const NONE: &str = "—";
 
@@ -80,6 +81,116 @@ pub fn bar(pct: Option<f64>, width: usize) -> String {
     format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
 }
 
+/// Text from outside (a command line, an error) as one printable line: every control character
+/// is written as an escape (`\n`, `\t`, `\x1b`), so it neither breaks a row nor reaches the
+/// terminal as a sequence.
+pub fn escape_control(s: &str) -> String {
+    if !s.contains(char::is_control) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            // Every control character (C0, DEL, C1) is below U+00A0, so two hex digits name it.
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Terminal cells `s` takes.
+pub fn cols(s: &str) -> usize {
+    Span::raw(s).width()
+}
+
+/// `text` in lines of at most `width` cells, broken between words; a word wider than a whole
+/// line is the only thing ever split.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let gap = usize::from(!line.is_empty());
+        if cols(&line) + gap + cols(word) <= width {
+            if gap == 1 {
+                line.push(' ');
+            }
+            line.push_str(word);
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut rest = word;
+        while cols(rest) > width {
+            let cut = split_at_cols(rest, width);
+            lines.push(rest[..cut].to_owned());
+            rest = &rest[cut..];
+        }
+        line.push_str(rest);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `text` in one line of at most `width` cells: whole words, then `…` where some were left out.
+pub fn clip(text: &str, width: usize) -> String {
+    let one = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if cols(&one) <= width {
+        return one;
+    }
+    let room = width.saturating_sub(1);
+    let mut out = String::new();
+    for word in one.split(' ') {
+        let gap = usize::from(!out.is_empty());
+        if cols(&out) + gap + cols(word) > room {
+            break;
+        }
+        if gap == 1 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.is_empty() {
+        // Not even the first word fits: it is cut, and says so.
+        out = one[..split_at_cols(&one, room)].to_owned();
+    }
+    out + "…"
+}
+
+/// `text` wrapped to `width`, in `max_lines` lines at most: the last ends in `…` where words
+/// were left out.
+pub fn wrap_at_most(text: &str, width: usize, max_lines: usize) -> Vec<String> {
+    let mut lines = wrap(text, width);
+    if lines.len() > max_lines {
+        let rest = lines.split_off(max_lines.saturating_sub(1)).join(" ");
+        // More than a line's worth is left, so the clip always says so.
+        lines.push(clip(&rest, width));
+        if max_lines == 0 {
+            lines.clear();
+        }
+    }
+    lines
+}
+
+/// The byte index where the first `width` cells of `s` end (at least one character).
+fn split_at_cols(s: &str, width: usize) -> usize {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        used += cols(c.encode_utf8(&mut [0; 4]));
+        if used > width {
+            return if i == 0 { c.len_utf8() } else { i };
+        }
+    }
+    s.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +211,33 @@ mod tests {
         assert_eq!(throttle(Some(0)), "none");
         assert_eq!(bar(Some(50.0), 4), "██░░");
         assert_eq!(bar(None, 3), "···");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_nothing_else_changes() {
+        assert_eq!(escape_control("python3 -c\nimport os\tx"), "python3 -c\\nimport os\\tx");
+        assert_eq!(escape_control("a\x1b[2Jb\u{9b}31m"), "a\\x1b[2Jb\\x9b31m");
+        assert_eq!(escape_control("héllo → wörld"), "héllo → wörld");
+        // No character a terminal reads as control survives, whatever the input.
+        let every: String = (0u32..0x200).filter_map(char::from_u32).collect();
+        assert!(!escape_control(&every).contains(char::is_control));
+    }
+
+    #[test]
+    fn wrapping_and_clipping_break_between_words() {
+        let text = "do more work per launch: a larger batch, or gradient accumulation";
+        let words: Vec<&str> = text.split(' ').collect();
+        for width in 12..70 {
+            let lines = wrap(text, width);
+            assert!(lines.iter().all(|l| cols(l) <= width), "{width}: {lines:?}");
+            assert_eq!(lines.join(" ").split(' ').collect::<Vec<_>>(), words, "{width}: every word, whole");
+            let one = clip(text, width);
+            assert!(cols(&one) <= width, "{width}: {one}");
+            let shown: Vec<&str> = one.trim_end_matches('…').split(' ').collect();
+            assert_eq!(shown, words[..shown.len()], "{width}: whole words from the start: {one}");
+        }
+        assert_eq!(clip(text, 200), text);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"], "a word wider than a line is split");
+        assert_eq!(clip("abcdefgh", 4), "abc…");
     }
 }

@@ -58,6 +58,15 @@ impl Chart {
         }
     }
 
+    /// The chart's name alone, where its title does not fit.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chart::Util => "GPU-Util",
+            Chart::Memory => "memory",
+            Chart::Power => "power",
+        }
+    }
+
     pub fn title(self) -> &'static str {
         match self {
             Chart::Util => "GPU-Util (SM activity below)",

@@ -3,8 +3,11 @@
 //! drawing reads that state only, so a replayed recording and live NVML look the same.
 
 pub mod app;
+mod chart;
 mod draw;
+mod draw_host;
 mod draw_table;
+mod draw_why;
 pub mod feed;
 pub mod fmt;
 pub mod history;

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use gpulse_model::{GpuProcessClass, Poll};
 
+use crate::fmt::escape_control;
 use crate::procs::ProcNow;
 
 /// One process on one GPU, or a CPU-only process of the tree (`gpu: None`).
@@ -22,6 +23,7 @@ pub struct Row {
     pub host_mem_pct: Option<f32>,
     pub rss_bytes: Option<u64>,
     pub age_s: Option<f64>,
+    /// The command line with its control characters escaped: one row, nothing for the terminal.
     pub command: Option<String>,
     pub class: Option<GpuProcessClass>,
     /// Holds GPU memory and does nothing: the live diagnosis' `idle_holder` names it.
@@ -257,7 +259,9 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
                     .clone()
                     .or_else(|| l.and_then(|l| l.cmdline.clone()))
                     .or_else(|| t.and_then(|t| t.cmdline.clone()))
-                    .or_else(|| p.name.clone()),
+                    .or_else(|| p.name.clone())
+                    .as_deref()
+                    .map(escape_control),
                 class: p.class,
                 idle: false,
                 start_ticks: l.and_then(|l| l.start_ticks),
@@ -275,7 +279,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
             host_mem_pct: mem_pct(rss),
             rss_bytes: rss,
             age_s: l.and_then(|l| l.age_s),
-            command: t.cmdline.clone().or_else(|| l.and_then(|l| l.cmdline.clone())),
+            command: t.cmdline.as_deref().or(l.and_then(|l| l.cmdline.as_deref())).map(escape_control),
             class: Some(GpuProcessClass::Tree),
             start_ticks: l.and_then(|l| l.start_ticks),
             ..Row::default()
@@ -290,7 +294,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
             host_mem_pct: mem_pct(l.rss_bytes),
             rss_bytes: l.rss_bytes,
             age_s: l.age_s,
-            command: l.cmdline.clone(),
+            command: l.cmdline.as_deref().map(escape_control),
             start_ticks: l.start_ticks,
             ..Row::default()
         });
