@@ -8,6 +8,25 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static TO_FORWARD_INT: AtomicU32 = AtomicU32::new(0);
 static TO_FORWARD_TERM: AtomicU32 = AtomicU32::new(0);
 static TO_FORWARD_HUP: AtomicU32 = AtomicU32::new(0);
+/// SIGCONT received: a job stopped on its own (SIGSTOP to its PID) goes on with gpulse.
+static TO_FORWARD_CONT: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_continue(_: libc::c_int) {
+    TO_FORWARD_CONT.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Passes SIGCONT on to the job: `kill -CONT` to gpulse resumes a job that was stopped alone.
+pub fn catch_continue() {
+    // SAFETY: the handler only touches an atomic; the struct is zeroed, then filled as
+    // sigaction(2) asks. SIGCONT still continues gpulse itself, whatever the handler.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_continue as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGCONT, &action, std::ptr::null_mut());
+    }
+}
 
 /// The signals that stop a recording.
 const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -55,9 +74,12 @@ pub fn received() -> Option<i32> {
 /// Signals to pass on to a job, in arrival order per kind; each is returned once.
 pub fn take_to_forward() -> Vec<i32> {
     let mut out = Vec::new();
-    for (counter, sig) in
-        [(&TO_FORWARD_INT, libc::SIGINT), (&TO_FORWARD_TERM, libc::SIGTERM), (&TO_FORWARD_HUP, libc::SIGHUP)]
-    {
+    for (counter, sig) in [
+        (&TO_FORWARD_INT, libc::SIGINT),
+        (&TO_FORWARD_TERM, libc::SIGTERM),
+        (&TO_FORWARD_HUP, libc::SIGHUP),
+        (&TO_FORWARD_CONT, libc::SIGCONT),
+    ] {
         for _ in 0..counter.swap(0, Ordering::SeqCst) {
             out.push(sig);
         }

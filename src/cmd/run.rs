@@ -46,6 +46,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut session = Session::new(recording, poller, output.clone(), &args.job, marks, args.instrument);
     signals::catch_stop_signals();
+    signals::catch_continue();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;
     let child::Job { mut child, stderr } = match child::spawn(&args.command, &env, stderr_is_tty) {
         Ok(j) => j,
@@ -59,6 +60,10 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Err(Exit { code: e.code, message: e.message, to_stdout: false }.into());
         }
     };
+    // Whatever becomes of gpulse, the job's stderr stays open and reaches the terminal.
+    let _guardian = crate::job::guardian::Guardian::start(&stderr)
+        .map_err(|e| eprintln!("gpulse: the job's stderr depends on gpulse staying alive ({e})"))
+        .ok();
     session.follow(child.id(), command_line);
     let oom = OomCounter::start(child.id());
     let pump = pump::spawn(stderr, session.term.clone(), session.events());

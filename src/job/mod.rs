@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod cgroup;
+pub mod guardian;
 pub mod child;
 pub mod marks;
 pub mod pump;

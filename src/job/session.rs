@@ -43,6 +43,9 @@ pub struct Session {
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
     instrumented: bool,
+    /// Whether the job was stopped at the last look, and when to look again.
+    job_stopped: bool,
+    stop_check_at: Instant,
 }
 
 /// The live status on gpulse's stderr, and the notice when the recording stops.
@@ -199,6 +202,8 @@ impl Session {
             events_rx,
             marks,
             instrumented,
+            job_stopped: false,
+            stop_check_at: Instant::now(),
         }
     }
 
@@ -259,6 +264,7 @@ impl Session {
                     if let Ok(Some(status)) = c.try_wait() {
                         break JobEnd::Exited(status);
                     }
+                    self.check_stopped(c.id());
                 }
                 None => {
                     if let Some(sig) = signals::received() {
@@ -282,6 +288,44 @@ impl Session {
         self.drain();
         self.pipeline.watch_ended();
         end
+    }
+
+    /// Says when the job stops (SIGSTOP, Ctrl-Z of the job alone) and when it resumes: gpulse
+    /// would otherwise wait in silence.
+    fn check_stopped(&mut self, pid: u32) {
+        let now = Instant::now();
+        if now < self.stop_check_at {
+            return;
+        }
+        self.stop_check_at = now + Duration::from_millis(250);
+        let stopped = gpulse_sample::proc_info::state(pid).is_some_and(|s| s == 'T');
+        if stopped == self.job_stopped {
+            return;
+        }
+        self.job_stopped = stopped;
+        let (kind, text) = if stopped {
+            (
+                "job_stopped",
+                format!(
+                    "the job (PID {pid}) is stopped; gpulse waits for it: `kill -CONT {pid}` (or to gpulse) resumes it"
+                ),
+            )
+        } else {
+            ("job_resumed", format!("the job (PID {pid}) resumed"))
+        };
+        if stopped {
+            self.term.notice(Some(&text));
+        } else {
+            self.term.notice(None);
+            if self.term.style() != StatusStyle::Row {
+                let _ = writeln!(std::io::stderr(), "gpulse: {text}");
+            }
+        }
+        self.pipeline.event(Event {
+            t_ms: gpulse_sample::now_us() / 1000,
+            kind: kind.into(),
+            payload: serde_json::json!({ "pid": pid, "text": text }),
+        });
     }
 
     /// The one policy for a failed poll: sampling stops, the job goes on, and the recording

@@ -26,6 +26,8 @@ struct State {
     mid_line: bool,
     /// The terminal's rows when the scroll region was set.
     region_rows: Option<u16>,
+    /// What the status says instead of the figures while it holds (the job stopped).
+    notice: Option<String>,
 }
 
 fn size() -> Option<(u16, u16)> {
@@ -57,9 +59,31 @@ impl Terminal {
         }
     }
 
-    /// Shows `text` as the status.
+    /// Puts `text` in place of the status until called with `None`; said at once, as a line
+    /// where there is no status row (even with the status off: the job needs the user).
+    pub fn notice(&self, text: Option<&str>) {
+        let Ok(mut st) = self.state.lock() else { return };
+        st.notice = text.map(str::to_owned);
+        match (text, self.style) {
+            (Some(t), StatusStyle::Row) => {
+                let t = t.to_owned();
+                drop(st);
+                self.status(&t);
+            }
+            (Some(t), _) => {
+                let lead = if st.mid_line { "\n" } else { "" };
+                st.mid_line = false;
+                let _ = writeln!(std::io::stderr().lock(), "{lead}gpulse: {t}");
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// Shows `text` as the status (or the notice that holds it).
     pub fn status(&self, text: &str) {
         let Ok(mut st) = self.state.lock() else { return };
+        let notice = st.notice.clone();
+        let text = notice.as_deref().unwrap_or(text);
         let mut err = std::io::stderr().lock();
         match self.style {
             StatusStyle::Off => {}

@@ -443,3 +443,52 @@ fn instrument_leaves_no_temporary_folder_behind() {
         std::fs::read_dir(registry.join("jobs")).map_or(Vec::new(), |d| d.map(|e| e.unwrap().path()).collect());
     assert!(jobs.is_empty(), "left behind: {jobs:?}");
 }
+
+/// gpulse sits in the job's stderr to catch its errors: killed, it must not take the job with it.
+#[test]
+fn the_job_outlives_a_killed_gpulse_and_its_stderr_still_arrives() {
+    let dir = tmp("outlives");
+    let job =
+        "sleep 0.5; echo first >&2; while [ ! -e go ]; do sleep 0.05; done; echo second >&2; echo done > survived";
+    let mut child = gpulse_run(&dir, &["-o", "r.db"], &["sh", "-c", job]).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("first") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "stderr ended before the job wrote");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("second"), "the job's later stderr reached the terminal: {rest:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("survived")).unwrap(), "done\n", "the job ran to its end");
+}
+
+#[test]
+fn a_stopped_job_is_said_and_sigcont_to_gpulse_resumes_it() {
+    let dir = tmp("stopped");
+    let mut child = gpulse_run(&dir, &["-o", "r.db", "--no-report"], &["sh", "-c", "kill -STOP $$; sleep 1; echo on > resumed"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("is stopped") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "gpulse ended without saying the job stopped");
+    }
+    assert!(line.starts_with("gpulse: the job (PID ") && line.contains("`kill -CONT "), "{line}");
+    assert!(!dir.join("resumed").exists());
+    // SAFETY: kill(2) on the gpulse process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains(") resumed"), "{rest}");
+    assert_eq!(std::fs::read_to_string(dir.join("resumed")).unwrap(), "on\n");
+    let kinds: Vec<String> =
+        read(&dir.join("r.db")).events.iter().map(|e| e.kind.clone()).filter(|k| k.starts_with("job_")).collect();
+    assert_eq!(kinds, ["job_stopped", "job_resumed"]);
+}

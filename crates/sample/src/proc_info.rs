@@ -26,6 +26,12 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// A process's state letter (`/proc/PID/stat`'s field 3): `R`, `S`, `T` when stopped, ...
+pub fn state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// A process's parent (`/proc/PID/stat`'s field 4).
 pub fn parent(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
