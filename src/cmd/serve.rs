@@ -28,7 +28,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         })
     });
     let auth = Auth::new(token.clone(), args.metrics_auth);
-    let config = Config { listen: args.listen, auth, max_subscribers: 64, report };
+    let config = Config { listen: args.listen, auth, max_subscribers: 64, report, limits: Default::default() };
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
     let sink = serving::start(config, poller.devices(), label, generated.then_some(token.as_deref()).flatten())?;

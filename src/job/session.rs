@@ -102,6 +102,7 @@ fn serve_sink(
         auth: gpulse_serve::Auth::new(Some(token.clone()), false),
         max_subscribers: 64,
         report: None,
+        limits: Default::default(),
     };
     crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
 }

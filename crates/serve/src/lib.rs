@@ -10,6 +10,7 @@
 
 mod auth;
 mod history;
+mod listen;
 mod routes;
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use history::History;
 use tokio::sync::broadcast;
 
 pub use auth::{Auth, random_token};
+pub use listen::Limits;
 
 /// Renders the HTML report of the recording being written, or says why it cannot.
 pub type ReportFn = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
@@ -33,6 +35,7 @@ pub struct Config {
     /// The most `/api/v1/stream` subscribers at once; more are answered 503.
     pub max_subscribers: usize,
     pub report: Option<ReportFn>,
+    pub limits: Limits,
 }
 
 /// What every request reads: the latest poll, rendered, and the recent ones.
@@ -44,6 +47,8 @@ struct Shared {
     auth: Auth,
     max_subscribers: usize,
     report: Option<ReportFn>,
+    /// One report drawn at a time, off the runtime's thread.
+    report_drawing: tokio::sync::Semaphore,
 }
 
 #[derive(Default)]
@@ -72,13 +77,15 @@ impl Server {
             auth: config.auth,
             max_subscribers: config.max_subscribers,
             report: config.report,
+            report_drawing: tokio::sync::Semaphore::new(1),
         });
+        let limits = config.limits;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let app = routes::router(shared.clone());
         std::thread::Builder::new().name("gpulse-serve".into()).spawn(move || {
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let _ = axum::serve(listener, app).await;
+                listen::serve(listener, app, limits).await;
             });
         })?;
         Ok(Self { shared, addr })

@@ -138,12 +138,17 @@ async fn report(State(s): S, headers: HeaderMap) -> Response {
     if !s.auth.allows(&headers) {
         return unauthorized();
     }
-    let Some(render) = &s.report else {
+    if s.report.is_none() {
         return (StatusCode::NOT_FOUND, "gpulse: no recording (start with --record FILE)\n").into_response();
-    };
-    match render() {
-        Ok(html) => Html(html).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("gpulse: no report: {e}\n")).into_response(),
+    }
+    // Drawn on a thread of its own, one at a time: a scrape never waits behind a report.
+    let Ok(_drawing) = s.report_drawing.acquire().await else { return not_ready() };
+    let shared = s.clone();
+    let drawn = tokio::task::spawn_blocking(move || shared.report.as_ref().map(|render| render())).await;
+    match drawn {
+        Ok(Some(Ok(html))) => Html(html).into_response(),
+        Ok(Some(Err(e))) => (StatusCode::INTERNAL_SERVER_ERROR, format!("gpulse: no report: {e}\n")).into_response(),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "gpulse: no report: drawing it failed\n").into_response(),
     }
 }
 
@@ -175,6 +180,7 @@ mod tests {
             auth: Auth::new(Some(TOKEN.into()), false),
             max_subscribers: 4,
             report: None,
+            report_drawing: tokio::sync::Semaphore::new(1),
         })
     }
 
