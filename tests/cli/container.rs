@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::support::{fake_lib, fixture, gpulse_bin, root, run, skipped};
+use super::support::{fake_lib, fixture, gpulse_bin, root, run, skipped, wait_until};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -167,10 +167,12 @@ impl Layout {
     }
 }
 
-/// A running entrypoint in a process group of its own, all of which is ended when dropped.
+/// A running entrypoint in a process group of its own, all of which is ended when dropped, with
+/// what it started in sessions of their own (Jupyter's kernels and terminals).
 struct Running {
     child: Child,
     output: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
@@ -178,18 +180,40 @@ impl Running {
         let mut child =
             cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let output = Arc::new(Mutex::new(String::new()));
+        let mut readers = Vec::new();
         for stream in
             [Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, Box::new(child.stderr.take().unwrap())]
         {
             let output = Arc::clone(&output);
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
                     output.lock().unwrap().push_str(&(line + "\n"));
                 }
-            });
+            }));
         }
-        Running { child, output }
+        Running { child, output, readers }
+    }
+
+    /// Runs `cmd` to its end, for up to `secs`: its exit status, or `None` when it was still
+    /// running then (it is stopped), and all it wrote.
+    fn finish(cmd: Command, secs: u64) -> (Option<i32>, String) {
+        let mut r = Running::start(cmd);
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let code = loop {
+            if let Some(status) = r.child.try_wait().unwrap() {
+                break status.code();
+            }
+            if Instant::now() > deadline {
+                r.stop();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        for reader in std::mem::take(&mut r.readers) {
+            let _ = reader.join();
+        }
+        (code, r.output())
     }
 
     fn output(&self) -> String {
@@ -212,20 +236,25 @@ impl Running {
         }
     }
 
+    /// Every process of the group.
+    fn pids(&self) -> Vec<u32> {
+        let group = self.child.id();
+        processes().into_iter().filter(|p| p.group == group).map(|p| p.pid).collect()
+    }
+
     /// Every process of the group: their command lines.
     fn command_lines(&self) -> Vec<String> {
-        let group = self.child.id() as i32;
-        let mut lines = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-            // pid (comm) state ppid pgrp ...: comm may hold spaces, so count from its ')'.
-            let Some(after) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-            if after.split_whitespace().nth(2).and_then(|g| g.parse::<i32>().ok()) == Some(group) {
-                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-                lines.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
-            }
-        }
-        lines
+        self.pids().into_iter().map(command_line).collect()
+    }
+
+    /// The group's process whose command line contains `what`, waiting up to `secs`.
+    fn pid_of(&self, what: &str, secs: u64) -> u32 {
+        let mut found = None;
+        wait_until(secs, what, || {
+            found = self.pids().into_iter().find(|&p| command_line(p).contains(what));
+            found.is_some()
+        });
+        found.unwrap()
     }
 
     /// Asks the whole group to stop, as `docker stop` asks the container; kills what is left.
@@ -251,15 +280,106 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         let group = self.child.id() as i32;
+        let escaped = self.pids().into_iter().flat_map(descendants).collect::<Vec<_>>();
         unsafe { libc::kill(-group, libc::SIGKILL) };
+        for pid in escaped {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
         let _ = self.child.wait();
     }
+}
+
+/// One process as /proc/PID/stat has it.
+struct Process {
+    pid: u32,
+    parent: u32,
+    group: u32,
+}
+
+fn processes() -> Vec<Process> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid pgrp ...: comm may hold spaces, so count from its ')'.
+        let Some(after) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let fields: Vec<u32> = after.split_whitespace().skip(1).take(2).filter_map(|f| f.parse().ok()).collect();
+        if let [parent, group] = fields[..] {
+            all.push(Process { pid, parent, group });
+        }
+    }
+    all
+}
+
+/// Every process below `pid`, wherever its session or group.
+fn descendants(pid: u32) -> Vec<u32> {
+    let all = processes();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|p| p.parent == parent).map(|p| p.pid));
+        i += 1;
+    }
+    found.split_off(1)
+}
+
+/// A process's command line, its arguments joined by spaces.
+fn command_line(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+}
+
+/// The environment a process was started with: `NAME=value` each.
+fn environ(pid: u32) -> Vec<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    environ.split(|&b| b == 0).filter(|v| !v.is_empty()).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
+}
+
+/// Where process `pid` has `secret` in its arguments or its environment, or one of the variables
+/// `names`: each place, or `None` when its environment cannot be read (it has ended).
+fn leaks(pid: u32, secret: &str, names: &[&str]) -> Option<Vec<String>> {
+    let (cmdline, env) = (command_line(pid), environ(pid));
+    if env.is_empty() {
+        return None;
+    }
+    let mut found = Vec::new();
+    if cmdline.contains(secret) {
+        found.push(format!("{pid}'s command line: {cmdline}"));
+    }
+    for var in env {
+        if var.contains(secret) || names.contains(&var.split('=').next().unwrap()) {
+            found.push(format!("{pid}'s environment ({cmdline}): {var}"));
+        }
+    }
+    Some(found)
 }
 
 /// One HTTP/1.1 GET on loopback: (status, body).
 fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let (status, _, body) = super::support::http_get(&format!("127.0.0.1:{port}"), path, headers);
     (status, body)
+}
+
+/// One HTTP/1.1 POST of a JSON body on loopback: (status, body).
+fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n{body}").as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), body.to_owned())
 }
 
 /// Waits until something answers HTTP on `port` with `path`.
@@ -473,6 +593,69 @@ fn jupyter_takes_a_mounted_token_file_and_never_prints_it() {
     j.stop();
 }
 
+/// The token reaches Jupyter in a private config file: Jupyter, the kernels and terminals it
+/// starts, and serve have it in neither their arguments nor their environment.
+#[test]
+fn jupyter_its_kernels_its_terminals_and_serve_never_see_the_token_in_their_environment() {
+    if !have_jupyter("the token kept out of the environment of what JupyterLab starts") {
+        return;
+    }
+    let l = Layout::new("jupyter-environ");
+    let token = "environ-0123456789abcdef-token";
+    std::fs::write(l.path("secrets/token-file"), format!("{token}\n")).unwrap();
+    let (mut j, jport, sport) = start_jupyter(
+        &l,
+        &[
+            ("JUPYTER_TOKEN", token.into()),
+            ("JUPYTER_TOKEN_FILE", l.path("secrets/token-file").display().to_string()),
+            ("SHELL", "/bin/sh".into()),
+        ],
+    );
+    j.line("gpulse-entrypoint: JupyterLab is ready: ", 180);
+    // The token still logs in, to Jupyter and to serve.
+    assert_eq!(get(jport, "/api/status", &[]).0, 403);
+    assert_eq!(get(jport, &format!("/api/status?token={token}"), &[]).0, 200);
+    j.line("gpulse: serving on ", 60);
+    wait_http(sport, "/healthz", 30);
+    assert_eq!(get(sport, "/api/v1/snapshot", &[]).0, 401);
+    assert_eq!(get(sport, "/api/v1/snapshot", &[("Authorization", &format!("Bearer {token}"))]).0, 200);
+    // A kernel and a terminal, started as from the lab page.
+    let auth = format!("token {token}");
+    let (code, body) = post(jport, "/api/kernels", &[("Authorization", &auth)], r#"{"name": "python3"}"#);
+    assert_eq!(code, 201, "{body}");
+    let kernel: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let kernel_id = kernel["id"].as_str().unwrap().to_owned();
+    let (code, body) = post(jport, "/api/terminals", &[("Authorization", &auth)], "{}");
+    assert_eq!(code, 200, "{body}");
+    let jupyter = j.pid_of("jupyter-lab", 30);
+    let serve = j.pid_of("gpulse serve", 30);
+    let (mut kernel, mut terminal) = (None, None);
+    wait_until(60, "the kernel's and the terminal's processes", || {
+        let below = descendants(jupyter);
+        kernel = below.iter().copied().find(|&p| command_line(p).contains(&kernel_id));
+        terminal = below.iter().copied().find(|&p| command_line(p).starts_with("/bin/sh"));
+        kernel.is_some() && terminal.is_some()
+    });
+    assert!(command_line(kernel.unwrap()).contains("ipykernel"), "{}", command_line(kernel.unwrap()));
+    let secret_names = ["JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE"];
+    for pid in [jupyter, serve, kernel.unwrap(), terminal.unwrap()] {
+        assert_eq!(leaks(pid, token, &secret_names), Some(vec![]));
+    }
+    // And whatever else runs below Jupyter (one that has ended by now has nothing to read).
+    for pid in descendants(jupyter) {
+        assert_eq!(leaks(pid, token, &secret_names).unwrap_or_default(), Vec::<String>::new());
+    }
+    for line in j.command_lines() {
+        assert!(!line.contains(token), "{line}");
+    }
+    // Jupyter has it from a file only this user reads, in a folder only this user enters.
+    let config = l.path("state/jupyter/jupyter_config.json");
+    assert!(std::fs::read_to_string(&config).unwrap().contains(token));
+    assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(l.path("state/jupyter")).unwrap().permissions().mode() & 0o777, 0o700);
+    assert!(j.stop().is_some(), "the entrypoint ends on SIGTERM:\n{}", j.output());
+}
+
 #[test]
 fn jupyter_stops_when_a_config_file_turns_its_auth_off() {
     if !have_jupyter("JupyterLab with auth turned off by a config file") {
@@ -496,8 +679,95 @@ fn jupyter_stops_when_a_config_file_turns_its_auth_off() {
     assert!(TcpStream::connect(("127.0.0.1", jport)).is_err(), "Jupyter is gone");
 }
 
+/// A token in the user's own config file wins over the entrypoint's, as it would over
+/// JUPYTER_TOKEN; the entrypoint then prints no ready URL that would not log in.
+#[test]
+fn jupyter_says_so_when_a_config_file_sets_another_token() {
+    if !have_jupyter("JupyterLab with another token from a config file") {
+        return;
+    }
+    let l = Layout::new("jupyter-other-token");
+    let other = "other-0123456789abcdef-token";
+    std::fs::create_dir_all(l.path("home/.jupyter")).unwrap();
+    std::fs::write(l.path("home/.jupyter/jupyter_server_config.py"), format!("c.IdentityProvider.token = '{other}'\n"))
+        .unwrap();
+    let (mut j, jport, _) = start_jupyter(&l, &[("GPULSE_SERVE_LISTEN", "off".into())]);
+    j.line("gpulse-entrypoint: jupyter: JupyterLab turns away the token (a config file sets another?)", 180);
+    assert!(!j.output().contains("is ready"), "{}", j.output());
+    assert_eq!(get(jport, "/api/status", &[]).0, 403);
+    assert_eq!(get(jport, &format!("/api/status?token={other}"), &[]).0, 200);
+    j.stop();
+}
+
 // ---------------------------------------------------------------------------------------------
 // sshd: keys only.
+
+/// SSH_PORT and SSH_LISTEN go into sshd_config, a directive a line: a value with a line break, or
+/// anything but a port number or an address, would add directives of the caller's choosing. Such a
+/// value is refused in one line before anything is written or started; addresses sshd takes,
+/// IPv6 bare or in brackets, start it.
+#[test]
+fn ssh_takes_only_a_port_number_and_an_address_or_host_name_to_listen_on() {
+    if !have_sshd("ssh mode's SSH_PORT and SSH_LISTEN") {
+        return;
+    }
+    let l = Layout::new("ssh-settings");
+    ssh_keygen(&l.path("key"));
+    let public = std::fs::read_to_string(l.path("key.pub")).unwrap();
+    let port = free_port();
+    let ssh = |var: &str, value: &str| {
+        let mut cmd = l.entrypoint("ssh");
+        cmd.env("AUTHORIZED_KEYS", &public)
+            .env("SSH_PORT", port.to_string())
+            .env("SSH_LISTEN", "127.0.0.1")
+            .env(var, value);
+        cmd
+    };
+    let refused = [
+        ("SSH_PORT", format!("{port}\nPermitRootLogin yes\nPasswordAuthentication yes")),
+        ("SSH_PORT", format!("{port}\nPermitUserEnvironment yes")),
+        ("SSH_PORT", format!("{port}\nAuthorizedKeysFile /tmp/anyone")),
+        ("SSH_PORT", format!("{port} ")),
+        ("SSH_PORT", "0".into()),
+        ("SSH_PORT", "65536".into()),
+        ("SSH_PORT", "-22".into()),
+        ("SSH_PORT", "0x8ae".into()),
+        ("SSH_PORT", format!("0{port}")),
+        ("SSH_LISTEN", "127.0.0.1\nAllowTcpForwarding yes\nGatewayPorts yes".into()),
+        ("SSH_LISTEN", "127.0.0.1 rdomain other".into()),
+        ("SSH_LISTEN", format!("127.0.0.1:{port}")),
+        ("SSH_LISTEN", format!("[::1]:{port}")),
+        ("SSH_LISTEN", "fe80::1%eth0".into()),
+        ("SSH_LISTEN", "[::1".into()),
+        ("SSH_LISTEN", "#".into()),
+    ];
+    for (var, value) in &refused {
+        let (code, output) = Running::finish(ssh(var, value), 30);
+        assert_eq!(code, Some(1), "{var}={value:?}: {output}");
+        assert_eq!(output.lines().count(), 1, "{var}={value:?}: {output}");
+        let shown = value.replace('\n', "?");
+        assert!(output.starts_with(&format!("gpulse-entrypoint: ssh: {var}='{shown}' is not ")), "{output}");
+        assert!(output.trim_end().ends_with("; refusing"), "{output}");
+        assert!(!l.path("state/ssh/sshd_config").exists(), "{var}={value:?}: a config was written");
+        assert!(!l.path("state/ssh/authorized_keys").exists(), "{var}={value:?}: keys were written");
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("GPULSE_REQUIRE_SSHD").is_none(), "the sshd checks run as root");
+        skipped("ssh mode on the listen addresses it takes (not root)");
+        return;
+    }
+    let mut accepted = vec![("localhost", "127.0.0.1")];
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        accepted.extend([("::1", "::1"), ("[::1]", "::1")]);
+    } else {
+        skipped("ssh mode on an IPv6 address (no IPv6 loopback here)");
+    }
+    for (listen, on) in accepted {
+        let mut s = Running::start(ssh("SSH_LISTEN", listen));
+        s.line(&format!("Server listening on {on} port {port}"), 30);
+        s.stop();
+    }
+}
 
 fn ssh_keygen(path: &Path) {
     let (code, _, err) =
@@ -602,15 +872,28 @@ fn ssh_as_root_takes_the_key_from_the_environment_and_keeps_its_host_keys() {
     ssh_keygen(&l.path("key"));
     let public = std::fs::read_to_string(l.path("key.pub")).unwrap();
     let port = free_port();
+    // The real sshd, through a wrapper that notes the environment the entrypoint gives it (sshd's
+    // own /proc/PID/environ is overwritten by its process title).
+    let (wrapper, seen) = (l.path("bin/sshd"), l.path("sshd-environment"));
+    let script = format!("#!/bin/sh\n{{ echo \"=== sshd $*\"; env; }} >>'{}'\nexec {SSHD} \"$@\"\n", seen.display());
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let start = || {
         let mut cmd = l.entrypoint("ssh");
-        cmd.env("AUTHORIZED_KEYS", format!("# a comment\n{public}"))
+        cmd.env("GPULSE_SSHD", &wrapper)
+            .env("AUTHORIZED_KEYS", format!("# a comment\n{public}"))
             .env("SSH_PORT", port.to_string())
             .env("SSH_LISTEN", "127.0.0.1");
         Running::start(cmd)
     };
     let mut s = start();
     check_sshd(&l, &mut s, port, "root");
+    // sshd has the keys from its file, not from its environment (`sshd -T`, then sshd itself).
+    let environment = std::fs::read_to_string(&seen).unwrap();
+    let calls: Vec<&str> = environment.lines().filter(|l| l.starts_with("=== sshd ")).collect();
+    assert!(calls.len() == 2 && calls[0].contains(" -T ") && calls[1].contains(" -D "), "{calls:?}");
+    let key = public.split_whitespace().nth(1).unwrap();
+    assert!(!environment.contains("AUTHORIZED_KEYS") && !environment.contains(key), "{environment}");
     let output = s.output();
     assert!(output.contains("ssh: made a new ed25519 host key"), "{output}");
     let host_key = std::fs::read_to_string(l.path("hostkeys/ssh_host_ed25519_key.pub")).unwrap();
