@@ -81,8 +81,15 @@ fn main() {
     println!("render, 8 GPUs: {render_us:.1} µs per poll ({bytes} bytes)");
 
     let listen = "127.0.0.1:0".parse().unwrap();
-    let server =
-        Server::start(Config { listen, auth: Auth::new(None, false), max_subscribers: 8, report: None }).unwrap();
+    let server = Server::start(Config {
+        listen,
+        auth: std::sync::Arc::new(Auth::new(None, false)),
+        hosts: Vec::new(),
+        max_subscribers: 8,
+        report: None,
+        limits: Default::default(),
+    })
+    .unwrap();
     let mut sink = server.sink(devices.clone(), "node".into(), "Hostname");
     sink.frame(&Frame { poll: &poll, live: None, findings: &[] });
     let addr = server.local_addr();

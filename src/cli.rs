@@ -97,7 +97,8 @@ pub struct ServeArgs {
     /// How often to sample.
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
     pub interval: Duration,
-    /// The token, as the file's first line (keep the file private).
+    /// The token, as the file's first line: 128 bits at least, in a file other users cannot
+    /// read. SIGHUP reads it again and ends every session.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// /metrics needs `Authorization: Bearer TOKEN` too (by default it is open, as dcgm-exporter's).
@@ -115,6 +116,10 @@ pub struct ServeArgs {
     /// Stop after this long (default: at Ctrl-C).
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration::positive)]
     pub duration: Option<Duration>,
+    /// Also answer to this name (a proxy's, or a DNS name of this machine) on the dashboard and
+    /// the API; addresses, `localhost` and the machine's own name always are. Repeatable
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

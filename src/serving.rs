@@ -1,8 +1,11 @@
 //! What `serve` and `run --serve` share: the token, and starting the server with one line saying
 //! where it is.
 
+use std::io::Read as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+
 use anyhow::Context;
-use gpulse_serve::{Config, Server, random_token};
+use gpulse_serve::{Config, Server, check_token, random_token};
 
 use crate::cli::ServeArgs;
 
@@ -37,21 +40,53 @@ pub fn token(args: &ServeArgs) -> anyhow::Result<(Option<String>, bool)> {
         return Ok((None, false));
     }
     if let Some(path) = &args.token_file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let t = text.lines().next().unwrap_or("").trim().to_owned();
-        anyhow::ensure!(t.len() >= 16, "the token in {} is shorter than 16 characters", path.display());
-        return Ok((Some(t), false));
+        return Ok((Some(token_from_file(path)?), false));
     }
     env_token().map(|(t, g)| (Some(t), g))
+}
+
+/// The most of a token file read: a token is a line, and `/dev/zero` must not fill memory.
+const TOKEN_FILE_MAX_BYTES: u64 = 4096;
+
+/// The first line of `path`, which must be a regular file that other users cannot read (as ssh
+/// asks of a key), holding a strong token.
+pub fn token_from_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
+    anyhow::ensure!(meta.is_file(), "{shown} is not a regular file; the token must be in one");
+    anyhow::ensure!(
+        meta.mode() & 0o004 == 0,
+        "{shown} can be read by every user (mode {:o}); make it private: chmod 600 {shown}",
+        meta.mode() & 0o777
+    );
+    let mut text = Vec::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        // A file swapped for a FIFO after the check must not block the start.
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .and_then(|f| f.take(TOKEN_FILE_MAX_BYTES).read_to_end(&mut text))
+        .with_context(|| format!("cannot read {shown}"))?;
+    let text = String::from_utf8_lossy(&text);
+    let t = text.lines().next().unwrap_or("").trim();
+    check_token(t).map_err(|why| anyhow::anyhow!("the token in {shown} {why}"))?;
+    Ok(t.to_owned())
 }
 
 /// `GPULSE_TOKEN`, else a new token; and whether it is new.
 pub fn env_token() -> anyhow::Result<(String, bool)> {
     match std::env::var("GPULSE_TOKEN") {
         Ok(t) if !t.trim().is_empty() => {
-            anyhow::ensure!(t.trim().len() >= 16, "GPULSE_TOKEN is shorter than 16 characters");
+            check_token(t.trim()).map_err(|why| anyhow::anyhow!("GPULSE_TOKEN {why}"))?;
             Ok((t.trim().to_owned(), false))
         }
         _ => Ok((random_token(), true)),
     }
+}
+
+/// The names the server answers to: this machine's (short and full) and the ones allowed.
+pub fn host_names(allowed: &[String]) -> Vec<String> {
+    let full = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
+    let short = full.split('.').next().unwrap_or_default().to_owned();
+    [full, short].into_iter().filter(|n| !n.is_empty()).chain(allowed.iter().cloned()).collect()
 }

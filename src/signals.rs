@@ -8,6 +8,36 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static TO_FORWARD_INT: AtomicU32 = AtomicU32::new(0);
 static TO_FORWARD_TERM: AtomicU32 = AtomicU32::new(0);
 static TO_FORWARD_HUP: AtomicU32 = AtomicU32::new(0);
+/// SIGHUP received by `serve`, which reloads its token rather than stopping.
+static RELOAD: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_reload(_: libc::c_int) {
+    RELOAD.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Routes `signal` to `handler`, which must touch atomics only.
+fn count_with(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: the handler only touches an atomic; the struct is zeroed, then filled as
+    // sigaction(2) asks.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, std::ptr::null_mut());
+    }
+}
+
+/// SIGHUP asks for a reload (as daemons take it) instead of a stop; see [`take_reload`].
+pub fn catch_reload() {
+    count_with(libc::SIGHUP, on_reload);
+}
+
+/// Whether a reload was asked for since the last call.
+pub fn take_reload() -> bool {
+    RELOAD.swap(0, Ordering::SeqCst) > 0
+}
+
 /// SIGCONT received: a job stopped on its own (SIGSTOP to its PID) goes on with gpulse.
 static TO_FORWARD_CONT: AtomicU32 = AtomicU32::new(0);
 
@@ -16,16 +46,9 @@ extern "C" fn on_continue(_: libc::c_int) {
 }
 
 /// Passes SIGCONT on to the job: `kill -CONT` to gpulse resumes a job that was stopped alone.
+/// (SIGCONT still continues gpulse itself, whatever the handler.)
 pub fn catch_continue() {
-    // SAFETY: the handler only touches an atomic; the struct is zeroed, then filled as
-    // sigaction(2) asks. SIGCONT still continues gpulse itself, whatever the handler.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_continue as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGCONT, &action, std::ptr::null_mut());
-    }
+    count_with(libc::SIGCONT, on_continue);
 }
 
 /// The signals that stop a recording.

@@ -27,8 +27,15 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             Ok(gpulse_report::html::render(&path.display().to_string(), &analysis))
         })
     });
-    let auth = Auth::new(token.clone(), args.metrics_auth);
-    let config = Config { listen: args.listen, auth, max_subscribers: 64, report, limits: Default::default() };
+    let auth = std::sync::Arc::new(Auth::new(token.clone(), args.metrics_auth));
+    let config = Config {
+        listen: args.listen,
+        auth: auth.clone(),
+        hosts: serving::host_names(&args.allow_host),
+        max_subscribers: 64,
+        report,
+        limits: Default::default(),
+    };
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
     let sink = serving::start(config, poller.devices(), label, generated.then_some(token.as_deref()).flatten())?;
@@ -36,7 +43,14 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Pipeline::new(recording, Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()));
     pipeline.add_sink(Box::new(sink));
     signals::catch_stop_signals();
-    let stop = recorder::stop_when(args.duration, Instant::now());
+    signals::catch_reload();
+    let mut until = recorder::stop_when(args.duration, Instant::now());
+    let stop = move || {
+        if signals::take_reload() {
+            reload(args, &auth);
+        }
+        until()
+    };
     let stopped = gpulse_live::drive(Collector::spawn(poller, args.interval), &mut pipeline, stop, None, false);
     let (reason, failed) = match stopped {
         Stopped::Asked(r) => (r, false),
@@ -51,4 +65,27 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("gpulse: stopped: {reason}");
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// SIGHUP: the token file read again (a bad one keeps the old token), and every session ended.
+fn reload(args: &ServeArgs, auth: &Auth) {
+    let token = match &args.token_file {
+        Some(path) => match serving::token_from_file(path) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("gpulse: SIGHUP: {e:#}; the old token stays, sessions end");
+                None
+            }
+        },
+        None => None,
+    };
+    let reloaded = token.is_some();
+    match token {
+        Some(t) => auth.reload(Some(t)),
+        None => auth.end_sessions(),
+    }
+    eprintln!(
+        "gpulse: SIGHUP: {}every session ended",
+        if reloaded { "the token read again from its file, " } else { "" }
+    );
 }

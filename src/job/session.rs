@@ -99,7 +99,8 @@ fn serve_sink(
     let (token, generated) = crate::serving::env_token()?;
     let config = gpulse_serve::Config {
         listen,
-        auth: gpulse_serve::Auth::new(Some(token.clone()), false),
+        auth: std::sync::Arc::new(gpulse_serve::Auth::new(Some(token.clone()), false)),
+        hosts: crate::serving::host_names(&[]),
         max_subscribers: 64,
         report: None,
         limits: Default::default(),

@@ -16,6 +16,7 @@ mod report;
 mod run;
 mod safety;
 mod serve;
+mod serve_secrets;
 mod skips;
 mod snapshots;
 mod status;

@@ -12,9 +12,9 @@ const SCENARIO: &str = "scenarios/serve_three_gpus.json";
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// A running `gpulse serve` on a free loopback port; killed when dropped.
-struct Serving {
-    child: Child,
-    addr: String,
+pub(super) struct Serving {
+    pub(super) child: Child,
+    pub(super) addr: String,
     stderr: String,
 }
 
@@ -26,7 +26,7 @@ impl Drop for Serving {
 }
 
 /// Starts `gpulse serve` with `args` and waits until it has a sample.
-fn serve(args: &[&str]) -> Serving {
+pub(super) fn serve(args: &[&str]) -> Serving {
     let mut child = gpulse(Some(SCENARIO))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .args(args)
@@ -55,7 +55,7 @@ fn serve(args: &[&str]) -> Serving {
     s
 }
 
-fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+pub(super) fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
     super::support::http_get(addr, path, headers)
 }
 
@@ -90,10 +90,17 @@ fn the_token_guards_the_dashboard_and_the_api_but_not_metrics_or_health() {
     let session = cookie.split(';').next().unwrap().replace("gpulse_session=", "");
     let (code, _, page) = get(&s.addr, "/", &[("Cookie", &format!("gpulse_session={session}"))]);
     assert_eq!(code, 200);
-    // Loads nothing from the network: the only addresses are XML namespace names.
-    let names_removed = page.replace("http://www.w3.org/2000/svg", "").replace("http://www.w3.org/1999/xhtml", "");
-    assert!(page.contains("EventSource") && !names_removed.contains("http://") && !names_removed.contains("https://"));
-    assert!(!page.contains(" src=") && !page.contains("<link"), "nothing to fetch");
+    assert!(cookie.contains("max-age=43200"), "a session ends: {cookie}");
+    // Loads nothing from the network but its own script: the only addresses are XML namespace names.
+    let (code, _, script) = get(&s.addr, "/dashboard.js", &[]);
+    assert_eq!(code, 200);
+    let both = format!("{page}{script}");
+    let names_removed = both.replace("http://www.w3.org/2000/svg", "").replace("http://www.w3.org/1999/xhtml", "");
+    assert!(
+        script.contains("EventSource") && !names_removed.contains("http://") && !names_removed.contains("https://")
+    );
+    assert_eq!(page.matches(" src=").count(), 1, "one script, by address");
+    assert!(page.contains(" src=\"/dashboard.js\"") && !page.contains("<link"), "nothing else to fetch");
     // The API, by bearer: the scenario's readings, and nothing invented for the lost GPU.
     let (code, _, json) = get(&s.addr, "/api/v1/snapshot", &[("Authorization", &bearer())]);
     assert_eq!(code, 200);
@@ -123,7 +130,7 @@ fn the_stream_sends_one_frame_per_poll_to_a_bounded_number_of_subscribers() {
     let open = || {
         let mut c = TcpStream::connect(&s.addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n\r\n", bearer());
+        let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\n\r\n", s.addr, bearer());
         c.write_all(req.as_bytes()).unwrap();
         BufReader::new(c)
     };
@@ -440,7 +447,7 @@ fn a_hundred_clients_and_fifty_subscribers_are_all_answered() {
     let subscribers: Vec<TcpStream> = (0..50)
         .map(|_| {
             let mut c = TcpStream::connect(&s.addr).unwrap();
-            let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n\r\n", bearer());
+            let req = format!("GET /api/v1/stream HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\n\r\n", s.addr, bearer());
             c.write_all(req.as_bytes()).unwrap();
             c
         })

@@ -88,7 +88,15 @@ fn wrong_flags_fail_clearly() {
     let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json")).args(["watch", "-i", "0"]));
     assert_eq!(code, 2);
     assert!(
-        err.starts_with("error: invalid value '0' for '--interval <DURATION>': \"0\" is too short (at least 50 ms)"),
+        err.starts_with("error: invalid value '0' for '--interval <DURATION>': \"0\" is not a positive duration"),
+        "{err}"
+    );
+    let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json")).args(["watch", "-i", "10ms"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with(
+            "error: invalid value '10ms' for '--interval <DURATION>': \"10ms\" is too short (at least 50 ms)"
+        ),
         "{err}"
     );
 }

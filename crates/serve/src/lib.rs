@@ -10,6 +10,7 @@
 
 mod auth;
 mod history;
+mod hosts;
 mod listen;
 mod routes;
 
@@ -23,7 +24,7 @@ use gpulse_report::{prometheus, snapshot};
 use history::History;
 use tokio::sync::broadcast;
 
-pub use auth::{Auth, random_token};
+pub use auth::{Auth, check_token, random_token};
 pub use listen::Limits;
 
 /// Renders the HTML report of the recording being written, or says why it cannot.
@@ -31,7 +32,11 @@ pub type ReportFn = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
 
 pub struct Config {
     pub listen: SocketAddr,
-    pub auth: Auth,
+    /// Shared with the caller, which may reload the token.
+    pub auth: Arc<Auth>,
+    /// The names this server answers to besides its addresses and `localhost`: the machine's,
+    /// and a proxy's.
+    pub hosts: Vec<String>,
     /// The most `/api/v1/stream` subscribers at once; more are answered 503.
     pub max_subscribers: usize,
     pub report: Option<ReportFn>,
@@ -44,7 +49,8 @@ struct Shared {
     history: RwLock<History>,
     frames: broadcast::Sender<Arc<str>>,
     subscribers: AtomicUsize,
-    auth: Auth,
+    auth: Arc<Auth>,
+    hosts: hosts::Hosts,
     max_subscribers: usize,
     report: Option<ReportFn>,
     /// One report drawn at a time, off the runtime's thread.
@@ -75,6 +81,7 @@ impl Server {
             frames: broadcast::channel(16).0,
             subscribers: AtomicUsize::new(0),
             auth: config.auth,
+            hosts: hosts::Hosts::new(&config.hosts),
             max_subscribers: config.max_subscribers,
             report: config.report,
             report_drawing: tokio::sync::Semaphore::new(1),

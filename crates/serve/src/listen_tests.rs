@@ -15,7 +15,8 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 fn start(limits: Limits, report: Option<crate::ReportFn>) -> SocketAddr {
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        auth: Auth::new(Some(TOKEN.into()), false),
+        auth: Arc::new(Auth::new(Some(TOKEN.into()), false)),
+        hosts: Vec::new(),
         max_subscribers: 4,
         report,
         limits,

@@ -17,6 +17,12 @@ use tokio_stream::wrappers::BroadcastStream;
 use crate::Shared;
 
 const DASHBOARD: &str = include_str!("dashboard.html");
+const DASHBOARD_JS: &str = include_str!("dashboard.js");
+
+/// The page runs only the script it names and reaches only this server: an injected inline
+/// script would not run, and nothing leaves for another origin.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; \
+                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 type S = State<Arc<Shared>>;
 
@@ -30,7 +36,41 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/history", get(history))
         .route("/api/v1/stream", get(stream))
         .route("/report", get(report))
+        .route("/dashboard.js", get(script))
+        .layer(axum::middleware::map_response(guard_headers))
         .with_state(shared)
+}
+
+/// On every answer: no type sniffing, no framing, and no address (which may hold `?token=`)
+/// sent on as a referrer.
+async fn guard_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, header::HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, header::HeaderValue::from_static("no-referrer"));
+    r
+}
+
+/// What stands before the dashboard and the API: the `Host` must be this server's (a page of
+/// another site, its name pointed at this address by DNS rebinding, is refused), then the token.
+fn refused(s: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if !s.hosts.allows(host) {
+        return Some(
+            (
+                StatusCode::MISDIRECTED_REQUEST,
+                "gpulse: this Host header names another server; if it is this one (a proxy's name), \
+                 start gpulse serve with --allow-host NAME\n",
+            )
+                .into_response(),
+        );
+    }
+    (!s.auth.allows(headers)).then(unauthorized)
+}
+
+async fn script() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DASHBOARD_JS)
+        .into_response()
 }
 
 fn unauthorized() -> Response {
@@ -48,15 +88,16 @@ fn not_ready() -> Response {
 
 async fn index(State(s): S, Query(q): Query<HashMap<String, String>>, headers: HeaderMap) -> Response {
     if let Some(t) = q.get("token") {
-        if !s.auth.is_token(t) {
-            return unauthorized();
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        if !s.hosts.allows(host) || !s.auth.is_token(t) {
+            return refused(&s, &headers).unwrap_or_else(unauthorized);
         }
         // Signed in by the cookie from now on; the token leaves the address bar.
-        return (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_owned()), (header::SET_COOKIE, s.auth.cookie())])
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_owned()), (header::SET_COOKIE, s.auth.sign_in())])
             .into_response();
     }
-    if !s.auth.allows(&headers) {
-        return unauthorized();
+    if let Some(r) = refused(&s, &headers) {
+        return r;
     }
     let latest = s.latest.read().ok().and_then(|l| l.snapshot.clone());
     let initial = latest.map_or_else(|| "null".to_owned(), |j| json_in_script(&j));
@@ -66,13 +107,25 @@ async fn index(State(s): S, Query(q): Query<HashMap<String, String>>, headers: H
         .replace("{{REPORT}}", if s.report.is_some() { "" } else { "hidden" })
         .replace("{{HISTORY}}", &history)
         .replace("{{SNAPSHOT}}", &initial);
-    ([(header::CACHE_CONTROL, "no-store")], Html(page)).into_response()
+    ([(header::CACHE_CONTROL, "no-store"), (header::CONTENT_SECURITY_POLICY, CSP)], Html(page)).into_response()
 }
 
-/// JSON for a `<script type="application/json">` element. `<` only occurs inside JSON strings,
-/// where `\u003c` means the same, so no name can close the element or open a comment in it.
+/// JSON for a `<script type="application/json">` element. These characters only occur inside
+/// JSON strings, where the escape means the same: no name can close the element, open a comment
+/// in it, or end a line of script.
 fn json_in_script(json: &str) -> String {
-    json.replace('<', "\\u003c")
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 async fn metrics(State(s): S, headers: HeaderMap) -> Response {
@@ -91,16 +144,16 @@ async fn ready(State(s): S) -> Response {
 }
 
 async fn snapshot(State(s): S, headers: HeaderMap) -> Response {
-    if !s.auth.allows(&headers) {
-        return unauthorized();
+    if let Some(r) = refused(&s, &headers) {
+        return r;
     }
     let Some(j) = s.latest.read().ok().and_then(|l| l.snapshot.clone()) else { return not_ready() };
     ([(header::CONTENT_TYPE, "application/json")], j.to_string()).into_response()
 }
 
 async fn history(State(s): S, headers: HeaderMap) -> Response {
-    if !s.auth.allows(&headers) {
-        return unauthorized();
+    if let Some(r) = refused(&s, &headers) {
+        return r;
     }
     let Ok(json) = s.history.read().map(|h| h.to_json().to_string()) else { return not_ready() };
     ([(header::CONTENT_TYPE, "application/json")], json).into_response()
@@ -116,8 +169,8 @@ impl Drop for Subscriber {
 }
 
 async fn stream(State(s): S, headers: HeaderMap) -> Response {
-    if !s.auth.allows(&headers) {
-        return unauthorized();
+    if let Some(r) = refused(&s, &headers) {
+        return r;
     }
     if s.subscribers.fetch_add(1, Ordering::SeqCst) >= s.max_subscribers {
         s.subscribers.fetch_sub(1, Ordering::SeqCst);
@@ -135,8 +188,8 @@ async fn stream(State(s): S, headers: HeaderMap) -> Response {
 }
 
 async fn report(State(s): S, headers: HeaderMap) -> Response {
-    if !s.auth.allows(&headers) {
-        return unauthorized();
+    if let Some(r) = refused(&s, &headers) {
+        return r;
     }
     if s.report.is_none() {
         return (StatusCode::NOT_FOUND, "gpulse: no recording (start with --record FILE)\n").into_response();
@@ -177,7 +230,8 @@ mod tests {
             history: RwLock::new(History::new(history_cap)),
             frames: tokio::sync::broadcast::channel(4).0,
             subscribers: AtomicUsize::new(0),
-            auth: Auth::new(Some(TOKEN.into()), false),
+            auth: Arc::new(Auth::new(Some(TOKEN.into()), false)),
+            hosts: crate::hosts::Hosts::new(&[]),
             max_subscribers: 4,
             report: None,
             report_drawing: tokio::sync::Semaphore::new(1),
@@ -192,7 +246,11 @@ mod tests {
         answer(app(), req).0
     }
 
-    fn answer(app: Router, req: Request<Body>) -> (StatusCode, String) {
+    /// The answer to `req`, sent to this server by its address unless it names a `Host`.
+    fn answer(app: Router, mut req: Request<Body>) -> (StatusCode, String) {
+        if !req.headers().contains_key(header::HOST) {
+            req.headers_mut().insert(header::HOST, header::HeaderValue::from_static("127.0.0.1:9400"));
+        }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let r = app.oneshot(req).await.unwrap();
@@ -240,6 +298,43 @@ mod tests {
         assert_eq!(status(get("/nope")), StatusCode::NOT_FOUND);
     }
 
+    /// A page of another site, its name rebound to this address, reaches nothing behind the
+    /// token, even holding it; the open paths stay open to any name, as Prometheus uses them.
+    #[test]
+    fn only_this_servers_names_reach_the_dashboard_and_the_api() {
+        let get = |uri: &str, host: &str| {
+            let r = Request::get(uri).header("host", host).header("authorization", format!("bearer {TOKEN}"));
+            status(r.body(Body::empty()).unwrap())
+        };
+        for path in ["/", "/api/v1/snapshot", "/api/v1/history", &format!("/?token={TOKEN}")] {
+            assert_eq!(get(path, "evil.example:9400"), StatusCode::MISDIRECTED_REQUEST, "{path}");
+            assert_ne!(get(path, "localhost:9400"), StatusCode::MISDIRECTED_REQUEST, "{path}");
+        }
+        assert_eq!(get("/metrics", "gpu-node-01.cluster:9400"), StatusCode::OK);
+        assert_eq!(get("/healthz", "evil.example"), StatusCode::OK);
+    }
+
+    /// The page runs only its own script, named by address: an inline one would not run.
+    #[test]
+    fn the_page_forbids_inline_scripts_and_serves_its_own() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let req = Request::get("/").header("host", "127.0.0.1").header("authorization", format!("Bearer {TOKEN}"));
+        let r = rt.block_on(app().oneshot(req.body(Body::empty()).unwrap())).unwrap();
+        let csp = r.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
+        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline'; connect"), "{csp}");
+        assert!(!csp.split(';').any(|d| d.trim().starts_with("script-src") && d.contains("unsafe")), "{csp}");
+        assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        let page = rt.block_on(axum::body::to_bytes(r.into_body(), 1 << 20)).unwrap();
+        let page = String::from_utf8(page.to_vec()).unwrap();
+        // Every script element is data (JSON) or names its source.
+        for tag in page.split("<script").skip(1).map(|t| t.split('>').next().unwrap()) {
+            assert!(tag.contains("type=\"application/json\"") || tag.contains("src=\"/dashboard.js\""), "{tag}");
+        }
+        let (code, js) = answer(app(), Request::get("/dashboard.js").body(Body::empty()).unwrap());
+        assert_eq!(code, StatusCode::OK);
+        assert!(js.contains("EventSource"));
+    }
+
     /// Polls fed through the server's own sink come back from `/api/v1/history` oldest first,
     /// each with its own reading, no more than the cap, and only to the token.
     #[test]
@@ -277,10 +372,12 @@ mod tests {
     /// whole: it parses back to the same snapshot.
     #[test]
     fn names_in_the_page_cannot_break_out_of_the_json() {
-        let name = "</script><!--<script>{{HISTORY}}";
+        let name = "</script><!--<script>{{HISTORY}} & -->\u{2028}\u{2029}";
         let json = serde_json::json!({ "processes": [{ "name": name }] }).to_string();
         let embedded = json_in_script(&json);
-        assert!(!embedded.contains('<'), "{embedded}");
+        for c in ['<', '>', '&', '\u{2028}', '\u{2029}'] {
+            assert!(!embedded.contains(c), "{c:?} in {embedded}");
+        }
         let back: serde_json::Value = serde_json::from_str(&embedded).unwrap();
         assert_eq!(back["processes"][0]["name"], name);
         let shared = shared(4);
