@@ -472,9 +472,10 @@ fn jupyter_refuses_an_empty_short_or_unreadable_token_in_one_line() {
     let l = Layout::new("jupyter-refuses");
     std::fs::write(l.path("secrets/empty"), "\n").unwrap();
     std::fs::write(l.path("secrets/jupyter_token"), "short\n").unwrap();
-    let cases: [(&str, &str, &str); 5] = [
+    let cases: [(&str, &str, &str); 6] = [
         ("JUPYTER_TOKEN", "", "is empty, and Jupyter would start without auth"),
-        ("JUPYTER_TOKEN", "0123456789abcde", "shorter than 16 characters"),
+        ("JUPYTER_TOKEN", "0123456789abcdef0123456789abcde", "is too weak: about 124 bits, and 128 are needed"),
+        ("JUPYTER_TOKEN", "Zq8xT1mW4rLp9sKd2VbN7", "is too weak: about 125 bits"),
         ("JUPYTER_TOKEN", "0123456789abcdef 0123", "has characters other than"),
         ("JUPYTER_TOKEN_FILE", "empty", "is empty"),
         ("JUPYTER_TOKEN_FILE", "missing", "cannot read"),
@@ -494,7 +495,7 @@ fn jupyter_refuses_an_empty_short_or_unreadable_token_in_one_line() {
     // A mounted token file is read when nothing else is given: this one is too short.
     let (code, _, err) = run(&mut l.entrypoint("jupyter"));
     assert_eq!(code, 1);
-    assert!(err.contains("secrets/jupyter_token is shorter than 16 characters"), "{err}");
+    assert!(err.contains("secrets/jupyter_token is too weak: about 23 bits"), "{err}");
     assert!(!l.path("state/token").exists(), "nothing started, nothing written");
 }
 
