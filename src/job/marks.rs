@@ -354,6 +354,28 @@ mod tests {
         assert!(!st.dropped.contains_key(&43));
     }
 
+    proptest::proptest! {
+        /// Whatever a sender writes: no panic, and nothing heard under a PID other than the
+        /// kernel's.
+        #[test]
+        fn any_line_parses_or_is_dropped_and_only_under_the_senders_pid(
+            kind in proptest::sample::select(vec!["step", "wait", "phase", "mark", "bye", "x", ""]),
+            pid in proptest::prop_oneof![proptest::strategy::Just("42".to_owned()), "[0-9]{1,12}", "[ -~]{0,6}"],
+            rest in "[ -~\\t\u{80}-\u{10ffff}]{0,80}",
+        ) {
+            let mut st = SenderStats::default();
+            let line = format!("{kind} {pid} {rest}");
+            if let Some(r) = parse_line(&line, 42, &mut st) {
+                let heard = match r {
+                    Received::Marker(m) => m.pid,
+                    Received::Event(e) => e.payload["pid"].as_u64().unwrap() as u32,
+                };
+                proptest::prop_assert_eq!(heard, 42);
+            }
+            proptest::prop_assert!(st.dropped.keys().all(|p| *p == 42));
+        }
+    }
+
     /// Waits until `r` has delivered `want` marks or two seconds have passed.
     fn gather(r: &MarkReceiver, want: usize) -> Vec<Received> {
         let mut got = Vec::new();
