@@ -454,13 +454,14 @@ fn a_hundred_clients_and_fifty_subscribers_are_all_answered() {
         .collect();
     std::thread::sleep(Duration::from_secs(1));
     let before_kib = rss(pid);
-    let until = Instant::now() + Duration::from_secs(30);
+    // A count, not a duration: what is checked is that every request is answered and memory
+    // stays bounded, not how fast (BENCHMARKS.md has the speed).
     let clients: Vec<_> = (0..100)
         .map(|i| {
             let addr = s.addr.clone();
             std::thread::spawn(move || {
                 let mut answered = 0u32;
-                while Instant::now() < until {
+                for _ in 0..20 {
                     let path = ["/metrics", "/healthz", "/ready"][i % 3];
                     assert_eq!(get(&addr, path, &[]).0, 200, "{path}");
                     answered += 1;
@@ -471,7 +472,7 @@ fn a_hundred_clients_and_fifty_subscribers_are_all_answered() {
         .collect();
     let answered: u32 = clients.into_iter().map(|c| c.join().expect("every request answered")).sum();
     let after_kib = rss(pid);
-    assert!(answered >= 1000, "{answered} answers in 30 s");
+    assert_eq!(answered, 2000);
     assert!(after_kib < before_kib + 32 * 1024, "memory grew from {before_kib} to {after_kib} kB");
     drop(subscribers);
     let _ = fixture(SCENARIO);
