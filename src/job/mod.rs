@@ -3,8 +3,8 @@
 
 pub mod bootstrap;
 pub mod cgroup;
-pub mod guardian;
 pub mod child;
+pub mod guardian;
 pub mod marks;
 pub mod pump;
 pub mod session;

@@ -469,10 +469,11 @@ fn the_job_outlives_a_killed_gpulse_and_its_stderr_still_arrives() {
 #[test]
 fn a_stopped_job_is_said_and_sigcont_to_gpulse_resumes_it() {
     let dir = tmp("stopped");
-    let mut child = gpulse_run(&dir, &["-o", "r.db", "--no-report"], &["sh", "-c", "kill -STOP $$; sleep 1; echo on > resumed"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        gpulse_run(&dir, &["-o", "r.db", "--no-report"], &["sh", "-c", "kill -STOP $$; sleep 1; echo on > resumed"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     while !line.contains("is stopped") {
