@@ -88,6 +88,7 @@ fn main() {
         max_subscribers: 8,
         report: None,
         limits: Default::default(),
+        web: Default::default(),
     })
     .unwrap();
     let mut sink = server.sink(devices.clone(), "node".into(), "Hostname");

@@ -110,6 +110,10 @@ pub struct ServeArgs {
     /// Also record to FILE (it must not exist yet); the dashboard links its report.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// TLS and basic auth from a Prometheus exporter web config (the file node_exporter's
+    /// --web.config.file reads).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// Spell dcgm-exporter's host label `hostname`, as its newest code does, instead of `Hostname`.
     #[arg(long)]
     pub lowercase_hostname: bool,

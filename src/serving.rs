@@ -1,11 +1,12 @@
-//! What `serve` and `run --serve` share: the token, and starting the server with one line saying
-//! where it is.
+//! What `serve` and `run --serve` share: the token, the web configuration, and starting the
+//! server with one line saying where it is.
 
 use std::io::Read as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::Path;
 
 use anyhow::Context;
-use gpulse_serve::{Config, Server, check_token, random_token};
+use gpulse_serve::{Config, Server, WebConfig, check_token, random_token};
 
 use crate::cli::ServeArgs;
 
@@ -18,19 +19,30 @@ pub fn start(
     shown: Option<&str>,
 ) -> anyhow::Result<gpulse_serve::ServeSink> {
     let listen = config.listen;
+    let scheme = if config.web.is_tls() { "https" } else { "http" };
     let server = Server::start(config).with_context(|| format!("cannot listen on {listen}"))?;
     let hostname =
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
     let addr = server.local_addr();
     match shown {
-        Some(t) => eprintln!("gpulse: serving on http://{addr}/?token={t}"),
-        None => eprintln!("gpulse: serving on http://{addr}/"),
+        Some(t) => eprintln!("gpulse: serving on {scheme}://{addr}/?token={t}"),
+        None => eprintln!("gpulse: serving on {scheme}://{addr}/"),
     }
-    eprintln!("gpulse: Prometheus scrapes http://{addr}/metrics");
-    if !addr.ip().is_loopback() {
-        eprintln!("gpulse: warning: plain HTTP on {addr}; put TLS in front of it (a reverse proxy or an SSH tunnel)");
+    eprintln!("gpulse: Prometheus scrapes {scheme}://{addr}/metrics");
+    if scheme == "http" && !addr.ip().is_loopback() {
+        eprintln!("gpulse: warning: plain HTTP on {addr}; use --web-config with TLS, or put TLS in front of it");
     }
     Ok(server.sink(devices.to_vec(), hostname, host_label))
+}
+
+/// `--web-config`'s file, read and checked whole now, its warnings said; plain HTTP without one.
+pub fn web_config(path: Option<&Path>) -> anyhow::Result<WebConfig> {
+    let Some(path) = path else { return Ok(WebConfig::default()) };
+    let (web, warnings) = WebConfig::load(path)?;
+    for w in warnings {
+        eprintln!("gpulse: warning: {w}");
+    }
+    Ok(web)
 }
 
 /// The token, and whether gpulse generated it: `--token-file`, else `GPULSE_TOKEN`, else a new

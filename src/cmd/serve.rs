@@ -17,6 +17,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         "--no-auth serves loopback addresses only; {} would show every process to anyone who reaches it",
         args.listen
     );
+    // Before anything is claimed or opened: a mistake in the file costs nothing.
+    let web = serving::web_config(args.web_config.as_deref())?;
     let claim = args.record.as_deref().map(gpulse_record::claim).transpose()?;
     let source = recorder::open_source(global, false, &gpulse_model::GPM_SERVED, gpulse_report::prometheus::PROBES)?;
     let poller = recorder::poller(source, None);
@@ -35,6 +37,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         max_subscribers: 64,
         report,
         limits: Default::default(),
+        web,
     };
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.

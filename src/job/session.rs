@@ -104,6 +104,7 @@ fn serve_sink(
         max_subscribers: 64,
         report: None,
         limits: Default::default(),
+        web: Default::default(),
     };
     crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
 }

@@ -17,6 +17,7 @@ mod run;
 mod safety;
 mod serve;
 mod serve_secrets;
+mod serve_tls;
 mod skips;
 mod snapshots;
 mod status;

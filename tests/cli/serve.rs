@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use super::support::{fixture, fresh_dir, gpulse, root, skipped};
 
 const SCENARIO: &str = "scenarios/serve_three_gpus.json";
-const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// A running `gpulse serve` on a free loopback port; killed when dropped.
 pub(super) struct Serving {
     pub(super) child: Child,
     pub(super) addr: String,
-    stderr: String,
+    pub(super) stderr: String,
 }
 
 impl Drop for Serving {
@@ -27,6 +27,17 @@ impl Drop for Serving {
 
 /// Starts `gpulse serve` with `args` and waits until it has a sample.
 pub(super) fn serve(args: &[&str]) -> Serving {
+    let s = serve_started(args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&s.addr, "/ready", &[]).0 != 200 {
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s
+}
+
+/// Starts `gpulse serve` with `args` and returns once it has said where it serves (http or https).
+pub(super) fn serve_started(args: &[&str]) -> Serving {
     let mut child = gpulse(Some(SCENARIO))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .args(args)
@@ -40,19 +51,14 @@ pub(super) fn serve(args: &[&str]) -> Serving {
         let mut line = String::new();
         assert!(lines.read_line(&mut line).unwrap() > 0, "gpulse serve ended: {stderr}");
         stderr += &line;
-        if let Some(rest) = line.strip_prefix("gpulse: serving on http://") {
+        let rest = line.strip_prefix("gpulse: serving on http://");
+        if let Some(rest) = rest.or_else(|| line.strip_prefix("gpulse: serving on https://")) {
             break rest.trim().trim_end_matches('/').split('/').next().unwrap().to_owned();
         }
     };
     // Keep draining stderr so the server never blocks on it.
     std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-    let s = Serving { child, addr, stderr };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get(&s.addr, "/ready", &[]).0 != 200 {
-        assert!(Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    s
+    Serving { child, addr, stderr }
 }
 
 pub(super) fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
@@ -155,11 +161,11 @@ fn the_stream_sends_one_frame_per_poll_to_a_bounded_number_of_subscribers() {
 }
 
 /// A free loopback port (released at once; the caller binds it next).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn prometheus_query(port: u16, expr: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+pub(super) fn prometheus_query(port: u16, expr: &str) -> Vec<(BTreeMap<String, String>, f64)> {
     let q: String = expr
         .bytes()
         .map(|b| match b {
@@ -275,7 +281,7 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
     assert_eq!(names, [("GpuLost", "2")]);
 }
 
-struct KillOnDrop<'a>(&'a mut Child);
+pub(super) struct KillOnDrop<'a>(pub(super) &'a mut Child);
 
 impl Drop for KillOnDrop<'_> {
     fn drop(&mut self) {

@@ -3,6 +3,7 @@
 //! constant time; never logged. Sessions expire, and end all at once when the token is reloaded.
 
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, header};
@@ -22,6 +23,8 @@ pub struct Auth {
     secrets: RwLock<Secrets>,
     /// `/metrics` asks for the token too.
     pub metrics_need_token: bool,
+    /// The cookie is `Secure`: set by the server when it speaks TLS.
+    pub(crate) secure_cookie: AtomicBool,
 }
 
 struct Secrets {
@@ -77,7 +80,11 @@ fn same(a: &str, b: &str) -> bool {
 impl Auth {
     /// `token`: `None` turns auth off (loopback only; the caller checks).
     pub fn new(token: Option<String>, metrics_need_token: bool) -> Self {
-        Self { secrets: RwLock::new(Secrets { token, sessions: Vec::new() }), metrics_need_token }
+        Self {
+            secrets: RwLock::new(Secrets { token, sessions: Vec::new() }),
+            metrics_need_token,
+            secure_cookie: AtomicBool::new(false),
+        }
     }
 
     pub fn is_on(&self) -> bool {
@@ -100,7 +107,8 @@ impl Auth {
             }
             s.sessions.push((value.clone(), now));
         }
-        format!("{COOKIE}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict", SESSION_MAX_AGE.as_secs())
+        let secure = if self.secure_cookie.load(Ordering::Relaxed) { "; Secure" } else { "" };
+        format!("{COOKIE}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict{secure}", SESSION_MAX_AGE.as_secs())
     }
 
     /// Takes `token` in place of the old one and ends every session (the token file was

@@ -27,6 +27,10 @@ fn the_token_a_live_session_and_nothing_else() {
     assert!(set.contains(&format!("Max-Age={}", SESSION_MAX_AGE.as_secs())), "{set}");
     // Two sign-ins are two sessions.
     assert_ne!(session_cookie(&a.sign_in()), session_cookie(&set));
+    assert!(!set.contains("Secure"), "plain HTTP: a Secure cookie would never come back");
+    let tls = Auth::new(Some("s3cret".into()), false);
+    tls.secure_cookie.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(tls.sign_in().ends_with("; Secure"), "{}", tls.sign_in());
 }
 
 #[test]

@@ -2,17 +2,20 @@
 //! names, so its dashboards and alerts work unchanged; `/api/v1/snapshot` and the
 //! `/api/v1/stream` events carry one poll as JSON, `/api/v1/history` the last ten minutes of what
 //! the charts plot; `/` is a dashboard that loads nothing from the network. Everything but
-//! `/metrics`, `/healthz` and `/ready` needs the token.
+//! `/metrics`, `/healthz` and `/ready` needs the token. A web configuration (exporter-toolkit's
+//! file) adds TLS and basic auth in front of all of it, as Prometheus's own exporters have them.
 //!
 //! The server runs on its own thread with a single-threaded runtime; the pipeline's sink renders
 //! each poll once, so an answer is a copy of what is already rendered, however many clients ask.
 //! The history alone is written out when asked, from a ring of a fixed size.
 
 mod auth;
+mod basic;
 mod history;
 mod hosts;
 mod listen;
 mod routes;
+mod web_config;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
@@ -26,6 +29,7 @@ use tokio::sync::broadcast;
 
 pub use auth::{Auth, check_token, random_token};
 pub use listen::Limits;
+pub use web_config::{WebConfig, WebConfigError};
 
 /// Renders the HTML report of the recording being written, or says why it cannot.
 pub type ReportFn = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
@@ -41,6 +45,8 @@ pub struct Config {
     pub max_subscribers: usize,
     pub report: Option<ReportFn>,
     pub limits: Limits,
+    /// TLS, basic auth and headers from `--web-config`; plain HTTP by default.
+    pub web: WebConfig,
 }
 
 /// What every request reads: the latest poll, rendered, and the recent ones.
@@ -55,6 +61,10 @@ struct Shared {
     report: Option<ReportFn>,
     /// One report drawn at a time, off the runtime's thread.
     report_drawing: tokio::sync::Semaphore,
+    /// Asked of every request but `/healthz`, before the token.
+    basic: Option<basic::BasicAuth>,
+    /// Added to every answer.
+    headers: Vec<(axum::http::HeaderName, axum::http::HeaderValue)>,
 }
 
 #[derive(Default)]
@@ -75,6 +85,9 @@ impl Server {
         let listener = std::net::TcpListener::bind(config.listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
+        let WebConfig { tls, basic, headers } = config.web;
+        // The session cookie never leaves an encrypted connection.
+        config.auth.secure_cookie.store(tls.is_some(), std::sync::atomic::Ordering::Relaxed);
         let shared = Arc::new(Shared {
             latest: RwLock::new(Latest::default()),
             history: RwLock::new(History::new(history::MAX_FRAMES)),
@@ -85,14 +98,17 @@ impl Server {
             max_subscribers: config.max_subscribers,
             report: config.report,
             report_drawing: tokio::sync::Semaphore::new(1),
+            basic,
+            headers,
         });
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let limits = config.limits;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let app = routes::router(shared.clone());
         std::thread::Builder::new().name("gpulse-serve".into()).spawn(move || {
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                listen::serve(listener, app, limits).await;
+                listen::serve(listener, app, limits, tls).await;
             });
         })?;
         Ok(Self { shared, addr })

@@ -1,6 +1,7 @@
 //! The accept loop. Every connection is held to limits (how many at once, how many from one
 //! address, how long its request head may take, how large it may be), so idle, slow or too many
-//! clients cannot take the server away from Prometheus.
+//! clients cannot take the server away from Prometheus. With TLS, the handshake is held to the
+//! head's timeout too, and a plain HTTP request is answered in plain HTTP: use https.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -11,8 +12,10 @@ use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 
 /// What a connection may take.
 #[derive(Debug, Clone, Copy)]
@@ -93,8 +96,42 @@ impl Drop for AddressSlot {
     }
 }
 
-/// Accepts and serves connections until the runtime ends.
-pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits) {
+/// The first byte of every TLS connection: a handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Go's answer to plain HTTP on a TLS port, which curl and browsers show as it is.
+const PLAIN_HTTP_ANSWER: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// The TLS side of a new connection, or `None` when it is closed: a client that sent plain HTTP
+/// (answered 400), or whose handshake failed.
+async fn handshake(acceptor: &TlsAcceptor, stream: TcpStream) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await.ok()? == 0 {
+        return None;
+    }
+    if first[0] != TLS_HANDSHAKE {
+        let mut stream = stream;
+        let _ = stream.write_all(PLAIN_HTTP_ANSWER).await;
+        let _ = stream.shutdown().await;
+        // Read what the client sent until it closes (the caller's timeout bounds this): closing
+        // with its request unread would reset the connection and lose the answer.
+        let mut sink = [0u8; 4096];
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        return None;
+    }
+    acceptor.accept(stream).await.ok()
+}
+
+async fn serve_one<IO>(http: &http1::Builder, io: IO, app: Router)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let _ = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(app)).await;
+}
+
+/// Accepts and serves connections until the runtime ends; over TLS when `tls` is given.
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, tls: Option<TlsAcceptor>) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let per_address = Arc::new(Mutex::new(HashMap::new()));
     let mut http = http1::Builder::new();
@@ -117,9 +154,19 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits) {
         let Ok(permit) = open.clone().try_acquire_owned() else { continue };
         let Some(slot) = AddressSlot::take(&per_address, peer.ip(), limits.max_per_address) else { continue };
         let _ = stream.set_nodelay(true);
-        let (http, service) = (http.clone(), TowerToHyperService::new(app.clone()));
+        let (http, app, tls) = (http.clone(), app.clone(), tls.clone());
         tokio::spawn(async move {
-            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+            match tls {
+                None => serve_one(&http, stream, app).await,
+                // A client that opens and sends nothing, or a byte at a time, is closed as an
+                // idle HTTP one is.
+                Some(acceptor) => {
+                    if let Ok(Some(tls)) = tokio::time::timeout(limits.head_timeout, handshake(&acceptor, stream)).await
+                    {
+                        serve_one(&http, tls, app).await;
+                    }
+                }
+            }
             drop((permit, slot));
         });
     }
@@ -128,3 +175,7 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits) {
 #[cfg(test)]
 #[path = "listen_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "listen_tls_tests.rs"]
+mod tls_tests;

@@ -20,6 +20,7 @@ fn start(limits: Limits, report: Option<crate::ReportFn>) -> SocketAddr {
         max_subscribers: 4,
         report,
         limits,
+        web: Default::default(),
     };
     let server = Server::start(config).unwrap();
     let addr = server.local_addr();
@@ -28,7 +29,7 @@ fn start(limits: Limits, report: Option<crate::ReportFn>) -> SocketAddr {
     addr
 }
 
-fn limits(head_timeout_ms: u64) -> Limits {
+pub(super) fn limits(head_timeout_ms: u64) -> Limits {
     Limits {
         max_connections: 64,
         max_per_address: 8,
@@ -51,12 +52,12 @@ fn get_from(from: &str, addr: SocketAddr, path: &str, extra: &str) -> Option<Str
     (!out.is_empty()).then_some(out)
 }
 
-fn get(addr: SocketAddr, path: &str) -> Option<String> {
+pub(super) fn get(addr: SocketAddr, path: &str) -> Option<String> {
     get_from("127.0.0.1:0", addr, path, "")
 }
 
 /// Whether the server closed `s` (end of file, or reset) within `within`.
-fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+pub(super) fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     s.set_read_timeout(Some(within)).unwrap();
     let mut b = [0u8; 512];
     loop {

@@ -1,13 +1,15 @@
-//! The endpoints.
+//! The endpoints, behind the web configuration's basic auth and headers.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -37,17 +39,18 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/stream", get(stream))
         .route("/report", get(report))
         .route("/dashboard.js", get(script))
-        .layer(axum::middleware::map_response(guard_headers))
+        .layer(middleware::from_fn_with_state(shared.clone(), web_config))
+        .layer(middleware::map_response(guard_headers))
         .with_state(shared)
 }
 
 /// On every answer: no type sniffing, no framing, and no address (which may hold `?token=`)
-/// sent on as a referrer.
+/// sent on as a referrer; a web configuration's own values of these stand.
 async fn guard_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
-    h.insert(header::X_FRAME_OPTIONS, header::HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, header::HeaderValue::from_static("no-referrer"));
+    h.entry(header::X_CONTENT_TYPE_OPTIONS).or_insert(header::HeaderValue::from_static("nosniff"));
+    h.entry(header::X_FRAME_OPTIONS).or_insert(header::HeaderValue::from_static("DENY"));
+    h.entry(header::REFERRER_POLICY).or_insert(header::HeaderValue::from_static("no-referrer"));
     r
 }
 
@@ -71,6 +74,45 @@ fn refused(s: &Shared, headers: &HeaderMap) -> Option<Response> {
 async fn script() -> Response {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DASHBOARD_JS)
         .into_response()
+}
+
+/// Around every request: basic auth when the web configuration has users (all but `/healthz`,
+/// which a liveness probe asks), and the configuration's headers on every answer.
+async fn web_config(State(s): S, req: Request, next: Next) -> Response {
+    let open = s.basic.is_none() || req.uri().path() == "/healthz";
+    let mut answer = if open || basic_allows(&s, req.headers()).await {
+        next.run(req).await
+    } else {
+        let why = "gpulse: this needs the user name and password of the web configuration\n";
+        (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Basic")], why).into_response()
+    };
+    for (name, value) in &s.headers {
+        answer.headers_mut().insert(name.clone(), value.clone());
+    }
+    answer
+}
+
+/// Whether the request's basic credentials are right: remembered, else by bcrypt on a blocking
+/// thread (one at a time), so the runtime's thread never spends a bcrypt.
+async fn basic_allows(s: &Arc<Shared>, headers: &HeaderMap) -> bool {
+    let Some(basic) = &s.basic else { return true };
+    let Some((user, password)) = crate::basic::credentials(headers) else { return false };
+    let key = basic.key(&user, &password);
+    if basic.remembered(&key, Instant::now()) {
+        return true;
+    }
+    let Ok(_one) = basic.verifying.acquire().await else { return false };
+    // The same scraper's other request may have verified it meanwhile.
+    if basic.remembered(&key, Instant::now()) {
+        return true;
+    }
+    let shared = s.clone();
+    let verify = move || shared.basic.as_ref().is_some_and(|b| b.verify(&user, &password));
+    let right = tokio::task::spawn_blocking(verify).await.unwrap_or(false);
+    if right {
+        basic.remember(key, Instant::now());
+    }
+    right
 }
 
 fn unauthorized() -> Response {
@@ -235,6 +277,8 @@ mod tests {
             max_subscribers: 4,
             report: None,
             report_drawing: tokio::sync::Semaphore::new(1),
+            basic: None,
+            headers: Vec::new(),
         })
     }
 
@@ -333,6 +377,49 @@ mod tests {
         let (code, js) = answer(app(), Request::get("/dashboard.js").body(Body::empty()).unwrap());
         assert_eq!(code, StatusCode::OK);
         assert!(js.contains("EventSource"));
+    }
+
+    /// With users in the web configuration: every path but `/healthz` needs the pair, the token
+    /// stays on top of it for the dashboard and the API, a verified pair is remembered, and the
+    /// configured headers come with every answer, refusals included.
+    #[test]
+    fn basic_auth_guards_everything_but_health_and_the_token_stays_on_top() {
+        use base64::Engine as _;
+        let mut s = shared(4);
+        let inner = Arc::get_mut(&mut s).unwrap();
+        let users = [("prom".to_owned(), bcrypt::hash("pw", 4).unwrap())].into();
+        inner.basic = Some(crate::basic::BasicAuth::new(users).unwrap());
+        let hsts = axum::http::HeaderValue::from_static("max-age=31536000");
+        inner.headers = vec![(header::STRICT_TRANSPORT_SECURITY, hsts)];
+        let app = router(s.clone());
+        let ask = |path: &str, auth: &[&str]| {
+            let mut req = Request::get(path).header("host", "127.0.0.1");
+            for a in auth {
+                req = req.header("authorization", *a);
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let r = rt.block_on(app.clone().oneshot(req.body(Body::empty()).unwrap())).unwrap();
+            let challenge = r.headers().get(header::WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_owned());
+            assert_eq!(r.headers()[header::STRICT_TRANSPORT_SECURITY], "max-age=31536000", "{path}");
+            assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+            (r.status(), challenge)
+        };
+        let pair = |p: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(p));
+        let (right, wrong, bearer) = (pair("prom:pw"), pair("prom:pW"), format!("Bearer {TOKEN}"));
+        let basic = (StatusCode::UNAUTHORIZED, Some("Basic".to_owned()));
+        for path in ["/metrics", "/ready", "/", "/api/v1/snapshot", "/nope"] {
+            assert_eq!(ask(path, &[]), basic, "{path}");
+            assert_eq!(ask(path, &[&wrong]), basic, "{path}");
+            assert_eq!(ask(path, &[&bearer]), basic, "{path}: the token is not the pair");
+        }
+        assert_eq!(ask("/healthz", &[]).0, StatusCode::OK);
+        let key = s.basic.as_ref().unwrap().key("prom", "pw");
+        assert!(!s.basic.as_ref().unwrap().remembered(&key, Instant::now()));
+        assert_eq!(ask("/metrics", &[&right]).0, StatusCode::OK);
+        assert!(s.basic.as_ref().unwrap().remembered(&key, Instant::now()), "verified once, remembered");
+        assert_eq!(ask("/metrics", &[&right]).0, StatusCode::OK);
+        assert_eq!(ask("/api/v1/snapshot", &[&right]), (StatusCode::UNAUTHORIZED, Some("Bearer".to_owned())));
+        assert_eq!(ask("/api/v1/snapshot", &[&right, &bearer]).0, StatusCode::OK);
     }
 
     /// Polls fed through the server's own sink come back from `/api/v1/history` oldest first,
