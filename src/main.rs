@@ -3,6 +3,7 @@
 //! `main` parses arguments, runs one command, and maps the result to an exit status. Each
 //! command lives in `cmd/<verb>.rs` and is glue between the library crates.
 
+mod app;
 mod cli;
 mod cmd;
 mod duration;

@@ -162,6 +162,7 @@ fn open_in_place(dest: Dest) -> io::Result<Opened> {
             if dup < 0 {
                 return Err(io::Error::last_os_error());
             }
+            // SAFETY: `dup` was just created and is owned by nothing else.
             Box::new(BufWriter::new(unsafe { File::from_raw_fd(dup) }))
         }
         Dest::Stream(p) => Box::new(BufWriter::new(fs::OpenOptions::new().append(true).open(p)?)),

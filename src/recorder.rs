@@ -7,8 +7,8 @@ use anyhow::Context;
 use gpulse_record::{Claim, RunMeta, Writer};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
+use crate::app::open_nvml;
 use crate::cli::GlobalArgs;
-use crate::cmd::open_nvml;
 
 /// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
 /// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
@@ -31,7 +31,7 @@ pub fn open_source(
     match open_nvml(global, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
-            eprintln!("gpulse: {}; recording the host only", crate::cmd::describe(&e));
+            eprintln!("gpulse: {}; recording the host only", crate::app::describe(&e));
             Ok(None)
         }
         Err(e) => Err(e),

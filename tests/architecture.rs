@@ -138,3 +138,37 @@ fn top_draws_from_frames_and_never_samples_itself() {
     assert!(mine.contains("gpulse-live") && mine.contains("ratatui"), "{mine:?}");
     assert!(!graph()["gpulse-top"].contains("gpulse-report"), "the terminal view draws its own");
 }
+
+/// Every `.rs` file under `dir`, with its text.
+fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+    out
+}
+
+/// The commands are glue: the use cases (`app/`), the job and the recorder never climb back up
+/// into `cmd/`; only `main.rs` dispatches to it.
+#[test]
+fn nothing_outside_the_commands_calls_into_them() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let climbs: Vec<String> = sources(&src)
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(src.join("cmd")) && *p != src.join("main.rs"))
+        .flat_map(|(p, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains("cmd::") && !l.trim_start().starts_with("//"))
+                .map(|(i, l)| format!("{}:{}: {}", p.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(climbs.is_empty(), "calls into cmd/ from outside it:\n{}", climbs.join("\n"));
+    assert!(src.join("app/mod.rs").exists(), "the use cases have a layer of their own");
+}

@@ -1,4 +1,4 @@
-//! One module per command; shared helpers for opening sources and reporting errors.
+//! One module per command: glue between the arguments and the use cases in `app/`.
 
 pub mod attach;
 pub mod compare;
@@ -16,63 +16,4 @@ pub mod status;
 pub mod top;
 pub mod watch;
 
-use std::process::ExitCode;
-
-use gpulse_sample::{NvmlOptions, NvmlSource, SampleError};
-
-use crate::cli::GlobalArgs;
-use crate::output::is_broken_pipe;
-
-pub use gpulse_input::describe;
-
-/// A failure that carries its own message and exit status (nvidia-smi's, where gpulse stands in
-/// for it).
-#[derive(Debug)]
-pub struct Exit {
-    pub code: u8,
-    pub message: String,
-    /// nvidia-smi prints some errors on standard output; keep that where scripts may rely on it.
-    pub to_stdout: bool,
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Exit {}
-
-/// Exit status when no NVIDIA driver can be reached (nvidia-smi uses 9 too).
-pub const EXIT_NO_DRIVER: u8 = 9;
-
-/// Prints one clear line for `e` and returns the exit status.
-pub fn report_error(e: &anyhow::Error) -> ExitCode {
-    if is_broken_pipe(e) {
-        return ExitCode::SUCCESS;
-    }
-    if let Some(exit) = e.downcast_ref::<Exit>() {
-        if exit.to_stdout {
-            println!("{}", exit.message);
-        } else {
-            eprintln!("gpulse: {}", exit.message);
-        }
-        return ExitCode::from(exit.code);
-    }
-    if let Some(SampleError::NoDriver { .. }) = e.downcast_ref::<SampleError>() {
-        eprintln!("gpulse: {e}; `gpulse demo` replays a real H200 recording instead");
-        return ExitCode::from(EXIT_NO_DRIVER);
-    }
-    eprintln!("gpulse: {}", describe(e));
-    ExitCode::FAILURE
-}
-
-/// Opens the live NVML source with the global options applied. `one_shot` views take a single
-/// short GPM window; continuous ones default to one window a second.
-pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions, one_shot: bool) -> anyhow::Result<NvmlSource> {
-    options.lib_path = global.nvml_lib.clone();
-    options.gpm &= !global.no_gpm;
-    let default_ms = if one_shot { 100 } else { 1000 };
-    options.gpm_every = global.gpm_interval.unwrap_or(std::time::Duration::from_millis(default_ms));
-    Ok(NvmlSource::open(options)?)
-}
+pub use crate::app::{EXIT_NO_DRIVER, Exit, describe, open_nvml, report_error};

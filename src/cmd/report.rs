@@ -3,11 +3,10 @@
 
 use std::process::ExitCode;
 
-use gpulse_report::Analysis;
-
+use crate::app::analyze::analyze;
+use crate::app::report::{write, write_png};
 use crate::cli::ReportArgs;
-use crate::cmd::diagnose::analyze;
-use crate::output::{destination, same_destination, write_whole};
+use crate::output::{destination, same_destination};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let html = args.html_output();
@@ -33,20 +32,4 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes the report of `analysis` (read from `input`) to `output`, whole or not at all.
-pub fn write(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
-    let html = gpulse_report::html::render(&input.display().to_string(), analysis);
-    write_whole(output, &[input], html.as_bytes())
-}
-
-/// Writes the summary and charts of the report as a PNG to `output`, whole or not at all.
-pub fn write_png(input: &std::path::Path, analysis: &Analysis, output: &std::path::Path) -> anyhow::Result<()> {
-    let (svg, _) = gpulse_report::html::composite_svg(&input.display().to_string(), analysis);
-    let png = gpulse_report::png::render(&svg).map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", output.display()))?;
-    if !png.has_text {
-        eprintln!("gpulse: no font found on this system: {} has the charts without their labels", output.display());
-    }
-    write_whole(output, &[input], &png.bytes)
 }

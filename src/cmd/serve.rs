@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let recording = claim.map(|c| recorder::create(c, &poller, args.interval, None, None, &[])).transpose()?;
     let report = args.record.clone().map(|path| -> gpulse_serve::ReportFn {
         Box::new(move || {
-            let analysis = crate::cmd::diagnose::analyze(&path).map_err(|e| crate::cmd::describe(&e))?;
+            let analysis = crate::app::analyze::analyze(&path).map_err(|e| crate::app::describe(&e))?;
             Ok(gpulse_report::html::render(&path.display().to_string(), &analysis))
         })
     });

@@ -135,6 +135,7 @@ fn pty_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (mut master, mut slave) = (0, 0);
     // SAFETY: winsize is plain data; a failed ioctl leaves it zeroed, which openpty accepts.
     let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `size`, a live local.
     unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
     // SAFETY: openpty writes two descriptors; name and termios may be null.
     if unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size) } != 0 {

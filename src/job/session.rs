@@ -130,7 +130,7 @@ pub fn open_recording(
     Ok(match created {
         (path, Ok(w)) => (path, Some(w)),
         (path, Err(e)) => {
-            eprintln!("gpulse: not recording ({}); the job runs anyway", crate::cmd::describe(&e));
+            eprintln!("gpulse: not recording ({}); the job runs anyway", crate::app::describe(&e));
             (path, None)
         }
     })
@@ -186,7 +186,7 @@ impl Session {
             // Serving is a view of the job: one that cannot start never keeps the job from running.
             match serve_sink(listen, poller.devices()) {
                 Ok(sink) => pipeline.add_sink(Box::new(sink)),
-                Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", crate::cmd::describe(&e)),
+                Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", crate::app::describe(&e)),
             }
         }
         let next = Instant::now() + every;

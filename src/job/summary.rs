@@ -9,7 +9,7 @@ use gpulse_model::GpuProcessClass;
 
 use gpulse_report::text::{ledger_text, render_text, steps_line};
 
-use crate::cmd::diagnose::analyze;
+use crate::app::analyze::analyze;
 
 /// Prints the summary of the finished recording at `path` on stderr (stdout is the job's), and
 /// what the recording `lost`, if anything. Write errors are ignored: after SIGHUP the terminal
@@ -22,7 +22,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
                 std::io::stderr(),
                 "\ngpulse: recording: {} (no diagnosis: {})",
                 path.display(),
-                crate::cmd::describe(&e)
+                crate::app::describe(&e)
             );
             return;
         }
@@ -39,9 +39,9 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     out += &format!("recording: {}\n", path.display());
     if report {
         let html = path.with_extension("html");
-        match crate::cmd::report::write(path, &analysis, &html) {
+        match crate::app::report::write(path, &analysis, &html) {
             Ok(()) => out += &format!("report:    {}\n", html.display()),
-            Err(e) => out += &format!("report:    not written: {}\n", crate::cmd::describe(&e)),
+            Err(e) => out += &format!("report:    not written: {}\n", crate::app::describe(&e)),
         }
     }
     let _ = std::io::stderr().write_all(out.as_bytes());

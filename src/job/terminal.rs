@@ -33,6 +33,7 @@ struct State {
 fn size() -> Option<(u16, u16)> {
     // SAFETY: winsize is plain data filled by the ioctl.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, a live local.
     let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_row >= 3 && ws.ws_col >= 20).then_some((ws.ws_row, ws.ws_col))
 }

@@ -59,6 +59,7 @@ struct Layout {
 /// Whether sshd's StrictModes accepts `dir` and every folder above it.
 fn strict_modes_accept(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid and getuid cannot fail and touch no memory.
     let uid = unsafe { libc::geteuid() };
     dir.ancestors()
         .all(|d| std::fs::metadata(d).is_ok_and(|m| (m.uid() == 0 || m.uid() == uid) && m.mode() & 0o022 == 0))
@@ -71,6 +72,7 @@ fn private_base() -> PathBuf {
     if strict_modes_accept(&target) {
         return target;
     }
+    // SAFETY: getpwuid returns a pointer into libc's static storage or null, checked before use.
     let home = unsafe {
         let pw = libc::getpwuid(libc::geteuid());
         assert!(!pw.is_null(), "the user has a passwd entry");
@@ -260,6 +262,7 @@ impl Running {
     /// Asks the whole group to stop, as `docker stop` asks the container; kills what is left.
     fn stop(&mut self) -> Option<i32> {
         let group = self.child.id() as i32;
+        // SAFETY: kill(2) on a process (or group) this test started.
         unsafe { libc::kill(-group, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(15);
         let code = loop {
@@ -271,6 +274,7 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
+        // SAFETY: kill(2) on a process (or group) this test started.
         unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.child.wait();
         code
@@ -281,8 +285,10 @@ impl Drop for Running {
     fn drop(&mut self) {
         let group = self.child.id() as i32;
         let escaped = self.pids().into_iter().flat_map(descendants).collect::<Vec<_>>();
+        // SAFETY: kill(2) on a process (or group) this test started.
         unsafe { libc::kill(-group, libc::SIGKILL) };
         for pid in escaped {
+            // SAFETY: kill(2) on a process (or group) this test started.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         let _ = self.child.wait();
@@ -752,6 +758,7 @@ fn ssh_takes_only_a_port_number_and_an_address_or_host_name_to_listen_on() {
         assert!(!l.path("state/ssh/sshd_config").exists(), "{var}={value:?}: a config was written");
         assert!(!l.path("state/ssh/authorized_keys").exists(), "{var}={value:?}: keys were written");
     }
+    // SAFETY: geteuid and getuid cannot fail and touch no memory.
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var_os("GPULSE_REQUIRE_SSHD").is_none(), "the sshd checks run as root");
         skipped("ssh mode on the listen addresses it takes (not root)");
@@ -862,6 +869,7 @@ fn ssh_as_root_takes_the_key_from_the_environment_and_keeps_its_host_keys() {
     if !have_sshd("ssh mode as root") {
         return;
     }
+    // SAFETY: geteuid and getuid cannot fail and touch no memory.
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var_os("GPULSE_REQUIRE_SSHD").is_none(), "the sshd checks run as root");
         skipped("ssh mode as root (not root)");
@@ -920,6 +928,7 @@ fn ssh_as_the_images_unprivileged_user_takes_a_mounted_key() {
     if !have_sshd("ssh mode as an unprivileged user") {
         return;
     }
+    // SAFETY: geteuid and getuid cannot fail and touch no memory.
     let can = unsafe { libc::geteuid() } == 0
         && Command::new("unshare").args(["--mount", "true"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if !can {

@@ -204,6 +204,7 @@ fn without_a_driver_each_command_exits_as_the_readme_says() {
                 let pid = sleeper_pid;
                 std::thread::spawn(move || {
                     std::thread::sleep(std::time::Duration::from_millis(1500));
+                    // SAFETY: kill(2) on a process (or group) this test started.
                     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
                 });
             }

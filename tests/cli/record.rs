@@ -55,6 +55,7 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
         .arg(job.id().to_string())
         .arg("-o")
         .arg(&db));
+    // SAFETY: kill(2) on a process (or group) this test started.
     unsafe { libc::kill(-(job.id() as i32), libc::SIGKILL) };
     let _ = (foreign.kill(), job.wait(), foreign.wait());
     assert_eq!(code, 0, "{err}");
@@ -113,6 +114,7 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
         let o = Command::new("python3").arg("-c").arg(script).arg(&db2).output().expect("python3 runs");
         o.status.success() && String::from_utf8_lossy(&o.stdout).trim().parse::<u64>().is_ok_and(|n| n > 0)
     });
+    // SAFETY: kill(2) on a process (or group) this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());

@@ -435,6 +435,7 @@ fn instrument_leaves_no_temporary_folder_behind() {
     assert_eq!(code, 0, "{err}");
     assert!(out.trim().starts_with(&tmpdir.display().to_string()), "the socket was under TMPDIR: {out}");
     // The per-user folder where `gpulse top` finds running jobs stays, empty once the job ended.
+    // SAFETY: geteuid and getuid cannot fail and touch no memory.
     let registry = tmpdir.join(format!("gpulse-{}", unsafe { libc::getuid() }));
     let left: Vec<_> =
         std::fs::read_dir(&tmpdir).unwrap().map(|e| e.unwrap().path()).filter(|p| *p != registry).collect();

@@ -265,6 +265,7 @@ fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line, "ready\n");
+    // SAFETY: kill(2) on a process (or group) this test started.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();

@@ -238,6 +238,7 @@ fn memory(s: &State) -> Option<(u64, u64, u64, u64)> {
 pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, m: *mut nvmlMemory_v2_t) -> nvmlReturn_t {
     with_device("nvmlDeviceGetMemoryInfo_v2", device, |_, _, s| {
         let v = memory(s).map(|(total, reserved, free, used)| nvmlMemory_v2_t {
+            // SAFETY: non-null, `m` is the caller's struct, whose version it set before the call.
             version: if m.is_null() { 0 } else { unsafe { (*m).version } },
             total,
             reserved,
@@ -442,6 +443,7 @@ fn fill_list<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> nvmlReturn_t 
     }
     // SAFETY: `count` is non-null and points to the caller's capacity.
     let cap = unsafe { *count } as usize;
+    // SAFETY: the same non-null `count`, written once.
     unsafe { *count = items.len() as c_uint };
     if items.is_empty() {
         return SUCCESS;
@@ -561,6 +563,7 @@ pub extern "C" fn nvmlDeviceGetSamples(
                 continue;
             }
             let Some(v) = w.devices[i].state(t).util_gpu_pct else { continue };
+            // SAFETY: nvmlSample_t is plain data (a union of numbers); all zeroes is valid.
             let mut sample: nvmlSample_t = unsafe { std::mem::zeroed() };
             sample.timeStamp = ts;
             sample.sampleValue.uiVal = v;
@@ -569,13 +572,16 @@ pub extern "C" fn nvmlDeviceGetSamples(
         // SAFETY: checked non-null above.
         unsafe { *value_type = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT };
         if items.is_empty() {
+            // SAFETY: `count` was checked non-null above.
             unsafe { *count = 0 };
             return NOT_FOUND;
         }
         if samples.is_null() {
+            // SAFETY: `count` was checked non-null above.
             unsafe { *count = items.len() as c_uint };
             return SUCCESS;
         }
+        // SAFETY: `count` was checked non-null above; it holds the caller's capacity.
         let cap = unsafe { *count } as usize;
         items.truncate(cap);
         fill_list(count, samples, items)

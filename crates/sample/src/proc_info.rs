@@ -54,6 +54,7 @@ pub fn user(pid: u32) -> Option<String> {
 
 fn user_name(uid: u32) -> Option<String> {
     let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: passwd is plain data; all zeroes is a valid value that getpwuid_r overwrites.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
@@ -75,6 +76,7 @@ mod tests {
         let me = std::process::id();
         assert!(cmdline(me).unwrap().contains("gpulse_sample"));
         assert!(!comm(me).unwrap().is_empty());
+        // SAFETY: getuid cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
         let expected = user_name(uid).unwrap_or_else(|| uid.to_string());
         assert_eq!(user(me), Some(expected));

@@ -5,6 +5,7 @@ pub fn format_local(timestamp_us: i64) -> String {
     let secs = timestamp_us.div_euclid(1_000_000);
     let ms = timestamp_us.rem_euclid(1_000_000) / 1000;
     let t = secs as libc::time_t;
+    // SAFETY: tm is plain data; all zeroes is a valid value that localtime_r overwrites.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers refer to live locals; localtime_r is thread-safe.
     let ok = !unsafe { libc::localtime_r(&t, &mut tm) }.is_null();
@@ -101,6 +102,7 @@ pub fn parse_local(s: &str, cache: &mut Option<(i64, i64)>) -> Option<i64> {
 
 /// Seconds the local zone is ahead of UTC at that local hour (`mktime`).
 fn local_offset_s(y: i64, mo: i64, d: i64, h: i64) -> Option<i64> {
+    // SAFETY: tm is plain data; all zeroes is a valid value, its fields set below.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     tm.tm_year = (y - 1900) as i32;
     tm.tm_mon = (mo - 1) as i32;

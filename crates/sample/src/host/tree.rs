@@ -259,6 +259,7 @@ mod tests {
         assert_eq!(classify(u32::MAX - 1, &tree), GpuProcessClass::Gone);
         // Killing the shell leaves its children orphaned; the root is gone.
         for p in t.pids().into_iter().rev() {
+            // SAFETY: kill(2) on a PID of the tree this test started.
             unsafe { libc::kill(p as i32, libc::SIGKILL) };
         }
         root.wait().unwrap();

@@ -1,0 +1,40 @@
+//! A recording or an nvidia-smi log, read and diagnosed: what `diagnose`, `report`, `compare`,
+//! `serve`'s report and a finished job's summary all start from.
+
+use gpulse_input::load_each;
+use gpulse_report::Analysis;
+
+/// Reads `path` (snapshots stream into the per-GPU series: a day of 8 GPUs is never held whole)
+/// and diagnoses it.
+pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
+    let mut builder = gpulse_diagnose::RunBuilder::default();
+    let mut samples = 0usize;
+    let recording = load_each(path, &mut |snap| {
+        samples += 1;
+        builder.push(&snap);
+    })?;
+    if samples == 0 && recording.host.is_empty() && recording.markers.is_empty() {
+        // A compute-apps log lists processes, not GPU readings: say so, and what would do.
+        if recording.meta.contains_key("nvidia_smi_app_fields") {
+            let logs =
+                recording.meta.get("source").and_then(|s| s.strip_prefix("nvidia-smi csv: ")).unwrap_or("APPS.csv");
+            anyhow::bail!(
+                "{} holds no GPU samples to diagnose: it is a --query-compute-apps log, which lists processes only; \
+                 import it with the run's --query-gpu log (gpulse import GPU.csv {logs} -o run.db) and diagnose that",
+                path.display()
+            );
+        }
+        anyhow::bail!("{} holds no samples", path.display());
+    }
+    let run = builder.finish(&recording);
+    let (findings, ledger) = gpulse_diagnose::diagnose_with_ledger(&run);
+    let t = |us: i64| (us - run.start_us) as f64 / 1e6;
+    let phases = recording
+        .markers
+        .iter()
+        .filter(|m| m.kind == gpulse_model::MarkerKind::Phase && m.name.as_deref() != Some("data"))
+        .map(|m| (m.name.clone().unwrap_or_default(), t(m.t_us), m.dur_us.unwrap_or(0) as f64 / 1e6))
+        .collect();
+    let command = recording.meta.get("command").cloned();
+    Ok(Analysis { run, findings, ledger, gpus: recording.devices.len(), samples, command, phases })
+}
