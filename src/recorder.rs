@@ -17,6 +17,7 @@ use crate::cli::GlobalArgs;
 /// `probes` are NVML reads beyond the sampled metrics, taken every poll (what `serve` exports).
 pub fn open_source(
     global: &GlobalArgs,
+    verb: &str,
     any_error: bool,
     gpm: &[u32],
     probes: &[gpulse_model::Probe],
@@ -31,7 +32,7 @@ pub fn open_source(
     match open_nvml(global, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
-            eprintln!("gpulse: {}; recording the host only", crate::app::describe(&e));
+            eprintln!("gpulse: {}; {verb} the host only", crate::app::describe(&e));
             Ok(None)
         }
         Err(e) => Err(e),

@@ -17,7 +17,10 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     // Attaching is all about the recording: one that cannot be made is an error.
     let claim = claim_output(args.job.output.as_deref(), &format!("{name}-{pid}"))?.map_err(|(_, e)| e)?;
     let output = claim.path().to_path_buf();
-    let poller = recorder::poller(recorder::open_source(global, false, &gpulse_model::GPM_RECORDED, &[])?, Some(pid));
+    let poller = recorder::poller(
+        recorder::open_source(global, "recording", false, &gpulse_model::GPM_RECORDED, &[])?,
+        Some(pid),
+    );
     let extra = [("runner", "gpulse attach".to_owned())];
     let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
     let mut session = Session::new(Some(recording), poller, output, &args.job, None, false);

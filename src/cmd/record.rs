@@ -15,7 +15,10 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     }
     // Claimed first, so that a refusal comes before any warning about the driver.
     let claim = gpulse_record::claim(&args.output)?;
-    let poller = recorder::poller(recorder::open_source(global, false, &gpulse_model::GPM_RECORDED, &[])?, args.pid);
+    let poller = recorder::poller(
+        recorder::open_source(global, "recording", false, &gpulse_model::GPM_RECORDED, &[])?,
+        args.pid,
+    );
     let recording = recorder::create(claim, &poller, args.interval, args.pid, None, &[])?;
     let gpus = poller.devices().len();
     let mut pipeline = Pipeline::new(Some(recording), None);

@@ -16,7 +16,8 @@ use crate::job::{child, pump, terminal::StatusStyle};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let poller = recorder::poller(recorder::open_source(global, true, &gpulse_model::GPM_RECORDED, &[])?, None);
+    let poller =
+        recorder::poller(recorder::open_source(global, "recording", true, &gpulse_model::GPM_RECORDED, &[])?, None);
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let extra = [("runner", "gpulse run".to_owned()), ("instrumented", args.instrument.to_string())];
     let (output, recording) = open_recording(
@@ -78,6 +79,11 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         JobEnd::RootGone | JobEnd::Signal(_) => (1, "stopped".to_owned(), serde_json::Map::new()),
     };
     session.finish(&reason, fields, !args.job.no_report);
+    // Last, below the summary: a failed command is not what the diagnosis is about, but it is the
+    // first thing to know.
+    if code != 0 {
+        eprintln!("gpulse: the {reason}");
+    }
     Ok(ExitCode::from(code))
 }
 

@@ -20,7 +20,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // Before anything is claimed or opened: a mistake in the file costs nothing.
     let web = serving::web_config(args.web_config.as_deref())?;
     let claim = args.record.as_deref().map(gpulse_record::claim).transpose()?;
-    let source = recorder::open_source(global, false, &gpulse_model::GPM_SERVED, gpulse_report::prometheus::PROBES)?;
+    let source =
+        recorder::open_source(global, "serving", false, &gpulse_model::GPM_SERVED, gpulse_report::prometheus::PROBES)?;
     let poller = recorder::poller(source, None);
     let recording = claim.map(|c| recorder::create(c, &poller, args.interval, None, None, &[])).transpose()?;
     let report = args.record.clone().map(|path| -> gpulse_serve::ReportFn {

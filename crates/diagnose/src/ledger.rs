@@ -398,7 +398,10 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         }
     }
     let left = total(&minus(&[[0.0, end]], &book.taken));
-    book.add("unexplained", "unexplained: outside the loop", Basis::Inferred, "no mark or sample places it", left);
+    // Without a loop (a recording of the machine, a job that marks nothing) there is no
+    // "outside" of it.
+    let label = if loop_s.is_some() { "unexplained: outside the loop" } else { "unexplained: no training loop seen" };
+    book.add("unexplained", label, Basis::Inferred, "no mark or sample places it", left);
     let accounts = book
         .accounts
         .into_iter()

@@ -122,10 +122,16 @@ impl Finding {
         evidence
     }
 
-    /// What a finding is ranked by among those of its severity: its share of the wall time in
-    /// the ledger where it has an account, else its own `lost_share` (those without either last).
+    /// Its share of the whole run: the ledger's account where it has one, else its own
+    /// `lost_share` (which for the loop's rules is a share of the loop's window).
+    pub fn wall_share(&self) -> Option<f64> {
+        self.evidence.get("wall_share").and_then(Value::as_f64).or(self.lost_share)
+    }
+
+    /// What a finding is ranked by among those of its severity: [`Finding::wall_share`], those
+    /// without one last.
     pub fn ranked_share(&self) -> f64 {
-        self.evidence.get("wall_share").and_then(Value::as_f64).or(self.lost_share).unwrap_or(-1.0)
+        self.wall_share().unwrap_or(-1.0)
     }
 
     /// A finding with nothing placed yet; rules fill it with the builders below.
@@ -259,7 +265,7 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
             return Some(format!("The loop's '{name}' phase took {pct:.0}% of the wall time."));
         }
         "epoch_restart" => "Restarting the DataLoader's workers at each epoch",
-        "input_bound" => "Waiting for data (inferred from the GPU's bursts and the CPU)",
+        "input_bound" => "Waiting for data (inferred from the GPU's idle bursts)",
         "process_bound" => "The training process starving the GPU (data loading or Python overhead)",
         "host_bound" => "The host not feeding the GPU (launch overhead or synchronizations)",
         "periodic_stall" => "Periodic stalls",
@@ -268,7 +274,9 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         _ => top.title.as_str(),
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
-    Some(format!("{what} cost{about} {pct:.0}% of the wall time: {gain} more steps/s without it."))
+    // The gain is the loop's: say its share too where it differs from the run's.
+    let of_loop = if (of_loop - pct).abs() >= 1.0 { format!(" ({of_loop:.0}% of the loop's)") } else { String::new() };
+    Some(format!("{what} cost{about} {pct:.0}% of the wall time{of_loop}: {gain} more steps/s without it."))
 }
 
 /// Rounds for display in evidence.

@@ -251,7 +251,8 @@ impl App {
                 gpu: f.gpu,
                 // A title may quote the job's stderr: escaped, like a command line.
                 title: escape_control(&f.title),
-                lost_share: f.lost_share,
+                // The panel ranks by wall time: the run's share, not the loop's.
+                lost_share: f.wall_share(),
                 time_to_oom_s: f.time_to_oom_s,
                 advice: f.advice.first().map(|a| escape_control(a)),
             })

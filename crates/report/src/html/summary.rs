@@ -6,9 +6,10 @@ use gpulse_diagnose::Finding;
 use super::axis::duration;
 use crate::Analysis;
 
-/// The share of the run a finding cost, where its rule measured one.
+/// The share of the run a finding cost, where its rule measured one (the ledger's account,
+/// else its own share).
 pub fn lost_share(f: &Finding) -> Option<f64> {
-    f.lost_share
+    f.wall_share()
 }
 
 /// (label, text) pairs, in the order shown.
