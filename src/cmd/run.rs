@@ -82,7 +82,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     // Last, below the summary: a failed command is not what the diagnosis is about, but it is the
     // first thing to know.
     if code != 0 {
-        eprintln!("gpulse: the {reason}");
+        eprintln!("gpulse: the {}", reason.replacen("command killed", "command was killed", 1));
     }
     Ok(ExitCode::from(code))
 }
