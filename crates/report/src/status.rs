@@ -89,11 +89,14 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
         throttled
     );
     let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), |b| format!("{:.1} MiB/s", b / MIB as f64));
+    // The link as one word where it was read; a dash alone where it was not.
+    let link = match (g.pcie_link_gen, g.pcie_link_width) {
+        (None, None) => "link —".to_owned(),
+        (generation, width) => format!("gen {} x{}", opt(generation, ""), opt(width, "")),
+    };
     let _ = writeln!(
         s,
-        "  PCIe     gen {} x{}   tx {}  rx {}   ECC uncorrected {}",
-        opt(g.pcie_link_gen, ""),
-        opt(g.pcie_link_width, ""),
+        "  PCIe     {link}   tx {}  rx {}   ECC uncorrected {}",
         rate(g.pcie_tx_bytes_per_s.map(|v| v as f64)),
         rate(g.pcie_rx_bytes_per_s.map(|v| v as f64)),
         opt(g.ecc_uncorrected_volatile, "")

@@ -21,6 +21,10 @@ pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
 /// One line on the loop's own measurements, when it sent marks.
 pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
     let Some(s) = &run.steps else { return String::new() };
+    // Steps marked within a blink (a test, a loop over nothing) have no rate worth printing.
+    if s.span_s() < 0.5 {
+        return format!("steps: {} in {:.0} ms, too brief for a rate\n\n", s.count, 1000.0 * s.span_s());
+    }
     let mut line = format!("steps: {} at {:.2}/s, {:.0} ms each", s.count, s.per_s(), 1000.0 * s.mean_step_s());
     if let Some(w) = s.data_wait_share() {
         line += &format!(", waiting for data {:.0}% of the time", 100.0 * w);
@@ -89,4 +93,29 @@ pub fn render_text(findings: &[Finding]) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_steps(window_s: [f64; 2], count: usize) -> gpulse_diagnose::Run {
+        let steps = gpulse_diagnose::Steps {
+            pid: 1,
+            ranks: 1,
+            count,
+            window_s,
+            step_s: Vec::new(),
+            data_wait_s: Vec::new(),
+            waited_s: None,
+        };
+        gpulse_diagnose::Run { steps: Some(steps), ..Default::default() }
+    }
+
+    /// Four steps 2 µs apart are no 500,000 steps/s; 77 steps over 27 s are 2.8 a second.
+    #[test]
+    fn a_rate_only_over_a_span_worth_timing() {
+        assert_eq!(steps_line(&with_steps([1.0, 1.000008], 4)), "steps: 4 in 0 ms, too brief for a rate\n\n");
+        assert_eq!(steps_line(&with_steps([3.0, 30.0], 77)), "steps: 77 at 2.85/s, 351 ms each\n\n");
+    }
 }

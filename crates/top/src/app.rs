@@ -251,8 +251,7 @@ impl App {
                 gpu: f.gpu,
                 // A title may quote the job's stderr: escaped, like a command line.
                 title: escape_control(&f.title),
-                // The panel ranks by wall time: the run's share, not the loop's.
-                lost_share: f.wall_share(),
+                lost_share: f.lost_share,
                 time_to_oom_s: f.time_to_oom_s,
                 advice: f.advice.first().map(|a| escape_control(a)),
             })
