@@ -120,7 +120,7 @@ pub fn draw_why(f: &mut Frame, area: Rect, app: &App, job_rows: usize) {
     };
     // Both titles fit on one border line at 80 columns.
     let title =
-        if area.width >= 110 { " why it is slow (live diagnosis, by wall time lost) " } else { " why it is slow " };
+        if area.width >= 110 { " why it is slow (live diagnosis, by the share of time each costs) " } else { " why it is slow " };
     let block = Block::new()
         .borders(Borders::TOP)
         .title(Span::styled(title, BOLD))
