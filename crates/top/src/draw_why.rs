@@ -119,8 +119,11 @@ pub fn draw_why(f: &mut Frame, area: Rect, app: &App, job_rows: usize) {
         (None, _) => " no steps (gpulse run --instrument marks them) ".into(),
     };
     // Both titles fit on one border line at 80 columns.
-    let title =
-        if area.width >= 110 { " why it is slow (live diagnosis, by the share of time each costs) " } else { " why it is slow " };
+    let title = if area.width >= 110 {
+        " why it is slow (live diagnosis, by the share of time each costs) "
+    } else {
+        " why it is slow "
+    };
     let block = Block::new()
         .borders(Borders::TOP)
         .title(Span::styled(title, BOLD))
