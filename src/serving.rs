@@ -21,8 +21,7 @@ pub fn start(
     let listen = config.listen;
     let scheme = if config.web.is_tls() { "https" } else { "http" };
     let server = Server::start(config).with_context(|| format!("cannot listen on {listen}"))?;
-    let hostname =
-        std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
+    let hostname = hostname();
     let addr = server.local_addr();
     match shown {
         Some(t) => eprintln!("gpulse: serving on {scheme}://{addr}/?token={t}"),
@@ -98,7 +97,12 @@ pub fn env_token() -> anyhow::Result<(String, bool)> {
 
 /// The names the server answers to: this machine's (short and full) and the ones allowed.
 pub fn host_names(allowed: &[String]) -> Vec<String> {
-    let full = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
+    let full = hostname();
     let short = full.split('.').next().unwrap_or_default().to_owned();
     [full, short].into_iter().filter(|n| !n.is_empty()).chain(allowed.iter().cloned()).collect()
+}
+
+/// This machine's name, as the kernel holds it; empty where it cannot be read.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default()
 }

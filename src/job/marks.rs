@@ -124,8 +124,10 @@ impl MarkReceiver {
         let path = dir.join("events.sock");
         let socket = UnixDatagram::bind(&path)?;
         socket.set_read_timeout(Some(Duration::from_millis(200)))?;
-        set_receive_buffer(&socket, 4 << 20);
-        set_pass_credentials(&socket)?;
+        // A larger queue keeps bursts between reads (the kernel caps it; a smaller one still works).
+        let _ = set_option(&socket, libc::SO_RCVBUF, 4 << 20);
+        // The kernel attaches each sender's credentials to its datagrams.
+        set_option(&socket, libc::SO_PASSCRED, 1)?;
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(SenderStats::default()));
@@ -288,17 +290,16 @@ fn recv_with_pid(socket: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<(usiz
     Ok((n as usize, pid))
 }
 
-/// Has the kernel attach each sender's credentials to its datagrams.
-fn set_pass_credentials(socket: &UnixDatagram) -> std::io::Result<()> {
+/// Sets an integer option of `socket` at `SOL_SOCKET`.
+fn set_option(socket: &UnixDatagram, option: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
     // SAFETY: a plain setsockopt on a socket this process owns, with a correctly sized value.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
+            option,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -306,21 +307,6 @@ fn set_pass_credentials(socket: &UnixDatagram) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Asks for a larger queue so bursts between reads are kept; the kernel caps it.
-fn set_receive_buffer(socket: &UnixDatagram, bytes: libc::c_int) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain setsockopt on a socket this process owns, with a correctly sized value.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&bytes as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
 }
 
 #[cfg(test)]

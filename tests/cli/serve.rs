@@ -161,6 +161,29 @@ fn the_stream_sends_one_frame_per_poll_to_a_bounded_number_of_subscribers() {
 }
 
 /// A free loopback port (released at once; the caller binds it next).
+/// Whether a real Prometheus runs here: where it does not, the check fails under
+/// `GPULSE_REQUIRE_PROMETHEUS`, else says it is skipped.
+pub(super) fn have_prometheus(what: &str) -> bool {
+    if Command::new("prometheus").arg("--version").output().is_err() {
+        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "prometheus is required");
+        skipped(&format!("{what} (no prometheus; CI installs it)"));
+        return false;
+    }
+    true
+}
+
+/// A real Prometheus with `dir/prometheus.yml`, its data in `dir/data`, its API on `port`.
+pub(super) fn prometheus(dir: &std::path::Path, port: u16) -> Child {
+    Command::new("prometheus")
+        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -192,9 +215,7 @@ pub(super) fn prometheus_query(port: u16, expr: &str) -> Vec<(BTreeMap<String, S
 /// scraping gpulse: each returns the scenario's values. Then the alert rules.
 #[test]
 fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "prometheus is required");
-        skipped("Prometheus scraping gpulse serve (no prometheus; CI installs it)");
+    if !have_prometheus("Prometheus scraping gpulse serve") {
         return;
     }
     let s = serve(&[]);
@@ -209,14 +230,7 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
         ),
     )
     .unwrap();
-    let mut prom = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut prom = prometheus(&dir, port);
     let _kill = KillOnDrop(&mut prom);
     let deadline = Instant::now() + Duration::from_secs(60);
     while {

@@ -3,12 +3,12 @@
 //! password's hash are made when the test runs, in its own folder.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
-use super::serve::{KillOnDrop, TOKEN, free_port, prometheus_query, serve_started};
+use super::serve::{KillOnDrop, TOKEN, free_port, have_prometheus, prometheus, prometheus_query, serve_started};
 use super::support::{fresh_dir, skipped, wait_until};
 
 const USER: &str = "prometheus";
@@ -97,9 +97,7 @@ fn curl_scrapes_over_tls_with_the_password_and_nothing_less_is_answered() {
 /// over plain HTTP, is down.
 #[test]
 fn prometheus_scrapes_over_tls_with_basic_auth() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "prometheus is required");
-        skipped("Prometheus scraping gpulse serve over TLS (no prometheus; CI installs it)");
+    if !have_prometheus("Prometheus scraping gpulse serve over TLS") {
         return;
     }
     let dir = fresh_dir("serve-tls", "prometheus");
@@ -122,14 +120,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
     );
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     let port = free_port();
-    let mut prom = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut prom = prometheus(&dir, port);
     let _kill = KillOnDrop(&mut prom);
     let deadline = Instant::now() + Duration::from_secs(60);
     let util = loop {

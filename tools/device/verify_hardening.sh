@@ -93,28 +93,21 @@ held = []
 for _ in range(2000):
     s = socket.create_connection(("127.0.0.1", 9400)); held.append(s)
 print("opened", len(held), flush=True)
+def closed():
+    n = 0
+    for s in held:
+        s.settimeout(0.01)
+        try:
+            n += s.recv(1) == b""
+        except (socket.timeout, BlockingIOError):
+            pass
+        except OSError:
+            n += 1
+    return n
 time.sleep(8)
-closed = 0
-for s in held:
-    s.settimeout(0.01)
-    try:
-        closed += s.recv(1) == b""
-    except (socket.timeout, BlockingIOError):
-        pass
-    except OSError:
-        closed += 1
-print("closed by the server after 8 s:", closed, flush=True)
+print("closed by the server after 8 s:", closed(), flush=True)
 time.sleep(5)
-closed = 0
-for s in held:
-    s.settimeout(0.01)
-    try:
-        closed += s.recv(1) == b""
-    except (socket.timeout, BlockingIOError):
-        pass
-    except OSError:
-        closed += 1
-print("closed by the server after 13 s:", closed, flush=True)
+print("closed by the server after 13 s:", closed(), flush=True)
 PY
 idle=$!
 sleep 2
