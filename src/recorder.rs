@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use gpulse_live::{Store, StoreError};
 use gpulse_record::{Claim, RunMeta, Writer};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
@@ -72,12 +73,115 @@ pub fn create(
     Writer::create_claimed(output, &meta, poller.devices()).with_context(|| format!("cannot create {shown}"))
 }
 
-/// Asks to stop on a stop signal, or once `duration` has passed since `start`.
-pub fn stop_when(duration: Option<Duration>, start: std::time::Instant) -> impl FnMut() -> Option<String> {
-    move || {
-        if let Some(sig) = crate::signals::received() {
-            return Some(format!("signal {sig}"));
+/// Asks to stop on a stop signal.
+pub fn stop_on_signal() -> Option<String> {
+    crate::signals::received().map(|sig| format!("signal {sig}"))
+}
+
+/// The recording as the pipeline keeps a run: the pipeline decides what, the writer writes.
+pub struct SqliteStore(Writer);
+
+/// `writer` as the pipeline's store.
+pub fn store(writer: Writer) -> Box<dyn Store> {
+    Box::new(SqliteStore(writer))
+}
+
+impl Store for SqliteStore {
+    fn poll(&mut self, poll: &gpulse_model::Poll) -> Result<(), StoreError> {
+        Ok(self.0.poll(poll)?)
+    }
+
+    fn markers(&mut self, marks: &[gpulse_model::Marker]) -> Result<(), StoreError> {
+        Ok(self.0.markers(marks)?)
+    }
+
+    fn event(&mut self, event: &gpulse_model::Event) -> Result<(), StoreError> {
+        Ok(self.0.event(event)?)
+    }
+
+    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        Ok(self.0.set_meta(key, value)?)
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(self.0.finish()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use gpulse_diagnose::LiveDiagnosis;
+    use gpulse_live::{Frame, Pipeline, Sink};
+    use gpulse_model::{HostSample, Poll};
+    use gpulse_record::Writer;
+
+    /// Counts what a sink is shown.
+    #[derive(Default)]
+    struct Seen {
+        frames: usize,
+        findings: Vec<String>,
+        with_live: usize,
+    }
+
+    struct Counting(Arc<Mutex<Seen>>);
+
+    impl Sink for Counting {
+        fn frame(&mut self, frame: &Frame) {
+            let mut s = self.0.lock().unwrap();
+            s.frames += 1;
+            s.with_live += usize::from(frame.live.is_some());
+            s.findings.extend(frame.findings.iter().map(|f| f.id.to_owned()));
         }
-        duration.is_some_and(|d| start.elapsed() >= d).then(|| "duration reached".to_owned())
+    }
+
+    /// A real `gpulse run` recording, replayed poll by poll through a pipeline that records it
+    /// again: every poll is written, every finding the sinks were shown is written, and the copy
+    /// diagnoses as the original does.
+    #[test]
+    fn a_replayed_run_is_recorded_diagnosed_and_shown() {
+        let fixture =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-gpulse-run/dl_bound.db");
+        let rec = gpulse_record::read(&fixture).unwrap();
+        let dir = std::env::temp_dir().join(format!("gpulse-recorder-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("copy.db");
+        let _ = std::fs::remove_file(&copy);
+        let instrumented = rec.meta.get("instrumented").is_some_and(|v| v == "true");
+        let meta = gpulse_record::RunMeta {
+            gpulse_version: "test".into(),
+            source: "nvml".into(),
+            extra: [("instrumented".to_owned(), instrumented.to_string())].into(),
+            ..Default::default()
+        };
+        let writer = Writer::create(&copy, &meta, &rec.devices).unwrap();
+        let mut p = Pipeline::new(Some(super::store(writer)), Some(LiveDiagnosis::new(&rec.devices, instrumented)));
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        p.add_sink(Box::new(Counting(seen.clone())));
+        let mut mk = 0;
+        for snap in &rec.snapshots {
+            let t = snap.timestamp_us;
+            let host = rec.host.iter().min_by_key(|h| (h.timestamp_us - t).abs()).cloned().unwrap_or_default();
+            let tree = rec.trees.iter().min_by_key(|x| (x.timestamp_us - t).abs()).cloned();
+            let host = HostSample { timestamp_us: t, ..host };
+            p.poll(Poll { snapshot: Some(snap.clone()), host, tree, ..Default::default() });
+            let due = rec.markers[mk..].iter().take_while(|m| m.t_us <= t).count();
+            p.marks(rec.markers[mk..mk + due].iter().cloned());
+            mk += due;
+        }
+        p.marks(rec.markers[mk..].iter().cloned());
+        assert!(p.finish("test", serde_json::Map::new()).is_none());
+        let again = gpulse_record::read(&copy).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let seen = seen.lock().unwrap();
+        assert_eq!((seen.frames, seen.with_live), (rec.snapshots.len(), rec.snapshots.len()));
+        assert_eq!(again.snapshots.len(), rec.snapshots.len());
+        let written: Vec<&str> =
+            again.events.iter().filter(|e| e.kind == "finding").filter_map(|e| e.payload["id"].as_str()).collect();
+        assert_eq!(written, seen.findings, "the sinks saw what was written");
+        assert!(written.contains(&"input_bound"), "the live view found the DataLoader: {written:?}");
+        let ids = |r: &gpulse_model::RunData| gpulse_diagnose::diagnose(r).first().map(|f| f.id);
+        assert_eq!(ids(&again), ids(&rec), "the copy diagnoses as the original");
     }
 }

@@ -106,14 +106,24 @@ fn the_library_crates_stand_in_layers() {
 }
 
 #[test]
-fn the_live_pipeline_never_renders() {
+fn the_live_pipeline_never_renders_and_never_stores() {
     let g = graph();
     let below = &g["gpulse-live"];
     // Sinks draw; the pipeline only hands them frames.
     assert!(!below.contains("gpulse-report") && !below.contains("gpulse-input"), "gpulse-live depends on: {below:?}");
-    for needed in ["gpulse-sample", "gpulse-record", "gpulse-diagnose"] {
+    // The recording is a `Store` the binary hands it: a live view links no SQLite.
+    for never in ["gpulse-record", "rusqlite"] {
+        assert!(!below.contains(never), "gpulse-live depends on {never}: {below:?}");
+    }
+    for needed in ["gpulse-sample", "gpulse-diagnose"] {
         assert!(below.contains(needed), "gpulse-live should stand on {needed}: {below:?}");
     }
+}
+
+#[test]
+fn top_links_no_sqlite() {
+    let below = &graph()["gpulse-top"];
+    assert!(!below.contains("rusqlite") && !below.contains("gpulse-record"), "gpulse-top depends on: {below:?}");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gpulse_live::{Collector, Pipeline, Stopped};
+use gpulse_live::{Collector, Pipeline, Stopped, Until};
 
 use crate::cli::{GlobalArgs, RecordArgs};
 use crate::{recorder, signals};
@@ -21,15 +21,15 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     );
     let recording = recorder::create(claim, &poller, args.interval, args.pid, None, &[])?;
     let gpus = poller.devices().len();
-    let mut pipeline = Pipeline::new(Some(recording), None);
+    let mut pipeline = Pipeline::new(Some(recorder::store(recording)), None);
     signals::catch_stop_signals();
     let _ = writeln!(std::io::stderr(), "{}", starting_line(args, gpus));
-    let (start, start_us) = (Instant::now(), gpulse_sample::now_us());
-    let stop = recorder::stop_when(args.duration, start);
-    let until_us = args.duration.map(|d| start_us + d.as_micros() as i64);
-    let stopped = gpulse_live::drive(Collector::spawn(poller, args.interval), &mut pipeline, stop, until_us, true);
-    let (reason, failed) = match stopped {
+    let start = Instant::now();
+    let collector = Collector::spawn_for(poller, args.interval, args.duration);
+    let mut watch = Until { stop: recorder::stop_on_signal, needs_recording: true };
+    let (reason, failed) = match gpulse_live::drive(collector, &mut pipeline, &mut watch) {
         Stopped::Asked(r) => (r, false),
+        Stopped::DurationReached => ("duration reached".to_owned(), false),
         Stopped::RootGone => (format!("process {} exited", args.pid.unwrap_or(0)), false),
         // What was recorded is closed cleanly, with why it stopped.
         Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),

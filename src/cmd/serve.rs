@@ -1,10 +1,9 @@
 //! `gpulse serve`: samples every GPU and the host, diagnoses as it goes, and serves it all.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use gpulse_diagnose::LiveDiagnosis;
-use gpulse_live::{Collector, Pipeline, Stopped};
+use gpulse_live::{Collector, Pipeline, Stopped, Until};
 use gpulse_serve::{Auth, Config};
 
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -43,25 +42,28 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
     let sink = serving::start(config, poller.devices(), label, generated.then_some(token.as_deref()).flatten())?;
-    let mut pipeline =
-        Pipeline::new(recording, Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()));
+    let mut pipeline = Pipeline::new(
+        recording.map(recorder::store),
+        Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()),
+    );
     pipeline.add_sink(Box::new(sink));
     signals::catch_stop_signals();
     signals::catch_reload();
-    let mut until = recorder::stop_when(args.duration, Instant::now());
-    let stop = move || {
+    let stop = || {
         if signals::take_reload() {
             reload(args, &auth);
         }
-        until()
+        recorder::stop_on_signal()
     };
-    let stopped = gpulse_live::drive(Collector::spawn(poller, args.interval), &mut pipeline, stop, None, false);
-    let (reason, failed) = match stopped {
-        Stopped::Asked(r) => (r, false),
-        Stopped::RootGone => ("exited".to_owned(), false),
-        Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
-        Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
-    };
+    let collector = Collector::spawn_for(poller, args.interval, args.duration);
+    let (reason, failed) =
+        match gpulse_live::drive(collector, &mut pipeline, &mut Until { stop, needs_recording: false }) {
+            Stopped::Asked(r) => (r, false),
+            Stopped::DurationReached => ("duration reached".to_owned(), false),
+            Stopped::RootGone => ("exited".to_owned(), false),
+            Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
+            Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
+        };
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         eprintln!("gpulse: the recording lost its end: {}", lost.error);
     }

@@ -62,7 +62,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
     };
     gpulse_top::check_terminal().map_err(|m| Exit { code: 1, message: m, to_stdout: false })?;
     signals::catch_stop_signals();
-    let stop = recorder::stop_when(None, std::time::Instant::now());
+    let stop = recorder::stop_on_signal;
     gpulse_top::run(feed, options, stop)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -32,7 +32,6 @@ pub struct Session {
     pipeline: Pipeline,
     /// Until the watch starts; then the collector samples with it.
     poller: Option<Poller>,
-    collector: Option<Collector>,
     root: Option<u32>,
     /// Why sampling stopped early, if it did.
     sampling_failed: Option<String>,
@@ -43,9 +42,6 @@ pub struct Session {
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
     instrumented: bool,
-    /// Whether the job was stopped at the last look, and when to look again.
-    job_stopped: bool,
-    stop_check_at: Instant,
 }
 
 /// The live status on gpulse's stderr, and the notice when the recording stops.
@@ -181,7 +177,7 @@ impl Session {
         let term = Arc::new(Terminal::new(style));
         let every = if term.style() == StatusStyle::Row { Duration::from_secs(1) } else { args.status_every };
         let live = LiveDiagnosis::new(poller.devices(), instrumented);
-        let mut pipeline = Pipeline::new(recording, Some(live));
+        let mut pipeline = Pipeline::new(recording.map(crate::recorder::store), Some(live));
         if let Some(listen) = args.serve {
             // Serving is a view of the job: one that cannot start never keeps the job from running.
             match serve_sink(listen, poller.devices()) {
@@ -195,7 +191,6 @@ impl Session {
         Self {
             pipeline,
             poller: Some(poller),
-            collector: None,
             root: None,
             sampling_failed: None,
             output,
@@ -205,8 +200,6 @@ impl Session {
             events_rx,
             marks,
             instrumented,
-            job_stopped: false,
-            stop_check_at: Instant::now(),
         }
     }
 
@@ -232,9 +225,6 @@ impl Session {
         if let Some(p) = self.poller.as_mut() {
             p.follow(pid);
         }
-        if let Some(c) = &self.collector {
-            c.follow(pid);
-        }
         self.pipeline.set_meta("root_pid", &pid.to_string());
     }
 
@@ -244,123 +234,30 @@ impl Session {
     }
 
     /// Samples until the job ends.
-    pub fn watch(&mut self, mut child: Option<&mut Child>) -> JobEnd {
+    pub fn watch(&mut self, child: Option<&mut Child>) -> JobEnd {
         let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
-        self.collector = Some(Collector::spawn(poller, self.interval));
-        let mut root_gone = false;
-        let end = loop {
-            match self.collector.as_ref().and_then(|c| c.next(Duration::from_millis(20))) {
-                Some(Ok(p)) => {
-                    root_gone |= p.root_gone;
-                    self.pipeline.poll(p);
-                }
-                Some(Err(e)) => self.stop_sampling(&e),
-                None if self.collector.is_none() => std::thread::sleep(Duration::from_millis(20)),
-                None => {}
-            }
-            match child.as_deref_mut() {
-                Some(c) => {
-                    for sig in signals::take_to_forward() {
-                        // SAFETY: kill(2) on the job's own PID, which this process has not reaped.
-                        unsafe { libc::kill(c.id() as libc::pid_t, sig) };
-                    }
-                    if let Ok(Some(status)) = c.try_wait() {
-                        break JobEnd::Exited(status);
-                    }
-                    self.check_stopped(c.id());
-                }
-                None => {
-                    if let Some(sig) = signals::received() {
-                        break JobEnd::Signal(sig);
-                    }
-                    // Without samples, the root is looked up directly.
-                    let gone = root_gone
-                        || (self.collector.is_none()
-                            && self.root.is_some_and(|p| !gpulse_sample::proc_info::is_running(p)));
-                    if gone {
-                        break JobEnd::RootGone;
-                    }
-                }
-            }
-            self.drain();
+        let collector = Collector::spawn(poller, self.interval);
+        let mut watch = JobWatch {
+            child,
+            root: self.root,
+            sampling: true,
+            sampling_failed: &mut self.sampling_failed,
+            term: &self.term,
+            marks: self.marks.as_ref(),
+            events: &self.events_rx,
+            job_stopped: false,
+            stop_check_at: Instant::now(),
         };
-        // The poll under way when the job ended, or the first one for a job that ended at once.
-        for p in self.collector.take().map(Collector::stop).unwrap_or_default().into_iter().flatten() {
-            self.pipeline.poll(p);
-        }
-        self.drain();
+        let end = gpulse_live::drive(collector, &mut self.pipeline, &mut watch);
+        drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
         self.pipeline.watch_ended();
         end
-    }
-
-    /// Says when the job stops (SIGSTOP, Ctrl-Z of the job alone) and when it resumes: gpulse
-    /// would otherwise wait in silence.
-    fn check_stopped(&mut self, pid: u32) {
-        let now = Instant::now();
-        if now < self.stop_check_at {
-            return;
-        }
-        self.stop_check_at = now + Duration::from_millis(250);
-        let stopped = gpulse_sample::proc_info::state(pid).is_some_and(|s| s == 'T');
-        if stopped == self.job_stopped {
-            return;
-        }
-        self.job_stopped = stopped;
-        let (kind, text) = if stopped {
-            (
-                "job_stopped",
-                format!(
-                    "the job (PID {pid}) is stopped; gpulse waits for it: `kill -CONT {pid}` (or to gpulse) resumes it"
-                ),
-            )
-        } else {
-            ("job_resumed", format!("the job (PID {pid}) resumed"))
-        };
-        if stopped {
-            self.term.notice(Some(&text));
-        } else {
-            self.term.notice(None);
-            if self.term.style() != StatusStyle::Row {
-                let _ = writeln!(std::io::stderr(), "gpulse: {text}");
-            }
-        }
-        self.pipeline.event(Event {
-            t_ms: gpulse_sample::now_us() / 1000,
-            kind: kind.into(),
-            payload: serde_json::json!({ "pid": pid, "text": text }),
-        });
-    }
-
-    /// The one policy for a failed poll: sampling stops, the job goes on, and the recording
-    /// keeps what it has and says why it stopped.
-    fn stop_sampling(&mut self, e: &gpulse_sample::SampleError) {
-        self.collector = None;
-        self.term.clear();
-        let _ = writeln!(std::io::stderr(), "gpulse: sampling stopped: {e}; the job goes on");
-        self.sampling_failed = Some(e.to_string());
-    }
-
-    /// Writes what arrived from the job's stderr and from its marks.
-    fn drain(&mut self) {
-        let received = self.marks.as_ref().map(MarkReceiver::drain).unwrap_or_default();
-        let mut marks = Vec::new();
-        let mut events: Vec<Event> = self.events_rx.try_iter().collect();
-        for r in received {
-            match r {
-                Received::Marker(m) => marks.push(m),
-                Received::Event(e) => events.push(e),
-            }
-        }
-        self.pipeline.marks(marks);
-        for e in events {
-            self.pipeline.event(e);
-        }
     }
 
     /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event);
     /// then prints the diagnosis, the report's path and the GPUs each process of the job held.
     pub fn finish(mut self, reason: &str, mut fields: serde_json::Map<String, serde_json::Value>, report: bool) {
-        self.drain();
+        drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
         self.term.clear();
         if let Some(marks) = &self.marks {
             let stats = marks.stats();
@@ -396,5 +293,133 @@ impl Session {
         if self.output.metadata().is_ok_and(|m| m.len() > 0) {
             super::summary::print(&self.output, report, lost.as_deref());
         }
+    }
+}
+
+/// What the watch of a job looks after between polls: the job's signals, its end, whether it is
+/// stopped, its marks and its stderr events. A failed poll ends sampling, never the job.
+struct JobWatch<'a> {
+    /// The job gpulse started; `None` when attached to a process it did not start.
+    child: Option<&'a mut Child>,
+    root: Option<u32>,
+    sampling: bool,
+    sampling_failed: &'a mut Option<String>,
+    term: &'a Terminal,
+    marks: Option<&'a MarkReceiver>,
+    events: &'a Receiver<Event>,
+    /// Whether the job was stopped at the last look, and when to look again.
+    job_stopped: bool,
+    stop_check_at: Instant,
+}
+
+impl gpulse_live::Watch for JobWatch<'_> {
+    type End = JobEnd;
+
+    fn between(&mut self, pipeline: &mut Pipeline) -> Option<JobEnd> {
+        let end = match self.child.as_deref_mut() {
+            Some(c) => {
+                for sig in signals::take_to_forward() {
+                    // SAFETY: kill(2) on the job's own PID, which this process has not reaped.
+                    unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+                }
+                match c.try_wait() {
+                    Ok(Some(status)) => Some(JobEnd::Exited(status)),
+                    _ => {
+                        let pid = c.id();
+                        self.check_stopped(pid, pipeline);
+                        None
+                    }
+                }
+            }
+            None => match signals::received() {
+                Some(sig) => Some(JobEnd::Signal(sig)),
+                // Without samples, the root is looked up directly.
+                None if !self.sampling && self.root.is_some_and(|p| !gpulse_sample::proc_info::is_running(p)) => {
+                    Some(JobEnd::RootGone)
+                }
+                None => None,
+            },
+        };
+        if end.is_none() {
+            drain(self.marks, self.events, pipeline);
+        }
+        end
+    }
+
+    /// Attached, the root is the job; a started job ends when its process is reaped.
+    fn root_gone(&mut self) -> Option<JobEnd> {
+        self.child.is_none().then_some(JobEnd::RootGone)
+    }
+
+    /// Sampling stops, the job goes on, and the recording keeps what it has and says why it
+    /// stopped.
+    fn sampling_failed(&mut self, e: gpulse_sample::SampleError) -> Option<JobEnd> {
+        self.sampling = false;
+        self.term.clear();
+        let _ = writeln!(std::io::stderr(), "gpulse: sampling stopped: {e}; the job goes on");
+        *self.sampling_failed = Some(e.to_string());
+        None
+    }
+
+    fn schedule_over(&mut self) -> Option<JobEnd> {
+        self.sampling = false;
+        None
+    }
+}
+
+impl JobWatch<'_> {
+    /// Says when the job stops (SIGSTOP, Ctrl-Z of the job alone) and when it resumes: gpulse
+    /// would otherwise wait in silence.
+    fn check_stopped(&mut self, pid: u32, pipeline: &mut Pipeline) {
+        let now = Instant::now();
+        if now < self.stop_check_at {
+            return;
+        }
+        self.stop_check_at = now + Duration::from_millis(250);
+        let stopped = gpulse_sample::proc_info::state(pid).is_some_and(|s| s == 'T');
+        if stopped == self.job_stopped {
+            return;
+        }
+        self.job_stopped = stopped;
+        let (kind, text) = if stopped {
+            (
+                "job_stopped",
+                format!(
+                    "the job (PID {pid}) is stopped; gpulse waits for it: `kill -CONT {pid}` (or to gpulse) resumes it"
+                ),
+            )
+        } else {
+            ("job_resumed", format!("the job (PID {pid}) resumed"))
+        };
+        if stopped {
+            self.term.notice(Some(&text));
+        } else {
+            self.term.notice(None);
+            if self.term.style() != StatusStyle::Row {
+                let _ = writeln!(std::io::stderr(), "gpulse: {text}");
+            }
+        }
+        pipeline.event(Event {
+            t_ms: gpulse_sample::now_us() / 1000,
+            kind: kind.into(),
+            payload: serde_json::json!({ "pid": pid, "text": text }),
+        });
+    }
+}
+
+/// Writes what arrived from the job's stderr and from its marks.
+fn drain(marks: Option<&MarkReceiver>, events: &Receiver<Event>, pipeline: &mut Pipeline) {
+    let received = marks.map(MarkReceiver::drain).unwrap_or_default();
+    let mut folded = Vec::new();
+    let mut events: Vec<Event> = events.try_iter().collect();
+    for r in received {
+        match r {
+            Received::Marker(m) => folded.push(m),
+            Received::Event(e) => events.push(e),
+        }
+    }
+    pipeline.marks(folded);
+    for e in events {
+        pipeline.event(e);
     }
 }

@@ -15,8 +15,13 @@ enum Control {
     Stop,
 }
 
-/// A thread that polls every `interval`, on a fixed schedule from its start, until stopped or a
-/// poll fails. The first poll is taken at once.
+/// A thread that polls every `interval`, on a fixed schedule from its start, until stopped, a
+/// poll fails, or its duration is over. The first poll is taken at once.
+///
+/// One rule for time: the schedule and the duration are kept on the monotonic clock, here and
+/// nowhere else, so whether a poll belongs to a timed run is decided once, when it is due; each
+/// poll's timestamp is the wall clock's reading when it was taken, which is what the recording
+/// keeps and what the loop's marks (wall-clock times from another process) are compared with.
 pub struct Collector {
     polls: Receiver<Collected>,
     control: Sender<Control>,
@@ -24,7 +29,13 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn spawn(mut poller: Poller, interval: Duration) -> Self {
+    pub fn spawn(poller: Poller, interval: Duration) -> Self {
+        Self::spawn_for(poller, interval, None)
+    }
+
+    /// Polls only while less than `duration` has passed since the start (every poll due before
+    /// it), then waits out the duration and ends.
+    pub fn spawn_for(mut poller: Poller, interval: Duration, duration: Option<Duration>) -> Self {
         let (polls_tx, polls) = mpsc::channel();
         let (control, control_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -37,12 +48,15 @@ impl Collector {
                     if polls_tx.send(result).is_err() || failed {
                         return;
                     }
-                    // Wait for the next poll's time, woken at once by a control message.
-                    let next = start + interval.saturating_mul(n);
+                    // Wait for the next poll's time (or the end), woken at once by a control message.
+                    let due = interval.saturating_mul(n);
+                    let over = duration.is_some_and(|d| due >= d);
+                    let next = start + if over { duration.unwrap_or(due) } else { due };
                     loop {
                         match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
                             Ok(Control::Follow(pid)) => poller.follow(pid),
                             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                            Err(RecvTimeoutError::Timeout) if over => return,
                             Err(RecvTimeoutError::Timeout) => break,
                         }
                     }
@@ -67,7 +81,7 @@ impl Collector {
         }
     }
 
-    /// Whether the thread has stopped (after a failure), with nothing left to take.
+    /// Whether the thread has stopped (after a failure, or at the end of its duration).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
@@ -132,6 +146,24 @@ mod tests {
         assert!(matches!(failure, Err(SampleError::Nvml(_))), "{failure:?}");
         assert!(c.next(Duration::from_millis(50)).is_none(), "nothing after the failure");
         // The channel closes a moment before the thread counts as finished.
+        let t0 = Instant::now();
+        while !c.is_finished() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(c.is_finished());
+    }
+
+    #[test]
+    fn a_duration_takes_the_polls_due_before_it_then_ends() {
+        let started = Instant::now();
+        let c =
+            Collector::spawn_for(Poller::new(None, None), Duration::from_millis(40), Some(Duration::from_millis(100)));
+        let polls: Vec<_> = std::iter::from_fn(|| c.next(Duration::from_secs(5))).collect();
+        let elapsed = started.elapsed();
+        // Due at 0, 40 and 80 ms; 120 ms is past the end.
+        assert_eq!(polls.len(), 3, "{polls:?}");
+        assert!(polls.iter().all(Result::is_ok));
+        assert!(elapsed >= Duration::from_millis(100), "the duration is waited out: {elapsed:?}");
         let t0 = Instant::now();
         while !c.is_finished() && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(1));

@@ -1,6 +1,5 @@
-//! The loop of a watch that has no job to look after (`record`, `serve`): polls into the
-//! pipeline until asked to stop, the root is gone, sampling fails, or the recording cannot be
-//! written when the recording is the point.
+//! The one loop of every watch (`record`, `serve`, `run`, `attach`): polls into the pipeline,
+//! and between them whatever the watch looks after, until the watch says it is over.
 
 use std::time::Duration;
 
@@ -8,52 +7,117 @@ use gpulse_sample::SampleError;
 
 use crate::{Collector, Lost, Pipeline};
 
-/// Why a drive ended.
+/// What a watch does besides feeding polls, and what ends it. Each answer `Some(end)` ends the
+/// watch; `None` goes on.
+pub trait Watch {
+    type End;
+    /// Between polls, every 50 ms at most: takes in what arrived besides polls (the loop's
+    /// marks, the job's events) and says whether the watch is over (a signal, the job exited).
+    fn between(&mut self, pipeline: &mut Pipeline) -> Option<Self::End>;
+    /// The followed root is gone; its last poll is in the pipeline.
+    fn root_gone(&mut self) -> Option<Self::End>;
+    /// Sampling failed and has stopped.
+    fn sampling_failed(&mut self, error: SampleError) -> Option<Self::End>;
+    /// The collector's schedule is over (its duration is reached).
+    fn schedule_over(&mut self) -> Option<Self::End>;
+    /// The recording stopped being written (told once); the sinks were told already.
+    fn recording_lost(&mut self, _lost: &Lost) -> Option<Self::End> {
+        None
+    }
+}
+
+/// Feeds `collector`'s polls to `pipeline` until `watch` ends it, then the polls taken while
+/// stopping. After the root is gone, one poll is kept (what the job left on the GPUs), no more.
+pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mut W) -> W::End {
+    let mut collector = Some(collector);
+    let mut root_gone = false;
+    let mut lost_told = false;
+    let end = loop {
+        if let Some(end) = watch.between(pipeline) {
+            break end;
+        }
+        let Some(c) = collector.as_ref() else {
+            // Sampling is over; the watch goes on (a job outlives its samples).
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let ended = match c.next(Duration::from_millis(20)) {
+            Some(Ok(p)) if root_gone && p.root_gone => None,
+            Some(Ok(p)) => {
+                let gone = p.root_gone;
+                pipeline.poll(p);
+                root_gone |= gone;
+                if gone { watch.root_gone() } else { None }
+            }
+            Some(Err(e)) => {
+                collector = None;
+                watch.sampling_failed(e)
+            }
+            None if c.is_finished() => {
+                collector = None;
+                watch.schedule_over()
+            }
+            None => None,
+        };
+        if let Some(end) = ended {
+            break end;
+        }
+        if !lost_told && let Some(lost) = pipeline.lost().cloned() {
+            lost_told = true;
+            if let Some(end) = watch.recording_lost(&lost) {
+                break end;
+            }
+        }
+    };
+    for p in collector.map(Collector::stop).unwrap_or_default().into_iter().flatten() {
+        if !(root_gone && p.root_gone) {
+            root_gone |= p.root_gone;
+            pipeline.poll(p);
+        }
+    }
+    end
+}
+
+/// Why a watch without a job (`record`, `serve`) ended.
 #[derive(Debug)]
 pub enum Stopped {
     /// `stop` said so, with this reason.
     Asked(String),
+    /// The collector's duration is reached.
+    DurationReached,
     /// The followed root exited.
     RootGone,
     SamplingFailed(SampleError),
     WriteFailed(Lost),
 }
 
-/// Feeds `collector`'s polls to `pipeline`, asking `stop` between them (every 50 ms at most).
-/// Polls taken while stopping are kept, unless they came at or after `until_us`. With
-/// `needs_recording`, a recording that stops being written ends the drive.
-pub fn drive(
-    collector: Collector,
-    pipeline: &mut Pipeline,
-    mut stop: impl FnMut() -> Option<String>,
-    until_us: Option<i64>,
-    needs_recording: bool,
-) -> Stopped {
-    let why = loop {
-        if let Some(reason) = stop() {
-            break Stopped::Asked(reason);
-        }
-        match collector.next(Duration::from_millis(50)) {
-            // A poll taken at or after the end is not the run's (the clocks of `stop` and of the
-            // collector's schedule differ by a moment).
-            Some(Ok(p)) if until_us.is_some_and(|u| p.host.timestamp_us >= u) => {}
-            // What the job left behind on the GPUs is the last sample.
-            Some(Ok(p)) if p.root_gone => {
-                pipeline.poll(p);
-                break Stopped::RootGone;
-            }
-            Some(Ok(p)) => pipeline.poll(p),
-            Some(Err(e)) => break Stopped::SamplingFailed(e),
-            None => {}
-        }
-        if needs_recording && let Some(lost) = pipeline.lost() {
-            break Stopped::WriteFailed(lost.clone());
-        }
-    };
-    for p in collector.stop().into_iter().flatten() {
-        if !p.root_gone && until_us.is_none_or(|u| p.host.timestamp_us < u) {
-            pipeline.poll(p);
-        }
+/// A watch that ends when `stop` says so (asked between polls), or on the root gone, a failed
+/// poll, the end of the schedule, or (with `needs_recording`) the recording lost.
+pub struct Until<F> {
+    pub stop: F,
+    pub needs_recording: bool,
+}
+
+impl<F: FnMut() -> Option<String>> Watch for Until<F> {
+    type End = Stopped;
+
+    fn between(&mut self, _: &mut Pipeline) -> Option<Stopped> {
+        (self.stop)().map(Stopped::Asked)
     }
-    why
+
+    fn root_gone(&mut self) -> Option<Stopped> {
+        Some(Stopped::RootGone)
+    }
+
+    fn sampling_failed(&mut self, error: SampleError) -> Option<Stopped> {
+        Some(Stopped::SamplingFailed(error))
+    }
+
+    fn schedule_over(&mut self) -> Option<Stopped> {
+        Some(Stopped::DurationReached)
+    }
+
+    fn recording_lost(&mut self, lost: &Lost) -> Option<Stopped> {
+        self.needs_recording.then(|| Stopped::WriteFailed(lost.clone()))
+    }
 }

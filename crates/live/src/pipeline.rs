@@ -2,7 +2,6 @@
 
 use gpulse_diagnose::{Finding, LiveDiagnosis};
 use gpulse_model::{Event, Marker, Poll};
-use gpulse_record::{RecordError, Writer};
 use gpulse_sample::profile;
 
 use crate::fold::Folder;
@@ -25,6 +24,23 @@ pub trait Sink {
     fn watch_ended(&mut self) {}
 }
 
+/// A failed write, in the store's own words.
+pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where the run is kept as it happens (the binary's SQLite recording), fed in order: the
+/// pipeline decides what is kept and when; a store only writes. Behind a trait, so that a view
+/// without a recording (`top`) links no storage.
+pub trait Store: Send {
+    /// The GPUs' snapshot, the host and the watched tree of one poll.
+    fn poll(&mut self, poll: &Poll) -> Result<(), StoreError>;
+    fn markers(&mut self, marks: &[Marker]) -> Result<(), StoreError>;
+    fn event(&mut self, event: &Event) -> Result<(), StoreError>;
+    /// A fact about the run (the followed root, say).
+    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
+    /// Everything written is durable and the store is closed.
+    fn finish(self: Box<Self>) -> Result<(), StoreError>;
+}
+
 /// Why and when the recording stopped being written.
 #[derive(Debug, Clone)]
 pub struct Lost {
@@ -33,7 +49,7 @@ pub struct Lost {
 }
 
 pub struct Pipeline {
-    recording: Option<Writer>,
+    recording: Option<Box<dyn Store>>,
     live: Option<LiveDiagnosis>,
     folder: Folder,
     sinks: Vec<Box<dyn Sink + Send>>,
@@ -43,7 +59,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// `recording`: where to write, if anywhere; `live`: the rolling diagnosis, if one is wanted.
-    pub fn new(recording: Option<Writer>, live: Option<LiveDiagnosis>) -> Self {
+    pub fn new(recording: Option<Box<dyn Store>>, live: Option<LiveDiagnosis>) -> Self {
         Self { recording, live, folder: Folder::default(), sinks: Vec::new(), polls: 0, lost: None }
     }
 
@@ -93,13 +109,8 @@ impl Pipeline {
                     let payload = serde_json::json!({ "gpu": gpu });
                     w.event(&Event { t_ms: snap.timestamp_us / 1000, kind: "gpu_lost".into(), payload })?;
                 }
-                w.snapshot(snap)?;
             }
-            w.host(&poll.host)?;
-            if let Some(t) = &poll.tree {
-                w.tree(t)?;
-            }
-            Ok(())
+            w.poll(&poll)
         });
         if let Some(t) = started.filter(|_| self.recording.is_some()) {
             profile::add("sqlite write poll", t.elapsed());
@@ -169,9 +180,9 @@ impl Pipeline {
     }
 
     /// Writes with `f`; the first failure stops the recording and tells the sinks.
-    fn write(&mut self, f: impl FnOnce(&mut Writer) -> Result<(), RecordError>) {
+    fn write(&mut self, f: impl FnOnce(&mut dyn Store) -> Result<(), StoreError>) {
         let Some(w) = self.recording.as_mut() else { return };
-        if let Err(e) = f(w) {
+        if let Err(e) = f(w.as_mut()) {
             self.recording = None;
             let lost = Lost { at_us: gpulse_sample::now_us(), error: e.to_string() };
             for s in &mut self.sinks {
@@ -179,82 +190,5 @@ impl Pipeline {
             }
             self.lost = Some(lost);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use gpulse_model::HostSample;
-
-    use super::*;
-
-    /// Counts what a sink is shown.
-    #[derive(Default)]
-    struct Seen {
-        frames: usize,
-        findings: Vec<String>,
-        with_live: usize,
-    }
-
-    struct Counting(Arc<Mutex<Seen>>);
-
-    impl Sink for Counting {
-        fn frame(&mut self, frame: &Frame) {
-            let mut s = self.0.lock().unwrap();
-            s.frames += 1;
-            s.with_live += usize::from(frame.live.is_some());
-            s.findings.extend(frame.findings.iter().map(|f| f.id.to_owned()));
-        }
-    }
-
-    /// A real `gpulse run` recording, replayed poll by poll through a pipeline that records it
-    /// again: every poll is written, every finding the sinks were shown is written, and the copy
-    /// diagnoses as the original does.
-    #[test]
-    fn a_replayed_run_is_recorded_diagnosed_and_shown() {
-        let fixture =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
-        let rec = gpulse_record::read(&fixture).unwrap();
-        let dir = std::env::temp_dir().join(format!("gpulse-live-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let copy = dir.join("copy.db");
-        let _ = std::fs::remove_file(&copy);
-        let instrumented = rec.meta.get("instrumented").is_some_and(|v| v == "true");
-        let meta = gpulse_record::RunMeta {
-            gpulse_version: "test".into(),
-            source: "nvml".into(),
-            extra: [("instrumented".to_owned(), instrumented.to_string())].into(),
-            ..Default::default()
-        };
-        let writer = Writer::create(&copy, &meta, &rec.devices).unwrap();
-        let mut p = Pipeline::new(Some(writer), Some(LiveDiagnosis::new(&rec.devices, instrumented)));
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        p.add_sink(Box::new(Counting(seen.clone())));
-        let mut mk = 0;
-        for snap in &rec.snapshots {
-            let t = snap.timestamp_us;
-            let host = rec.host.iter().min_by_key(|h| (h.timestamp_us - t).abs()).cloned().unwrap_or_default();
-            let tree = rec.trees.iter().min_by_key(|x| (x.timestamp_us - t).abs()).cloned();
-            let host = HostSample { timestamp_us: t, ..host };
-            p.poll(Poll { snapshot: Some(snap.clone()), host, tree, ..Default::default() });
-            let due = rec.markers[mk..].iter().take_while(|m| m.t_us <= t).count();
-            p.marks(rec.markers[mk..mk + due].iter().cloned());
-            mk += due;
-        }
-        p.marks(rec.markers[mk..].iter().cloned());
-        assert!(p.finish("test", serde_json::Map::new()).is_none());
-        let again = gpulse_record::read(&copy).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-        let seen = seen.lock().unwrap();
-        assert_eq!((seen.frames, seen.with_live), (rec.snapshots.len(), rec.snapshots.len()));
-        assert_eq!(again.snapshots.len(), rec.snapshots.len());
-        let written: Vec<&str> =
-            again.events.iter().filter(|e| e.kind == "finding").filter_map(|e| e.payload["id"].as_str()).collect();
-        assert_eq!(written, seen.findings, "the sinks saw what was written");
-        assert!(written.contains(&"input_bound"), "the live view found the DataLoader: {written:?}");
-        let ids = |r: &gpulse_model::RunData| gpulse_diagnose::diagnose(r).first().map(|f| f.id);
-        assert_eq!(ids(&again), ids(&rec), "the copy diagnoses as the original");
     }
 }

@@ -7,6 +7,7 @@
 
 mod check;
 mod claim;
+mod poll;
 mod processes;
 mod read;
 pub mod schema;
