@@ -2,7 +2,7 @@
 //! uses and what other processes take; and how many cores are free for DataLoader workers.
 
 use super::mean;
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Whole-machine CPU at or above this is saturated: with at most one core in ten idle on average,
 /// a runnable worker often finds no core free, and `/proc/stat`'s busy share never quite reaches
@@ -128,7 +128,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             .as_ref()
             .and_then(crate::Steps::data_wait_share)
             .is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE);
-        let mut f = Finding::new("host_saturated", Severity::Warning, title)
+        let mut f = Finding::new(FindingId::HostSaturated, Severity::Warning, title)
             .on_gpu(g.gpu)
             .over(g.window())
             .with("host_cpu_mean_pct", round(host, 1))

@@ -1,6 +1,6 @@
 //! Findings from the loop's own marks: the measured wait for data.
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// A loop that waits for data a fifth of its wall time would run at least 1.25× faster with the
 /// wait hidden behind compute; below that, other gaps usually matter more.
@@ -36,7 +36,7 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
     }
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
     let mut f = Finding::new(
-        "input_bound",
+        FindingId::InputBound,
         severity,
         format!(
             "The loop waits for data {:.0}% of the time (measured in the loop, which marks no steps)",
@@ -88,7 +88,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
     let wait_ms = 1000.0 * steps.mean_wait_s().unwrap_or(0.0);
     let mut f = Finding::new(
-        "input_bound",
+        FindingId::InputBound,
         severity,
         format!(
             "The loop waits for data {:.0}% of the time: {:.0} ms of each {:.0} ms step (measured in the loop)",

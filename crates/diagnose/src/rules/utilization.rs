@@ -1,7 +1,7 @@
 //! Low utilization (input- or host-bound), GPU-Util that misleads, imbalance, and health.
 
 use super::{mean, stdev};
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Below this mean GPU-Util a training job leaves most of the GPU unused: above it, the remaining
 /// gap is usually one of the other findings (stalls, imbalance) rather than a steady bottleneck.
@@ -73,7 +73,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 None => "busy in bursts".to_owned(),
             };
             let mut f = Finding::new(
-                "input_bound",
+                FindingId::InputBound,
                 Severity::Warning,
                 format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu),
             );
@@ -82,7 +82,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
         } else if unmeasured && one_core_loader {
             // One busy core loads data or runs Python: utilization cannot tell which.
             let mut f = Finding::new(
-                "process_bound",
+                FindingId::ProcessBound,
                 Severity::Warning,
                 format!("GPU {}: the GPU is starved by the training process: data loading or Python overhead; GPU-Util {mu:.0}%, one process busy {:.0}% of a core", g.gpu, tree_cpu.unwrap_or(0.0)),
             )
@@ -98,7 +98,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 ),
                 None => format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu),
             };
-            Finding::new("host_bound", Severity::Warning, title).advise(&[
+            Finding::new(FindingId::HostBound, Severity::Warning, title).advise(&[
                 "do more work per launch: a larger batch, or gradient accumulation over larger micro-batches",
                 "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs",
                 "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
@@ -181,7 +181,7 @@ fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
     let (first, last) = (bad.first()?.0, bad.last()?.0);
     Some(
         Finding::new(
-            "util_misleading",
+            FindingId::UtilMisleading,
             Severity::Warning,
             format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
         )
@@ -216,7 +216,7 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
         return Vec::new();
     }
     let basis = if by_sm { "SM activity" } else { "GPU-Util" };
-    let mut f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
+    let mut f = Finding::new(FindingId::GpuImbalance, Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
         .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
         .with("least_to_most", round(lo / hi, 2))
         // Ranks wait for the busiest each step: evened out, each does the mean.
@@ -273,7 +273,7 @@ pub fn healthy(run: &Run) -> Vec<Finding> {
     if best < 80.0 {
         return Vec::new();
     }
-    let mut f = Finding::new("healthy", Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
+    let mut f = Finding::new(FindingId::Healthy, Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
     f = f.with("util_gpu_mean_pct", round(best, 1));
     if let Some(sm) = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max) {
         f = f.with("sm_active_mean_pct", round(sm, 1));
@@ -377,7 +377,7 @@ mod tests {
             g.util_pct[i] = Some(0.0);
         }
         let r = run(vec![g]);
-        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+        let stall = Finding::new(FindingId::PeriodicStall, Severity::Warning, String::new())
             .on_gpu(0)
             .pauses(vec![[4.0, 8.0], [12.0, 16.0]]);
         assert!(ids(&findings(&r, &[stall])).is_empty());
