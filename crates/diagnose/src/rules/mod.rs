@@ -4,6 +4,7 @@ mod binding;
 mod ended;
 mod epoch;
 mod errors;
+mod feeding;
 mod host;
 mod memory;
 mod phases;
@@ -23,6 +24,8 @@ use crate::{Basis, Finding, Ledger, Run, Severity};
 
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 const MATERIAL: f64 = 0.05;
+/// Windows shorter than this hold too few samples to judge a steady state.
+const MIN_ACTIVE_S: f64 = 10.0;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.

@@ -124,7 +124,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     }
     let unexplained = ledger.share("unexplained");
     // A run too short to judge a steady state says nothing by what it leaves unexplained.
-    if unexplained > UNEXPLAINED && ledger.wall_s >= super::utilization::MIN_ACTIVE_S {
+    if unexplained > UNEXPLAINED && ledger.wall_s >= super::MIN_ACTIVE_S {
         let parts: Vec<String> = ledger
             .accounts
             .iter()

@@ -16,7 +16,7 @@ const TENSOR_IDLE_PCT: f64 = 5.0;
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
-        if g.active_s() < super::utilization::MIN_ACTIVE_S {
+        if g.active_s() < super::MIN_ACTIVE_S {
             continue;
         }
         let (Some(sm), Some(fp32), Some(tensor)) = (

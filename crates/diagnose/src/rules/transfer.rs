@@ -66,7 +66,7 @@ struct Verdict {
 }
 
 fn verdict(g: &GpuSeries) -> Option<Verdict> {
-    if g.active_s() < super::utilization::MIN_ACTIVE_S {
+    if g.active_s() < super::MIN_ACTIVE_S {
         return None;
     }
     let (rx, tx) = traffic(g)?;
