@@ -50,7 +50,7 @@ fn main() {
         ..Run::default()
     };
     let findings = gpulse_diagnose::diagnose_run(&run);
-    let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+    let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
     let a = gpulse_report::Analysis { run, findings, gpus: 8, samples: 8 * SAMPLES, ..Default::default() };
     let mut best = f64::INFINITY;
     let mut html = String::new();

@@ -132,7 +132,7 @@ mod tests {
             let mut s = self.0.lock().unwrap();
             s.frames += 1;
             s.with_live += usize::from(frame.live.is_some());
-            s.findings.extend(frame.findings.iter().map(|f| f.id.to_owned()));
+            s.findings.extend(frame.findings.iter().map(|f| f.id.as_str().to_owned()));
         }
     }
 

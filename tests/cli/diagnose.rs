@@ -318,7 +318,7 @@ fn every_gpm_trace_replayed_reads_as_its_ground_truth() {
         while let Ok(snap) = gpulse_sample::Source::sample(&mut r) {
             rec.snapshots.push(snap);
         }
-        let ids: Vec<String> = gpulse_diagnose::diagnose(&rec).iter().map(|f| f.id.to_owned()).collect();
+        let ids: Vec<String> = gpulse_diagnose::diagnose(&rec).iter().map(|f| f.id.as_str().to_owned()).collect();
         let ok = match s {
             "dl_bound" => has(&ids, "input_bound") && !has(&ids, "host_bound"),
             "dl_tuned" => has(&ids, "host_bound") && !has(&ids, "input_bound"),

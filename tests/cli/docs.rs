@@ -237,3 +237,15 @@ fn the_process_classes_the_docs_list_are_the_ones_gpulse_writes() {
         }
     }
 }
+
+/// Every finding gpulse can write has its row in the table of rules in docs/diagnosis.md.
+#[test]
+fn every_finding_has_its_rule_in_the_docs() {
+    let text = std::fs::read_to_string(root().join("docs/diagnosis.md")).unwrap();
+    let first_cells: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("| `")).filter_map(|l| l.split(" | ").next()).collect();
+    for id in gpulse_diagnose::FindingId::ALL {
+        let name = format!("`{id}`");
+        assert!(first_cells.iter().any(|c| c.contains(&name)), "docs/diagnosis.md has no rule for {name}");
+    }
+}

@@ -2,6 +2,7 @@
 //! for data and compute, logged by the training loop) become the marks `gpulse run --instrument`
 //! sends, beside the GPM trace of the same run.
 
+use gpulse_diagnose::FindingId;
 use gpulse_record::{Marker, MarkerKind, Recording};
 
 use super::support::{fixture, loop_steps, loop_truth, numbers};
@@ -39,7 +40,7 @@ fn run_with_marks(name: &str) -> (gpulse_diagnose::Run, f64, f64) {
 fn input_bound_rests_on_the_measured_wait() {
     let (run, truth, _) = run_with_marks("dl_bound");
     let findings = gpulse_diagnose::diagnose_run(&run);
-    let f = findings.iter().find(|f| f.id == "input_bound").expect("dl_bound is input-bound");
+    let f = findings.iter().find(|f| f.id == FindingId::InputBound).expect("dl_bound is input-bound");
     let measured = f.evidence["data_wait_share_pct"].as_f64().unwrap();
     eprintln!("dl_bound: data wait {measured:.1}% against the loop's {truth:.1}%");
     assert!((measured - truth).abs() <= 1.0, "{measured} vs {truth}");
@@ -48,10 +49,10 @@ fn input_bound_rests_on_the_measured_wait() {
 
     let (run, truth, _) = run_with_marks("dl_tuned");
     let findings = gpulse_diagnose::diagnose_run(&run);
-    let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+    let ids: Vec<FindingId> = findings.iter().map(|f| f.id).collect();
     eprintln!("dl_tuned: the loop waited {truth:.1}%; findings {ids:?}");
-    assert!(!ids.contains(&"input_bound"), "{ids:?}");
-    let hb = findings.iter().find(|f| f.id == "host_bound").expect("the rest of the gap is the host");
+    assert!(!ids.contains(&FindingId::InputBound), "{ids:?}");
+    let hb = findings.iter().find(|f| f.id == FindingId::HostBound).expect("the rest of the gap is the host");
     assert!(hb.evidence["data_wait_share_pct"].as_f64().unwrap() < 5.0);
 }
 
@@ -182,6 +183,6 @@ fn a_fast_real_loop_is_folded_and_counted_exactly() {
     assert_eq!(s.count, 23_383, "every step after the first mark");
     assert!((1_100.0..1_300.0).contains(&s.per_s()), "{}", s.per_s());
     assert_eq!(s.data_wait_share(), Some(0.0), "instrumented, and no DataLoader");
-    let ids: Vec<&str> = gpulse_diagnose::diagnose_run(&run).iter().map(|f| f.id).collect();
-    assert!(ids.contains(&"host_bound") && !ids.contains(&"input_bound"), "{ids:?}");
+    let ids: Vec<FindingId> = gpulse_diagnose::diagnose_run(&run).iter().map(|f| f.id).collect();
+    assert!(ids.contains(&FindingId::HostBound) && !ids.contains(&FindingId::InputBound), "{ids:?}");
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::rules::mean;
-use crate::{Finding, Run};
+use crate::{Finding, FindingId, Run};
 
 /// The figures compared, for one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -65,8 +65,8 @@ pub struct Comparison {
     /// mean (step time, or per-sample SM activity or GPU-Util), combined (see `relative_error`). A ratio within
     /// `1 ± gpu_work_noise` is no measurable change.
     pub gpu_work_noise: Option<f64>,
-    pub gone: Vec<&'static str>,
-    pub new: Vec<&'static str>,
+    pub gone: Vec<FindingId>,
+    pub new: Vec<FindingId>,
     pub verdict: String,
 }
 
@@ -87,25 +87,17 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
     );
     // `healthy` says no other finding fired; it is not a problem that can go away or appear.
     // Neither a clean bill of health nor the time no account explains is a cause that comes or goes.
-    let ids = |f: &[Finding]| {
-        f.iter().map(|f| f.id).filter(|id| !matches!(*id, "healthy" | "unexplained_time")).collect::<Vec<_>>()
-    };
+    let ids = |f: &[Finding]| f.iter().map(|f| f.id).filter(|id| id.names_something()).collect::<Vec<_>>();
     let (ib, ia) = (ids(fb), ids(fa));
-    let mut gone: Vec<&'static str> = ib.iter().copied().filter(|i| !ia.contains(i)).collect();
-    let mut new: Vec<&'static str> = ia.iter().copied().filter(|i| !ib.contains(i)).collect();
+    let mut gone: Vec<FindingId> = ib.iter().copied().filter(|i| !ia.contains(i)).collect();
+    let mut new: Vec<FindingId> = ia.iter().copied().filter(|i| !ib.contains(i)).collect();
     gone.dedup();
     new.dedup();
     let mut parts: Vec<String> = Vec::new();
     // Findings of several GPUs, or two that mean the same (a leak and its OOM), say it once.
     let mut gone_phrases: Vec<String> = Vec::new();
     for id in &gone {
-        gone_phrases.push(match *id {
-            "input_bound" => "input bottleneck removed".to_owned(),
-            "host_bound" => "host overhead removed".to_owned(),
-            "memory_growth" | "oom" => "memory leak gone".to_owned(),
-            "periodic_stall" => "periodic stalls gone".to_owned(),
-            other => format!("{other} gone"),
-        });
+        gone_phrases.push(words(*id).gone.map_or_else(|| format!("{id} gone"), str::to_owned));
     }
     for p in gone_phrases {
         if !parts.contains(&p) {
@@ -134,18 +126,7 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
             fmt_ratio(if r >= 1.0 { r } else { 1.0 / r })
         ));
     }
-    let mut remaining: Vec<&str> = ia
-        .iter()
-        .filter_map(|id| match *id {
-            "host_bound" => Some("host overhead"),
-            "input_bound" => Some("input pipeline"),
-            "periodic_stall" => Some("periodic stalls"),
-            "util_misleading" => Some("small kernels"),
-            "memory_growth" => Some("memory growth"),
-            "gpu_imbalance" => Some("GPU imbalance"),
-            _ => None,
-        })
-        .collect();
+    let mut remaining: Vec<&str> = ia.iter().filter_map(|id| words(*id).gap).collect();
     let mut seen = std::collections::HashSet::new();
     remaining.retain(|r| seen.insert(*r));
     if !remaining.is_empty() {
@@ -153,12 +134,41 @@ pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Com
     }
     let mut named = std::collections::HashSet::new();
     for id in &new {
-        if !matches!(*id, "host_bound" | "input_bound") && named.insert(*id) {
+        if !words(*id).gap_says_new && named.insert(*id) {
             parts.push(format!("new: {id}"));
         }
     }
     let verdict = if parts.is_empty() { "no material change".to_owned() } else { parts.join("; ") };
     Comparison { before: b, after: a, gpu_work_ratio, gpu_work_basis, gpu_work_noise, gone, new, verdict }
+}
+
+/// How the verdict speaks of a finding.
+struct Words {
+    /// Said when it went; else "`id` gone".
+    gone: Option<&'static str>,
+    /// Its name in the gap that remains after the change, where it is part of that gap.
+    gap: Option<&'static str>,
+    /// Whether naming it in the remaining gap says already that it is new.
+    gap_says_new: bool,
+}
+
+/// The verdict's words for `id`; findings of one cause (a leak and its OOM) share them.
+fn words(id: FindingId) -> Words {
+    use FindingId::*;
+    const PLAIN: Words = Words { gone: None, gap: None, gap_says_new: false };
+    match id {
+        InputBound => Words { gone: Some("input bottleneck removed"), gap: Some("input pipeline"), gap_says_new: true },
+        HostBound => Words { gone: Some("host overhead removed"), gap: Some("host overhead"), gap_says_new: true },
+        PeriodicStall => Words { gone: Some("periodic stalls gone"), gap: Some("periodic stalls"), ..PLAIN },
+        MemoryGrowth => Words { gone: Some("memory leak gone"), gap: Some("memory growth"), ..PLAIN },
+        Oom => Words { gone: Some("memory leak gone"), ..PLAIN },
+        UtilMisleading => Words { gap: Some("small kernels"), ..PLAIN },
+        GpuImbalance => Words { gap: Some("GPU imbalance"), ..PLAIN },
+        ProcessBound | TransferBound | HostSaturated | Healthy | TensorIdle | MemoryPressure | MarkedPhase
+        | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | Throttling | IdleHolder | ForeignProcess
+        | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError
+        | DataloaderKilled | Xid => PLAIN,
+    }
 }
 
 /// The standard error of a run's mean on `basis`, as a share of that mean. The spread is taken
@@ -211,22 +221,22 @@ mod tests {
         assert_eq!(ids(&healthy), ["unexplained_time", "healthy"]);
         let slow = crate::diagnose_run(&sm_run(30.0, 1.0));
         let c = compare(&r, &healthy, &r, &slow);
-        assert!(!c.gone.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
+        assert!(!c.gone.contains(&FindingId::Healthy) && !c.verdict.contains("healthy"), "{c:?}");
         let c = compare(&r, &slow, &r, &healthy);
-        assert!(!c.new.contains(&"healthy") && !c.verdict.contains("healthy"), "{c:?}");
+        assert!(!c.new.contains(&FindingId::Healthy) && !c.verdict.contains("healthy"), "{c:?}");
     }
 
     /// Two GPUs that both lost their host overhead, and a leak that lost its OOM too: each said
     /// once.
     #[test]
     fn each_change_is_said_once() {
-        let f = |id: &'static str, gpu: Option<u32>| {
+        let f = |id: FindingId, gpu: Option<u32>| {
             let mut f = Finding::new(id, crate::Severity::Warning, String::new());
             f.gpu = gpu;
             f
         };
-        let before =
-            [f("host_bound", Some(0)), f("memory_growth", Some(0)), f("host_bound", Some(1)), f("oom", Some(0))];
+        use FindingId::{HostBound, MemoryGrowth, Oom};
+        let before = [f(HostBound, Some(0)), f(MemoryGrowth, Some(0)), f(HostBound, Some(1)), f(Oom, Some(0))];
         let r = sm_run(50.0, 5.0);
         let c = compare(&r, &before, &r, &[]);
         assert_eq!(c.verdict.matches("host overhead removed").count(), 1, "{}", c.verdict);

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::{Basis, Finding, Run, round};
+use crate::{Basis, Finding, FindingId, Run, round};
 
 /// One account of the wall time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,7 +27,7 @@ pub struct Account {
     pub evidence: String,
     /// The inferred finding whose cause the account is, and its GPU.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub finding: Option<&'static str>,
+    pub finding: Option<FindingId>,
     #[serde(skip)]
     pub finding_gpu: Option<u32>,
 }
@@ -184,21 +184,48 @@ fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<f64> {
     (known > 0.0).then(|| busy * total(spans) / known)
 }
 
-/// What the GPU's idle time inside the loop goes to: the inferred finding that explains it (its
-/// id), and the share of the time it says the GPU lost.
-fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'static str, String, f64, &'static str)> {
-    let f = findings.iter().find(|f| {
-        f.gpu == Some(gpu)
-            && f.basis == Basis::Inferred
-            && matches!(f.id, "input_bound" | "host_bound" | "process_bound" | "transfer_bound" | "host_saturated")
-    })?;
-    let (account, label) = match f.id {
-        "input_bound" => ("input_inferred", "waiting for data, by the GPU's pattern"),
-        "transfer_bound" => ("transfer", "copies between the host and the GPU"),
-        "host_saturated" => ("host_saturated", "the host's CPU, taken by other processes"),
-        "process_bound" => ("host_side", "the training process on the host (data loading or Python)"),
-        _ => ("host_side", "host-side work in each step (launches, Python, synchronizations)"),
-    };
+impl FindingId {
+    /// The account and its label for the GPU's idle time inside the loop that this finding, when
+    /// inferred, explains; `None` for a finding that explains no idle time.
+    fn idle_account(self) -> Option<(&'static str, &'static str)> {
+        use FindingId::*;
+        match self {
+            InputBound => Some(("input_inferred", "waiting for data, by the GPU's pattern")),
+            TransferBound => Some(("transfer", "copies between the host and the GPU")),
+            HostSaturated => Some(("host_saturated", "the host's CPU, taken by other processes")),
+            ProcessBound => Some(("host_side", "the training process on the host (data loading or Python)")),
+            HostBound => Some(("host_side", "host-side work in each step (launches, Python, synchronizations)")),
+            UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
+            | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
+            | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost
+            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => None,
+        }
+    }
+
+    /// The account that holds what this finding, on `basis`, costs: the time it measured, or a
+    /// stall's pauses. `None` where its cost is not an account of its own.
+    pub(crate) fn own_account(self, basis: Basis) -> Option<&'static str> {
+        use FindingId::*;
+        let measured = basis == Basis::Measured;
+        match self {
+            InputBound => measured.then_some("data_wait"),
+            TransferBound => measured.then_some("transfer"),
+            PeriodicStall => Some("stall"),
+            ProcessBound | HostBound | HostSaturated | UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom
+            | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
+            | EpochRestart | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding
+            | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => None,
+        }
+    }
+}
+
+/// What the GPU's idle time inside the loop goes to: the inferred finding that explains it, and
+/// the share of the time it says the GPU lost.
+fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'static str, String, f64, FindingId)> {
+    let (f, (account, label)) = findings
+        .iter()
+        .filter(|f| f.gpu == Some(gpu) && f.basis == Basis::Inferred)
+        .find_map(|f| Some((f, f.id.idle_account()?)))?;
     let how = format!(
         "the GPU's idle time inside the loop, explained by {} ({})",
         f.id,
@@ -323,7 +350,9 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         let after = if marked { "after the loop's last step mark" } else { "after the GPU's last busy stretch" };
         book.claim("after_loop", "after the loop (saving, shutdown)", basis, after, vec![[last, end]]);
         // The stalls of the GPU the ledger reads (a data-parallel job's ranks stall together).
-        for f in findings.iter().filter(|f| f.id == "periodic_stall" && (f.gpu.is_none() || f.gpu == g.map(|g| g.gpu)))
+        for f in findings
+            .iter()
+            .filter(|f| f.id == FindingId::PeriodicStall && (f.gpu.is_none() || f.gpu == g.map(|g| g.gpu)))
         {
             let label = stall_label(&f.title);
             book.claim("stall", &label, f.basis, "the GPU's idle pauses the stall rule found", f.pauses_s.clone());
@@ -475,7 +504,7 @@ mod tests {
     fn a_marked_phase_is_never_blamed_on_anything_else() {
         let r = marked();
         let (findings, l) = crate::diagnose_with_ledger(&r);
-        let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids.first(), Some(&"marked_phase"), "{ids:?}");
         assert_eq!(findings[0].lost_share, Some(0.2));
         // The evaluation's idle GPU is no stall and no starved loop: the rules read the run
@@ -493,5 +522,23 @@ mod tests {
         assert_eq!(minus(&[[0.0, 10.0]], &[[1.0, 2.0], [4.0, 5.0]]), vec![[0.0, 1.0], [2.0, 4.0], [5.0, 10.0]]);
         assert_eq!(minus(&[[0.0, 1.0], [2.0, 3.0]], &[[0.5, 2.5]]), vec![[0.0, 0.5], [2.5, 3.0]]);
         assert!(minus(&[[1.0, 2.0]], &[[0.0, 5.0]]).is_empty());
+    }
+
+    /// Only the job's own causes take the GPU's idle time or an account of their own, and which
+    /// ones is pinned here: a new finding that claims time must say so.
+    #[test]
+    fn the_findings_that_claim_an_account() {
+        let claiming = |claims: &dyn Fn(FindingId) -> bool| {
+            FindingId::ALL.iter().copied().filter(|id| claims(*id)).map(FindingId::as_str).collect::<Vec<_>>()
+        };
+        let idle = claiming(&|id| id.idle_account().is_some());
+        assert_eq!(idle, ["input_bound", "process_bound", "host_bound", "transfer_bound", "host_saturated"]);
+        assert_eq!(
+            claiming(&|id| id.own_account(Basis::Measured).is_some()),
+            ["input_bound", "transfer_bound", "periodic_stall"]
+        );
+        assert_eq!(claiming(&|id| id.own_account(Basis::Inferred).is_some()), ["periodic_stall"]);
+        let all = claiming(&|id| id.idle_account().is_some() || id.own_account(Basis::Measured).is_some());
+        assert!(all.iter().all(|n| n.parse::<FindingId>().is_ok_and(FindingId::is_trouble)), "{all:?}");
     }
 }

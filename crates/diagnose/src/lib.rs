@@ -6,6 +6,7 @@
 //! `docs/diagnosis.md`, not fitted to any trace.
 
 pub mod compare;
+mod finding_id;
 mod forecast;
 mod ledger;
 mod live;
@@ -16,6 +17,7 @@ mod steps;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use finding_id::{Concern, FindingId, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};
 pub use ledger::{Account, Ledger, ledger};
 pub use live::LiveDiagnosis;
@@ -45,8 +47,8 @@ pub enum Basis {
 /// sit inside `evidence` under their own names, beside the numbers that only get printed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
-    /// Stable identifier, such as `input_bound`.
-    pub id: &'static str,
+    /// Which finding; its name, such as `input_bound`, is what JSON and views show.
+    pub id: FindingId,
     pub severity: Severity,
     /// One line with the key number.
     pub title: String,
@@ -75,7 +77,7 @@ impl Serialize for Finding {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Json<'a> {
-            id: &'a str,
+            id: FindingId,
             severity: Severity,
             basis: Basis,
             title: &'a str,
@@ -135,7 +137,7 @@ impl Finding {
     }
 
     /// A finding with nothing placed yet; rules fill it with the builders below.
-    pub fn new(id: &'static str, severity: Severity, title: String) -> Self {
+    pub fn new(id: FindingId, severity: Severity, title: String) -> Self {
         Self {
             id,
             severity,
@@ -226,10 +228,10 @@ pub fn diagnose_with_ledger(run: &Run) -> (Vec<Finding>, Ledger) {
 /// [`diagnose_run`] sorts them; `None` when nothing is wrong.
 pub fn summary(findings: &[Finding]) -> Option<String> {
     // Other processes' memory and a clean bill of health say nothing of what slows the job.
-    let about_the_job =
-        |f: &&Finding| !matches!(f.id, "healthy" | "idle_holder" | "foreign_process" | "unexplained_time");
-    let top =
-        findings.iter().filter(about_the_job).find(|f| f.severity <= Severity::Warning || f.lost_share.is_some())?;
+    let top = findings
+        .iter()
+        .filter(|f| f.id.is_about_the_job())
+        .find(|f| f.severity <= Severity::Warning || f.lost_share.is_some())?;
     let Some(lost) = top.lost_share.filter(|l| *l > 0.0) else {
         return Some(format!("Primary finding: {}.", top.title));
     };
@@ -246,32 +248,38 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     } else {
         format!("about {gain:.1}×")
     };
+    use FindingId::*;
     let what = match top.id {
-        "input_bound" if top.basis == Basis::Measured => {
+        InputBound if top.basis == Basis::Measured => {
             return Some(format!(
                 "The loop waits for data {of_loop:.0}% of the time: {gain} more steps/s if it did not."
             ));
         }
-        "transfer_bound" if top.basis == Basis::Measured => {
+        TransferBound if top.basis == Basis::Measured => {
             return Some(format!(
                 "Copies to the GPU hold the loop up {of_loop:.0}% of the time: {gain} more steps/s if they did not."
             ));
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.
-        "startup" => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),
+        Startup => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),
         // Time spent on purpose: how much, not what removing it would gain.
-        "marked_phase" => {
+        MarkedPhase => {
             let name = top.evidence.get("phase").and_then(|p| p.as_str()).unwrap_or("marked");
             return Some(format!("The loop's '{name}' phase took {pct:.0}% of the wall time."));
         }
-        "epoch_restart" => "Restarting the DataLoader's workers at each epoch",
-        "input_bound" => "Waiting for data (inferred from the GPU's idle bursts)",
-        "process_bound" => "The training process starving the GPU (data loading or Python overhead)",
-        "host_bound" => "The host not feeding the GPU (launch overhead or synchronizations)",
-        "periodic_stall" => "Periodic stalls",
-        "transfer_bound" => "Host-to-device copies",
-        "host_saturated" => "A saturated host CPU",
-        _ => top.title.as_str(),
+        EpochRestart => "Restarting the DataLoader's workers at each epoch",
+        InputBound => "Waiting for data (inferred from the GPU's idle bursts)",
+        ProcessBound => "The training process starving the GPU (data loading or Python overhead)",
+        HostBound => "The host not feeding the GPU (launch overhead or synchronizations)",
+        PeriodicStall => "Periodic stalls",
+        TransferBound => "Host-to-device copies",
+        HostSaturated => "A saturated host CPU",
+        // Their own title says it best.
+        UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
+        | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | DataParallel
+        | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => {
+            top.title.as_str()
+        }
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.

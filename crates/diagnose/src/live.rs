@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use gpulse_model::{DeviceInfo, Event, Marker, Metric, Poll, RunData};
 
-use crate::{Finding, Run, Steps};
+use crate::{Finding, FindingId, Run, Steps};
 
 /// How much of the run the live diagnosis reads.
 const WINDOW_US: i64 = 10 * 60 * 1_000_000;
@@ -30,7 +30,7 @@ pub struct LiveDiagnosis {
     /// Every finding of the latest diagnosis.
     current: Vec<Finding>,
     /// (finding id, GPU) → the time-to-OOM last written for it (`None` when it had none).
-    written: HashMap<(&'static str, Option<u32>), Option<f64>>,
+    written: HashMap<(FindingId, Option<u32>), Option<f64>>,
     run: Option<Run>,
     /// Where the window's wall time went, as of the latest diagnosis.
     ledger: Option<crate::Ledger>,
@@ -308,7 +308,7 @@ const GIB: f64 = gpulse_model::GIB as f64;
 fn idle_of(findings: &[Finding]) -> BTreeSet<(u32, u32)> {
     findings
         .iter()
-        .filter(|f| f.id == "idle_holder")
+        .filter(|f| f.id == FindingId::IdleHolder)
         .filter_map(|f| Some((f.gpu?, u32::try_from(f.evidence.get("pid")?.as_u64()?).ok()?)))
         .collect()
 }
@@ -322,8 +322,8 @@ fn lead(findings: &[Finding]) -> Option<Finding> {
 /// The first finding (they come worst first) that is not `healthy`, preferring any that is still
 /// costing the run to `startup`.
 fn leading_of(findings: &[Finding]) -> Option<&Finding> {
-    let ill = || findings.iter().filter(|f| !matches!(f.id, "healthy" | "unexplained_time"));
-    ill().find(|f| f.id != "startup").or_else(|| ill().next())
+    let ill = || findings.iter().filter(|f| f.id.names_something());
+    ill().find(|f| f.id != FindingId::Startup).or_else(|| ill().next())
 }
 
 #[cfg(test)]
@@ -333,19 +333,20 @@ mod tests {
     #[test]
     fn a_finished_start_leads_only_when_nothing_else_was_found() {
         use crate::Severity;
-        let f = |id: &'static str, share: Option<f64>| {
-            let mut f = Finding::new(id, Severity::Warning, id.to_owned());
+        use FindingId::{Healthy, InputBound, Startup, Throttling};
+        let f = |id: FindingId, share: Option<f64>| {
+            let mut f = Finding::new(id, Severity::Warning, id.to_string());
             f.lost_share = share;
             f
         };
         // A loop 36 s in, 28 s of it spent starting: the data wait is what costs it now.
-        let found = [f("startup", Some(0.92)), f("input_bound", Some(0.86)), f("throttling", None)];
+        let found = [f(Startup, Some(0.92)), f(InputBound, Some(0.86)), f(Throttling, None)];
         // Worst first, as diagnose_run sorts them.
-        assert_eq!(leading_of(&found).map(|f| f.id), Some("input_bound"));
-        let found = [f("startup", Some(0.2)), f("throttling", None)];
-        assert_eq!(leading_of(&found).map(|f| f.id), Some("throttling"), "any ongoing cause first");
-        assert_eq!(leading_of(&[f("startup", Some(0.2))]).map(|f| f.id), Some("startup"));
-        assert_eq!(leading_of(&[f("healthy", None)]).map(|f| f.id), None);
+        assert_eq!(leading_of(&found).map(|f| f.id), Some(InputBound));
+        let found = [f(Startup, Some(0.2)), f(Throttling, None)];
+        assert_eq!(leading_of(&found).map(|f| f.id), Some(Throttling), "any ongoing cause first");
+        assert_eq!(leading_of(&[f(Startup, Some(0.2))]).map(|f| f.id), Some(Startup));
+        assert_eq!(leading_of(&[f(Healthy, None)]).map(|f| f.id), None);
     }
 
     /// A GPU's samples go when other PIDs take it, and only then: not for a list that could not
@@ -425,7 +426,7 @@ mod tests {
             let snap = Snapshot { timestamp_us: t, gpus: vec![g0, gpu(1, 20, 90)] };
             live.push_poll(Poll { snapshot: Some(snap), host, ..Poll::default() });
             live.update();
-            seen.push((s, live.current().iter().any(|f| f.id == "gpu_imbalance")));
+            seen.push((s, live.current().iter().any(|f| f.id == FindingId::GpuImbalance)));
         }
         let imbalanced = |from: i64, to: i64| seen.iter().filter(|(s, _)| (from..=to).contains(s)).any(|(_, i)| *i);
         assert!(!imbalanced(1, 60), "both at 90 %");
@@ -484,7 +485,7 @@ mod tests {
     #[test]
     fn each_gpus_finding_is_written_once() {
         let mut live = LiveDiagnosis::new(&[], false);
-        let on = |gpu: u32| Finding::new("input_bound", crate::Severity::Warning, String::new()).on_gpu(gpu);
+        let on = |gpu: u32| Finding::new(FindingId::InputBound, crate::Severity::Warning, String::new()).on_gpu(gpu);
         let ids = |f: Vec<Finding>| f.iter().map(|f| f.gpu.unwrap()).collect::<Vec<_>>();
         assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);
         assert_eq!(ids(live.worth_writing(&[on(0), on(1)])), [1], "GPU 1's is news, GPU 0's is not");

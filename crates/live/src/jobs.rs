@@ -39,11 +39,21 @@ pub struct JobStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobFinding {
+    /// The finding's name as the watch wrote it: a watch by a newer gpulse may name a finding
+    /// this one does not know, and `top` still shows it (see [`JobFinding::finding_id`]).
     pub id: String,
     pub title: String,
     pub gpu: Option<u32>,
     pub lost_share: Option<f64>,
     pub time_to_oom_s: Option<f64>,
+}
+
+impl JobFinding {
+    /// The finding, where this gpulse knows its name; `None` for one it does not, which is then
+    /// shown by name and treated as no finding in particular.
+    pub fn finding_id(&self) -> Option<gpulse_diagnose::FindingId> {
+        self.id.parse().ok()
+    }
 }
 
 /// Where this process lists its watch: `GPULSE_JOBS_DIR`, else the runtime folder, else a
@@ -188,7 +198,7 @@ impl Registration {
         self.status.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
         self.status.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());
         self.status.leading = live.leading().map(|f| JobFinding {
-            id: f.id.to_owned(),
+            id: f.id.as_str().to_owned(),
             title: f.title.clone(),
             gpu: f.gpu,
             lost_share: f.lost_share,

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use gpulse_diagnose::FindingId;
 use gpulse_diagnose::compare::{Comparison, Figures};
 
 /// The table and verdict of `c`.
@@ -28,11 +29,12 @@ pub fn render(c: &Comparison) -> String {
     row(&mut s, "memory peak", &|f| f.memory_peak_gib, " GiB");
     row(&mut s, "power", &|f| f.power_w, " W");
     row(&mut s, "tree CPU", &|f| f.tree_cpu_pct, "%");
+    let names = |ids: &[FindingId]| ids.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ");
     if !c.gone.is_empty() {
-        let _ = writeln!(s, "  gone:  {}", c.gone.join(", "));
+        let _ = writeln!(s, "  gone:  {}", names(&c.gone));
     }
     if !c.new.is_empty() {
-        let _ = writeln!(s, "  new:   {}", c.new.join(", "));
+        let _ = writeln!(s, "  new:   {}", names(&c.new));
     }
     let _ = writeln!(s, "\n{}", c.verdict);
     s

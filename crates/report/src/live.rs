@@ -61,7 +61,7 @@ pub fn status_row(live: &LiveDiagnosis) -> String {
 
 #[cfg(test)]
 mod tests {
-    use gpulse_diagnose::{Finding, LiveDiagnosis};
+    use gpulse_diagnose::{Finding, FindingId, LiveDiagnosis};
     use gpulse_model::{DeviceInfo, Poll};
     use gpulse_record::Recording;
 
@@ -138,7 +138,7 @@ mod tests {
         let oom_us = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM was caught").t_ms * 1000;
         let forecasts: Vec<(i64, f64)> = written
             .iter()
-            .filter(|(_, f)| f.id == "memory_growth")
+            .filter(|(_, f)| f.id == FindingId::MemoryGrowth)
             .filter_map(|(t, f)| Some((*t, f.time_to_oom_s?)))
             .collect();
         let (t, s) = *forecasts.first().expect("a forecast");
@@ -185,8 +185,8 @@ mod tests {
         // dl_tuned climbs to 7.3 GiB as it starts, then holds: no growth, and no input-bound
         // verdict while its workers fill their queues.
         let (written, rec, statuses) = replay("dl_tuned.db");
-        let ids: Vec<&str> = written.iter().map(|(_, f)| f.id).collect();
-        assert!(!ids.contains(&"memory_growth") && !ids.contains(&"input_bound"), "{ids:?}");
+        let ids: Vec<FindingId> = written.iter().map(|(_, f)| f.id).collect();
+        assert!(!ids.contains(&FindingId::MemoryGrowth) && !ids.contains(&FindingId::InputBound), "{ids:?}");
         // Once the recording's own memory holds still for the trend's window, no trend is shown.
         let used = |i: usize| rec.snapshots[i].gpus[0].memory_used_bytes.unwrap() as f64 / GIB;
         let t = |i: usize| rec.snapshots[i].timestamp_us;
@@ -197,7 +197,7 @@ mod tests {
             assert!(!s.contains('↑') && !s.contains('↓'), "poll {i}: {s}");
         }
         let (written, _, statuses) = replay("dl_bound.db");
-        assert!(written.iter().any(|(_, f)| f.id == "input_bound"), "dl_bound is input-bound live too");
+        assert!(written.iter().any(|(_, f)| f.id == FindingId::InputBound), "dl_bound is input-bound live too");
         // The pace shows as soon as the loop has marked a few steps, before any finding.
         let first_pace = statuses.iter().position(|s| s.contains("steps/s, data wait 8")).expect("the pace");
         let first_finding = statuses.iter().position(|s| s.contains("input_bound")).unwrap();

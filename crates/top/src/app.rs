@@ -67,7 +67,7 @@ pub enum Prompt {
 /// A finding as the view shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FindingView {
-    pub id: &'static str,
+    pub id: gpulse_diagnose::FindingId,
     pub gpu: Option<u32>,
     pub title: String,
     pub lost_share: Option<f64>,

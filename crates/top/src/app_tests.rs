@@ -291,7 +291,11 @@ pub(super) fn stall_log() -> gpulse_record::Recording {
 fn the_periodic_stall_is_found_live_with_its_cost() {
     let app = replay_run(&stall_log(), |_| false);
     let a = app.lock().unwrap();
-    let stall = a.findings.iter().find(|f| f.id == "periodic_stall").unwrap_or_else(|| panic!("{:?}", a.findings));
+    let stall = a
+        .findings
+        .iter()
+        .find(|f| f.id == gpulse_diagnose::FindingId::PeriodicStall)
+        .unwrap_or_else(|| panic!("{:?}", a.findings));
     // 3 s idle in every ~11 s: about 27 % of the wall time.
     let lost = stall.lost_share.unwrap();
     assert!((0.18..=0.36).contains(&lost), "{lost}");
@@ -373,7 +377,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
             each(live);
         }
     };
-    let found = |live: &LiveDiagnosis| -> Vec<(&'static str, Option<u32>)> {
+    let found = |live: &LiveDiagnosis| -> Vec<(gpulse_diagnose::FindingId, Option<u32>)> {
         live.current().iter().map(|f| (f.id, f.gpu)).collect()
     };
     let mut alone = crate::live_diagnosis(&second.devices, false, true);

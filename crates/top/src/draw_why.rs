@@ -1,6 +1,7 @@
 //! "Why it is slow": the watched jobs and the live findings, wrapped between words to the
 //! panel's width and, where rows run out, shortened at a word with `…`, never cut mid-word.
 
+use gpulse_diagnose::FindingId;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -33,7 +34,7 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
         Some(f) => {
             let cost = f.lost_share.map_or_else(String::new, |s| format!(" {:.0}%", s * 100.0));
             let oom = f.time_to_oom_s.map_or_else(String::new, |s| format!(" (OOM in {})", fmt::duration(Some(s))));
-            let style = if f.id == "healthy" { Style::new() } else { WARN };
+            let style = if f.finding_id() == Some(FindingId::Healthy) { Style::new() } else { WARN };
             spans.push(Span::styled(format!("{}{cost}{oom}", escape_control(&f.id)), style));
             // The title keeps a dozen columns for the command where it can.
             let room = width.saturating_sub(used(&spans) + 4 + 12).max(8);
@@ -72,7 +73,7 @@ pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<L
     for (n, fd) in app.findings.iter().enumerate() {
         let cost = fd.lost_share.map_or_else(|| format!("{NONE:>4}"), |s| format!("{:>3.0}%", s * 100.0));
         let gpu = fd.gpu.map_or_else(|| "     ".into(), |g| format!("GPU {g}"));
-        let style = if n == 0 && fd.id != "healthy" { WARN } else { Style::new() };
+        let style = if n == 0 && fd.id != FindingId::Healthy { WARN } else { Style::new() };
         let head = vec![Span::styled(format!("{:<16}", fd.id), style), Span::raw(format!("{gpu} costs {cost}  "))];
         parts.push(Part { head, text: fd.title.clone(), style: Style::new() });
         if n == 0

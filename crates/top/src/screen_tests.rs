@@ -58,7 +58,7 @@ fn the_key_line_and_the_findings_never_cut_a_word_at_any_width() {
                 assert!(keys.split("  ").all(|k| all_keys.iter().any(|a| a == k)), "{w}x{h}: {keys}");
                 let lines: Vec<&str> = s.lines().collect();
                 for (n, f) in a.findings.iter().enumerate() {
-                    let Some(i) = lines.iter().position(|l| l.starts_with(f.id)) else { continue };
+                    let Some(i) = lines.iter().position(|l| l.starts_with(f.id.as_str())) else { continue };
                     let at = lines[i].find(" costs ").unwrap() + " costs ".len();
                     let cost_end = at + lines[i][at..].find(|c: char| c != ' ').unwrap();
                     let title_at = cost_end + lines[i][cost_end..].find(' ').unwrap();

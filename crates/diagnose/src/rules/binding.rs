@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::GIB;
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// A CUDA context with the caching allocator's first blocks takes a few hundred MiB; less than
 /// this is not a context at all.
@@ -54,7 +54,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             per_gpu.iter().filter(|(_, b)| **b >= GIB && **b >= 0.25 * most).map(|(g, _)| *g).collect();
         if working.len() >= 2 {
             out.push(
-                Finding::new("data_parallel", Severity::Warning, format!("process {pid} drives {} GPUs alone (nn.DataParallel)", working.len()))
+                Finding::new(FindingId::DataParallel, Severity::Warning, format!("process {pid} drives {} GPUs alone (nn.DataParallel)", working.len()))
                     .with("pid", *pid)
                     .with("gpus", working.clone())
                     .with("memory_gib", per_gpu.values().map(|b| round(b / GIB, 2)).collect::<Vec<_>>())
@@ -70,7 +70,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .map(|(gpu, list)| {
             let total: f64 = list.iter().map(|x| x.1).sum();
             Finding::new(
-                "device_misbinding",
+                FindingId::DeviceMisbinding,
                 Severity::Warning,
                 format!("GPU {gpu}: {} process{} working on other GPUs also hold{} {:.1} GiB here", list.len(), if list.len() == 1 { "" } else { "es" }, if list.len() == 1 { "s" } else { "" }, total / GIB),
             )

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Host memory in use (total less `MemAvailable`) at or above this share just before a SIGKILL
 /// reads as the OOM killer. The kernel kills only when reclaim cannot free enough, i.e. when
@@ -39,7 +39,7 @@ pub fn gpu_lost(run: &Run) -> Vec<Finding> {
     lost.into_iter()
         .map(|(gpu, at)| {
             let mut f = Finding::new(
-                "gpu_lost",
+                FindingId::GpuLost,
                 Severity::Critical,
                 format!("GPU {gpu}: fell off the bus {at:.0} s into the run; nothing it did after that was read"),
             )
@@ -95,7 +95,7 @@ pub fn host_oom(run: &Run) -> Vec<Finding> {
         ),
         (_, None, None) => return Vec::new(),
     };
-    let mut f = Finding::new("host_oom", Severity::Critical, title)
+    let mut f = Finding::new(FindingId::HostOom, Severity::Critical, title)
         .with("at_s", round(*end, 1))
         .advise(&[
             "each DataLoader worker holds its own copy of what the Dataset keeps in Python objects: lower num_workers or prefetch_factor, or keep the data in numpy arrays or memory-mapped files",

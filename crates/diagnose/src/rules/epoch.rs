@@ -5,7 +5,7 @@
 //! first wait after each fresh iterator is that start-up, measured. The first iterator of a run
 //! pays it whatever the setting, so only the later ones count.
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// A fresh iterator's first batch is asked for at once; a wait that begins later than this after
 /// the mark belongs to the loop's ordinary steps.
@@ -70,7 +70,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let first = found[0].0;
     let last = found[found.len() - 1].1[1];
     vec![Finding::new(
-        "epoch_restart",
+        FindingId::EpochRestart,
         severity,
         format!(
             "Each new epoch waits {mean_s:.1} s for its first batch while the DataLoader starts its workers again ({} restarts, {:.0}% of the loop)",

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// What an Xid code means and whose it is, for the codes a training job meets.
 fn xid_meaning(code: u64) -> (&'static str, &'static str) {
@@ -41,7 +41,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     if let Some(first) = timeouts.first() {
         out.push(
             Finding::new(
-                "nccl_timeout",
+                FindingId::NcclTimeout,
                 Severity::Critical,
                 format!(
                     "NCCL's watchdog timed out a collective {:.0} s into the run: one rank waited for the others until it gave up",
@@ -61,7 +61,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let errors = of("nccl_error");
     if let Some(first) = errors.first() {
         out.push(
-            Finding::new("nccl_error", Severity::Critical, format!("NCCL failed {:.0} s into the run: {}", first.1, short(&text(first))))
+            Finding::new(FindingId::NcclError, Severity::Critical, format!("NCCL failed {:.0} s into the run: {}", first.1, short(&text(first))))
                 .with("at_s", round(first.1, 1))
                 .with("count", errors.len() as u64)
                 .advise(&[
@@ -74,7 +74,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     if let Some(first) = killed.first() {
         let signal = first.2.get("signal").and_then(Value::as_str).unwrap_or("a signal").to_owned();
         let mut f = Finding::new(
-            "dataloader_killed",
+            FindingId::DataloaderKilled,
             Severity::Critical,
             format!("A DataLoader worker was killed by {signal} {:.0} s into the run", first.1),
         )
@@ -101,7 +101,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         let Some(code) = e.2.get("xid").and_then(Value::as_u64) else { continue };
         let (what, whose) = xid_meaning(code);
         out.push(
-            Finding::new("xid", Severity::Critical, format!("Xid {code} {:.0} s into the run: {what}", e.1))
+            Finding::new(FindingId::Xid, Severity::Critical, format!("Xid {code} {:.0} s into the run: {what}", e.1))
                 .with("xid", code)
                 .with("at_s", round(e.1, 1))
                 .with("text", text(e))
@@ -143,7 +143,7 @@ mod tests {
             event("xid", 5.0, serde_json::json!({"text": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "xid": 79})),
         ];
         let f = findings(&r);
-        let ids: Vec<&str> = f.iter().map(|f| f.id).collect();
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["nccl_timeout", "dataloader_killed", "xid"]);
         assert!(f.iter().all(|f| f.severity == Severity::Critical));
         assert_eq!(f[0].evidence["count"], 2);
@@ -161,7 +161,7 @@ mod tests {
             ..Run::default()
         };
         let all = crate::diagnose_run(&r);
-        assert_eq!(all[0].id, "nccl_timeout");
+        assert_eq!(all[0].id, FindingId::NcclTimeout);
         assert!(crate::summary(&all).unwrap().contains("NCCL's watchdog timed out"), "{:?}", crate::summary(&all));
     }
 }

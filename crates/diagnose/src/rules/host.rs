@@ -1,16 +1,14 @@
 //! A host CPU that cannot keep up: saturated while the GPU waits, split into what the job itself
-//! uses and what other processes take; and how many cores are free for DataLoader workers.
+//! uses and what other processes take.
 
-use super::mean;
-use crate::{Finding, Run, Severity, round};
+use super::feeding::{DATA_WAIT_SHARE, LOW_UTIL_PCT, workers_advice};
+use super::{MIN_ACTIVE_S, mean};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Whole-machine CPU at or above this is saturated: with at most one core in ten idle on average,
 /// a runnable worker often finds no core free, and `/proc/stat`'s busy share never quite reaches
 /// 100 % (idle ticks between tasks, kernel threads).
-pub(super) const SATURATED_PCT: f64 = 90.0;
-/// The GPU waits when its mean GPU-Util is below this (the low-utilization bound of
-/// `utilization.rs`): a GPU above it is fed, however busy the host.
-const GPU_WAITS_PCT: f64 = 60.0;
+const SATURATED_PCT: f64 = 90.0;
 
 /// Host CPU busy over `[t0, t1]` (percent of the machine) and the training tree's share of the
 /// machine there, when read.
@@ -19,73 +17,6 @@ fn over(run: &Run, t0: f64, t1: f64) -> (Option<f64>, Option<f64>) {
     let host = mean(&inside(&run.host_cpu));
     let tree = mean(&inside(&run.tree_cpu)).filter(|_| run.cores > 0).map(|c| c / run.cores as f64);
     (host, tree)
-}
-
-/// Cores the job could give DataLoader workers: those neither other processes nor the training
-/// process itself use. `None` without the host's CPU and core count.
-pub(super) fn free_cores(run: &Run) -> Option<f64> {
-    if run.cores == 0 {
-        return None;
-    }
-    let cores = run.cores as f64;
-    let host = run.host_cpu_mean()?;
-    let tree = run.tree_cpu_mean().unwrap_or(0.0) / 100.0;
-    let outside = (cores * host / 100.0 - tree).max(0.0);
-    // The training process keeps one core whatever it does now.
-    Some((cores - outside - 1.0).max(0.0))
-}
-
-/// `num_workers` advice sized to the free cores, and fitted to what the workers do now.
-pub(super) fn workers_advice(run: &Run) -> String {
-    let free = free_cores(run).map(|f| f.floor() as u64);
-    let busy = run.worker_cpu_mean.is_some_and(|w| w >= super::utilization::WORKERS_BUSY_PCT);
-    if let Some(blocked) = storage_blocked(run) {
-        let who = if run.worker_count > 0 { "the DataLoader workers" } else { "the training process" };
-        return format!(
-            "{who} wait on storage, not on the CPU ({:.0}% of the time blocked in I/O, D state): read from faster storage (local NVMe, or the dataset copied to local disk or /dev/shm first) and in larger sequential reads (a sharded format such as WebDataset, or fewer, larger files); more workers overlap more reads only where the storage serves them in parallel",
-            100.0 * blocked
-        );
-    }
-    match (run.tree_width > 0, run.worker_count, free) {
-        (true, 0, Some(0)) => format!(
-            "num_workers=0: the DataLoader loads every batch in the training process, and none of the {} cores is free: workers would only compete with it; free cores first (other processes take them), or make __getitem__ cheaper",
-            run.cores
-        ),
-        (true, 0, Some(n)) => format!(
-            "num_workers=0: the DataLoader loads every batch in the training process; num_workers={} uses the {n} free core{} of {}",
-            n.max(1),
-            if n == 1 { "" } else { "s" },
-            run.cores
-        ),
-        (true, 0, None) => super::utilization::ADD_WORKERS.to_owned(),
-        (true, k, Some(n)) if busy && n > 0 => format!(
-            "the {k} DataLoader workers are each busy most of a core: raise num_workers toward {} ({n} core{} still free) or make __getitem__ cheaper",
-            k + n as usize,
-            if n == 1 { " is" } else { "s are" }
-        ),
-        (true, k, _) if busy => format!(
-            "the {k} DataLoader workers are each busy most of a core and no core is free: make __getitem__ cheaper (precompute, decode once, augment on the GPU) rather than adding workers"
-        ),
-        (true, k, _) => format!(
-            "the {k} DataLoader workers are not busy: more workers will not help; the wait is elsewhere (reading storage, collate or pin_memory in the training process, or the workers restarting at each epoch)"
-        ),
-        (false, _, _) => super::utilization::ADD_WORKERS.to_owned(),
-    }
-}
-
-/// A process blocked in I/O (D state) half the time or more waits on storage more than it does
-/// anything else.
-const IO_BLOCKED: f64 = 0.5;
-
-/// The share of the time the processes that load data sat blocked in I/O, when that is half or
-/// more: the DataLoader workers where there are any, else the training process itself.
-pub(super) fn storage_blocked(run: &Run) -> Option<f64> {
-    let shares: Vec<f64> = if run.worker_count > 0 {
-        run.io_blocked.iter().filter_map(|x| x.2).collect()
-    } else {
-        run.io_blocked.iter().map(|x| if x.1 { 1.0 } else { 0.0 }).collect()
-    };
-    super::mean(&shares).filter(|s| *s >= IO_BLOCKED)
 }
 
 /// Whether the host's CPU is saturated over `g`'s active window.
@@ -99,7 +30,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
         let util = mean(&g.active_values(&g.util_pct));
-        if g.active_s() < super::utilization::MIN_ACTIVE_S || util.is_none_or(|u| u >= GPU_WAITS_PCT) {
+        if g.active_s() < MIN_ACTIVE_S || util.is_none_or(|u| u >= LOW_UTIL_PCT) {
             continue;
         }
         let [t0, t1] = g.window();
@@ -123,12 +54,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             }
             None => format!("GPU {}: the host CPU is {host:.0}% busy while the GPU waits (GPU-Util {util:.0}%)", g.gpu),
         };
-        let measured = run
-            .steps
-            .as_ref()
-            .and_then(crate::Steps::data_wait_share)
-            .is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE);
-        let mut f = Finding::new("host_saturated", Severity::Warning, title)
+        let measured = run.steps.as_ref().and_then(crate::Steps::data_wait_share).is_some_and(|w| w >= DATA_WAIT_SHARE);
+        let mut f = Finding::new(FindingId::HostSaturated, Severity::Warning, title)
             .on_gpu(g.gpu)
             .over(g.window())
             .with("host_cpu_mean_pct", round(host, 1))
@@ -206,22 +133,5 @@ mod tests {
         let f = &findings(&busy(20.0, 100.0, Some(1400.0)))[0];
         assert!(f.title.contains("the job itself"), "{}", f.title);
         assert!(f.advice[0].contains("set_num_threads"), "{:?}", f.advice);
-    }
-
-    #[test]
-    fn workers_advice_is_sized_to_the_free_cores() {
-        // 16 cores, 50 % busy, the training process alone at 100 % of a core: 7 used outside it,
-        // 16 - 7 - 1 = 8 free.
-        let mut r = busy(20.0, 50.0, Some(100.0));
-        r.worker_count = 0;
-        r.tree_width = 1;
-        assert_eq!(free_cores(&r), Some(8.0));
-        assert!(workers_advice(&r).contains("num_workers=8 uses the 8 free cores of 16"), "{}", workers_advice(&r));
-        // Four workers at 20 % of a core each keep up: no more workers.
-        let r = busy(20.0, 50.0, Some(80.0));
-        assert!(workers_advice(&r).contains("more workers will not help"), "{}", workers_advice(&r));
-        // Four workers at 75 % each, cores free: raise toward what is free.
-        let r = busy(20.0, 50.0, Some(300.0));
-        assert!(workers_advice(&r).contains("raise num_workers toward"), "{}", workers_advice(&r));
     }
 }

@@ -1,7 +1,7 @@
 //! Memory near its limit, memory that keeps growing (with a forecast of the OOM), and OOMs.
 
 use super::GIB;
-use crate::{Finding, GpuSeries, Run, Severity, round};
+use crate::{Finding, FindingId, GpuSeries, Run, Severity, round};
 
 /// Above this share of the usable memory, PyTorch's caching allocator runs out of headroom for
 /// fragmentation and new block sizes.
@@ -64,7 +64,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     // No GPU reading to place it on (no driver, or memory that could not be read): the error
     // message itself is the evidence that the job ran out of memory.
-    if !out.iter().any(|f| f.id == "oom")
+    if !out.iter().any(|f| f.id == FindingId::Oom)
         && let Some((_, at, message)) = run.events.iter().find(|e| is_oom_event(&e.0))
     {
         let gpu = message.get("gpu").and_then(serde_json::Value::as_u64).and_then(|g| u32::try_from(g).ok());
@@ -72,7 +72,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             Some(gpu) => format!("GPU {gpu}: ran out of memory {at:.0} s into the run"),
             None => format!("Ran out of GPU memory {at:.0} s into the run"),
         };
-        let mut f = Finding::new("oom", Severity::Critical, title);
+        let mut f = Finding::new(FindingId::Oom, Severity::Critical, title);
         if let Some(gpu) = gpu {
             f = f.on_gpu(gpu);
         }
@@ -115,7 +115,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         if peak >= PRESSURE * total && oom_at.is_none() {
             out.push(
                 Finding::new(
-                    "memory_pressure",
+                    FindingId::MemoryPressure,
                     Severity::Warning,
                     format!("GPU {}: memory peaked at {:.0}% of {:.0} GiB", g.gpu, 100.0 * peak / total, total / GIB),
                 )
@@ -168,7 +168,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         if rise >= 0.05 * scale && span >= 10.0 {
             let limit = total.unwrap_or(f64::INFINITY);
             let mut f = Finding::new(
-                "memory_growth",
+                FindingId::MemoryGrowth,
                 Severity::Warning,
                 format!("GPU {}: memory grew {:.1} GiB in {span:.0} s ({:.2} GiB/min)", g.gpu, rise / GIB, rise / span * 60.0 / GIB),
             )
@@ -204,12 +204,15 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         }
     }
     if let Some(at) = oom_at {
-        let mut f =
-            Finding::new("oom", Severity::Critical, format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu))
-                .on_gpu(g.gpu)
-                .with("at_s", round(at, 1))
-                .with("peak_gib", round(peak / GIB, 2))
-                .advise(&OOM_ADVICE);
+        let mut f = Finding::new(
+            FindingId::Oom,
+            Severity::Critical,
+            format!("GPU {}: ran out of memory {at:.0} s into the run", g.gpu),
+        )
+        .on_gpu(g.gpu)
+        .with("at_s", round(at, 1))
+        .with("peak_gib", round(peak / GIB, 2))
+        .advise(&OOM_ADVICE);
         if let Some(e) = oom_event {
             f = f.with("message", e.2.clone());
         } else {
@@ -306,7 +309,7 @@ mod tests {
         let mut used = vec![10.0; 31];
         used.extend((1..=60).map(|k| 10.0 + 0.1 * f64::from(k)));
         let f = findings(&mem(80.0, &used));
-        let growth = f.iter().find(|f| f.id == "memory_growth").expect("growth found");
+        let growth = f.iter().find(|f| f.id == FindingId::MemoryGrowth).expect("growth found");
         assert_eq!(growth.window_s, Some([30.0, 90.0]));
         assert_eq!(growth.evidence["growth_gib_per_min"], 6.0);
         assert!(growth.title.contains("grew 6.0 GiB in 60 s (6.00 GiB/min)"), "{}", growth.title);
@@ -316,10 +319,10 @@ mod tests {
     fn growth_is_critical_when_the_forecast_is_under_10_minutes() {
         // 1/3 GiB/s from 10 to 30 GiB over 60 s: full in 3 × (total - 30) s.
         let f = findings(&ramp(30.0 + 599.0 / 3.0, 20.0, 60));
-        assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Critical));
+        assert_eq!((f[0].id, f[0].severity), (FindingId::MemoryGrowth, Severity::Critical));
         assert!((f[0].time_to_oom_s.unwrap() - 599.0).abs() < 0.5, "{:?}", f[0].evidence);
         let f = findings(&ramp(30.0 + 601.0 / 3.0, 20.0, 60));
-        assert_eq!((f[0].id, f[0].severity), ("memory_growth", Severity::Warning));
+        assert_eq!((f[0].id, f[0].severity), (FindingId::MemoryGrowth, Severity::Warning));
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod binding;
 mod ended;
 mod epoch;
 mod errors;
+mod feeding;
 mod host;
 mod memory;
 mod phases;
@@ -23,6 +24,8 @@ use crate::{Basis, Finding, Ledger, Run, Severity};
 
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 const MATERIAL: f64 = 0.05;
+/// Windows shorter than this hold too few samples to judge a steady state.
+const MIN_ACTIVE_S: f64 = 10.0;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.
@@ -79,21 +82,13 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     // Measured causes with an account of their own carry its share of the wall time too, so
     // every finding ranks by the time the ledger gives it.
     for f in &mut out {
-        let account = match (f.id, f.basis) {
-            ("input_bound", Basis::Measured) => "data_wait",
-            ("transfer_bound", Basis::Measured) => "transfer",
-            ("periodic_stall", _) => "stall",
-            _ => continue,
-        };
+        let Some(account) = f.id.own_account(f.basis) else { continue };
         f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 3).into());
     }
     out.extend(phases::findings(full, &ledger));
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.
-    let troubled = out.iter().any(|f| {
-        f.severity <= crate::Severity::Warning
-            && !matches!(f.id, "idle_holder" | "foreign_process" | "marked_phase" | "unexplained_time")
-    });
+    let troubled = out.iter().any(|f| f.severity <= crate::Severity::Warning && f.id.is_trouble());
     if !troubled {
         out.extend(utilization::healthy(run));
     }

@@ -4,7 +4,7 @@
 //! measured time spent on purpose. It is reported when it is a material share of the wall time,
 //! and no other rule may blame it on anything else: those rules read the run without it.
 
-use crate::{Finding, Ledger, Run, Severity, round};
+use crate::{Finding, FindingId, Ledger, Run, Severity, round};
 
 /// A tenth of the wall time in one phase is worth knowing; a quarter is a warning: the run
 /// spends more time on it than most bottlenecks cost.
@@ -51,7 +51,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         let severity = if share >= PHASE_WARNING { Severity::Warning } else { Severity::Info };
         let util = util_in(run, &spans);
         let mut f = Finding::new(
-            "marked_phase",
+            FindingId::MarkedPhase,
             severity,
             format!(
                 "The loop's '{}' phase took {:.0}% of the wall time: {} of {} on average (measured)",
@@ -103,7 +103,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             .map_or(0.0, |g| crate::ledger::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
         out.push(
             Finding::new(
-                "checkpoint_writes",
+                FindingId::CheckpointWrites,
                 if writing >= PHASE_WARNING { Severity::Warning } else { Severity::Info },
                 format!(
                     "The job wrote {:.1} GB to storage while the GPU stood idle, {:.0}% of the wall time: saving checkpoints, by its I/O counters",
@@ -124,7 +124,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     }
     let unexplained = ledger.share("unexplained");
     // A run too short to judge a steady state says nothing by what it leaves unexplained.
-    if unexplained > UNEXPLAINED && ledger.wall_s >= super::utilization::MIN_ACTIVE_S {
+    if unexplained > UNEXPLAINED && ledger.wall_s >= super::MIN_ACTIVE_S {
         let parts: Vec<String> = ledger
             .accounts
             .iter()
@@ -133,7 +133,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             .collect();
         out.push(
             Finding::new(
-                "unexplained_time",
+                FindingId::UnexplainedTime,
                 Severity::Info,
                 format!("{:.0}% of the wall time is in no account: {}", 100.0 * unexplained, parts.join(", ")),
             )

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use gpulse_model::GpuProcessClass;
 
 use super::GIB;
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Memory worth reclaiming: smaller contexts are CUDA's own overhead.
 const MIN_HELD_GIB: f64 = 1.0;
@@ -92,7 +92,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             if !(foreign || (always && flat && idle)) {
                 continue;
             }
-            let (id, what) = if foreign { ("foreign_process", "outside the job") } else { ("idle_holder", "idle") };
+            let (id, what) =
+                if foreign { (FindingId::ForeignProcess, "outside the job") } else { (FindingId::IdleHolder, "idle") };
             let mut f = Finding::new(id, Severity::Warning, format!("GPU {}: process {pid} holds {:.1} GiB {what}", g.gpu, hi / GIB))
                 .on_gpu(g.gpu)
                 .with("pid", pid)
@@ -153,7 +154,7 @@ mod tests {
     }
 
     fn flagged(r: &Run) -> Vec<&'static str> {
-        findings(r).iter().filter(|f| f.evidence["pid"] == 9).map(|f| f.id).collect()
+        findings(r).iter().filter(|f| f.evidence["pid"] == 9).map(|f| f.id.as_str()).collect()
     }
 
     #[test]

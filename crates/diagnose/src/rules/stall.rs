@@ -1,7 +1,7 @@
 //! Periodic stalls: the GPU idles for seconds at a regular period inside a busy run.
 
 use super::mean;
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// GPU-Util at or below this is idle: the driver's reading of a truly paused GPU, with noise.
 const IDLE_PCT: f64 = 10.0;
@@ -175,7 +175,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             Cause::Unknown => String::new(),
         };
         let mut f = Finding::new(
-            "periodic_stall",
+            FindingId::PeriodicStall,
             severity,
             format!(
                 "GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of the run lost){why}",

@@ -2,7 +2,7 @@
 
 use gpulse_model::GpuProcessClass;
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Below this, start-up is the interpreter, `import torch` and a CUDA context (a few seconds
 /// each at most): nothing a script can cut.
@@ -53,7 +53,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let severity = if share >= SHARE_WARNING && first_step_s >= WARNING_S { Severity::Warning } else { Severity::Info };
     let context = context_before(run, first_step_s);
     let mut f = Finding::new(
-        "startup",
+        FindingId::Startup,
         severity,
         format!("The first step ended {first_step_s:.1} s into the run: {:.0}% of it before training", 100.0 * share),
     )

@@ -1,10 +1,8 @@
 //! Findings from the loop's own marks: the measured wait for data.
 
-use crate::{Finding, Run, Severity, round};
+use super::feeding::{DATA_WAIT_SHARE, INPUT_ADVICE, storage_blocked, workers_advice};
+use crate::{Finding, FindingId, Run, Severity, round};
 
-/// A loop that waits for data a fifth of its wall time would run at least 1.25× faster with the
-/// wait hidden behind compute; below that, other gaps usually matter more.
-pub const DATA_WAIT_SHARE: f64 = 0.2;
 /// Half the time waiting: the input pipeline, not the model, sets the speed.
 const DATA_WAIT_CRITICAL: f64 = 0.5;
 
@@ -36,7 +34,7 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
     }
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
     let mut f = Finding::new(
-        "input_bound",
+        FindingId::InputBound,
         severity,
         format!(
             "The loop waits for data {:.0}% of the time (measured in the loop, which marks no steps)",
@@ -51,17 +49,17 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
     if run.worker_count > 0 {
         f = f.with("dataloader_workers", run.worker_count as u64);
     }
-    f.advice.push(super::host::workers_advice(run));
+    f.advice.push(workers_advice(run));
     if let Some(f) = storage(run, &mut f, window) {
         return vec![f];
     }
-    vec![f.advise(&super::utilization::INPUT_ADVICE)]
+    vec![f.advise(&INPUT_ADVICE)]
 }
 
 /// The storage evidence for a loop that waits for data, when its loaders wait on storage: the
 /// finding then advises storage alone.
 fn storage(run: &Run, f: &mut Finding, [a, b]: [f64; 2]) -> Option<Finding> {
-    let blocked = super::host::storage_blocked(run)?;
+    let blocked = storage_blocked(run)?;
     f.title += &format!("; its data loading waits on storage, blocked in I/O {:.0}% of the time", 100.0 * blocked);
     let mut out = f.clone().with("io_blocked_pct", round(100.0 * blocked, 0));
     if let Some(w) = super::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
@@ -88,7 +86,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
     let wait_ms = 1000.0 * steps.mean_wait_s().unwrap_or(0.0);
     let mut f = Finding::new(
-        "input_bound",
+        FindingId::InputBound,
         severity,
         format!(
             "The loop waits for data {:.0}% of the time: {:.0} ms of each {:.0} ms step (measured in the loop)",
@@ -112,12 +110,12 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
             f = f.with("worker_cpu_mean_pct", round(w, 0));
         }
     }
-    f.advice.push(super::host::workers_advice(run));
+    f.advice.push(workers_advice(run));
     // Storage is the evidenced cause: the rest would be guesses.
     if let Some(f) = storage(run, &mut f, steps.window_s) {
         return vec![f];
     }
-    vec![f.advise(&super::utilization::INPUT_ADVICE)]
+    vec![f.advise(&INPUT_ADVICE)]
 }
 
 #[cfg(test)]

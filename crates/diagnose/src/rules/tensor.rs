@@ -1,7 +1,7 @@
 //! `tensor_idle`: the SMs are busy with FP32 arithmetic while the tensor cores sit idle.
 
 use super::mean;
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// The SMs busy at least half the time: the GPU, not its feeding, sets the pace.
 const SM_BUSY_PCT: f64 = 50.0;
@@ -16,7 +16,7 @@ const TENSOR_IDLE_PCT: f64 = 5.0;
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
-        if g.active_s() < super::utilization::MIN_ACTIVE_S {
+        if g.active_s() < super::MIN_ACTIVE_S {
             continue;
         }
         let (Some(sm), Some(fp32), Some(tensor)) = (
@@ -31,7 +31,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }
         out.push(
             Finding::new(
-                "tensor_idle",
+                FindingId::TensorIdle,
                 Severity::Warning,
                 format!("GPU {}: the SMs are {sm:.0}% busy with FP32 math ({fp32:.0}%) while the tensor cores do {tensor:.1}%", g.gpu),
             )

@@ -52,5 +52,5 @@ pub fn run(gpus: Vec<GpuSeries>) -> Run {
 }
 
 pub fn ids(findings: &[Finding]) -> Vec<&'static str> {
-    findings.iter().map(|f| f.id).collect()
+    findings.iter().map(|f| f.id.as_str()).collect()
 }

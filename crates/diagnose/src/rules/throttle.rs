@@ -5,7 +5,7 @@ use gpulse_model::clocks::{
     HW_POWER_BRAKE_SLOWDOWN, HW_SLOWDOWN, HW_THERMAL_SLOWDOWN, SW_POWER_CAP, SW_THERMAL_SLOWDOWN,
 };
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Clocks-event reasons that are not the GPU's choice: thermal and hardware slowdowns.
 const THERMAL_OR_HW: u64 = HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
@@ -44,7 +44,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             ClocksEventReasons(all).names().into_iter().filter(|n| *n != "gpu_idle").collect()
         };
         if hw >= MIN_SHARE {
-            let mut f = Finding::new("throttling", Severity::Warning, format!("GPU {}: thermal or hardware slowdown in {:.0}% of the run", g.gpu, hw * 100.0))
+            let mut f = Finding::new(FindingId::Throttling, Severity::Warning, format!("GPU {}: thermal or hardware slowdown in {:.0}% of the run", g.gpu, hw * 100.0))
                 .on_gpu(g.gpu)
                 .with("share", round(hw, 3))
                 .with("reasons", names.clone())
@@ -62,7 +62,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             && 1.0 - c / m >= POWER_CAP_CLOCK_LOSS
         {
             out.push(
-                Finding::new("throttling", Severity::Info, format!("GPU {}: at its power limit {:.0}% of the time, SM clock {:.0}% below maximum", g.gpu, cap * 100.0, 100.0 * (1.0 - c / m)))
+                Finding::new(FindingId::Throttling, Severity::Info, format!("GPU {}: at its power limit {:.0}% of the time, SM clock {:.0}% below maximum", g.gpu, cap * 100.0, 100.0 * (1.0 - c / m)))
                     .on_gpu(g.gpu)
                     .with("share", round(cap, 3))
                     .with("reasons", names)

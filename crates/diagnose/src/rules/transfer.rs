@@ -8,7 +8,7 @@
 //! which the loop can be paying.
 
 use super::mean;
-use crate::{Finding, GpuSeries, Run, Severity, round};
+use crate::{Finding, FindingId, GpuSeries, Run, Severity, round};
 
 /// Pageable copies: the staging memcpy sets their pace, from about 2 GB/s (fresh pages faulted in
 /// as they are read) to about 16 GB/s (a warm buffer on a fast host), whatever the link.
@@ -66,7 +66,7 @@ struct Verdict {
 }
 
 fn verdict(g: &GpuSeries) -> Option<Verdict> {
-    if g.active_s() < super::utilization::MIN_ACTIVE_S {
+    if g.active_s() < super::MIN_ACTIVE_S {
         return None;
     }
     let (rx, tx) = traffic(g)?;
@@ -98,7 +98,7 @@ fn measured(run: &Run) -> Option<Finding> {
     }
     let mean_ms = 1000.0 * copied / copies.len() as f64;
     let mut f = Finding::new(
-        "transfer_bound",
+        FindingId::TransferBound,
         if share >= 0.5 { Severity::Critical } else { Severity::Warning },
         format!(
             "Copies to the GPU hold the loop up {:.0}% of the time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
@@ -150,7 +150,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         if let Some(p) = pinned {
             title += &format!(", from pinned memory {:.0}%", 100.0 * p);
         }
-        let mut f = Finding::new("transfer_bound", Severity::Warning, title)
+        let mut f = Finding::new(FindingId::TransferBound, Severity::Warning, title)
             .on_gpu(g.gpu)
             .over(g.window())
             .with("pcie_gb_per_s", gb(rate))

@@ -1,30 +1,13 @@
 //! Low utilization (input- or host-bound), GPU-Util that misleads, imbalance, and health.
 
-use super::{mean, stdev};
-use crate::{Finding, Run, Severity, round};
+use super::feeding::{DATA_WAIT_SHARE, INPUT_ADVICE, LOW_UTIL_PCT, WORKERS_BUSY_PCT, workers_advice};
+use super::{MIN_ACTIVE_S, mean, stdev};
+use crate::{Finding, FindingId, Run, Severity, round};
 
-/// Below this mean GPU-Util a training job leaves most of the GPU unused: above it, the remaining
-/// gap is usually one of the other findings (stalls, imbalance) rather than a steady bottleneck.
-const LOW_UTIL_PCT: f64 = 60.0;
 /// An on/off duty cycle `d` has a coefficient of variation `sqrt((1 - d) / d)`: at or above 0.8
 /// the GPU is busy at most ~60 % of the time in bursts, which is how a loop that waits for each
 /// batch looks. A launch-bound loop trickles small kernels continuously and varies far less.
 const BURSTY_CV: f64 = 0.8;
-/// DataLoader workers at this share of a core each are busy all the time: the input pipeline is
-/// the limit, even when the GPU-Util it leaves is steady.
-pub(super) const WORKERS_BUSY_PCT: f64 = 70.0;
-/// The first thing to do for a loop that waits for data and has no DataLoader workers.
-pub(super) const ADD_WORKERS: &str =
-    "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)";
-/// What else helps any loop that waits for data.
-pub(super) const INPUT_ADVICE: [&str; 3] = [
-    "pin_memory=True, and .to(device, non_blocking=True) in the loop",
-    "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
-    "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
-];
-/// Windows shorter than this hold too few samples to judge a steady state.
-pub(super) const MIN_ACTIVE_S: f64 = 10.0;
-
 /// What the GPU's idle time costs: the share of the window outside any stall in which no kernel
 /// ran.
 const GPU_IDLE: &str = "gpu_idle_time: the share of time no kernel ran (100 - GPU-Util), outside any stall's pauses";
@@ -56,7 +39,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
         // The loop's own timing outranks any reading of GPU-Util: `steps::input_bound` reports a
         // measured wait; a loop that barely waits is not input-bound, whatever the pattern.
         let measured_wait = super::steps::measured_wait_share(run);
-        if measured_wait.is_some_and(|w| w >= super::steps::DATA_WAIT_SHARE) {
+        if measured_wait.is_some_and(|w| w >= DATA_WAIT_SHARE) {
             continue;
         }
         let window = g.window();
@@ -73,21 +56,21 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 None => "busy in bursts".to_owned(),
             };
             let mut f = Finding::new(
-                "input_bound",
+                FindingId::InputBound,
                 Severity::Warning,
                 format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu),
             );
-            f.advice.push(super::host::workers_advice(run));
+            f.advice.push(workers_advice(run));
             f.advise(&INPUT_ADVICE)
         } else if unmeasured && one_core_loader {
             // One busy core loads data or runs Python: utilization cannot tell which.
             let mut f = Finding::new(
-                "process_bound",
+                FindingId::ProcessBound,
                 Severity::Warning,
                 format!("GPU {}: the GPU is starved by the training process: data loading or Python overhead; GPU-Util {mu:.0}%, one process busy {:.0}% of a core", g.gpu, tree_cpu.unwrap_or(0.0)),
             )
             .advise(&["to tell them apart, measure the wait for each batch: gpulse run --instrument, or gpulse.LightningCallback / gpulse.HFCallback; a large wait is data loading, a small one Python overhead"]);
-            f.advice.push(format!("if it is data loading: {}", super::host::workers_advice(run)));
+            f.advice.push(format!("if it is data loading: {}", workers_advice(run)));
             f.advise(&["if it is Python overhead: larger batches, torch.compile(mode=\"reduce-overhead\") or CUDA graphs, and no .item(), .cpu() or print(loss) on every step"])
         } else {
             let title = match measured_wait {
@@ -98,7 +81,7 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 ),
                 None => format!("GPU {}: the host cannot feed the GPU fast enough; GPU-Util {mu:.0}%, steady", g.gpu),
             };
-            Finding::new("host_bound", Severity::Warning, title).advise(&[
+            Finding::new(FindingId::HostBound, Severity::Warning, title).advise(&[
                 "do more work per launch: a larger batch, or gradient accumulation over larger micro-batches",
                 "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs",
                 "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
@@ -181,7 +164,7 @@ fn misleading(g: &crate::GpuSeries) -> Option<Finding> {
     let (first, last) = (bad.first()?.0, bad.last()?.0);
     Some(
         Finding::new(
-            "util_misleading",
+            FindingId::UtilMisleading,
             Severity::Warning,
             format!("GPU {}: GPU-Util reads {mu:.0}% but only {sm:.1}% of the SMs are busy", g.gpu),
         )
@@ -216,7 +199,7 @@ pub fn imbalance(run: &Run) -> Vec<Finding> {
         return Vec::new();
     }
     let basis = if by_sm { "SM activity" } else { "GPU-Util" };
-    let mut f = Finding::new("gpu_imbalance", Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
+    let mut f = Finding::new(FindingId::GpuImbalance, Severity::Warning, format!("GPUs loaded unevenly: {basis} {lo:.0}% to {hi:.0}%"))
         .with(if by_sm { "sm_active_mean_pct" } else { "util_gpu_mean_pct" }, work.iter().map(|m| serde_json::json!({ "gpu": m.0, "mean": round(m.1, 1) })).collect::<Vec<_>>())
         .with("least_to_most", round(lo / hi, 2))
         // Ranks wait for the busiest each step: evened out, each does the mean.
@@ -273,7 +256,7 @@ pub fn healthy(run: &Run) -> Vec<Finding> {
     if best < 80.0 {
         return Vec::new();
     }
-    let mut f = Finding::new("healthy", Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
+    let mut f = Finding::new(FindingId::Healthy, Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
     f = f.with("util_gpu_mean_pct", round(best, 1));
     if let Some(sm) = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max) {
         f = f.with("sm_active_mean_pct", round(sm, 1));
@@ -377,7 +360,7 @@ mod tests {
             g.util_pct[i] = Some(0.0);
         }
         let r = run(vec![g]);
-        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+        let stall = Finding::new(FindingId::PeriodicStall, Severity::Warning, String::new())
             .on_gpu(0)
             .pauses(vec![[4.0, 8.0], [12.0, 16.0]]);
         assert!(ids(&findings(&r, &[stall])).is_empty());

@@ -6,7 +6,7 @@
 //! `num_workers` copies of the dataset (copy-on-access). Proportional set size counts a shared
 //! page once over its sharers, so the workers' summed PSS rises only as they copy.
 
-use crate::{Finding, Run, Severity, round};
+use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Growth worth reclaiming, as for a GPU memory holder: a GiB.
 const GROWTH_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -32,7 +32,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let rate = grown / span;
     let gib = |b: f64| round(b / GIB, 2);
     let mut f = Finding::new(
-        "worker_memory",
+        FindingId::WorkerMemory,
         Severity::Warning,
         format!(
             "{} DataLoader workers' memory grew {:.1} GiB in {span:.0} s (to {:.1} GiB beside the training process's {:.1} GiB): each copies the Python objects it reads",

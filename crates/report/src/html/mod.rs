@@ -342,7 +342,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use gpulse_diagnose::{Finding, Severity};
+    use gpulse_diagnose::{Finding, FindingId, Severity};
 
     use super::*;
 
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_stall_shades_only_its_own_gpus_charts() {
-        let stall = Finding::new("periodic_stall", Severity::Warning, String::new())
+        let stall = Finding::new(FindingId::PeriodicStall, Severity::Warning, String::new())
             .on_gpu(1)
             .pauses(vec![[2.0, 4.0], [12.0, 14.0]]);
         let html = two_gpus(vec![stall]);
@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_run_wide_window_shades_every_gpu_labelled_with_its_id() {
-        let input = Finding::new("input_bound", Severity::Critical, "waits for data".into()).over([5.0, 15.0]);
+        let input = Finding::new(FindingId::InputBound, Severity::Critical, "waits for data".into()).over([5.0, 15.0]);
         let html = two_gpus(vec![input]);
         for gpu in [0, 1] {
             let sec = gpu_html(&html, gpu);

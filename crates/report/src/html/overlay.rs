@@ -1,7 +1,7 @@
 //! What is drawn over the lines: each finding's window on the charts it concerns, and the
 //! run's events as markers.
 
-use gpulse_diagnose::{Finding, Run};
+use gpulse_diagnose::{Finding, FindingId, Run};
 use serde_json::Value;
 
 use super::chart::{Band, Mark, Scope};
@@ -63,11 +63,11 @@ fn bands(findings: &[Finding]) -> Vec<(Option<u32>, Band)> {
         let color = PALETTE[i % PALETTE.len()];
         if let Some([a, b]) = f.window_s {
             let text = format!("{}: {} ({a:.1}–{b:.1} s)", f.id, f.title);
-            out.push((f.gpu, Band { finding: f.id, text, from_s: a, to_s: b, color, pause: false }));
+            out.push((f.gpu, Band { finding: f.id.as_str(), text, from_s: a, to_s: b, color, pause: false }));
         }
         for [a, b] in &f.pauses_s {
             let text = format!("{}: pause {a:.1}–{b:.1} s", f.id);
-            out.push((f.gpu, Band { finding: f.id, text, from_s: *a, to_s: *b, color, pause: true }));
+            out.push((f.gpu, Band { finding: f.id.as_str(), text, from_s: *a, to_s: *b, color, pause: true }));
         }
     }
     out
@@ -101,7 +101,7 @@ fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
             out.push((Some(g.gpu), Mark { t_s: t, kind: "gpu_lost".into(), text, label: Some("GPU lost") }));
         }
     }
-    for f in a.findings.iter().filter(|f| f.id == "oom" && !f.evidence.contains_key("message")) {
+    for f in a.findings.iter().filter(|f| f.id == FindingId::Oom && !f.evidence.contains_key("message")) {
         if let Some(t) = f.evidence.get("at_s").and_then(Value::as_f64) {
             out.push((f.gpu, Mark { t_s: t, kind: "oom".into(), text: f.title.clone(), label: Some("OOM") }));
         }
@@ -124,8 +124,8 @@ mod tests {
     #[test]
     fn a_gpus_finding_shades_its_charts_and_a_run_wide_one_every_chart() {
         let findings = vec![
-            Finding::new("periodic_stall", Severity::Warning, "stall".into()).on_gpu(1).over([2.0, 9.0]),
-            Finding::new("input_bound", Severity::Critical, "input".into()).over([1.0, 5.0]),
+            Finding::new(FindingId::PeriodicStall, Severity::Warning, "stall".into()).on_gpu(1).over([2.0, 9.0]),
+            Finding::new(FindingId::InputBound, Severity::Critical, "input".into()).over([1.0, 5.0]),
         ];
         let a = Analysis { findings, ..Analysis::default() };
         let o = Overlay::new(&a);

@@ -57,7 +57,7 @@ mod tests {
 
     #[test]
     fn the_cost_is_stated_when_measured_and_never_invented() {
-        let stall = Finding::new("periodic_stall", Severity::Warning, "GPU 0 stalls".into());
+        let stall = Finding::new(gpulse_diagnose::FindingId::PeriodicStall, Severity::Warning, "GPU 0 stalls".into());
         let mut a = Analysis { findings: vec![stall.clone()], gpus: 1, samples: 3, ..Analysis::default() };
         let cause = |a: &Analysis| facts("x.db", a, 75.0)[0].1.clone();
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall)");

@@ -176,7 +176,7 @@ fn job(e: &Exposition, out: &mut String) {
     let mut findings =
         Family::new(out, "gpulse_finding", "gauge", "A finding of the live diagnosis that holds now (always 1).");
     for f in live.current() {
-        let mut l = vec![label("id", f.id)];
+        let mut l = vec![label("id", f.id.as_str())];
         if let Some(g) = f.gpu {
             l.push(label("gpu", &g.to_string()));
         }

@@ -1,0 +1,233 @@
+//! What each finding is called, and what kind of thing it says.
+//!
+//! A finding's name is written into JSON (`"id"`), recordings' `finding` events, `/metrics`
+//! labels and every printed view, so it is spelt once, in `finding_ids!` below; everything else
+//! matches on [`FindingId`], and a new finding is a line there plus its rule, with the compiler
+//! pointing at each `match` that must learn it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Declares [`FindingId`], its names and [`FindingId::ALL`] from one list, so the three cannot
+/// drift apart.
+macro_rules! finding_ids {
+    ($($(#[doc = $doc:literal])+ $variant:ident = $name:literal,)+) => {
+        /// Which finding: one per thing the rules can say. Serialized as its snake_case name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum FindingId {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+
+        impl FindingId {
+            /// Every finding, in the order declared.
+            pub const ALL: &[FindingId] = &[$(FindingId::$variant,)+];
+
+            /// The stable name, such as `input_bound`: what JSON, recordings and `/metrics` hold.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(FindingId::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+finding_ids! {
+    /// The loop waits for data, measured or from the GPU's bursts.
+    InputBound = "input_bound",
+    /// One busy training process starves the GPU: data loading or Python overhead.
+    ProcessBound = "process_bound",
+    /// Launches or synchronizations keep the GPU low and steady.
+    HostBound = "host_bound",
+    /// Copies to the GPU hold the loop up.
+    TransferBound = "transfer_bound",
+    /// The machine's CPU is saturated while the GPU waits.
+    HostSaturated = "host_saturated",
+    /// GPU-Util reads high while the SMs do little.
+    UtilMisleading = "util_misleading",
+    /// GPUs of one job loaded unevenly.
+    GpuImbalance = "gpu_imbalance",
+    /// No bottleneck found.
+    Healthy = "healthy",
+    /// Dense FP32 arithmetic the tensor cores could run.
+    TensorIdle = "tensor_idle",
+    /// A GPU ran out of memory.
+    Oom = "oom",
+    /// A GPU's memory near full.
+    MemoryPressure = "memory_pressure",
+    /// A GPU's memory growing toward full.
+    MemoryGrowth = "memory_growth",
+    /// One of the loop's own phases holds much of the wall time.
+    MarkedPhase = "marked_phase",
+    /// Bulk storage writes with the GPU idle.
+    CheckpointWrites = "checkpoint_writes",
+    /// Wall time the ledger could not place.
+    UnexplainedTime = "unexplained_time",
+    /// A long start before the first step.
+    Startup = "startup",
+    /// DataLoader workers started again at each epoch.
+    EpochRestart = "epoch_restart",
+    /// The GPU idles at a regular period.
+    PeriodicStall = "periodic_stall",
+    /// Thermal, hardware or power slowdown.
+    Throttling = "throttling",
+    /// A process outside any job's work holds GPU memory and does nothing.
+    IdleHolder = "idle_holder",
+    /// A process outside the watched job holds GPU memory.
+    ForeignProcess = "foreign_process",
+    /// One process drives several GPUs (nn.DataParallel).
+    DataParallel = "data_parallel",
+    /// A rank's memory on another rank's GPU.
+    DeviceMisbinding = "device_misbinding",
+    /// DataLoader workers' memory growing (copy-on-access).
+    WorkerMemory = "worker_memory",
+    /// A GPU stopped answering.
+    GpuLost = "gpu_lost",
+    /// The kernel's OOM killer ended a process.
+    HostOom = "host_oom",
+    /// An NCCL collective timed out.
+    NcclTimeout = "nccl_timeout",
+    /// NCCL failed.
+    NcclError = "nccl_error",
+    /// A DataLoader worker was killed.
+    DataloaderKilled = "dataloader_killed",
+    /// The driver reported an Xid error.
+    Xid = "xid",
+}
+
+/// What a finding is about, which decides where it counts: what may lead the summary, what keeps
+/// `healthy` away, what a comparison reports as come or gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concern {
+    /// What slows the job or stops it: a cause to act on.
+    Job,
+    /// Time the loop spends on purpose in a phase it marked: worth leading with, no trouble.
+    OnPurpose,
+    /// Other processes' hold on a GPU's memory: worth knowing, not about how the job runs.
+    OtherProcesses,
+    /// Time the ledger could not place: a gap in what was recorded, not a cause.
+    Unexplained,
+    /// The clean bill of health, given only when nothing troubles the job.
+    Healthy,
+}
+
+impl FindingId {
+    /// What it is about. Decided per finding, without a wildcard, so a new one must choose.
+    pub const fn concern(self) -> Concern {
+        use FindingId::*;
+        match self {
+            InputBound | ProcessBound | HostBound | TransferBound | HostSaturated | UtilMisleading | GpuImbalance
+            | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
+            | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
+            | NcclTimeout | NcclError | DataloaderKilled | Xid => Concern::Job,
+            MarkedPhase => Concern::OnPurpose,
+            IdleHolder | ForeignProcess => Concern::OtherProcesses,
+            UnexplainedTime => Concern::Unexplained,
+            Healthy => Concern::Healthy,
+        }
+    }
+
+    /// Whether, at warning or worse, it says the job runs badly (and so no `healthy`).
+    pub const fn is_trouble(self) -> bool {
+        matches!(self.concern(), Concern::Job)
+    }
+
+    /// Whether the summary line may name it: what the job itself does with its time.
+    pub const fn is_about_the_job(self) -> bool {
+        matches!(self.concern(), Concern::Job | Concern::OnPurpose)
+    }
+
+    /// Whether it names something found in the run, not that nothing (else) was: what can come
+    /// or go between two runs, and lead a live view.
+    pub const fn names_something(self) -> bool {
+        !matches!(self.concern(), Concern::Unexplained | Concern::Healthy)
+    }
+}
+
+impl fmt::Display for FindingId {
+    /// The name, padded as the format asks (`{:<16}` in `top`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A name no [`FindingId`] has: written by a newer gpulse, or not a finding at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFindingId(pub String);
+
+impl fmt::Display for UnknownFindingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown finding id {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownFindingId {}
+
+impl FromStr for FindingId {
+    type Err = UnknownFindingId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.iter().copied().find(|id| id.as_str() == s).ok_or_else(|| UnknownFindingId(s.to_owned()))
+    }
+}
+
+impl Serialize for FindingId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// An unknown name is an error, not a panic and not a guess: the caller decides. Where a file
+/// from another gpulse may name a finding this one lacks (a watched job's status), the name is
+/// kept as the string it was written as and parsed only to act on it.
+impl<'de> Deserialize<'de> for FindingId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_round_trips_through_its_name_and_the_names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for &id in FindingId::ALL {
+            let name = id.as_str();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name}");
+            assert_eq!(name.parse::<FindingId>(), Ok(id));
+            assert_eq!(id.to_string(), name);
+            let json = serde_json::to_string(&id).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<FindingId>(&json).unwrap(), id);
+        }
+        assert_eq!(seen.len(), 30);
+        assert_eq!(format!("{:<16}|", FindingId::Oom), "oom             |", "padded as asked");
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_not_a_panic() {
+        assert_eq!("gpu_on_fire".parse::<FindingId>(), Err(UnknownFindingId("gpu_on_fire".into())));
+        assert!(serde_json::from_str::<FindingId>("\"gpu_on_fire\"").is_err());
+        assert!(serde_json::from_str::<FindingId>("7").is_err());
+    }
+
+    /// The findings that are not the job's trouble, by what each is about.
+    #[test]
+    fn what_each_finding_is_about() {
+        let not = |keep: fn(FindingId) -> bool| {
+            FindingId::ALL.iter().copied().filter(|id| !keep(*id)).map(FindingId::as_str).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            not(FindingId::is_trouble),
+            ["healthy", "marked_phase", "unexplained_time", "idle_holder", "foreign_process"]
+        );
+        assert_eq!(not(FindingId::is_about_the_job), ["healthy", "unexplained_time", "idle_holder", "foreign_process"]);
+        assert_eq!(not(FindingId::names_something), ["healthy", "unexplained_time"]);
+    }
+}
