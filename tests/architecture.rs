@@ -131,12 +131,25 @@ fn the_server_names_neither_the_sampler_nor_the_recording_nor_the_inputs() {
 
 #[test]
 fn top_draws_from_frames_and_never_samples_itself() {
-    // It stands on the live pipeline (which samples), but names neither the sampler nor the
-    // recording: its feed comes in as polls, a replay as the model's RunData.
+    // It stands on the live pipeline (which samples) and names no recording: its feed comes in as
+    // polls, a replay as the model's RunData. Of the sampler it names the process facts alone
+    // (`proc_info`, for the processes around a GPU process); never a GPU source or the poller.
     let mine = &direct()["gpulse-top"];
-    assert!(!mine.contains("gpulse-sample") && !mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
+    assert!(!mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
     assert!(mine.contains("gpulse-live") && mine.contains("ratatui"), "{mine:?}");
     assert!(!graph()["gpulse-top"].contains("gpulse-report"), "the terminal view draws its own");
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/top/src");
+    let beyond: Vec<String> = sources(&top)
+        .into_iter()
+        .flat_map(|(p, text)| {
+            let mut uses: Vec<&str> = text.split("gpulse_sample::").skip(1).collect();
+            uses.retain(|u| !u.starts_with("proc_info"));
+            uses.into_iter()
+                .map(|u| format!("{}: gpulse_sample::{}", p.display(), u.lines().next().unwrap_or("")))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(beyond.is_empty(), "top names more of the sampler than the process facts:\n{}", beyond.join("\n"));
 }
 
 /// Every `.rs` file under `dir`, with its text.

@@ -1,0 +1,177 @@
+//! The feed thread: everything `top` collects and works out, off the UI thread. It takes the
+//! polls (live or a replay), runs the pipeline with its diagnosis, reads this machine's
+//! processes around the GPU processes and the watched jobs, and swaps the ready state into the
+//! [`App`] under a short lock. The UI thread only draws and answers keys, so a slow diagnosis
+//! or a slow `/proc` never holds up a keystroke.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::{Frame, Pipeline, Sink};
+use gpulse_model::DeviceInfo;
+
+use crate::app::{App, Update};
+use crate::feed::{Fed, Feed};
+use crate::procs;
+
+/// How long the feed waits for a live poll, and sleeps when a replay has none due, before it
+/// looks at pause, step and stop again.
+const TICK: Duration = Duration::from_millis(50);
+
+/// What the UI thread and the feed thread tell each other without the [`App`]'s lock.
+#[derive(Default)]
+pub struct Shared {
+    /// The UI is done: the feed stops after what it is doing.
+    pub stop: AtomicBool,
+    /// Replay steps asked for (`n` while paused) and not taken yet.
+    pub steps: AtomicU32,
+    /// The App changed since the UI last drew it.
+    pub changed: AtomicBool,
+}
+
+impl Shared {
+    fn take_step(&self) -> bool {
+        self.steps.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+    }
+}
+
+fn lock(app: &Mutex<App>) -> MutexGuard<'_, App> {
+    app.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Fills the shared [`App`] from the pipeline's frames; live, with the sampler's view of the
+/// processes around the GPU processes. Everything is worked out before the lock is taken.
+pub struct TopSink {
+    app: Arc<Mutex<App>>,
+    procs: Option<procs::ProcView>,
+    devices: Vec<DeviceInfo>,
+    changed: Arc<Shared>,
+}
+
+impl TopSink {
+    /// `live`: the processes are this machine's, so they are read for each frame.
+    pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
+        let devices = lock(&app).devices.clone();
+        Self { app, procs: live.then(procs::ProcView::default), devices, changed: Arc::default() }
+    }
+
+    fn telling(mut self, shared: Arc<Shared>) -> Self {
+        self.changed = shared;
+        self
+    }
+}
+
+impl Sink for TopSink {
+    fn frame(&mut self, frame: &Frame) {
+        // Live, pause holds the screen; a replay's pause stops the replay itself.
+        let held = {
+            let a = lock(&self.app);
+            a.paused && a.replay.is_none()
+        };
+        if held {
+            return;
+        }
+        let (procs, lineage) = match self.procs.as_mut() {
+            Some(view) => {
+                let pids: Vec<u32> = frame
+                    .poll
+                    .snapshot
+                    .iter()
+                    .flat_map(|s| &s.gpus)
+                    .flat_map(|g| &g.processes)
+                    .map(|p| p.pid)
+                    .collect();
+                let procs = view.around(&pids);
+                let lineage = procs::lineage(pids.into_iter().chain(procs.keys().copied()), &procs);
+                (procs, lineage)
+            }
+            None => (HashMap::new(), HashMap::new()),
+        };
+        let update = Update::new(frame, &procs, &self.devices);
+        let mut app = lock(&self.app);
+        app.lineage = lineage;
+        app.take(update);
+        drop(app);
+        self.changed.changed.store(true, Ordering::Release);
+    }
+}
+
+/// What the feed thread needs of the view's options.
+pub struct FeedSetup {
+    pub devices: Vec<DeviceInfo>,
+    pub instrumented: bool,
+    pub follow_workloads: bool,
+    pub jobs_dirs: Vec<std::path::PathBuf>,
+}
+
+/// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
+/// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
+/// does.
+pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> LiveDiagnosis {
+    let live = LiveDiagnosis::new(devices, instrumented);
+    if follow_workloads { live.following_workloads() } else { live }
+}
+
+/// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
+/// nothing of the diagnosis ever runs on the UI thread.
+pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("gpulse-top-feed".into())
+        .spawn(move || {
+            let live = matches!(feed, Feed::Live(_));
+            let diagnosis = live_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
+            let mut pipeline = Pipeline::new(None, Some(diagnosis));
+            pipeline.add_sink(Box::new(TopSink::new(app.clone(), live).telling(shared.clone())));
+            let changed = || shared.changed.store(true, Ordering::Release);
+            let mut was_paused = false;
+            let mut jobs_due = Instant::now();
+            let mut label = None;
+            while !shared.stop.load(Ordering::Acquire) {
+                let started = Instant::now();
+                if !setup.jobs_dirs.is_empty() && started >= jobs_due {
+                    jobs_due = started + gpulse_live::jobs::EVERY;
+                    let jobs = gpulse_live::jobs::list(&setup.jobs_dirs);
+                    let mut a = lock(&app);
+                    if !a.paused && a.jobs != jobs {
+                        a.jobs = jobs;
+                        a.mark_jobs();
+                        changed();
+                    }
+                }
+                let paused = lock(&app).paused;
+                if let Feed::Replay(r) = &mut feed
+                    && was_paused
+                    && !paused
+                {
+                    r.resume(Instant::now());
+                }
+                was_paused = paused;
+                match feed.next(TICK, paused, shared.take_step()) {
+                    Fed::Poll(p, marks) => {
+                        pipeline.marks(marks);
+                        pipeline.poll(*p);
+                    }
+                    Fed::Failed(e) => {
+                        lock(&app).failed = Some(e);
+                        changed();
+                    }
+                    // A replay, or a collector that has ended, answers at once: wait out the tick.
+                    Fed::Nothing => std::thread::sleep(TICK.saturating_sub(started.elapsed())),
+                }
+                if let Feed::Replay(r) = &feed {
+                    let state = if r.finished() { "the end: q quits" } else { "playing" };
+                    let now = format!("replay {}/{} polls, {state}", r.played(), r.len());
+                    if label.as_ref() != Some(&now) {
+                        lock(&app).replay = Some(now.clone());
+                        label = Some(now);
+                        changed();
+                    }
+                }
+            }
+        })
+        .expect("spawning a thread")
+}
