@@ -185,3 +185,59 @@ fn nothing_outside_the_commands_calls_into_them() {
     assert!(climbs.is_empty(), "calls into cmd/ from outside it:\n{}", climbs.join("\n"));
     assert!(src.join("app/mod.rs").exists(), "the use cases have a layer of their own");
 }
+
+/// The source files that may read `/proc` outside the sampler, each with why. Anything else
+/// asks `gpulse_sample` (`proc_info`, `host`), so that one reader knows the files' quirks.
+const PROC_READERS: &[(&str, &str)] = &[
+    (
+        "src/output.rs",
+        "names this process's own descriptors (`-o /proc/self/fd/N`) and lists those it was started with: paths, not a process's facts",
+    ),
+    (
+        "crates/fake-nvml/src/api.rs",
+        "the stand-in libnvidia-ml.so answers a process's name as the driver does, from /proc, inside the process that loads it",
+    ),
+];
+
+/// Only `crates/sample` reads `/proc` (a `"/proc` literal or `procfs::`): the view, the
+/// pipeline, the server and the binary ask it. Tests are left out (they check the sampler
+/// against the files), and so is `src/job/` for now: it is being moved.
+#[test]
+fn only_the_sampler_reads_proc() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = sources(&root.join("src"));
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = krate.unwrap().path();
+        if dir.file_name().is_some_and(|n| n != "sample") && dir.join("src").is_dir() {
+            files.extend(sources(&dir.join("src")));
+        }
+    }
+    let readers: Vec<String> = files
+        .into_iter()
+        .filter_map(|(p, text)| {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let is_test = rel.ends_with("_tests.rs") || rel.ends_with("/tests.rs");
+            if rel.starts_with("src/job/") || is_test || PROC_READERS.iter().any(|(f, _)| *f == rel) {
+                return None;
+            }
+            // A file's unit tests come last, after their `#[cfg(test)]`.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let lines: Vec<String> = code
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim_start().starts_with("//"))
+                .filter(|(_, l)| l.contains("\"/proc") || l.contains("procfs::"))
+                .map(|(i, l)| format!("{rel}:{}: {}", i + 1, l.trim()))
+                .collect();
+            (!lines.is_empty()).then(|| lines.join("\n"))
+        })
+        .collect();
+    assert!(
+        readers.is_empty(),
+        "/proc read outside crates/sample (ask gpulse_sample::proc_info):\n{}",
+        readers.join("\n")
+    );
+    for (file, why) in PROC_READERS {
+        assert!(root.join(file).is_file() && !why.is_empty(), "{file} is listed as a reader but is gone");
+    }
+}
