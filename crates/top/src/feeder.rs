@@ -175,3 +175,52 @@ pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc
         })
         .expect("spawning a thread")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Replay;
+
+    /// Waits, however long a loaded machine takes, until `until` holds of the App.
+    fn wait_for(app: &Mutex<App>, what: &str, until: impl Fn(&App) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !until(&lock(app)) {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A replay played on the feed thread: held while paused, one poll a step, on to its end once
+    /// resumed, and the thread ends when told.
+    #[test]
+    fn the_feed_thread_plays_steps_and_stops() {
+        let p =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+        let run = gpulse_record::read(&p).unwrap();
+        let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
+        lock(&app).paused = true;
+        let shared = Arc::new(Shared::default());
+        let setup = FeedSetup {
+            devices: run.devices.clone(),
+            instrumented: true,
+            follow_workloads: false,
+            jobs_dirs: Vec::new(),
+        };
+        let feed = Feed::Replay(Replay::new(&run, 1e6));
+        let thread = spawn(feed, setup, app.clone(), shared.clone());
+        wait_for(&app, "the replay is labelled", |a| a.replay.as_deref().is_some_and(|l| l.starts_with("replay 0/")));
+        std::thread::sleep(TICK * 2);
+        assert_eq!(lock(&app).polls, 0, "paused, nothing is played");
+        shared.steps.fetch_add(1, Ordering::AcqRel);
+        wait_for(&app, "one step", |a| a.polls == 1);
+        assert!(shared.changed.swap(false, Ordering::AcqRel), "the UI is told to draw");
+        std::thread::sleep(TICK * 2);
+        assert_eq!(lock(&app).polls, 1, "one poll a step");
+        lock(&app).paused = false;
+        wait_for(&app, "the end", |a| a.replay.as_deref().is_some_and(|l| l.contains("the end")));
+        assert_eq!(lock(&app).polls as usize, run.snapshots.len());
+        assert!(!lock(&app).findings.is_empty(), "the diagnosis ran on the feed thread");
+        shared.stop.store(true, Ordering::Release);
+        thread.join().unwrap();
+    }
+}
