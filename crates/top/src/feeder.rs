@@ -49,18 +49,18 @@ pub struct TopSink {
     app: Arc<Mutex<App>>,
     procs: Option<procs::ProcView>,
     devices: Vec<DeviceInfo>,
-    changed: Arc<Shared>,
+    shared: Arc<Shared>,
 }
 
 impl TopSink {
     /// `live`: the processes are this machine's, so they are read for each frame.
     pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
         let devices = lock(&app).devices.clone();
-        Self { app, procs: live.then(procs::ProcView::default), devices, changed: Arc::default() }
+        Self { app, procs: live.then(procs::ProcView::default), devices, shared: Arc::default() }
     }
 
     fn telling(mut self, shared: Arc<Shared>) -> Self {
-        self.changed = shared;
+        self.shared = shared;
         self
     }
 }
@@ -68,11 +68,8 @@ impl TopSink {
 impl Sink for TopSink {
     fn frame(&mut self, frame: &Frame) {
         // Live, pause holds the screen; a replay's pause stops the replay itself.
-        let held = {
-            let a = lock(&self.app);
-            a.paused && a.replay.is_none()
-        };
-        if held {
+        let held = |a: &App| a.paused && a.replay.is_none();
+        if held(&lock(&self.app)) {
             return;
         }
         let (procs, lineage) = match self.procs.as_mut() {
@@ -93,10 +90,14 @@ impl Sink for TopSink {
         };
         let update = Update::new(frame, &procs, &self.devices);
         let mut app = lock(&self.app);
+        // Paused while this frame was worked out: the screen holds from the key on.
+        if held(&app) {
+            return;
+        }
         app.lineage = lineage;
         app.take(update);
         drop(app);
-        self.changed.changed.store(true, Ordering::Release);
+        self.shared.changed.store(true, Ordering::Release);
     }
 }
 
