@@ -61,7 +61,7 @@ pub fn create(
         extra_meta.insert("root_pid".into(), p.to_string());
     }
     let meta = RunMeta {
-        host: std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()),
+        host: gpulse_sample::host::hostname(),
         gpulse_version: env!("CARGO_PKG_VERSION").to_owned(),
         command: command.or_else(|| root.and_then(gpulse_sample::proc_info::cmdline)),
         started_at_us: gpulse_sample::now_us(),

@@ -104,5 +104,5 @@ pub fn host_names(allowed: &[String]) -> Vec<String> {
 
 /// This machine's name, as the kernel holds it; empty where it cannot be read.
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default()
+    gpulse_sample::host::hostname().unwrap_or_default()
 }

@@ -141,12 +141,25 @@ fn the_server_names_neither_the_sampler_nor_the_recording_nor_the_inputs() {
 
 #[test]
 fn top_draws_from_frames_and_never_samples_itself() {
-    // It stands on the live pipeline (which samples), but names neither the sampler nor the
-    // recording: its feed comes in as polls, a replay as the model's RunData.
+    // It stands on the live pipeline (which samples) and names no recording: its feed comes in as
+    // polls, a replay as the model's RunData. Of the sampler it names the process facts alone
+    // (`proc_info`, for the processes around a GPU process); never a GPU source or the poller.
     let mine = &direct()["gpulse-top"];
-    assert!(!mine.contains("gpulse-sample") && !mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
+    assert!(!mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
     assert!(mine.contains("gpulse-live") && mine.contains("ratatui"), "{mine:?}");
     assert!(!graph()["gpulse-top"].contains("gpulse-report"), "the terminal view draws its own");
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/top/src");
+    let beyond: Vec<String> = sources(&top)
+        .into_iter()
+        .flat_map(|(p, text)| {
+            let mut uses: Vec<&str> = text.split("gpulse_sample::").skip(1).collect();
+            uses.retain(|u| !u.starts_with("proc_info"));
+            uses.into_iter()
+                .map(|u| format!("{}: gpulse_sample::{}", p.display(), u.lines().next().unwrap_or("")))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(beyond.is_empty(), "top names more of the sampler than the process facts:\n{}", beyond.join("\n"));
 }
 
 /// Every `.rs` file under `dir`, with its text.
@@ -181,4 +194,60 @@ fn nothing_outside_the_commands_calls_into_them() {
         .collect();
     assert!(climbs.is_empty(), "calls into cmd/ from outside it:\n{}", climbs.join("\n"));
     assert!(src.join("app/mod.rs").exists(), "the use cases have a layer of their own");
+}
+
+/// The source files that may read `/proc` outside the sampler, each with why. Anything else
+/// asks `gpulse_sample` (`proc_info`, `host`), so that one reader knows the files' quirks.
+const PROC_READERS: &[(&str, &str)] = &[
+    (
+        "src/output.rs",
+        "names this process's own descriptors (`-o /proc/self/fd/N`) and lists those it was started with: paths, not a process's facts",
+    ),
+    (
+        "crates/fake-nvml/src/api.rs",
+        "the stand-in libnvidia-ml.so answers a process's name as the driver does, from /proc, inside the process that loads it",
+    ),
+];
+
+/// Only `crates/sample` reads `/proc` (a `"/proc` literal or `procfs::`): the view, the
+/// pipeline, the server and the binary ask it. Tests are left out (they check the sampler
+/// against the files), and so is `src/job/` for now: it is being moved.
+#[test]
+fn only_the_sampler_reads_proc() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = sources(&root.join("src"));
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = krate.unwrap().path();
+        if dir.file_name().is_some_and(|n| n != "sample") && dir.join("src").is_dir() {
+            files.extend(sources(&dir.join("src")));
+        }
+    }
+    let readers: Vec<String> = files
+        .into_iter()
+        .filter_map(|(p, text)| {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let is_test = rel.ends_with("_tests.rs") || rel.ends_with("/tests.rs");
+            if rel.starts_with("src/job/") || is_test || PROC_READERS.iter().any(|(f, _)| *f == rel) {
+                return None;
+            }
+            // A file's unit tests come last, after their `#[cfg(test)]`.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let lines: Vec<String> = code
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim_start().starts_with("//"))
+                .filter(|(_, l)| l.contains("\"/proc") || l.contains("procfs::"))
+                .map(|(i, l)| format!("{rel}:{}: {}", i + 1, l.trim()))
+                .collect();
+            (!lines.is_empty()).then(|| lines.join("\n"))
+        })
+        .collect();
+    assert!(
+        readers.is_empty(),
+        "/proc read outside crates/sample (ask gpulse_sample::proc_info):\n{}",
+        readers.join("\n")
+    );
+    for (file, why) in PROC_READERS {
+        assert!(root.join(file).is_file() && !why.is_empty(), "{file} is listed as a reader but is gone");
+    }
 }

@@ -1,8 +1,77 @@
-//! What `/proc` says about a process: its command line and its owner.
+//! What `/proc` says about one process, read here and nowhere else in gpulse (through `procfs`
+//! where it parses the file) and handed on as plain values, so that the views and the job never
+//! open a `/proc` file themselves.
 
+use std::collections::HashMap;
 use std::fs;
+use std::sync::{Mutex, OnceLock};
 
-/// A process's command line, arguments joined by spaces; `None` if it is gone or hidden.
+use procfs::process::Process;
+
+/// A process as `/proc/PID/stat` gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: u32,
+    pub ppid: u32,
+    /// The scheduler's state letter: `R`, `S`, `D`, `T` when stopped, `Z` a zombie, ...
+    pub state: char,
+    /// The short name the kernel keeps (at most 15 bytes; may hold spaces and parentheses).
+    pub comm: String,
+    /// Since boot, in clock ticks: with the PID, it names one process, never a later one that
+    /// reused the PID.
+    pub start_ticks: u64,
+    /// User and system CPU used so far, clock ticks.
+    pub cpu_ticks: u64,
+    pub rss_bytes: u64,
+    pub threads: Option<u32>,
+}
+
+/// One reading of `/proc/PID/stat`; `None` when the process is gone (or hidden).
+pub fn stat(pid: u32) -> Option<ProcStat> {
+    let st = Process::new(i32::try_from(pid).ok()?).ok()?.stat().ok()?;
+    Some(ProcStat {
+        pid,
+        ppid: u32::try_from(st.ppid).unwrap_or(0),
+        state: st.state,
+        comm: st.comm,
+        start_ticks: st.starttime,
+        cpu_ticks: st.utime + st.stime,
+        rss_bytes: st.rss * page_bytes(),
+        threads: u32::try_from(st.num_threads).ok(),
+    })
+}
+
+/// Whether `/proc` lists `pid` at all (a zombie included).
+pub fn exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The children of `pid`, from every thread's `/proc/PID/task/TID/children` (a thread other
+/// than the main one may have forked them); empty when it is gone.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Some(tasks) = i32::try_from(pid).ok().and_then(|p| Process::new(p).ok()).and_then(|p| p.tasks().ok()) else {
+        return Vec::new();
+    };
+    tasks.flatten().filter_map(|t| t.children().ok()).flatten().collect()
+}
+
+/// Seconds since boot (`/proc/uptime`): with a start time in ticks, a process's age.
+pub fn uptime_s() -> Option<f64> {
+    <procfs::Uptime as procfs::Current>::current().ok().map(|u| u.uptime)
+}
+
+/// Clock ticks a second, the unit of [`ProcStat::start_ticks`] and [`ProcStat::cpu_ticks`].
+pub fn ticks_per_s() -> f64 {
+    procfs::ticks_per_second() as f64
+}
+
+/// Bytes a page, the unit `/proc` counts resident memory in.
+pub fn page_bytes() -> u64 {
+    procfs::page_size()
+}
+
+/// A process's command line, arguments joined by spaces; `None` if it is gone, a zombie or a
+/// kernel thread. Read by hand: an argument need not be UTF-8, and is then shown lossily.
 pub fn cmdline(pid: u32) -> Option<String> {
     let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> =
@@ -12,59 +81,84 @@ pub fn cmdline(pid: u32) -> Option<String> {
 
 /// Whether `pid` is running: it exists and has not exited (a zombie, not yet reaped, has).
 pub fn is_running(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
-        .is_some_and(|state| !matches!(state, 'Z' | 'X'))
+    state(pid).is_some_and(|s| !matches!(s, 'Z' | 'X'))
 }
 
-/// When a process started, in clock ticks since boot (`/proc/PID/stat`'s field 22): with the
-/// PID, it names one process, never a later one that reused the PID.
+/// When a process started, in clock ticks since boot (see [`ProcStat::start_ticks`]).
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command's closing parenthesis start at field 3.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
+    stat(pid).map(|s| s.start_ticks)
 }
 
-/// A process's state letter (`/proc/PID/stat`'s field 3): `R`, `S`, `T` when stopped, ...
+/// A process's state letter (see [`ProcStat::state`]).
 pub fn state(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+    stat(pid).map(|s| s.state)
 }
 
-/// A process's parent (`/proc/PID/stat`'s field 4).
+/// A process's parent.
 pub fn parent(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(4 - 3)?.parse().ok()
+    stat(pid).map(|s| s.ppid)
 }
 
-/// The short name the kernel keeps for a process (`/proc/PID/comm`).
+/// The short name the kernel keeps for a process.
 pub fn comm(pid: u32) -> Option<String> {
-    let s = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    Some(s.trim_end().to_owned())
+    stat(pid).map(|s| s.comm)
 }
 
-/// The user name that owns a process (its real uid, looked up in the user database); the
-/// numeric uid when the database has no entry.
+/// The real uid a process runs as (`/proc/PID/status`'s first `Uid:`).
+pub fn uid(pid: u32) -> Option<u32> {
+    Process::new(i32::try_from(pid).ok()?).ok()?.status().ok().map(|s| s.ruid)
+}
+
+/// The path of a process's cgroup in the cgroup v2 hierarchy (`/proc/PID/cgroup`'s `0::` line),
+/// relative to the v2 mount, `/` for its root; `None` without a v2 entry (v1 only) or when it
+/// is gone.
+pub fn cgroup_v2(pid: u32) -> Option<String> {
+    let groups = Process::new(i32::try_from(pid).ok()?).ok()?.cgroups().ok()?;
+    groups.0.into_iter().find(|g| g.hierarchy == 0 && g.controllers.is_empty()).map(|g| g.pathname)
+}
+
+/// The user name that owns a process (its real uid, see [`user_name`]).
 pub fn user(pid: u32) -> Option<String> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let uid: u32 = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()?;
+    let uid = uid(pid)?;
     Some(user_name(uid).unwrap_or_else(|| uid.to_string()))
 }
 
-fn user_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0 as libc::c_char; 4096];
-    // SAFETY: passwd is plain data; all zeroes is a valid value that getpwuid_r overwrites.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
-    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-        return None;
+/// The user database's name for `uid` (`getpwuid_r`, so LDAP and the like answer too), looked
+/// up once per uid for the life of the process: every poll asks it for every GPU process, and
+/// a directory service may be slow.
+pub fn user_name(uid: u32) -> Option<String> {
+    static NAMES: OnceLock<Mutex<HashMap<u32, Option<String>>>> = OnceLock::new();
+    let names = NAMES.get_or_init(Default::default);
+    if let Some(known) = names.lock().unwrap_or_else(|e| e.into_inner()).get(&uid) {
+        return known.clone();
     }
-    // SAFETY: getpwuid_r succeeded, so pw_name points to a NUL-terminated string inside `buf`.
-    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
-    Some(name.to_string_lossy().into_owned())
+    // Looked up without the lock: a slow directory holds up no other thread's hit.
+    let name = lookup_user(uid);
+    names.lock().unwrap_or_else(|e| e.into_inner()).insert(uid, name.clone());
+    name
+}
+
+fn lookup_user(uid: u32) -> Option<String> {
+    let mut buf_len = 4096;
+    loop {
+        let mut buf = vec![0 as libc::c_char; buf_len];
+        // SAFETY: passwd is plain data; all zeroes is a valid value that getpwuid_r overwrites.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
+        let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+        // An entry larger than the buffer: try again with more, up to a sane bound.
+        if rc == libc::ERANGE && buf_len < 1 << 20 {
+            buf_len *= 4;
+            continue;
+        }
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: getpwuid_r succeeded, so pw_name points to a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        return Some(name.to_string_lossy().into_owned());
+    }
 }
 
 #[cfg(test)]
@@ -78,8 +172,14 @@ mod tests {
         assert!(!comm(me).unwrap().is_empty());
         // SAFETY: getuid cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
-        let expected = user_name(uid).unwrap_or_else(|| uid.to_string());
-        assert_eq!(user(me), Some(expected));
+        let expected = lookup_user(uid).unwrap_or_else(|| uid.to_string());
+        assert_eq!(user(me), Some(expected.clone()));
+        assert_eq!(user(me), Some(expected), "the cached name is the same");
+        let st = stat(me).unwrap();
+        assert!(st.rss_bytes > 0 && st.threads.is_some_and(|n| n >= 1) && st.state != 'Z', "{st:?}");
+        assert_eq!(parent(me), Some(st.ppid));
+        assert!(is_running(me) && exists(me));
+        assert!(cgroup_v2(me).is_none_or(|p| p.starts_with('/')));
     }
 
     #[test]
@@ -87,13 +187,10 @@ mod tests {
         let started = std::time::Instant::now();
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let ticks = start_ticks(child.id()).unwrap();
-        // SAFETY: sysconf only reads a setting.
-        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        let uptime_s: f64 =
-            fs::read_to_string("/proc/uptime").unwrap().split_whitespace().next().unwrap().parse().unwrap();
-        let age_s = uptime_s - ticks as f64 / per_s;
+        let age_s = uptime_s().unwrap() - ticks as f64 / ticks_per_s();
         assert!((-0.05..=started.elapsed().as_secs_f64() + 0.05).contains(&age_s), "started {age_s} s ago");
         assert!(start_ticks(std::process::id()).unwrap() <= ticks, "the test started before its child");
+        assert!(children(std::process::id()).contains(&child.id()), "a child of a test thread is found");
         let _ = (child.kill(), child.wait());
         assert_eq!(start_ticks(u32::MAX), None);
     }
@@ -102,5 +199,7 @@ mod tests {
     fn missing_process_is_none() {
         assert_eq!(cmdline(u32::MAX), None);
         assert_eq!(user(u32::MAX), None);
+        assert_eq!(stat(u32::MAX), None);
+        assert!(children(u32::MAX).is_empty() && !exists(u32::MAX) && !is_running(u32::MAX));
     }
 }

@@ -102,6 +102,9 @@ pub struct App {
     /// The jobs `gpulse run` and `gpulse attach` watch on this machine, each with its own pace
     /// and leading finding (live only).
     pub jobs: Vec<gpulse_live::jobs::JobStatus>,
+    /// The parent of each process above the rows, up to init, read with the latest frame (live
+    /// only): how a row is found under a watched job without asking `/proc` under the lock.
+    pub lineage: HashMap<u32, u32>,
     /// Each GPU's memory trend, GiB a minute.
     pub trend_gib_per_min: Vec<Option<f64>>,
     pub sort: Sort,
@@ -131,118 +134,42 @@ pub struct App {
 /// A process's readings summed over its GPUs: CPU, RSS, GPU memory, %SM.
 type ProcSums = (Option<f32>, Option<u64>, Option<u64>, Option<u32>);
 
-impl App {
-    pub fn new(devices: Vec<DeviceInfo>, no_signals: Option<&'static str>) -> Self {
-        let n = devices.len();
-        Self {
-            gpu_history: (0..n).map(|_| GpuHistory::new(HISTORY_LEN)).collect(),
-            trend_gib_per_min: vec![None; n],
-            devices,
-            poll: None,
-            rows: Vec::new(),
-            host_cpu_pct: Ring::new(HISTORY_LEN),
-            host_mem_pct: Ring::new(HISTORY_LEN),
-            host_swap_pct: Ring::new(HISTORY_LEN),
-            times_s: Ring::new(HISTORY_LEN),
-            proc_history: HashMap::new(),
-            findings: Vec::new(),
-            steps_per_s: None,
-            data_wait_share: None,
-            jobs: Vec::new(),
-            sort: Sort::default(),
-            filter: Filter::default(),
-            tree: false,
-            selected: 0,
-            tagged: BTreeSet::new(),
-            screen: Screen::Main,
-            prompt: Prompt::None,
-            paused: false,
-            chart: Chart::Util,
-            gpu_pick: 0,
-            no_signals,
-            message: None,
-            replay: None,
-            failed: None,
-            polls: 0,
-        }
-    }
+/// What one frame says, worked out without the [`App`] (the rows, and the diagnosis' findings,
+/// pace and trends, which take a while on a long window), so that it can be built off the lock.
+pub struct Update {
+    poll: Poll,
+    rows: Vec<Row>,
+    diagnosis: Option<DiagnosisView>,
+}
 
-    /// Takes in one frame of the pipeline, with `/proc`'s view of the processes (empty in a replay).
-    pub fn apply(&mut self, frame: &Frame, live: &HashMap<u32, ProcNow>) {
-        self.polls += 1;
-        let poll = frame.poll;
-        if let Some(snap) = &poll.snapshot {
-            for g in &snap.gpus {
-                let Some(h) = self.gpu_history.get_mut(g.gpu_index as usize) else { continue };
-                let total = g.memory_total_bytes.filter(|t| *t > 0);
-                h.util_pct.push(g.util_gpu_pct.map(f64::from));
-                h.sm_pct.push(g.sm_active_pct());
-                h.mem_pct.push(g.memory_used_bytes.zip(total).map(|(u, t)| u as f64 / t as f64 * 100.0));
-                let limit = g.enforced_power_limit_mw.or(g.power_limit_mw).filter(|l| *l > 0);
-                h.power_pct.push(g.power_draw_mw.zip(limit).map(|(p, l)| f64::from(p) / f64::from(l) * 100.0));
-            }
-        }
-        self.host_cpu_pct.push(poll.host.cpu_busy_pct.map(f64::from));
-        let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
-        self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
-        self.host_swap_pct.push(crate::fmt::swap_pct(&poll.host));
-        let t_us = poll.snapshot.as_ref().map_or(poll.host.timestamp_us, |s| s.timestamp_us);
-        self.times_s.push(Some(t_us as f64 / 1e6));
-        // Each share as this poll read it: one the sampler could not read is absent, not held.
-        self.rows = rows::build(poll, live);
-        self.mark_jobs();
-        self.track_processes();
-        if let Some(live) = frame.live {
-            self.diagnosis(live);
+/// The rolling diagnosis as the view shows it.
+struct DiagnosisView {
+    findings: Vec<FindingView>,
+    steps_per_s: Option<f64>,
+    data_wait_share: Option<f64>,
+    /// Each device's memory trend, in the devices' order.
+    trend_gib_per_min: Vec<Option<f64>>,
+}
+
+impl Update {
+    /// `live`: the processes around the GPU processes, as this machine's `/proc` gave them
+    /// (empty in a replay); `devices`: the view's, in its order.
+    pub fn new(frame: &Frame, live: &HashMap<u32, ProcNow>, devices: &[DeviceInfo]) -> Self {
+        let mut rows = rows::build(frame.poll, live);
+        let diagnosis = frame.live.map(|live| {
             // The processes the diagnosis judged idle holders, by GPU and PID.
             let idle = live.idle_processes();
-            for r in &mut self.rows {
+            for r in &mut rows {
                 r.idle = r.gpu.is_some_and(|g| idle.contains(&(g, r.pid)));
             }
-        }
-        self.poll = Some(poll.clone());
-        self.clamp();
+            DiagnosisView::new(live, devices)
+        });
+        Self { poll: frame.poll.clone(), rows, diagnosis }
     }
+}
 
-    /// The watched jobs' own processes, and those under them (DataLoader workers, ranks), are
-    /// of a watched tree: `tree`, where `top`'s own poll cannot tell.
-    pub fn mark_jobs(&mut self) {
-        if self.jobs.is_empty() {
-            return;
-        }
-        let parent: HashMap<u32, u32> = self.rows.iter().filter_map(|r| Some((r.pid, r.ppid?))).collect();
-        // What each process walked through turned out to be, so ancestors that rows share are
-        // looked up (in /proc, at worst) once a call, not once a row.
-        let mut known: HashMap<u32, bool> = self.jobs.iter().map(|j| (j.pid, true)).collect();
-        let mut under_a_job = |pid: u32| {
-            let mut path = Vec::new();
-            let mut at = pid;
-            let found = loop {
-                if let Some(&k) = known.get(&at) {
-                    break k;
-                }
-                if path.len() >= 64 {
-                    break false;
-                }
-                path.push(at);
-                // A parent that is not in the table (a shell, a launcher without a GPU) is asked
-                // of /proc: jobs are listed live only.
-                match parent.get(&at).copied().or_else(|| crate::procs::read_stat(at).map(|s| s.ppid)) {
-                    Some(up) if up > 1 => at = up,
-                    _ => break false,
-                }
-            };
-            known.extend(path.into_iter().map(|p| (p, found)));
-            found
-        };
-        for r in self.rows.iter_mut().filter(|r| r.class.is_none()) {
-            if under_a_job(r.pid) {
-                r.class = Some(gpulse_model::GpuProcessClass::Tree);
-            }
-        }
-    }
-
-    fn diagnosis(&mut self, live: &LiveDiagnosis) {
+impl DiagnosisView {
+    fn new(live: &LiveDiagnosis, devices: &[DeviceInfo]) -> Self {
         let mut findings: Vec<FindingView> = live
             .current()
             .iter()
@@ -263,12 +190,133 @@ impl App {
             (None, Some(_)) => std::cmp::Ordering::Greater,
             (None, None) => std::cmp::Ordering::Equal,
         });
-        self.findings = findings;
         let steps = live.recent_steps();
-        self.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
-        self.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());
-        for (i, d) in self.devices.iter().enumerate() {
-            self.trend_gib_per_min[i] = live.memory_trend_gib_per_min(d.index);
+        Self {
+            findings,
+            steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
+            data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
+            trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
+        }
+    }
+}
+
+impl App {
+    pub fn new(devices: Vec<DeviceInfo>, no_signals: Option<&'static str>) -> Self {
+        let n = devices.len();
+        Self {
+            gpu_history: (0..n).map(|_| GpuHistory::new(HISTORY_LEN)).collect(),
+            trend_gib_per_min: vec![None; n],
+            devices,
+            poll: None,
+            rows: Vec::new(),
+            host_cpu_pct: Ring::new(HISTORY_LEN),
+            host_mem_pct: Ring::new(HISTORY_LEN),
+            host_swap_pct: Ring::new(HISTORY_LEN),
+            times_s: Ring::new(HISTORY_LEN),
+            proc_history: HashMap::new(),
+            findings: Vec::new(),
+            steps_per_s: None,
+            data_wait_share: None,
+            jobs: Vec::new(),
+            lineage: HashMap::new(),
+            sort: Sort::default(),
+            filter: Filter::default(),
+            tree: false,
+            selected: 0,
+            tagged: BTreeSet::new(),
+            screen: Screen::Main,
+            prompt: Prompt::None,
+            paused: false,
+            chart: Chart::Util,
+            gpu_pick: 0,
+            no_signals,
+            message: None,
+            replay: None,
+            failed: None,
+            polls: 0,
+        }
+    }
+
+    /// Takes in one frame of the pipeline, with the processes around the GPU processes as this
+    /// machine's `/proc` gave them (empty in a replay).
+    pub fn apply(&mut self, frame: &Frame, live: &HashMap<u32, ProcNow>) {
+        let update = Update::new(frame, live, &self.devices);
+        self.take(update);
+    }
+
+    /// Swaps in what a frame said, worked out beforehand: quick, so that the feed thread holds
+    /// the lock the UI draws under only for this.
+    pub fn take(&mut self, update: Update) {
+        let Update { poll, rows, diagnosis } = update;
+        self.polls += 1;
+        if let Some(snap) = &poll.snapshot {
+            for g in &snap.gpus {
+                let Some(h) = self.gpu_history.get_mut(g.gpu_index as usize) else { continue };
+                let total = g.memory_total_bytes.filter(|t| *t > 0);
+                h.util_pct.push(g.util_gpu_pct.map(f64::from));
+                h.sm_pct.push(g.sm_active_pct());
+                h.mem_pct.push(g.memory_used_bytes.zip(total).map(|(u, t)| u as f64 / t as f64 * 100.0));
+                let limit = g.enforced_power_limit_mw.or(g.power_limit_mw).filter(|l| *l > 0);
+                h.power_pct.push(g.power_draw_mw.zip(limit).map(|(p, l)| f64::from(p) / f64::from(l) * 100.0));
+            }
+        }
+        self.host_cpu_pct.push(poll.host.cpu_busy_pct.map(f64::from));
+        let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
+        self.host_mem_pct.push(poll.host.memory_used_bytes.zip(host_total).map(|(u, t)| u as f64 / t as f64 * 100.0));
+        self.host_swap_pct.push(crate::fmt::swap_pct(&poll.host));
+        let t_us = poll.snapshot.as_ref().map_or(poll.host.timestamp_us, |s| s.timestamp_us);
+        self.times_s.push(Some(t_us as f64 / 1e6));
+        // Each share as this poll read it: one the sampler could not read is absent, not held.
+        self.rows = rows;
+        self.mark_jobs();
+        self.track_processes();
+        if let Some(d) = diagnosis {
+            self.findings = d.findings;
+            self.steps_per_s = d.steps_per_s;
+            self.data_wait_share = d.data_wait_share;
+            for (i, trend) in d.trend_gib_per_min.into_iter().enumerate().take(self.trend_gib_per_min.len()) {
+                self.trend_gib_per_min[i] = trend;
+            }
+        }
+        self.poll = Some(poll);
+        self.clamp();
+    }
+
+    /// The watched jobs' own processes, and those under them (DataLoader workers, ranks), are
+    /// of a watched tree: `tree`, where `top`'s own poll cannot tell.
+    pub fn mark_jobs(&mut self) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let parent: HashMap<u32, u32> = self.rows.iter().filter_map(|r| Some((r.pid, r.ppid?))).collect();
+        // What each process walked through turned out to be, so ancestors that rows share are
+        // walked once a call, not once a row.
+        let mut known: HashMap<u32, bool> = self.jobs.iter().map(|j| (j.pid, true)).collect();
+        let mut under_a_job = |pid: u32| {
+            let mut path = Vec::new();
+            let mut at = pid;
+            let found = loop {
+                if let Some(&k) = known.get(&at) {
+                    break k;
+                }
+                if path.len() >= 64 {
+                    break false;
+                }
+                path.push(at);
+                // A parent that is not in the table (a shell, a launcher without a GPU) is in the
+                // lineage read with the frame: jobs are listed live only.
+                match parent.get(&at).or_else(|| self.lineage.get(&at)).copied() {
+                    Some(up) if up > 1 => at = up,
+                    _ => break false,
+                }
+            };
+            known.extend(path.into_iter().map(|p| (p, found)));
+            found
+        };
+        for r in self.rows.iter_mut().filter(|r| r.class.is_none()) {
+            if under_a_job(r.pid) {
+                r.class = Some(gpulse_model::GpuProcessClass::Tree);
+            }
         }
     }
 

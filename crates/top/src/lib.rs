@@ -1,6 +1,7 @@
 //! `gpulse top`: the live terminal view of every GPU, the host, the processes and why the
-//! training is slow. A [`Sink`] of the live pipeline turns each frame into the [`App`] state;
-//! drawing reads that state only, so a replayed recording and live NVML look the same.
+//! training is slow. A sink of the live pipeline ([`TopSink`], on the feed thread) turns each
+//! frame into the [`App`] state; drawing reads that state only, so a replayed recording and live
+//! NVML look the same.
 
 pub mod app;
 mod chart;
@@ -9,6 +10,7 @@ mod draw_host;
 mod draw_table;
 mod draw_why;
 pub mod feed;
+mod feeder;
 pub mod fmt;
 pub mod history;
 mod keys;
@@ -16,13 +18,11 @@ pub mod procs;
 pub mod rows;
 mod tty;
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use gpulse_diagnose::LiveDiagnosis;
-use gpulse_live::{Frame, Pipeline, Sink};
 use gpulse_model::DeviceInfo;
 use ratatui::backend::Backend;
 use ratatui::crossterm::{cursor, event, execute, terminal};
@@ -30,45 +30,9 @@ use ratatui::crossterm::{cursor, event, execute, terminal};
 pub use app::{Action, App, Key};
 pub use draw::draw;
 pub use feed::{Fed, Feed, Replay};
-
-/// Fills the shared [`App`] from the pipeline's frames; live, with `/proc`'s view of the
-/// processes around the GPU processes.
-pub struct TopSink {
-    app: Arc<Mutex<App>>,
-    procs: Option<procs::ProcView>,
-}
-
-impl TopSink {
-    /// `live`: the processes are this machine's, so `/proc` is read for them.
-    pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
-        Self { app, procs: live.then(procs::ProcView::default) }
-    }
-}
-
-impl Sink for TopSink {
-    fn frame(&mut self, frame: &Frame) {
-        let mut app = self.app.lock().unwrap_or_else(|e| e.into_inner());
-        // Live, pause holds the screen; a replay's pause stops the replay itself.
-        if app.paused && app.replay.is_none() {
-            return;
-        }
-        let procs = match self.procs.as_mut() {
-            Some(view) => {
-                let pids: Vec<u32> = frame
-                    .poll
-                    .snapshot
-                    .iter()
-                    .flat_map(|s| &s.gpus)
-                    .flat_map(|g| &g.processes)
-                    .map(|p| p.pid)
-                    .collect();
-                view.around(&pids)
-            }
-            None => HashMap::new(),
-        };
-        app.apply(frame, &procs);
-    }
-}
+pub use feeder::TopSink;
+#[cfg(test)]
+use feeder::live_diagnosis;
 
 /// Why `top` cannot start here, if it cannot: it draws on a terminal only.
 pub fn check_terminal() -> Result<(), String> {
@@ -108,21 +72,11 @@ pub struct Options {
     pub follow_workloads: bool,
 }
 
-/// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
-/// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
-/// does.
-fn live_diagnosis(devices: &[gpulse_model::DeviceInfo], instrumented: bool, follow_workloads: bool) -> LiveDiagnosis {
-    let live = LiveDiagnosis::new(devices, instrumented);
-    if follow_workloads { live.following_workloads() } else { live }
-}
-
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
-pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
-    let live = matches!(feed, Feed::Live(_));
+/// This thread draws and answers keys; the feed thread ([`feeder`]) collects and diagnoses.
+pub fn run(feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
     let app = Arc::new(Mutex::new(App::new(options.devices.clone(), options.no_signals)));
-    let mut pipeline =
-        Pipeline::new(None, Some(live_diagnosis(&options.devices, options.instrumented, options.follow_workloads)));
-    pipeline.add_sink(Box::new(TopSink::new(app.clone(), live)));
+    let shared = Arc::new(feeder::Shared::default());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -133,59 +87,31 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
     execute!(std::io::stdout(), terminal::EnterAlternateScreen, event::EnableMouseCapture, cursor::Hide)?;
     let mut term = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))?;
     let input = tty::TtyInput::open()?;
+    let setup = feeder::FeedSetup {
+        devices: options.devices,
+        instrumented: options.instrumented,
+        follow_workloads: options.follow_workloads,
+        jobs_dirs: options.jobs_dirs,
+    };
+    let mut feeding = Some(feeder::spawn(feed, setup, app.clone(), shared.clone()));
     let mut size = input.size().unwrap_or_default();
     let mut parser = keys::KeyParser::default();
     let mut buf = [0u8; 1024];
     let lock = || app.lock().unwrap_or_else(|e| e.into_inner());
     let mut dirty = true;
-    let mut step = false;
-    let mut was_paused = false;
-    let mut jobs_due = Instant::now();
     let reason = 'outer: loop {
         if let Some(r) = stop() {
             break r;
         }
-        if !options.jobs_dirs.is_empty() && Instant::now() >= jobs_due {
-            jobs_due = Instant::now() + gpulse_live::jobs::EVERY;
-            let jobs = gpulse_live::jobs::list(&options.jobs_dirs);
-            let mut a = lock();
-            if !a.paused && a.jobs != jobs {
-                a.jobs = jobs;
-                a.mark_jobs();
-                dirty = true;
+        // The feed thread ends only when told to, or by a panic, which ends the view too.
+        if let Some(t) = feeding.take_if(|t| t.is_finished()) {
+            if let Err(panic) = t.join() {
+                std::panic::resume_unwind(panic);
             }
+            break "the feed stopped".to_owned();
         }
-        let paused = lock().paused;
-        if let Feed::Replay(r) = &mut feed
-            && was_paused
-            && !paused
-        {
-            r.resume(Instant::now());
-        }
-        was_paused = paused;
-        loop {
-            match feed.next(Duration::ZERO, paused, std::mem::take(&mut step)) {
-                Fed::Poll(p, marks) => {
-                    pipeline.marks(marks);
-                    pipeline.poll(*p);
-                    dirty = true;
-                }
-                Fed::Failed(e) => {
-                    lock().failed = Some(e);
-                    dirty = true;
-                    break;
-                }
-                Fed::Nothing => break,
-            }
-        }
-        if let Feed::Replay(r) = &feed {
-            let state = if r.finished() { "the end: q quits" } else { "playing" };
-            let label = format!("replay {}/{} polls, {state}", r.played(), r.len());
-            let mut a = lock();
-            if a.replay.as_deref() != Some(label.as_str()) {
-                a.replay = Some(label);
-                dirty = true;
-            }
+        if shared.changed.swap(false, Ordering::AcqRel) {
+            dirty = true;
         }
         if dirty {
             let a = lock();
@@ -214,7 +140,11 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
             match action {
                 Action::None => {}
                 Action::Quit => break 'outer "quit".to_owned(),
-                Action::Step => step = true,
+                Action::Step => {
+                    shared.steps.fetch_add(1, Ordering::AcqRel);
+                }
+                // Sent from here, at once: a confirmed key must not wait behind a diagnosis, and
+                // the check is one reading of the start time per target.
                 Action::Signal(sig, targets) => {
                     let said: Vec<String> = targets
                         .iter()
@@ -230,6 +160,8 @@ pub fn run(mut feed: Feed, options: Options, mut stop: impl FnMut() -> Option<St
             }
         }
     };
+    // The feed stops after the poll it may be diagnosing; quitting does not wait for it.
+    shared.stop.store(true, Ordering::Release);
     term.backend_mut().flush()?;
     drop(term);
     Ok(reason)

@@ -1,55 +1,12 @@
-//! What `top` reads of this machine's processes to fill the table (CPU, host memory, age, user,
-//! the launcher and the DataLoader workers around a GPU process), and the one way it signals
+//! Which of this machine's processes `top` shows around a GPU process (its DataLoader workers,
+//! its launcher) and their CPU share between two readings, from the sampler's facts
+//! (`gpulse_sample::proc_info`: `top` opens no `/proc` file itself); and the one way it signals
 //! one: only the process it showed, checked by its start time, never a PID reused since.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-/// A process as `/proc/PID/stat` and `status` give it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    /// Since boot, in clock ticks: with the PID, it names one process for good.
-    pub start_ticks: u64,
-    /// User and system CPU used so far, clock ticks.
-    pub cpu_ticks: u64,
-    pub rss_bytes: u64,
-    pub comm: String,
-}
-
-/// Reads `/proc/PID/stat`; `None` when the process is gone.
-pub fn read_stat(pid: u32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-/// `comm` may hold spaces and parentheses: the fields start after the last `)`.
-fn parse_stat(text: &str) -> Option<ProcStat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_owned();
-    let f: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some(ProcStat {
-        ppid: num(1)? as u32,
-        cpu_ticks: num(11)? + num(12)?,
-        start_ticks: num(19)?,
-        rss_bytes: num(21)? * page_bytes(),
-        comm,
-    })
-}
-
-fn page_bytes() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as u64 } else { 4096 }
-}
-
-fn ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if n > 0 { n as f64 } else { 100.0 }
-}
+use gpulse_sample::proc_info::{self, ProcStat};
 
 /// One process as the table shows it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,15 +23,15 @@ pub struct ProcNow {
 
 /// Reads the processes around the GPU processes, keeping what a CPU share needs between polls.
 pub struct ProcView {
+    /// Each process's start time, CPU ticks and when they were read.
     seen: HashMap<u32, (u64, u64, Instant)>,
-    users: HashMap<u32, Option<String>>,
     cmdlines: HashMap<(u32, u64), Option<String>>,
     ticks_per_s: f64,
 }
 
 impl Default for ProcView {
     fn default() -> Self {
-        Self { seen: HashMap::new(), users: HashMap::new(), cmdlines: HashMap::new(), ticks_per_s: ticks_per_s() }
+        Self { seen: HashMap::new(), cmdlines: HashMap::new(), ticks_per_s: proc_info::ticks_per_s() }
     }
 }
 
@@ -84,97 +41,84 @@ fn is_launcher(comm: &str) -> bool {
     comm.starts_with("python") || comm.starts_with("torchrun") || comm.starts_with("pt_") || comm == "accelerate"
 }
 
+/// How far up a process's ancestry [`lineage`] goes: deeper than any real tree of launchers.
+const LINEAGE_DEPTH: usize = 64;
+
 impl ProcView {
     /// `gpu_pids` with their descendants (DataLoader workers) and their launcher, each read now.
     pub fn around(&mut self, gpu_pids: &[u32]) -> HashMap<u32, ProcNow> {
-        let uptime_s = std::fs::read_to_string("/proc/uptime")
-            .ok()
-            .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()));
+        let uptime_s = proc_info::uptime_s();
         let mut want: Vec<u32> = Vec::new();
         let mut visited = HashSet::new();
         let mut stack: Vec<u32> = gpu_pids.to_vec();
         while let Some(pid) = stack.pop() {
             if visited.insert(pid) {
                 want.push(pid);
-                stack.extend(children(pid));
+                stack.extend(proc_info::children(pid));
             }
         }
         let mut out = HashMap::new();
         let now = Instant::now();
         for pid in want {
-            let Some(st) = read_stat(pid) else { continue };
+            let Some(st) = proc_info::stat(pid) else { continue };
             if gpu_pids.contains(&pid)
                 && st.ppid > 1
                 && !out.contains_key(&st.ppid)
-                && let Some(parent) = read_stat(st.ppid).filter(|p| is_launcher(&p.comm))
+                && let Some(parent) = proc_info::stat(st.ppid).filter(|p| is_launcher(&p.comm))
             {
-                let p = self.view(st.ppid, &parent, now, uptime_s);
+                let p = self.view(&parent, now, uptime_s);
                 out.insert(st.ppid, p);
             }
-            let v = self.view(pid, &st, now, uptime_s);
+            let v = self.view(&st, now, uptime_s);
             out.insert(pid, v);
         }
         self.seen.retain(|pid, _| out.contains_key(pid));
+        self.cmdlines.retain(|(pid, _), _| out.contains_key(pid));
         out
     }
 
-    fn view(&mut self, pid: u32, st: &ProcStat, now: Instant, uptime_s: Option<f64>) -> ProcNow {
-        let cpu_pct = match self.seen.insert(pid, (st.start_ticks, st.cpu_ticks, now)) {
+    fn view(&mut self, st: &ProcStat, now: Instant, uptime_s: Option<f64>) -> ProcNow {
+        let cpu_pct = match self.seen.insert(st.pid, (st.start_ticks, st.cpu_ticks, now)) {
             Some((start, ticks, at)) if start == st.start_ticks && now > at => {
                 let dt = now.duration_since(at).as_secs_f64();
                 Some((st.cpu_ticks.saturating_sub(ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
             }
             _ => None,
         };
-        let user = self.user(pid);
         let cmdline = self
             .cmdlines
-            .entry((pid, st.start_ticks))
-            .or_insert_with(|| cmdline(pid).or_else(|| Some(st.comm.clone())))
+            .entry((st.pid, st.start_ticks))
+            .or_insert_with(|| proc_info::cmdline(st.pid).or_else(|| Some(st.comm.clone())))
             .clone();
         ProcNow {
             ppid: Some(st.ppid),
             start_ticks: Some(st.start_ticks),
             cpu_pct,
             rss_bytes: Some(st.rss_bytes),
-            user,
+            user: proc_info::user(st.pid),
             age_s: uptime_s.map(|u| (u - st.start_ticks as f64 / self.ticks_per_s).max(0.0)),
             cmdline,
         }
     }
-
-    fn user(&mut self, pid: u32) -> Option<String> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let uid: u32 = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()?;
-        self.users.entry(uid).or_insert_with(|| Some(user_name(uid).unwrap_or_else(|| uid.to_string()))).clone()
-    }
 }
 
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+/// The parent of every process above `pids` up to init, where `known` (the processes just read)
+/// does not already say it: what tells a watched job's process from another, read with the
+/// frame so that the view never asks `/proc` itself.
+pub fn lineage(pids: impl IntoIterator<Item = u32>, known: &HashMap<u32, ProcNow>) -> HashMap<u32, u32> {
+    let mut parents: HashMap<u32, u32> = HashMap::new();
+    for pid in pids {
+        let mut at = pid;
+        for _ in 0..LINEAGE_DEPTH {
+            if at <= 1 || parents.contains_key(&at) {
+                break;
+            }
+            let Some(up) = known.get(&at).and_then(|p| p.ppid).or_else(|| proc_info::parent(at)) else { break };
+            parents.insert(at, up);
+            at = up;
         }
     }
-    out
-}
-
-fn cmdline(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let s: Vec<String> =
-        raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    (!s.is_empty()).then(|| s.join(" "))
-}
-
-fn user_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
-    })
+    parents
 }
 
 /// A signal `top` can send.
@@ -226,9 +170,9 @@ pub enum Outcome {
 pub fn send(t: &Target, sig: Signal) -> Outcome {
     // SAFETY: pidfd_open takes a PID and flags, and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, t.pid as libc::pid_t, 0) } as libc::c_int;
-    let check = || match read_stat(t.pid) {
+    let check = || match proc_info::start_ticks(t.pid) {
         None => Some(Outcome::Gone),
-        Some(st) if st.start_ticks != t.start_ticks => Some(Outcome::Reused),
+        Some(start) if start != t.start_ticks => Some(Outcome::Reused),
         Some(_) => None,
     };
     if let Some(refused) = check() {
@@ -261,19 +205,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_with_a_parenthesis_in_its_name() {
-        let line = "42 (a (b) c) S 7 42 42 0 -1 4194304 100 0 0 0 30 12 0 0 20 0 1 0 5555 1000 25 18446744073709551615";
-        let st = parse_stat(line).unwrap();
-        assert_eq!((st.ppid, st.cpu_ticks, st.start_ticks, st.comm.as_str()), (7, 42, 5555, "a (b) c"));
-        assert_eq!(st.rss_bytes, 25 * page_bytes());
-    }
-
-    #[test]
     fn reads_itself_and_its_children() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         // Until it has exec'd, the child is a copy of the test.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::fs::read(format!("/proc/{}/cmdline", child.id())).ok().as_deref() != Some(b"sleep\x0030\x00") {
+        while proc_info::cmdline(child.id()).as_deref() != Some("sleep 30") {
             assert!(std::time::Instant::now() < deadline, "sleep never started");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -286,12 +222,28 @@ mod tests {
         assert!(seen.get(&child.id()).is_some_and(|c| c.cmdline.as_deref() == Some("sleep 30")), "{seen:?}");
     }
 
+    #[test]
+    fn the_lineage_climbs_to_init() {
+        let me = std::process::id();
+        let up = lineage([me], &HashMap::new());
+        assert_eq!(up.get(&me).copied(), proc_info::parent(me));
+        let (mut at, mut steps) = (me, 0);
+        while let Some(&p) = up.get(&at) {
+            (at, steps) = (p, steps + 1);
+            assert!(steps <= LINEAGE_DEPTH, "{up:?}");
+        }
+        // Init, or a parent outside this PID namespace.
+        assert!(at <= 1, "{up:?}");
+        let known = HashMap::from([(me, ProcNow { ppid: Some(7), ..ProcNow::default() })]);
+        assert_eq!(lineage([me], &known).get(&me), Some(&7), "what was just read is not read again");
+    }
+
     /// A signal goes to the process that was shown, never to a PID that is gone or reused.
     #[test]
     fn a_signal_reaches_only_the_process_it_was_meant_for() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
-        let start = read_stat(pid).unwrap().start_ticks;
+        let start = proc_info::start_ticks(pid).unwrap();
         let reused = Target { pid, start_ticks: start + 1, label: "sleep".into() };
         assert_eq!(send(&reused, Signal::Term), Outcome::Reused);
         assert!(child.try_wait().unwrap().is_none(), "a reused PID is not signalled");

@@ -37,18 +37,6 @@ pub struct TreeSampler {
     page_bytes: u64,
 }
 
-/// The children of `pid`, from `/proc/PID/task/*/children`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-        }
-    }
-    out
-}
-
 impl TreeSampler {
     pub fn new(root: u32) -> Self {
         Self {
@@ -57,8 +45,8 @@ impl TreeSampler {
             pss_at: HashMap::new(),
             pss_round: None,
             cmdlines: HashMap::new(),
-            ticks_per_s: procfs::ticks_per_second() as f64,
-            page_bytes: procfs::page_size(),
+            ticks_per_s: proc_info::ticks_per_s(),
+            page_bytes: proc_info::page_bytes(),
         }
     }
 
@@ -73,11 +61,11 @@ impl TreeSampler {
         let mut queue = vec![self.root];
         let mut visited = HashSet::new();
         while let Some(pid) = queue.pop() {
-            if !visited.insert(pid) || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            if !visited.insert(pid) || !proc_info::exists(pid) {
                 continue;
             }
             out.push(pid);
-            let mut kids = children(pid);
+            let mut kids = proc_info::children(pid);
             kids.sort_unstable_by(|a, b| b.cmp(a));
             queue.extend(kids);
         }
@@ -173,7 +161,7 @@ impl TreeSampler {
 pub fn classify(pid: u32, tree: &HashSet<u32>) -> GpuProcessClass {
     if tree.contains(&pid) {
         GpuProcessClass::Tree
-    } else if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+    } else if proc_info::exists(pid) {
         GpuProcessClass::Foreign
     } else {
         GpuProcessClass::Gone

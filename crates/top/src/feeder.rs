@@ -1,0 +1,227 @@
+//! The feed thread: everything `top` collects and works out, off the UI thread. It takes the
+//! polls (live or a replay), runs the pipeline with its diagnosis, reads this machine's
+//! processes around the GPU processes and the watched jobs, and swaps the ready state into the
+//! [`App`] under a short lock. The UI thread only draws and answers keys, so a slow diagnosis
+//! or a slow `/proc` never holds up a keystroke.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::{Frame, Pipeline, Sink};
+use gpulse_model::DeviceInfo;
+
+use crate::app::{App, Update};
+use crate::feed::{Fed, Feed};
+use crate::procs;
+
+/// How long the feed waits for a live poll, and sleeps when a replay has none due, before it
+/// looks at pause, step and stop again.
+const TICK: Duration = Duration::from_millis(50);
+
+/// What the UI thread and the feed thread tell each other without the [`App`]'s lock.
+#[derive(Default)]
+pub struct Shared {
+    /// The UI is done: the feed stops after what it is doing.
+    pub stop: AtomicBool,
+    /// Replay steps asked for (`n` while paused) and not taken yet.
+    pub steps: AtomicU32,
+    /// The App changed since the UI last drew it.
+    pub changed: AtomicBool,
+}
+
+impl Shared {
+    fn take_step(&self) -> bool {
+        self.steps.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+    }
+}
+
+fn lock(app: &Mutex<App>) -> MutexGuard<'_, App> {
+    app.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Fills the shared [`App`] from the pipeline's frames; live, with the sampler's view of the
+/// processes around the GPU processes. Everything is worked out before the lock is taken.
+pub struct TopSink {
+    app: Arc<Mutex<App>>,
+    procs: Option<procs::ProcView>,
+    devices: Vec<DeviceInfo>,
+    shared: Arc<Shared>,
+}
+
+impl TopSink {
+    /// `live`: the processes are this machine's, so they are read for each frame.
+    pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
+        let devices = lock(&app).devices.clone();
+        Self { app, procs: live.then(procs::ProcView::default), devices, shared: Arc::default() }
+    }
+
+    fn telling(mut self, shared: Arc<Shared>) -> Self {
+        self.shared = shared;
+        self
+    }
+}
+
+impl Sink for TopSink {
+    fn frame(&mut self, frame: &Frame) {
+        // Live, pause holds the screen; a replay's pause stops the replay itself.
+        let held = |a: &App| a.paused && a.replay.is_none();
+        if held(&lock(&self.app)) {
+            return;
+        }
+        let (procs, lineage) = match self.procs.as_mut() {
+            Some(view) => {
+                let pids: Vec<u32> = frame
+                    .poll
+                    .snapshot
+                    .iter()
+                    .flat_map(|s| &s.gpus)
+                    .flat_map(|g| &g.processes)
+                    .map(|p| p.pid)
+                    .collect();
+                let procs = view.around(&pids);
+                let lineage = procs::lineage(pids.into_iter().chain(procs.keys().copied()), &procs);
+                (procs, lineage)
+            }
+            None => (HashMap::new(), HashMap::new()),
+        };
+        let update = Update::new(frame, &procs, &self.devices);
+        let mut app = lock(&self.app);
+        // Paused while this frame was worked out: the screen holds from the key on.
+        if held(&app) {
+            return;
+        }
+        app.lineage = lineage;
+        app.take(update);
+        drop(app);
+        self.shared.changed.store(true, Ordering::Release);
+    }
+}
+
+/// What the feed thread needs of the view's options.
+pub struct FeedSetup {
+    pub devices: Vec<DeviceInfo>,
+    pub instrumented: bool,
+    pub follow_workloads: bool,
+    pub jobs_dirs: Vec<std::path::PathBuf>,
+}
+
+/// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
+/// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
+/// does.
+pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> LiveDiagnosis {
+    let live = LiveDiagnosis::new(devices, instrumented);
+    if follow_workloads { live.following_workloads() } else { live }
+}
+
+/// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
+/// nothing of the diagnosis ever runs on the UI thread.
+pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("gpulse-top-feed".into())
+        .spawn(move || {
+            let live = matches!(feed, Feed::Live(_));
+            let diagnosis = live_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
+            let mut pipeline = Pipeline::new(None, Some(diagnosis));
+            pipeline.add_sink(Box::new(TopSink::new(app.clone(), live).telling(shared.clone())));
+            let changed = || shared.changed.store(true, Ordering::Release);
+            let mut was_paused = false;
+            let mut jobs_due = Instant::now();
+            let mut label = None;
+            while !shared.stop.load(Ordering::Acquire) {
+                let started = Instant::now();
+                if !setup.jobs_dirs.is_empty() && started >= jobs_due {
+                    jobs_due = started + gpulse_live::jobs::EVERY;
+                    let jobs = gpulse_live::jobs::list(&setup.jobs_dirs);
+                    let mut a = lock(&app);
+                    if !a.paused && a.jobs != jobs {
+                        a.jobs = jobs;
+                        a.mark_jobs();
+                        changed();
+                    }
+                }
+                let paused = lock(&app).paused;
+                if let Feed::Replay(r) = &mut feed
+                    && was_paused
+                    && !paused
+                {
+                    r.resume(Instant::now());
+                }
+                was_paused = paused;
+                match feed.next(TICK, paused, shared.take_step()) {
+                    Fed::Poll(p, marks) => {
+                        pipeline.marks(marks);
+                        pipeline.poll(*p);
+                    }
+                    Fed::Failed(e) => {
+                        lock(&app).failed = Some(e);
+                        changed();
+                    }
+                    // A replay, or a collector that has ended, answers at once: wait out the tick.
+                    Fed::Nothing => std::thread::sleep(TICK.saturating_sub(started.elapsed())),
+                }
+                if let Feed::Replay(r) = &feed {
+                    let state = if r.finished() { "the end: q quits" } else { "playing" };
+                    let now = format!("replay {}/{} polls, {state}", r.played(), r.len());
+                    if label.as_ref() != Some(&now) {
+                        lock(&app).replay = Some(now.clone());
+                        label = Some(now);
+                        changed();
+                    }
+                }
+            }
+        })
+        .expect("spawning a thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Replay;
+
+    /// Waits, however long a loaded machine takes, until `until` holds of the App.
+    fn wait_for(app: &Mutex<App>, what: &str, until: impl Fn(&App) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !until(&lock(app)) {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A replay played on the feed thread: held while paused, one poll a step, on to its end once
+    /// resumed, and the thread ends when told.
+    #[test]
+    fn the_feed_thread_plays_steps_and_stops() {
+        let p =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+        let run = gpulse_record::read(&p).unwrap();
+        let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
+        lock(&app).paused = true;
+        let shared = Arc::new(Shared::default());
+        let setup = FeedSetup {
+            devices: run.devices.clone(),
+            instrumented: true,
+            follow_workloads: false,
+            jobs_dirs: Vec::new(),
+        };
+        let feed = Feed::Replay(Replay::new(&run, 1e6));
+        let thread = spawn(feed, setup, app.clone(), shared.clone());
+        wait_for(&app, "the replay is labelled", |a| a.replay.as_deref().is_some_and(|l| l.starts_with("replay 0/")));
+        std::thread::sleep(TICK * 2);
+        assert_eq!(lock(&app).polls, 0, "paused, nothing is played");
+        shared.steps.fetch_add(1, Ordering::AcqRel);
+        wait_for(&app, "one step", |a| a.polls == 1);
+        assert!(shared.changed.swap(false, Ordering::AcqRel), "the UI is told to draw");
+        std::thread::sleep(TICK * 2);
+        assert_eq!(lock(&app).polls, 1, "one poll a step");
+        lock(&app).paused = false;
+        wait_for(&app, "the end", |a| a.replay.as_deref().is_some_and(|l| l.contains("the end")));
+        assert_eq!(lock(&app).polls as usize, run.snapshots.len());
+        assert!(!lock(&app).findings.is_empty(), "the diagnosis ran on the feed thread");
+        shared.stop.store(true, Ordering::Release);
+        thread.join().unwrap();
+    }
+}
