@@ -10,6 +10,7 @@ mod claim;
 mod processes;
 mod read;
 pub mod schema;
+mod table;
 mod units;
 mod write;
 
