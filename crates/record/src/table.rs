@@ -27,15 +27,18 @@ pub(crate) fn write(conn: &Connection, last: &mut TableReadings, t: i64, g: &Gpu
     Ok(())
 }
 
-/// Every GPU's changes in time order, and how far a reader has applied them.
+/// One GPU's changes in time order, how many a reader has applied, and the readings they make.
+type Line = (Vec<(i64, gpulse_model::TableReading)>, usize, TableReadings);
+
+/// Every GPU's changes, read once and applied as the reader moves on in time.
 pub(crate) struct Changes {
-    by_gpu: HashMap<u32, (Vec<(i64, gpulse_model::TableReading)>, usize, TableReadings)>,
+    by_gpu: HashMap<u32, Line>,
 }
 
 impl Changes {
     /// Reads the whole table; a recording made before it existed has no changes.
     pub(crate) fn read(conn: &Connection) -> Result<Self, RecordError> {
-        let mut by_gpu: HashMap<u32, (Vec<_>, usize, TableReadings)> = HashMap::new();
+        let mut by_gpu: HashMap<u32, Line> = HashMap::new();
         let exists: bool = conn.query_row(
             "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'gpu_fields'",
             [],
