@@ -67,18 +67,32 @@ pub struct TableMetric {
 
 /// Every table metric. A row's key and names must be new (a test checks), and its value an
 /// integer as NVML gives it: units are in the key.
-pub const TABLE: &[TableMetric] = &[TableMetric {
-    key: "pcie_replay_count",
-    nvml_field: 94, // NVML_FI_DEV_PCIE_REPLAY_COUNTER
-    every: Every::Poll,
-    smi: &["pcie.replay_counter"],
-    smi_unit: None,
-    dcgm: Some(Dcgm {
-        name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        kind: Kind::Counter,
-        help: "Total number of PCIe retries.",
-    }),
-}];
+pub const TABLE: &[TableMetric] = &[
+    TableMetric {
+        key: "pcie_replay_count",
+        nvml_field: 94, // NVML_FI_DEV_PCIE_REPLAY_COUNTER
+        every: Every::Poll,
+        smi: &["pcie.replay_counter"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            kind: Kind::Counter,
+            help: "Total number of PCIe retries.",
+        }),
+    },
+    TableMetric {
+        key: "nvlink_crc_flit_error_count",
+        nvml_field: 38, // NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+        every: Every::Settings,
+        smi: &["nvlink.errors.crc_flit.total"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            kind: Kind::Counter,
+            help: "Total number of NVLink flow-control CRC errors.",
+        }),
+    },
+];
 
 /// The table metric stored under `key`.
 pub fn table_metric(key: &str) -> Option<&'static TableMetric> {
