@@ -249,3 +249,18 @@ fn every_finding_has_its_rule_in_the_docs() {
         assert!(first_cells.iter().any(|c| c.contains(&name)), "docs/diagnosis.md has no rule for {name}");
     }
 }
+
+#[test]
+fn every_metric_of_the_table_is_in_the_docs_list() {
+    let text = std::fs::read_to_string(root().join("docs/query.md")).unwrap();
+    for m in gpulse_model::TABLE {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", m.smi[0])))
+            .unwrap_or_else(|| panic!("docs/query.md does not list {}", m.smi[0]));
+        assert!(line.contains(&format!("({})", m.nvml_field)), "{line}");
+        if let Some(d) = m.dcgm {
+            assert!(line.contains(&format!("`{}`", d.name)), "{line}");
+        }
+    }
+}

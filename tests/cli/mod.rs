@@ -22,4 +22,5 @@ mod skips;
 mod snapshots;
 mod status;
 mod support;
+mod table;
 mod top;

@@ -38,7 +38,12 @@ pub(super) fn serve(args: &[&str]) -> Serving {
 
 /// Starts `gpulse serve` with `args` and returns once it has said where it serves (http or https).
 pub(super) fn serve_started(args: &[&str]) -> Serving {
-    let mut child = gpulse(Some(SCENARIO))
+    serve_scenario(SCENARIO, args)
+}
+
+/// As [`serve_started`], on the stand-in's `scenario` (relative to the fixtures, or absolute).
+pub(super) fn serve_scenario(scenario: &str, args: &[&str]) -> Serving {
+    let mut child = gpulse(Some(scenario))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .args(args)
         .env("GPULSE_TOKEN", TOKEN)

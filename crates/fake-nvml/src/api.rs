@@ -292,11 +292,22 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
         for v in vals {
             v.timestamp = now;
             v.latencyUsec = 0;
-            // NVML_FI_DEV_MEMORY_TEMP = 82, an unsigned int.
-            match (v.fieldId, s.temperature_memory_c) {
-                (82, Some(c)) => {
+            // NVML_FI_DEV_MEMORY_TEMP = 82, an unsigned int; the scenario's `fields` as unsigned
+            // long longs when not negative, as NVML gives its counters.
+            match (v.fieldId, s.temperature_memory_c, s.fields.get(&v.fieldId)) {
+                (82, Some(c), _) => {
                     v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                     v.value.uiVal = c;
+                    v.nvmlReturn = SUCCESS;
+                }
+                (_, _, Some(&x)) if x >= 0 => {
+                    v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+                    v.value.ullVal = x as u64;
+                    v.nvmlReturn = SUCCESS;
+                }
+                (_, _, Some(&x)) => {
+                    v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG;
+                    v.value.sllVal = x;
                     v.nvmlReturn = SUCCESS;
                 }
                 _ => v.nvmlReturn = NOT_SUPPORTED,

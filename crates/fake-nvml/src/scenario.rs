@@ -159,6 +159,10 @@ pub struct State {
     /// GPM metric values by NVML metric id (2 = SM util, …), over the interval ending now.
     #[serde(default)]
     pub gpm: BTreeMap<u32, f64>,
+    /// `nvmlDeviceGetFieldValues` answers by NVML field id, or by the key of the model's metric
+    /// table (`{"pcie_replay_count": 3}`). A field not named answers `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub fields: BTreeMap<u32, i64>,
 }
 
 /// A device ready to answer calls: its spec and its states in time order.
@@ -202,8 +206,8 @@ pub fn load(text: &str, dir: &std::path::Path) -> Result<(Scenario, Vec<Device>)
         let mut states = vec![(f64::NEG_INFINITY, state_of(&merged)?)];
         for (t, p) in points {
             for (k, v) in p {
-                if k == "gpm" {
-                    let gpm = merged.entry("gpm").or_insert_with(|| Value::Object(Map::new()));
+                if k == "gpm" || k == "fields" {
+                    let gpm = merged.entry(k).or_insert_with(|| Value::Object(Map::new()));
                     if let (Value::Object(into), Value::Object(from)) = (gpm, v) {
                         into.extend(from);
                     }
@@ -227,6 +231,13 @@ fn state_of(m: &Map<String, Value>) -> Result<State, String> {
         for (k, v) in named {
             let id = GPM_FIELDS.iter().find(|f| f.scenario_key == k).map_or(k, |f| f.nvml_id.to_string());
             g.insert(id, v);
+        }
+    }
+    if let Some(Value::Object(f)) = m.get_mut("fields") {
+        let named: Vec<(String, Value)> = std::mem::take(f).into_iter().collect();
+        for (k, v) in named {
+            let id = gpulse_model::table_metric(&k).map_or(k, |m| m.nvml_field.to_string());
+            f.insert(id, v);
         }
     }
     serde_json::from_value(Value::Object(m)).map_err(|e| format!("bad device state: {e}"))

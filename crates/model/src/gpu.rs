@@ -56,6 +56,8 @@ pub enum Metric {
     EccErrors,
     Processes,
     Gpm,
+    /// The metric table's rows (`crate::TABLE`); each row's absence is in its reading.
+    Table,
 }
 
 /// One reading of NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
@@ -159,6 +161,9 @@ pub struct GpuSample {
     pub ecc_uncorrected_volatile: Option<u64>,
     /// Corrected ECC errors since the driver loaded (`ecc.errors.corrected.volatile.total`).
     pub ecc_corrected_volatile: Option<u64>,
+    /// The metric table's readings (`crate::TABLE`), by key; empty when none was asked for.
+    #[serde(default, skip_serializing_if = "crate::TableReadings::has_no_value")]
+    pub table: crate::TableReadings,
     /// GPM counters over the interval ending at this sample; `None` off Hopper or with `--no-gpm`.
     pub gpm: Option<Box<GpmMetrics>>,
     /// Compute processes holding a context on this GPU.

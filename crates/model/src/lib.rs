@@ -13,6 +13,7 @@ pub mod host;
 pub mod probe;
 pub mod process;
 pub mod run;
+pub mod table;
 pub mod trace;
 
 pub use clocks::ClocksEventReasons;
@@ -23,6 +24,7 @@ pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
 pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
+pub use table::{Dcgm, Every, Kind, TABLE, TableMetric, TableReading, TableReadings, table_metric};
 
 /// One reading of every device a source knows, taken at one moment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -11,6 +11,7 @@ mod poll;
 mod processes;
 mod read;
 pub mod schema;
+mod table;
 mod units;
 mod write;
 

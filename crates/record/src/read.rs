@@ -231,6 +231,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
     })? {
         procs.entry((t, gpu)).or_default().push(p);
     }
+    let mut table = crate::table::Changes::read(conn)?;
     let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
     let sql = "SELECT t_ms, gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, temp_mem_c, power_mw, \
                sm_mhz, mem_mhz, pstate, reasons, fan_pct FROM gpu_samples ORDER BY id";
@@ -303,6 +304,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
             }
         }
         g.gpm = latest_gpm.get(&gpu).cloned().map(Box::new);
+        g.table = table.as_of(gpu, t);
         let poll = poll_pos.entry(gpu).or_insert(0);
         if as_of(polls.get(&gpu), poll, t).is_some() {
             let poll_t = polls[&gpu][*poll].0;

@@ -13,6 +13,21 @@
 /// many marks). 2: `markers`. Every earlier version stays readable.
 pub const SCHEMA_VERSION: u32 = 3;
 
+/// Added in schema 3 without a bump (older readers never open it): the metric table's rows
+/// (`gpulse_model::TABLE`), one row per change of one metric's reading, keyed by the table's
+/// key. `value` is the integer NVML gave, or NULL with `absent` saying why (`not_supported`…).
+/// A recording without the table has no table metrics.
+pub const CREATE_GPU_FIELDS: &str = r#"
+CREATE TABLE gpu_fields (
+    t_ms   INTEGER NOT NULL,
+    gpu    INTEGER NOT NULL,
+    key    TEXT NOT NULL,
+    value  INTEGER,
+    absent TEXT,
+    PRIMARY KEY (gpu, key, t_ms)
+) WITHOUT ROWID;
+"#;
+
 /// A core whose busy share could not be read (no ticks passed on it), in `cores_busy_pct`.
 pub const CORE_UNKNOWN: u8 = 255;
 

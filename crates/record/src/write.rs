@@ -10,7 +10,7 @@ use gpulse_model::{
 };
 use rusqlite::{Connection, params};
 
-use crate::schema::{CREATE, CREATE_MARKERS, SCHEMA_VERSION};
+use crate::schema::{CREATE, CREATE_GPU_FIELDS, CREATE_MARKERS, SCHEMA_VERSION};
 use crate::units::{kib, ms, pm};
 use crate::{Event, Marker, RecordError, RunMeta};
 
@@ -141,6 +141,8 @@ pub struct Writer {
     /// By GPU index: looked up for every sample, so a vector rather than a hash map.
     state: Vec<Option<State>>,
     gpm: HashMap<u32, GpmMetrics>,
+    /// gpu → the metric table's readings as last written.
+    table: HashMap<u32, gpulse_model::TableReadings>,
     /// gpu → the process listing last written.
     processes: HashMap<u32, Listing>,
     identities: HashMap<u32, Identity>,
@@ -196,12 +198,14 @@ impl Writer {
         }
         conn.execute_batch(CREATE)?;
         conn.execute_batch(CREATE_MARKERS)?;
+        conn.execute_batch(CREATE_GPU_FIELDS)?;
         let mut w = Self {
             conn,
             last_commit: Instant::now(),
             in_tx: false,
             state: Vec::new(),
             gpm: HashMap::new(),
+            table: HashMap::new(),
             processes: HashMap::new(),
             identities: HashMap::new(),
             last_hires_ms: HashMap::new(),
@@ -416,6 +420,7 @@ impl Writer {
                 .execute(rusqlite::params_from_iter(key.into_iter().chain(values)))?;
             self.gpm.insert(g.gpu_index, (**m).clone());
         }
+        crate::table::write(&self.conn, self.table.entry(g.gpu_index).or_default(), t, g)?;
         if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 

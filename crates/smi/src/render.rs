@@ -132,6 +132,11 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
                 None => missing(None),
             };
         }
+        GpuKey::Table(key) => match s.table.get(key) {
+            Some(Ok(v)) => Some(v.to_string()),
+            Some(Err(why)) => return missing(Some(why)),
+            None => None,
+        },
         GpuKey::Fixed(text) => return text.to_owned(),
         GpuKey::Unread => None,
         GpuKey::Gpm(k) => gpm.and_then(|g| {

@@ -1,7 +1,8 @@
 //! dcgm-exporter's series (its `etc/default-counters.csv`, plus the profiling ones it ships
-//! commented out), read from NVML and GPM instead of a DCGM host engine.
+//! commented out), read from NVML and GPM instead of a DCGM host engine: the hand-written
+//! [`FIELDS`], then every row of the model's metric table that names a dcgm series.
 
-use gpulse_model::{DeviceInfo, GpuSample, MIB, Probe, Reading};
+use gpulse_model::{Dcgm, DeviceInfo, GpuSample, MIB, Probe, Reading, TABLE, TableMetric};
 
 use super::{Exposition, Family, Value, label};
 
@@ -28,14 +29,10 @@ fn ratio(g: &GpuSample, pick: fn(&gpulse_model::GpmMetrics) -> Option<f64>) -> O
 pub const PROBES: &[Probe] = &[
     Probe::UtilEncoder,
     Probe::UtilDecoder,
-    Probe::Field(PCIE_REPLAY_COUNTER),
     Probe::RemappedCorrectable,
     Probe::RemappedUncorrectable,
     Probe::RemappedFailure,
 ];
-
-/// `NVML_FI_DEV_PCIE_REPLAY_COUNTER`.
-const PCIE_REPLAY_COUNTER: u32 = 94;
 
 /// A probe's reading as a number: a count, or a flag as 1 or 0.
 fn probed(g: &GpuSample, probe: Probe) -> Option<Value> {
@@ -91,12 +88,6 @@ pub(super) const FIELDS: &[Field] = &[
         kind: "counter",
         help: "Total energy consumption since boot (in mJ).",
         read: |g| int(g.energy_mj),
-    },
-    Field {
-        name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        kind: "counter",
-        help: "Total number of PCIe retries.",
-        read: |g| probed(g, Probe::Field(PCIE_REPLAY_COUNTER)),
     },
     Field {
         name: "DCGM_FI_DEV_GPU_UTIL",
@@ -256,4 +247,18 @@ pub(super) fn render(e: &Exposition, out: &mut String) {
             }
         }
     }
+    for (m, d) in table_series() {
+        let mut family = Family::new(out, d.name, d.kind.as_str(), d.help);
+        for (l, g) in &labelled {
+            // A negative count is not one dcgm-exporter could print: left out.
+            if let Some(v) = g.table.value(m.key).and_then(|v| u64::try_from(v).ok()) {
+                family.sample(l, Value::Int(v));
+            }
+        }
+    }
+}
+
+/// The metric table's rows that dcgm-exporter has a series for.
+pub(super) fn table_series() -> impl Iterator<Item = (&'static TableMetric, Dcgm)> {
+    TABLE.iter().filter_map(|m| Some((m, m.dcgm?)))
 }

@@ -105,8 +105,19 @@ fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
             .unwrap_or_else(|| panic!("{} is not in dcgm-exporter's list", f.name));
         assert_eq!((f.kind, f.help), (kind.as_str(), help.as_str()), "{}", f.name);
     }
+    for (m, d) in dcgm::table_series() {
+        let (_, kind, help, _) = published
+            .iter()
+            .filter(|p| p.0 == d.name)
+            .max_by_key(|p| p.3)
+            .unwrap_or_else(|| panic!("{} ({}) is not in dcgm-exporter's list", d.name, m.key));
+        assert_eq!((d.kind.as_str(), d.help), (kind.as_str(), help.as_str()), "{}", d.name);
+    }
     // What dcgm-exporter enables and gpulse does not serve yet; a new field shrinks this list.
-    let served: Vec<&str> = dcgm::FIELDS.iter().map(|f| f.name).collect();
+    let mut served: Vec<&str> = dcgm::FIELDS.iter().map(|f| f.name).collect();
+    let table: Vec<&str> = dcgm::table_series().map(|(_, d)| d.name).collect();
+    assert!(table.iter().all(|n| !served.contains(n)), "a series is written once: {table:?}");
+    served.extend(table);
     let missing: Vec<&str> =
         published.iter().filter(|p| p.3 && !served.contains(&p.0.as_str())).map(|p| p.0.as_str()).collect();
     assert_eq!(
@@ -159,6 +170,22 @@ fn what_nvml_did_not_give_is_left_out_not_zero() {
     // A family with no sample at all has no HELP either.
     let text = expose(vec![GpuSample { gpu_index: 0, ..Default::default() }]);
     assert!(!text.contains("DCGM_FI_DEV_SM_CLOCK"), "{text}");
+}
+
+#[test]
+fn every_table_metric_is_its_dcgm_series_and_an_absence_is_none() {
+    let mut g = full_gpu(0);
+    let mut bare = GpuSample { gpu_index: 1, ..Default::default() };
+    for (i, (m, _)) in dcgm::table_series().enumerate() {
+        g.table.set(m.key, Ok(1000 + i as i64));
+        bare.table.set(m.key, Err(gpulse_model::Absence::NotSupported));
+    }
+    let text = expose(vec![g, bare]);
+    for (i, (_, d)) in dcgm::table_series().enumerate() {
+        assert_eq!(value(&text, d.name, "gpu=\"0\""), Some((1000 + i).to_string()), "{}", d.name);
+        assert_eq!(value(&text, d.name, "gpu=\"1\""), None, "{} invented", d.name);
+        assert_eq!(text.matches(&format!("# TYPE {} {}\n", d.name, d.kind.as_str())).count(), 1);
+    }
 }
 
 #[test]

@@ -89,6 +89,8 @@ pub(super) struct Held {
     pub process_util: HashMap<u32, (u32, u32)>,
     /// The process list of the last read.
     pub processes: Option<Vec<gpulse_model::ProcessSample>>,
+    /// The metric table's readings as last read.
+    pub table: gpulse_model::TableReadings,
     absent: Absences,
 }
 

@@ -9,6 +9,7 @@ mod gpm;
 mod probe;
 mod profile;
 mod read;
+mod table;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

@@ -20,7 +20,7 @@ use crate::proc_info;
 const FI_DEV_MEMORY_TEMP: u32 = 82;
 
 /// Why an NVML error means a value is absent.
-fn absence_of(e: &NvmlError) -> Absence {
+pub(super) fn absence_of(e: &NvmlError) -> Absence {
     match e {
         NvmlError::NotSupported => Absence::NotSupported,
         NvmlError::NoPermission => Absence::NoPermission,
@@ -213,6 +213,12 @@ pub(super) fn sample_device(
     s.pcie_link_width = t.held.pcie_link_width;
     s.ecc_uncorrected_volatile = t.held.ecc_uncorrected;
     s.ecc_corrected_volatile = t.held.ecc_corrected;
+    if r.wants(Metric::Table) && !r.lost {
+        // Rows read on the settings cadence keep their last reading between reads.
+        s.table = t.held.table.clone();
+        r.lost |= super::table::read(d, due.settings, &mut s.table);
+        t.held.table.clone_from(&s.table);
+    }
     if r.lost {
         return lost(s, t);
     }

@@ -72,6 +72,8 @@ pub enum GpuKey {
     EccCorrectedVolatileTotal,
     /// gpulse-only: a GPM metric.
     Gpm(GpmKey),
+    /// A row of the model's metric table (`gpulse_model::TABLE`), by key.
+    Table(&'static str),
     /// One NVML read, printed as `Fmt` says.
     Probe(Probe, Fmt),
     /// What nvidia-smi prints for the field without reading anything (deprecated fields, and
@@ -131,6 +133,7 @@ impl GpuKey {
             GpuKey::PcieLinkGen | GpuKey::PcieLinkWidth => Metric::PcieLink,
             GpuKey::EccUncorrectedVolatileTotal | GpuKey::EccCorrectedVolatileTotal => Metric::EccErrors,
             GpuKey::Gpm(_) => Metric::Gpm,
+            GpuKey::Table(_) => Metric::Table,
         })
     }
 }
@@ -287,7 +290,7 @@ const GPU_FIELDS: &[Row] = &[
 
 /// Every `--query-gpu=` name gpulse accepts, canonical names and aliases alike.
 pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
-    all_rows().flat_map(|r| r.0.iter().copied())
+    all_rows().flat_map(|r| r.0.iter().copied()).chain(gpulse_model::TABLE.iter().flat_map(|m| m.smi.iter().copied()))
 }
 
 fn all_rows() -> impl Iterator<Item = &'static Row> {
@@ -296,7 +299,12 @@ fn all_rows() -> impl Iterator<Item = &'static Row> {
 
 /// The GPU field called `name` (canonical or alias).
 pub fn gpu_field(name: &str) -> Option<GpuField> {
-    all_rows().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
+    all_rows().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 }).or_else(
+        || {
+            let m = gpulse_model::TABLE.iter().find(|m| m.smi.contains(&name))?;
+            Some(GpuField { key: GpuKey::Table(m.key), canonical: m.smi[0], unit: m.smi_unit })
+        },
+    )
 }
 
 /// Parses the value of `--query-gpu=`: names separated by commas, exactly as nvidia-smi reads
@@ -373,6 +381,21 @@ mod tests {
         assert_eq!(parse_gpu_fields("INDEX"), Err(QueryError::UnknownField("INDEX".into())));
         assert_eq!(parse_app_fields("pid,foo"), Err(QueryError::UnknownField("foo".into())));
         assert_eq!(parse_gpu_fields("index,index").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn table_metrics_are_fields_of_their_own() {
+        let mut names: Vec<&str> = gpu_field_names().collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "no name is both a table metric and a field");
+        for m in gpulse_model::TABLE {
+            for name in m.smi {
+                let f = gpu_field(name).unwrap();
+                assert_eq!((f.key, f.canonical, f.key.metric()), (GpuKey::Table(m.key), m.smi[0], Some(Metric::Table)));
+            }
+        }
         assert!(parse_gpu_fields("").unwrap().is_empty());
     }
 }

@@ -59,7 +59,9 @@ pub(super) fn gpu_row(
     for ((col, name), &cell) in cols.iter().zip(cells) {
         let Col::Gpu(key) = *col else { continue };
         if let Some(why) = absence(cell) {
-            if let Some(m) = key.metric()
+            if let GpuKey::Table(k) = key {
+                s.table.set(k, Err(why));
+            } else if let Some(m) = key.metric()
                 && !s.absent.iter().any(|a| a.0 == m)
             {
                 s.absent.push((m, why));
@@ -127,6 +129,7 @@ pub(super) fn gpu_row(
             GpuKey::PcieLinkWidth => s.pcie_link_width = Some(u()?),
             GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile = Some(u64::from(u()?)),
             GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile = Some(u64::from(u()?)),
+            GpuKey::Table(k) => s.table.set(k, Ok(cell.parse().map_err(|_| bad())?)),
             GpuKey::Gpm(k) => {
                 let v = number(cell).ok_or_else(bad)?;
                 let g = s.gpm.get_or_insert_with(Box::default);
