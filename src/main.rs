@@ -7,13 +7,13 @@ mod app;
 mod cli;
 mod cmd;
 mod duration;
-mod job;
 mod output;
 mod recorder;
 mod serving;
-mod signals;
 
 use std::process::ExitCode;
+
+use gpulse_job::signals;
 
 use clap::Parser;
 

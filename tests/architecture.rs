@@ -120,6 +120,15 @@ fn the_live_pipeline_never_renders_and_never_stores() {
     }
 }
 
+/// The job's crate runs it through the pipeline; what it is recorded to is the binary's choice.
+#[test]
+fn the_job_names_no_storage() {
+    let below = &graph()["gpulse-job"];
+    for never in ["gpulse-record", "gpulse-input", "rusqlite", "gpulse-serve"] {
+        assert!(!below.contains(never), "gpulse-job depends on {never}: {below:?}");
+    }
+}
+
 #[test]
 fn top_links_no_sqlite() {
     let below = &graph()["gpulse-top"];
@@ -211,7 +220,7 @@ const PROC_READERS: &[(&str, &str)] = &[
 
 /// Only `crates/sample` reads `/proc` (a `"/proc` literal or `procfs::`): the view, the
 /// pipeline, the server and the binary ask it. Tests are left out (they check the sampler
-/// against the files), and so is `src/job/` for now: it is being moved.
+/// against the files).
 #[test]
 fn only_the_sampler_reads_proc() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -227,7 +236,7 @@ fn only_the_sampler_reads_proc() {
         .filter_map(|(p, text)| {
             let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
             let is_test = rel.ends_with("_tests.rs") || rel.ends_with("/tests.rs");
-            if rel.starts_with("src/job/") || is_test || PROC_READERS.iter().any(|(f, _)| *f == rel) {
+            if is_test || PROC_READERS.iter().any(|(f, _)| *f == rel) {
                 return None;
             }
             // A file's unit tests come last, after their `#[cfg(test)]`.

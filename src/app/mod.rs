@@ -3,7 +3,9 @@
 //! into `cmd/`.
 
 pub mod analyze;
+pub mod job;
 pub mod report;
+pub mod summary;
 
 use std::process::ExitCode;
 

@@ -2,9 +2,11 @@
 
 use std::process::ExitCode;
 
+use gpulse_job::JobEnd;
+
+use crate::app::job::{self, claim_output};
 use crate::cli::{AttachArgs, GlobalArgs};
 use crate::cmd::Exit;
-use crate::job::session::{JobEnd, Session, claim_output};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
@@ -23,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     );
     let extra = [("runner", "gpulse attach".to_owned())];
     let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
-    let mut session = Session::new(Some(recording), poller, output, &args.job, None, false);
+    let mut session = job::session(Some(recording), poller, output.clone(), &args.job, None, false);
     session.follow(pid, cmdline);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
@@ -32,6 +34,6 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         JobEnd::Signal(s) => format!("signal {s}"),
         JobEnd::Exited(_) => "exited".to_owned(),
     };
-    session.finish(&reason, serde_json::Map::new(), !args.job.no_report);
+    job::finish(session, &output, &reason, serde_json::Map::new(), !args.job.no_report);
     Ok(ExitCode::SUCCESS)
 }

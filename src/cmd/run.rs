@@ -6,13 +6,14 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use gpulse_job::bootstrap::Bootstrap;
+use gpulse_job::cgroup::OomCounter;
+use gpulse_job::marks::{MarkReceiver, SOCKET_ENV};
+use gpulse_job::{JobEnd, child, pump, terminal::StatusStyle};
+
+use crate::app::job::{self, open_recording};
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::cmd::Exit;
-use crate::job::bootstrap::Bootstrap;
-use crate::job::cgroup::OomCounter;
-use crate::job::marks::{MarkReceiver, SOCKET_ENV};
-use crate::job::session::{JobEnd, Session, open_recording};
-use crate::job::{child, pump, terminal::StatusStyle};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -45,7 +46,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut session = Session::new(recording, poller, output.clone(), &args.job, marks, args.instrument);
+    let mut session = job::session(recording, poller, output.clone(), &args.job, marks, args.instrument);
     signals::catch_stop_signals();
     signals::catch_continue();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;
@@ -62,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // Whatever becomes of gpulse, the job's stderr stays open and reaches the terminal.
-    let _guardian = crate::job::guardian::Guardian::start(&stderr)
+    let _guardian = gpulse_job::guardian::Guardian::start(&stderr)
         .map_err(|e| eprintln!("gpulse: the job's stderr depends on gpulse staying alive ({e})"))
         .ok();
     session.follow(child.id(), command_line);
@@ -78,7 +79,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         JobEnd::Exited(status) => child::ended(status, oom.as_ref()),
         JobEnd::RootGone | JobEnd::Signal(_) => (1, "stopped".to_owned(), serde_json::Map::new()),
     };
-    session.finish(&reason, fields, !args.job.no_report);
+    job::finish(session, &output, &reason, fields, !args.job.no_report);
     // Last, below the summary: a failed command is not what the diagnosis is about, but it is the
     // first thing to know.
     if code != 0 {

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
-use gpulse_record::Event;
+use gpulse_model::Event;
 
 use super::stderr_events::{LineSplitter, detect};
 use super::terminal::Terminal;

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 const FILES: &[(&str, &str)] = &[
     ("sitecustomize.py", include_str!("sitecustomize.py")),
-    ("gpulse/__init__.py", include_str!("../../python/gpulse/__init__.py")),
-    ("gpulse/_events.py", include_str!("../../python/gpulse/_events.py")),
-    ("gpulse/_instrument.py", include_str!("../../python/gpulse/_instrument.py")),
-    ("gpulse/_load.py", include_str!("../../python/gpulse/_load.py")),
-    ("gpulse/lightning.py", include_str!("../../python/gpulse/lightning.py")),
-    ("gpulse/huggingface.py", include_str!("../../python/gpulse/huggingface.py")),
+    ("gpulse/__init__.py", include_str!("../../../python/gpulse/__init__.py")),
+    ("gpulse/_events.py", include_str!("../../../python/gpulse/_events.py")),
+    ("gpulse/_instrument.py", include_str!("../../../python/gpulse/_instrument.py")),
+    ("gpulse/_load.py", include_str!("../../../python/gpulse/_load.py")),
+    ("gpulse/lightning.py", include_str!("../../../python/gpulse/lightning.py")),
+    ("gpulse/huggingface.py", include_str!("../../../python/gpulse/huggingface.py")),
 ];
 
 /// The written files; removed on drop.

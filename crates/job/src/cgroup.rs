@@ -4,10 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-/// The `memory.events` file of the cgroup that `proc_cgroup` (a `/proc/PID/cgroup`) names, under
-/// the cgroup v2 mount `root`. `None` without a v2 entry (v1 only) or when the file is absent.
-pub fn memory_events(proc_cgroup: &str, root: &Path) -> Option<PathBuf> {
-    let rel = proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))?.trim().trim_start_matches('/');
+use gpulse_sample::proc_info;
+
+/// The `memory.events` file of the cgroup v2 path `cgroup` (as the sampler's `cgroup_v2` gives
+/// it) under the cgroup v2 mount `root`. `None` when the file is absent.
+pub fn memory_events(cgroup: &str, root: &Path) -> Option<PathBuf> {
+    let rel = cgroup.trim().trim_start_matches('/');
     let path = if rel.is_empty() { root.join("memory.events") } else { root.join(rel).join("memory.events") };
     path.is_file().then_some(path)
 }
@@ -27,9 +29,8 @@ impl OomCounter {
     /// Reads the count for process `pid` (the job, just started: it is in gpulse's cgroup unless
     /// something moved it). `None` when it cannot be read: the count is then unknown, not 0.
     pub fn start(pid: u32) -> Option<Self> {
-        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .or_else(|_| std::fs::read_to_string("/proc/self/cgroup"))
-            .ok()?;
+        // Without a v2 entry (a v1-only host) the count is unknown.
+        let cgroup = proc_info::cgroup_v2(pid).or_else(|| proc_info::cgroup_v2(std::process::id()))?;
         let path = memory_events(&cgroup, Path::new("/sys/fs/cgroup"))?;
         let at_start = oom_kills(&std::fs::read_to_string(&path).ok()?)?;
         Some(Self { path, at_start })
@@ -51,19 +52,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_sampler_gives_the_v2_entry_of_proc_cgroup() {
+        let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let v2 = text.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim().to_owned());
+        assert_eq!(proc_info::cgroup_v2(std::process::id()), v2, "{text}");
+    }
+
+    #[test]
     fn the_v2_entry_names_the_file_and_its_count_is_read() {
         let root = std::env::temp_dir().join(format!("gpulse-cgroup-{}", std::process::id()));
         let dir = root.join("user.slice/job.scope");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("memory.events"), "low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n")
             .unwrap();
-        let found = memory_events("0::/user.slice/job.scope\n", &root).unwrap();
+        let found = memory_events("/user.slice/job.scope", &root).unwrap();
         assert_eq!(found, dir.join("memory.events"));
         assert_eq!(oom_kills(&std::fs::read_to_string(found).unwrap()), Some(2), "oom_kill, not oom_group_kill");
-        // cgroup v1 only (a hybrid host's `0::/` names the unified root, which has no memory
-        // controller here): unknown, not zero.
-        assert_eq!(memory_events("4:memory:/docker/abc\n", &root), None);
-        assert_eq!(memory_events("0::/elsewhere\n", &root), None);
+        // A hybrid host's `/` names the unified root, which has no memory controller here:
+        // unknown, not zero.
+        assert_eq!(memory_events("/", &root), None);
+        assert_eq!(memory_events("/elsewhere", &root), None);
         assert_eq!(oom_kills("low 0\nhigh 0\n"), None);
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -1,22 +1,34 @@
 //! One watched job from start to end: the sampling loop with the job's stderr events, its marks
-//! and the live status; then the diagnosis, the report and the ranks' GPUs at exit.
+//! and the live status, then the recording closed with how the job ended.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use gpulse_diagnose::LiveDiagnosis;
+use gpulse_live::Store;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, jobs};
-use gpulse_record::{Claim, Event, Writer};
+use gpulse_model::Event;
 use gpulse_sample::Poller;
 
-use super::marks::{MarkReceiver, Received};
-use super::terminal::{StatusStyle, Terminal};
-use crate::cli::{JobArgs, StatusMode};
+use crate::marks::{MarkReceiver, Received};
 use crate::signals;
+use crate::terminal::{StatusStyle, Terminal};
+
+/// How a job is watched.
+pub struct Options {
+    /// How often to sample.
+    pub interval: Duration,
+    /// How the live status shows on gpulse's stderr.
+    pub status: StatusStyle,
+    /// How often a status line is printed (a row on a terminal redraws every second).
+    pub status_every: Duration,
+    /// The job runs under `--instrument`.
+    pub instrumented: bool,
+}
 
 /// How the watch ended.
 pub enum JobEnd {
@@ -73,117 +85,23 @@ impl Sink for StatusSink {
     }
 }
 
-/// Claims `-o`, or `./gpulse-runs/<local time>-<name>.db` (the folder created on demand). An
-/// existing `-o` is refused; any other failure only means the job runs unrecorded, since gpulse's
-/// bookkeeping must never keep a job from starting.
-pub fn claim_output(output: Option<&Path>, name: &str) -> anyhow::Result<Result<Claim, (PathBuf, anyhow::Error)>> {
-    match output {
-        Some(o) => match gpulse_record::claim(o) {
-            Ok(c) => Ok(Ok(c)),
-            Err(e @ gpulse_record::RecordError::Exists(_)) => Err(e.into()),
-            Err(e) => Ok(Err((o.to_path_buf(), e.into()))),
-        },
-        None => Ok(claim_default(name).map_err(|e| (PathBuf::from("gpulse-runs"), e))),
-    }
-}
-
-/// The server `--serve` starts beside the job, locked by `GPULSE_TOKEN` or a generated token.
-fn serve_sink(
-    listen: std::net::SocketAddr,
-    devices: &[gpulse_model::DeviceInfo],
-) -> anyhow::Result<gpulse_serve::ServeSink> {
-    let (token, generated) = crate::serving::env_token()?;
-    let config = gpulse_serve::Config {
-        listen,
-        auth: std::sync::Arc::new(gpulse_serve::Auth::new(Some(token.clone()), false)),
-        hosts: crate::serving::host_names(&[]),
-        max_subscribers: 64,
-        report: None,
-        limits: Default::default(),
-        web: Default::default(),
-    };
-    crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
-}
-
-/// Names, claims and creates the recording of a job. Failing that, the job runs unrecorded, with
-/// one line saying why; the path is where it would have been. An existing `-o` is an error.
-pub fn open_recording(
-    output: Option<&Path>,
-    name: &str,
-    poller: &Poller,
-    interval: Duration,
-    root: Option<u32>,
-    command: String,
-    extra: &[(&str, String)],
-) -> anyhow::Result<(PathBuf, Option<Writer>)> {
-    let created = match claim_output(output, name)? {
-        Ok(c) => {
-            let path = c.path().to_path_buf();
-            (path, crate::recorder::create(c, poller, interval, root, Some(command), extra))
-        }
-        Err((path, e)) => (path, Err(e)),
-    };
-    Ok(match created {
-        (path, Ok(w)) => (path, Some(w)),
-        (path, Err(e)) => {
-            eprintln!("gpulse: not recording ({}); the job runs anyway", crate::app::describe(&e));
-            (path, None)
-        }
-    })
-}
-
-/// The first free `./gpulse-runs/<local time>-<name>[-N].db`, claimed atomically: two jobs
-/// started in the same second get two files.
-fn claim_default(name: &str) -> anyhow::Result<Claim> {
-    let dir = Path::new("gpulse-runs");
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let stamp = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
-    // "2026/11/30 08:00:00.123" → "20261130-080000"
-    let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
-    let stamp = format!("{}-{}", &digits[..8], &digits[8..14]);
-    let safe: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-        .take(40)
-        .collect();
-    for n in 0..1000 {
-        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
-        match gpulse_record::claim(&dir.join(format!("{stamp}-{safe}{suffix}.db"))) {
-            Err(gpulse_record::RecordError::Exists(_)) => continue,
-            claimed => return Ok(claimed?),
-        }
-    }
-    anyhow::bail!("too many recordings named {safe} in {}", dir.display())
-}
-
 impl Session {
-    /// `recording` is `None` when it could not be created: the job is watched anyway.
-    /// `instrumented`: the job runs under `--instrument`.
+    /// `recording` is `None` when it could not be created: the job is watched anyway. `views`
+    /// are shown each frame besides the status (a server, say).
     pub fn new(
-        recording: Option<Writer>,
+        recording: Option<Box<dyn Store>>,
         poller: Poller,
         output: PathBuf,
-        args: &JobArgs,
+        options: &Options,
         marks: Option<MarkReceiver>,
-        instrumented: bool,
+        views: Vec<Box<dyn Sink + Send>>,
     ) -> Self {
-        let is_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let style = match args.status {
-            StatusMode::Off => StatusStyle::Off,
-            StatusMode::Line => StatusStyle::Lines,
-            StatusMode::Auto if is_tty => StatusStyle::Row,
-            StatusMode::Auto => StatusStyle::Lines,
-        };
-        let term = Arc::new(Terminal::new(style));
-        let every = if term.style() == StatusStyle::Row { Duration::from_secs(1) } else { args.status_every };
-        let live = LiveDiagnosis::new(poller.devices(), instrumented);
-        let mut pipeline = Pipeline::new(recording.map(crate::recorder::store), Some(live));
-        if let Some(listen) = args.serve {
-            // Serving is a view of the job: one that cannot start never keeps the job from running.
-            match serve_sink(listen, poller.devices()) {
-                Ok(sink) => pipeline.add_sink(Box::new(sink)),
-                Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", crate::app::describe(&e)),
-            }
+        let term = Arc::new(Terminal::new(options.status));
+        let every = if options.status == StatusStyle::Row { Duration::from_secs(1) } else { options.status_every };
+        let live = LiveDiagnosis::new(poller.devices(), options.instrumented);
+        let mut pipeline = Pipeline::new(recording, Some(live));
+        for v in views {
+            pipeline.add_sink(v);
         }
         let next = Instant::now() + every;
         pipeline.add_sink(Box::new(StatusSink { term: term.clone(), output: output.clone(), every, next }));
@@ -195,11 +113,11 @@ impl Session {
             sampling_failed: None,
             output,
             term,
-            interval: args.interval,
+            interval: options.interval,
             events_tx,
             events_rx,
             marks,
-            instrumented,
+            instrumented: options.instrumented,
         }
     }
 
@@ -254,9 +172,9 @@ impl Session {
         end
     }
 
-    /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event);
-    /// then prints the diagnosis, the report's path and the GPUs each process of the job held.
-    pub fn finish(mut self, reason: &str, mut fields: serde_json::Map<String, serde_json::Value>, report: bool) {
+    /// Closes the recording with `reason` and `fields` (how the job ended, in its stop event).
+    /// Returns what the recording lost, if it stopped early ("everything after 10:02:03 (…)").
+    pub fn finish(mut self, reason: &str, mut fields: serde_json::Map<String, serde_json::Value>) -> Option<String> {
         drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
         self.term.clear();
         if let Some(marks) = &self.marks {
@@ -285,14 +203,10 @@ impl Session {
         if let Some(e) = self.sampling_failed.take() {
             fields.insert("sampling_failed".into(), e.into());
         }
-        let lost = self.pipeline.finish(reason, fields).map(|l| {
+        self.pipeline.finish(reason, fields).map(|l| {
             let at = gpulse_smi::timestamp::format_local(l.at_us);
             format!("everything after {} ({})", &at[11..19], l.error)
-        });
-        // What was written is still worth a diagnosis, whatever was lost after it.
-        if self.output.metadata().is_ok_and(|m| m.len() > 0) {
-            super::summary::print(&self.output, report, lost.as_deref());
-        }
+        })
     }
 }
 

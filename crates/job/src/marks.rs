@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use std::time::Instant;
 
-use gpulse_record::{Event, Marker, MarkerKind};
+use gpulse_model::{Event, Marker, MarkerKind};
 
 /// The environment variable that names the socket.
 pub const SOCKET_ENV: &str = "GPULSE_EVENTS";
