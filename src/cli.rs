@@ -137,7 +137,7 @@ pub struct ReportArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// A PNG of the summary and every chart, for pasting into an issue or a chat (drawn without
-    /// a browser). Alone, it writes no HTML.
+    /// a browser; builds with the `png` feature). Alone, it writes no HTML.
     #[arg(long, value_name = "FILE")]
     pub png: Option<PathBuf>,
 }

@@ -12,6 +12,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let html = args.html_output();
     let html_dest = html.as_ref().map(|h| destination(h, &[&args.input])).transpose()?;
     if let Some(png) = &args.png {
+        anyhow::ensure!(gpulse_report::PNG, gpulse_report::NO_PNG);
         let png_dest = destination(png, &[&args.input])?;
         anyhow::ensure!(
             !html_dest.as_ref().is_some_and(|h| same_destination(h, &png_dest)),

@@ -7,7 +7,27 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod live;
+#[cfg(feature = "png")]
 pub mod png;
+/// Built without the `png` feature: the report is HTML only.
+#[cfg(not(feature = "png"))]
+pub mod png {
+    pub struct Png {
+        pub bytes: Vec<u8>,
+        pub has_text: bool,
+    }
+
+    pub fn render(_svg: &str) -> Result<Png, String> {
+        Err(super::NO_PNG.to_owned())
+    }
+}
+
+/// Whether this build draws the report as a PNG.
+pub const PNG: bool = cfg!(feature = "png");
+
+/// What a build without the `png` feature says when asked for one.
+pub const NO_PNG: &str =
+    "this gpulse was built without PNG output (build it with `--features png`); the HTML report has the same charts";
 pub mod prometheus;
 pub mod snapshot;
 pub mod status;
