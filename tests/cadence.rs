@@ -53,7 +53,7 @@ fn scenario() -> PathBuf {
             "clocks_event_reasons": 0, "pcie_link_width": 16, "ecc_enabled": true,
             "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0, "gpm_supported": true,
             "gpm": {{"sm": 40.0, "occupancy": 20.0, "any_tensor": 10.0, "hmma": 9.0, "dram": 30.0,
-              "fp32": 5.0, "fp16": 1.0, "pcie_tx": 4.0, "pcie_rx": 3.0, "nvlink_tx": 0.0, "nvlink_rx": 0.0}}}},
+              "fp32": 5.0, "fp16": 1.0, "graphics": 2.0, "pcie_tx": 4.0, "pcie_rx": 3.0, "nvlink_tx": 0.0, "nvlink_rx": 0.0}}}},
           "timeline": [{{"t_s": 1, "energy_j": 1300.0, "power_limit_w": 650.0}},
                        {{"t_s": 2, "energy_j": 1600.0, "power_limit_w": 600.0}},
                        {{"t_s": 3, "energy_j": 1900.0}}],
@@ -123,7 +123,8 @@ fn the_recorder_reads_slow_fields_on_their_cadence_and_holds_what_it_read() {
     // GPM: the recorded metrics only; one asked for reads, one not asked for is absent.
     let gpm = got.iter().rev().find_map(|s| s.gpus[0].gpm.clone()).expect("a window closed");
     assert_eq!((gpm.sm_util_pct, gpm.dram_bw_util_pct), (Some(40.0), Some(30.0)));
-    assert_eq!((gpm.hmma_tensor_util_pct, gpm.fp16_util_pct, gpm.nvlink_tx_bytes_per_s), (None, None, None));
+    assert_eq!((gpm.hmma_tensor_util_pct, gpm.fp16_util_pct), (Some(9.0), Some(1.0)), "the roofline's pipes");
+    assert_eq!((gpm.graphics_util_pct, gpm.nvlink_tx_bytes_per_s), (None, None));
     drop(rec);
 
     // A view reads every poll, and sees the counter move.

@@ -13,6 +13,7 @@ mod python_package;
 mod query;
 mod record;
 mod report;
+mod roofline;
 mod run;
 mod safety;
 mod serve;

@@ -10,6 +10,7 @@ mod finding_id;
 mod forecast;
 mod ledger;
 mod live;
+pub mod roofline;
 mod rules;
 mod series;
 mod steps;
@@ -21,6 +22,7 @@ pub use finding_id::{Concern, FindingId, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};
 pub use ledger::{Account, Ledger, ledger};
 pub use live::LiveDiagnosis;
+pub use roofline::{Efficiency, efficiency};
 pub use series::{GpuSeries, Run, RunBuilder};
 pub use steps::Steps;
 

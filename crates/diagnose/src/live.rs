@@ -34,6 +34,8 @@ pub struct LiveDiagnosis {
     run: Option<Run>,
     /// Where the window's wall time went, as of the latest diagnosis.
     ledger: Option<crate::Ledger>,
+    /// Each GPU's distance from its roof, as of the latest diagnosis.
+    efficiency: Vec<crate::Efficiency>,
     /// Set for a view of the whole machine ([`LiveDiagnosis::following_workloads`]).
     workloads: Option<Workloads>,
 }
@@ -73,6 +75,7 @@ impl LiveDiagnosis {
             written: HashMap::new(),
             run: None,
             ledger: None,
+            efficiency: Vec::new(),
             workloads: None,
         }
     }
@@ -169,6 +172,7 @@ impl LiveDiagnosis {
         run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
         let (findings, ledger) = crate::diagnose_with_ledger(&run);
         self.ledger = Some(ledger);
+        self.efficiency = crate::efficiency(&run);
         // The holders this diagnosis found, at the size they hold now.
         if let Some(w) = self.workloads.as_mut() {
             let latest = self.window.snapshots.last();
@@ -217,6 +221,12 @@ impl LiveDiagnosis {
     }
 
     /// Where the window's wall time went, as of the latest diagnosis.
+    /// Each GPU's distance from its roof over the window, as of the latest diagnosis (the same
+    /// run its findings rest on).
+    pub fn efficiency(&self) -> &[crate::Efficiency] {
+        &self.efficiency
+    }
+
     pub fn ledger(&self) -> Option<&crate::Ledger> {
         self.ledger.as_ref()
     }

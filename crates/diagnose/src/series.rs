@@ -27,6 +27,18 @@ pub struct GpuSeries {
     /// GPM's tensor-pipe and FP32-pipe activity, percent.
     pub tensor_pct: Vec<Option<f64>>,
     pub fp32_pct: Vec<Option<f64>>,
+    /// GPM's per-unit math pipes (HMMA, IMMA, DFMA tensor cores; FP64, FP16 pipes) and DRAM
+    /// activity, percent: what the roofline estimate reads.
+    pub hmma_pct: Vec<Option<f64>>,
+    pub imma_pct: Vec<Option<f64>>,
+    pub dfma_pct: Vec<Option<f64>>,
+    pub fp64_pct: Vec<Option<f64>>,
+    pub fp16_pct: Vec<Option<f64>>,
+    pub dram_pct: Vec<Option<f64>>,
+    /// The energy counter as last read, millijoules (read every 30 s and held between).
+    pub energy_mj: Vec<Option<f64>>,
+    /// The device's name as NVML gives it: which roof applies.
+    pub name: Option<String>,
     /// The longest GPM window seen, seconds: how far back a sample's GPM figures may reach.
     pub gpm_window_s: Option<f64>,
     /// The process listing at each sample, shared while it does not change.
@@ -162,6 +174,12 @@ impl Run {
             kept(&mut g.pcie_tx_bytes_per_s, &keep);
             kept(&mut g.tensor_pct, &keep);
             kept(&mut g.fp32_pct, &keep);
+            for v in
+                [&mut g.hmma_pct, &mut g.imma_pct, &mut g.dfma_pct, &mut g.fp64_pct, &mut g.fp16_pct, &mut g.dram_pct]
+            {
+                kept(v, &keep);
+            }
+            kept(&mut g.energy_mj, &keep);
             kept(&mut g.processes, &keep);
             g.active = active_window(g);
         }
@@ -220,6 +238,14 @@ impl RunBuilder {
             }
             s.tensor_pct.push(g.gpm.as_ref().and_then(|m| m.any_tensor_util_pct));
             s.fp32_pct.push(g.gpm.as_ref().and_then(|m| m.fp32_util_pct));
+            let gpm = |f: fn(&gpulse_model::GpmMetrics) -> Option<f64>| g.gpm.as_deref().and_then(f);
+            s.hmma_pct.push(gpm(|m| m.hmma_tensor_util_pct));
+            s.imma_pct.push(gpm(|m| m.imma_tensor_util_pct));
+            s.dfma_pct.push(gpm(|m| m.dfma_tensor_util_pct));
+            s.fp64_pct.push(gpm(|m| m.fp64_util_pct));
+            s.fp16_pct.push(gpm(|m| m.fp16_util_pct));
+            s.dram_pct.push(gpm(|m| m.dram_bw_util_pct));
+            s.energy_mj.push(g.energy_mj.map(|e| e as f64));
             if let Some(m) = g.gpm.as_ref().filter(|m| m.interval_ms > 0.0) {
                 s.gpm_window_s = Some(s.gpm_window_s.unwrap_or(0.0).max(m.interval_ms / 1000.0));
             }
@@ -254,6 +280,7 @@ impl RunBuilder {
             let info = rec.devices.iter().find(|d| d.index == s.gpu);
             s.mem_total_bytes = s.mem_total_bytes.or(info.and_then(|d| d.memory_total_bytes).map(|b| b as f64));
             s.max_sm_clock_mhz = info.and_then(|d| d.clock_max_sm_mhz).map(f64::from);
+            s.name = info.map(|d| d.name.clone());
         }
         let gpus = self.gpus;
         let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));

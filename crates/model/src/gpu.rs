@@ -101,6 +101,12 @@ pub struct GpmMetrics {
     pub nvlink_tx_bytes_per_s: Option<f64>,
     /// NVLink traffic to the GPU over all links, bytes per second (`NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC`).
     pub nvlink_rx_bytes_per_s: Option<f64>,
+    /// Integer-tensor-core (IMMA: INT8) activity (`NVML_GPM_METRIC_IMMA_TENSOR_UTIL`).
+    pub imma_tensor_util_pct: Option<f64>,
+    /// Double-precision tensor-core (DFMA) activity (`NVML_GPM_METRIC_DFMA_TENSOR_UTIL`).
+    pub dfma_tensor_util_pct: Option<f64>,
+    /// Integer pipe activity (`NVML_GPM_METRIC_INTEGER_UTIL`).
+    pub integer_util_pct: Option<f64>,
 }
 
 /// Everything read from one GPU in one poll. Every reading is optional: `None` means the source

@@ -176,12 +176,17 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
     })?;
     // GPM windows stream beside the samples (both in time order): only the latest window of each
     // GPU is held.
-    let mut gpm_stmt = conn.prepare("SELECT * FROM gpm_samples ORDER BY t_ms, gpu")?;
+    // Columns by name: a metric whose column an older file lacks is absent.
+    let present: Vec<String> = rows(conn, "SELECT name FROM pragma_table_info('gpm_samples')", |r| r.get(0))?;
+    let gpm_fields: Vec<&gpulse_model::GpmField> =
+        gpulse_model::GPM_FIELDS.iter().filter(|f| present.iter().any(|c| c == f.column)).collect();
+    let columns: String = gpm_fields.iter().map(|f| format!(", {}", f.column)).collect();
+    let mut gpm_stmt =
+        conn.prepare(&format!("SELECT t_ms, gpu, interval_ms{columns} FROM gpm_samples ORDER BY t_ms, gpu"))?;
     let mut gpm_rows = gpm_stmt.query([])?;
     let read_gpm = |r: &Row<'_>| -> rusqlite::Result<(i64, u32, GpmMetrics)> {
         let mut m = GpmMetrics { interval_ms: r.get::<_, i64>(2)? as f64, ..Default::default() };
-        // The columns after the key follow the model's table.
-        for (i, f) in gpulse_model::GPM_FIELDS.iter().enumerate() {
+        for (i, f) in gpm_fields.iter().enumerate() {
             let stored = r.get::<_, Option<i64>>(3 + i)?;
             (f.set)(
                 &mut m,

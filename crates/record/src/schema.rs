@@ -95,26 +95,6 @@ CREATE TABLE gpu_util_hires (
     PRIMARY KEY (t_ms, gpu)
 ) WITHOUT ROWID;
 
-CREATE TABLE gpm_samples (
-    t_ms              INTEGER NOT NULL,
-    gpu               INTEGER NOT NULL,
-    interval_ms       INTEGER NOT NULL,
-    graphics_pm       INTEGER,
-    sm_pm             INTEGER,
-    occupancy_pm      INTEGER,
-    tensor_pm         INTEGER,
-    hmma_pm           INTEGER,
-    dram_pm           INTEGER,
-    fp64_pm           INTEGER,
-    fp32_pm           INTEGER,
-    fp16_pm           INTEGER,
-    pcie_tx_kib_s     INTEGER,
-    pcie_rx_kib_s     INTEGER,
-    nvlink_tx_kib_s   INTEGER,
-    nvlink_rx_kib_s   INTEGER,
-    PRIMARY KEY (t_ms, gpu)
-) WITHOUT ROWID;
-
 CREATE TABLE process_polls (
     t_ms INTEGER NOT NULL,
     gpu  INTEGER NOT NULL,
@@ -174,6 +154,17 @@ CREATE TABLE events (
     payload TEXT NOT NULL
 );
 "#;
+
+/// `gpm_samples`, one row per completed GPM window: the key, then one column per row of
+/// `gpulse_model::GPM_FIELDS` in its order (per-mille for a percentage, KiB/s for a rate). A
+/// metric added to the table is a column added at the end, which is not a bump: readers name
+/// the columns they read and take a column an older file lacks as an absent metric.
+pub fn create_gpm_samples() -> String {
+    let columns: String = gpulse_model::GPM_FIELDS.iter().map(|f| format!("    {} INTEGER,\n", f.column)).collect();
+    format!(
+        "CREATE TABLE gpm_samples (\n    t_ms INTEGER NOT NULL,\n    gpu INTEGER NOT NULL,\n    interval_ms INTEGER NOT NULL,\n{columns}    PRIMARY KEY (t_ms, gpu)\n) WITHOUT ROWID;\n"
+    )
+}
 
 /// Added in schema 2: marks from inside the training loop (`gpulse.step()`, phases, the data
 /// wait that `--instrument` times). Schema 1 files lack the table; readers treat it as empty.

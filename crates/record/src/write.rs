@@ -133,6 +133,18 @@ struct Identity {
     cmdline: Option<String>,
 }
 
+/// `INSERT OR REPLACE INTO gpm_samples (t_ms, gpu, interval_ms, …) VALUES (?1, …)`, one column
+/// per row of the model's GPM table.
+fn insert_gpm() -> String {
+    let columns: Vec<&str> = GPM_FIELDS.iter().map(|f| f.column).collect();
+    let slots: Vec<String> = (1..=columns.len() + 3).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT OR REPLACE INTO gpm_samples (t_ms, gpu, interval_ms, {}) VALUES ({})",
+        columns.join(", "),
+        slots.join(",")
+    )
+}
+
 /// Appends samples to a new recording.
 pub struct Writer {
     conn: Connection,
@@ -141,6 +153,8 @@ pub struct Writer {
     /// By GPU index: looked up for every sample, so a vector rather than a hash map.
     state: Vec<Option<State>>,
     gpm: HashMap<u32, GpmMetrics>,
+    /// The `gpm_samples` insert, its columns named from the model's table.
+    insert_gpm: String,
     /// gpu → the metric table's readings as last written.
     table: HashMap<u32, gpulse_model::TableReadings>,
     /// gpu → the process listing last written.
@@ -197,6 +211,7 @@ impl Writer {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
         conn.execute_batch(CREATE)?;
+        conn.execute_batch(&crate::schema::create_gpm_samples())?;
         conn.execute_batch(CREATE_MARKERS)?;
         conn.execute_batch(CREATE_GPU_FIELDS)?;
         let mut w = Self {
@@ -205,6 +220,7 @@ impl Writer {
             in_tx: false,
             state: Vec::new(),
             gpm: HashMap::new(),
+            insert_gpm: insert_gpm(),
             table: HashMap::new(),
             processes: HashMap::new(),
             identities: HashMap::new(),
@@ -416,7 +432,7 @@ impl Writer {
             });
             let key = [Some(t), Some(i64::from(g.gpu_index)), Some(m.interval_ms.round() as i64)];
             self.conn
-                .prepare_cached("INSERT OR REPLACE INTO gpm_samples VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)")?
+                .prepare_cached(&self.insert_gpm)?
                 .execute(rusqlite::params_from_iter(key.into_iter().chain(values)))?;
             self.gpm.insert(g.gpu_index, (**m).clone());
         }

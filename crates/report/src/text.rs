@@ -35,6 +35,28 @@ pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
     line + "\n\n"
 }
 
+/// How far each GPU was from its roof, and the energy per step: one line each, then what could
+/// not be estimated. Nothing for a run without GPM.
+pub fn roofline_text(efficiency: &[gpulse_diagnose::Efficiency]) -> String {
+    if efficiency.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "roofline:
+",
+    );
+    for e in efficiency {
+        let _ = writeln!(s, "  {}", e.line());
+        if let Some(line) = e.energy_line() {
+            let _ = writeln!(s, "  {line}");
+        }
+        for l in &e.limits {
+            let _ = writeln!(s, "  ? {l}");
+        }
+    }
+    s + "\n"
+}
+
 /// Where the wall time went: one line per account, largest first, each with its basis.
 pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
     if ledger.wall_s <= 0.0 || ledger.accounts.is_empty() {

@@ -139,12 +139,9 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         },
         GpuKey::Fixed(text) => return text.to_owned(),
         GpuKey::Unread => None,
-        GpuKey::Gpm(k) => gpm.and_then(|g| {
-            let f = k.field();
-            match f.unit {
-                gpulse_model::GpmUnit::Pct => pct1((f.get)(g)),
-                gpulse_model::GpmUnit::MibPerS => mib_s((f.get)(g)),
-            }
+        GpuKey::Gpm(k) => gpm.zip(gpulse_model::GpmField::by_id(k)).and_then(|(g, f)| match f.unit {
+            gpulse_model::GpmUnit::Pct => pct1((f.get)(g)),
+            gpulse_model::GpmUnit::MibPerS => mib_s((f.get)(g)),
         }),
     };
     match value {

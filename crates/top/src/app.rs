@@ -96,6 +96,8 @@ pub struct App {
     pub times_s: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
+    /// Each GPU's roofline line from the rolling diagnosis (`gpulse_diagnose::Efficiency::line`).
+    pub roofline: Vec<String>,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
     pub steps_per_s: Option<f64>,
     pub data_wait_share: Option<f64>,
@@ -145,6 +147,7 @@ pub struct Update {
 /// The rolling diagnosis as the view shows it.
 struct DiagnosisView {
     findings: Vec<FindingView>,
+    roofline: Vec<String>,
     steps_per_s: Option<f64>,
     data_wait_share: Option<f64>,
     /// Each device's memory trend, in the devices' order.
@@ -193,6 +196,7 @@ impl DiagnosisView {
         let steps = live.recent_steps();
         Self {
             findings,
+            roofline: live.efficiency().iter().map(|e| e.line()).collect(),
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
             trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
@@ -215,6 +219,7 @@ impl App {
             times_s: Ring::new(HISTORY_LEN),
             proc_history: HashMap::new(),
             findings: Vec::new(),
+            roofline: Vec::new(),
             steps_per_s: None,
             data_wait_share: None,
             jobs: Vec::new(),
@@ -272,6 +277,7 @@ impl App {
         self.track_processes();
         if let Some(d) = diagnosis {
             self.findings = d.findings;
+            self.roofline = d.roofline;
             self.steps_per_s = d.steps_per_s;
             self.data_wait_share = d.data_wait_share;
             for (i, trend) in d.trend_gib_per_min.into_iter().enumerate().take(self.trend_gib_per_min.len()) {

@@ -103,6 +103,15 @@ pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<L
             lines.push(Line::from(spans));
         }
     }
+    // The roofline takes only the rows the findings leave.
+    for r in &app.roofline {
+        if lines.len() >= rows {
+            break;
+        }
+        let mut spans = vec![Span::styled("roofline  ", DIM)];
+        spans.extend(fmt::wrap_at_most(r, width.saturating_sub(10).max(1), 1).into_iter().map(Span::raw));
+        lines.push(Line::from(spans));
+    }
     lines.truncate(rows);
     lines
 }

@@ -12,7 +12,7 @@ mod processes;
 mod stall;
 pub(crate) mod startup;
 pub(crate) mod steps;
-mod tensor;
+pub(crate) mod tensor;
 #[cfg(test)]
 pub(crate) mod testing;
 mod throttle;
@@ -25,7 +25,7 @@ use crate::{Basis, Finding, Ledger, Run, Severity};
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 const MATERIAL: f64 = 0.05;
 /// Windows shorter than this hold too few samples to judge a steady state.
-const MIN_ACTIVE_S: f64 = 10.0;
+pub(crate) const MIN_ACTIVE_S: f64 = 10.0;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.

@@ -13,6 +13,12 @@ const FP32_DENSE_PCT: f64 = 20.0;
 /// matmuls without TF32.
 const TENSOR_IDLE_PCT: f64 = 5.0;
 
+/// Busy SMs doing dense FP32 math with the tensor cores idle: the finding's test, which the
+/// roofline line (`crate::roofline`) shares so the two never disagree.
+pub(crate) fn idle(sm_pct: f64, fp32_pct: f64, tensor_pct: f64) -> bool {
+    sm_pct >= SM_BUSY_PCT && fp32_pct >= FP32_DENSE_PCT && tensor_pct <= TENSOR_IDLE_PCT
+}
+
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
@@ -26,7 +32,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         ) else {
             continue;
         };
-        if sm < SM_BUSY_PCT || fp32 < FP32_DENSE_PCT || tensor > TENSOR_IDLE_PCT {
+        if !idle(sm, fp32, tensor) {
             continue;
         }
         out.push(
@@ -54,7 +60,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
 }
 
 /// Dense TF32 tensor-core peak over the FP32 pipe's peak, from A100 to H200.
-const TF32_OVER_FP32: f64 = 8.0;
+pub(crate) const TF32_OVER_FP32: f64 = 8.0;
 
 #[cfg(test)]
 mod tests {

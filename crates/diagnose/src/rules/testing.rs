@@ -23,6 +23,13 @@ pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
         pcie_tx_bytes_per_s: vec![None; n],
         tensor_pct: vec![None; n],
         fp32_pct: vec![None; n],
+        hmma_pct: vec![None; n],
+        imma_pct: vec![None; n],
+        dfma_pct: vec![None; n],
+        fp64_pct: vec![None; n],
+        fp16_pct: vec![None; n],
+        dram_pct: vec![None; n],
+        energy_mj: vec![None; n],
         processes: (0..n).map(|_| Arc::new(Vec::new())).collect(),
         active: (0, n),
         ..GpuSeries::default()

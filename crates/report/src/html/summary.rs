@@ -30,6 +30,12 @@ pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, Str
         }
         out.push(("Training loop", s));
     }
+    for e in gpulse_diagnose::efficiency(&a.run) {
+        out.push(("Roofline", e.line()));
+        if let Some(line) = e.energy_line() {
+            out.push(("Energy", line));
+        }
+    }
     let started = gpulse_smi::timestamp::format_utc(a.run.start_us);
     let started = started.split('.').next().unwrap_or(&started).replace('/', "-");
     out.push((

@@ -2,7 +2,9 @@
 //! commented out), read from NVML and GPM instead of a DCGM host engine: the hand-written
 //! [`FIELDS`], then every row of the model's metric table that names a dcgm series.
 
-use gpulse_model::{Dcgm, DeviceInfo, GpuSample, MIB, Probe, Reading, TABLE, TableMetric};
+use gpulse_model::{
+    Dcgm, DeviceInfo, GPM_FIELDS, GpmDcgm, GpmField, GpmUnit, GpuSample, MIB, Probe, Reading, TABLE, TableMetric,
+};
 
 use super::{Exposition, Family, Value, label};
 
@@ -17,11 +19,6 @@ pub(super) struct Field {
 
 fn int(v: Option<impl Into<u64>>) -> Option<Value> {
     v.map(|v| Value::Int(v.into()))
-}
-
-/// A GPM percentage as DCGM's ratio.
-fn ratio(g: &GpuSample, pick: fn(&gpulse_model::GpmMetrics) -> Option<f64>) -> Option<Value> {
-    g.gpm.as_deref().and_then(pick).map(|p| Value::Float(p / 100.0))
 }
 
 /// The NVML reads dcgm-exporter's other fields need, beyond the sampled metrics: what a live
@@ -45,11 +42,6 @@ fn probed(g: &GpuSample, probe: Probe) -> Option<Value> {
 
 fn mib(bytes: Option<u64>) -> Option<Value> {
     bytes.map(|b| Value::Int(b / MIB))
-}
-
-/// PCIe throughput: GPM's byte counts when there are any, else NVML's sampled counter.
-fn pcie(g: &GpuSample, gpm: fn(&gpulse_model::GpmMetrics) -> Option<f64>, nvml: Option<u64>) -> Option<Value> {
-    g.gpm.as_deref().and_then(gpm).map(|v| Value::Float(v.max(0.0))).or(nvml.map(|v| Value::Float(v as f64)))
 }
 
 pub(super) const FIELDS: &[Field] = &[
@@ -149,68 +141,26 @@ pub(super) const FIELDS: &[Field] = &[
         help: "Whether remapping of rows has failed",
         read: |g| probed(g, Probe::RemappedFailure),
     },
-    Field {
-        name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of time the graphics engine is active.",
-        read: |g| ratio(g, |m| m.graphics_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of cycles the tensor (HMMA) pipe is active.",
-        read: |g| ratio(g, |m| m.any_tensor_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_DRAM_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of cycles the device memory interface is active sending or receiving data.",
-        read: |g| ratio(g, |m| m.dram_bw_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PCIE_TX_BYTES",
-        kind: "gauge",
-        help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-        read: |g| pcie(g, |m| m.pcie_tx_bytes_per_s, g.pcie_tx_bytes_per_s),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PCIE_RX_BYTES",
-        kind: "gauge",
-        help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-        read: |g| pcie(g, |m| m.pcie_rx_bytes_per_s, g.pcie_rx_bytes_per_s),
-    },
-    // dcgm-exporter ships these commented out; GPM has them without a host engine.
-    Field {
-        name: "DCGM_FI_PROF_SM_ACTIVE",
-        kind: "gauge",
-        help: "The ratio of cycles an SM has at least 1 warp assigned.",
-        read: |g| ratio(g, |m| m.sm_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_SM_OCCUPANCY",
-        kind: "gauge",
-        help: "The ratio of number of warps resident on an SM.",
-        read: |g| ratio(g, |m| m.sm_occupancy_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of cycles the fp64 pipes are active.",
-        read: |g| ratio(g, |m| m.fp64_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of cycles the fp32 pipes are active.",
-        read: |g| ratio(g, |m| m.fp32_util_pct),
-    },
-    Field {
-        name: "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-        kind: "gauge",
-        help: "Ratio of cycles the fp16 pipes are active.",
-        read: |g| ratio(g, |m| m.fp16_util_pct),
-    },
 ];
+
+/// The GPM metrics with a dcgm-exporter series: those on in its list first, then those it ships
+/// commented out, each in the table's order.
+pub(super) fn gpm_series() -> impl Iterator<Item = (&'static GpmField, &'static GpmDcgm)> {
+    let with = |default: bool| {
+        GPM_FIELDS.iter().filter_map(move |f| f.dcgm.as_ref().filter(|d| d.default == default).map(|d| (f, d)))
+    };
+    with(true).chain(with(false))
+}
+
+/// A GPM percentage as DCGM's ratio, a rate in bytes per second; a rate GPM did not give is
+/// NVML's counter where the row names one.
+fn gpm_value(g: &GpuSample, f: &GpmField, d: &GpmDcgm) -> Option<f64> {
+    let read = g.gpm.as_deref().and_then(|m| (f.get)(m));
+    match f.unit {
+        GpmUnit::Pct => read.map(|p| p / 100.0),
+        GpmUnit::MibPerS => read.map(|v| v.max(0.0)).or_else(|| d.fallback.and_then(|fb| fb(g))),
+    }
+}
 
 /// dcgm-exporter's labels, in its order.
 fn labels(d: Option<&DeviceInfo>, index: u32, e: &Exposition) -> String {
@@ -244,6 +194,14 @@ pub(super) fn render(e: &Exposition, out: &mut String) {
         for (l, g) in &labelled {
             if let Some(v) = (f.read)(g) {
                 family.sample(l, v);
+            }
+        }
+    }
+    for (f, d) in gpm_series() {
+        let mut family = Family::new(out, d.name, "gauge", d.help);
+        for (l, g) in &labelled {
+            if let Some(v) = gpm_value(g, f, d) {
+                family.sample(l, Value::Float(v));
             }
         }
     }

@@ -173,6 +173,7 @@ fn job(e: &Exposition, out: &mut String) {
             );
         }
     }
+    efficiency(live.efficiency(), out);
     let mut findings =
         Family::new(out, "gpulse_finding", "gauge", "A finding of the live diagnosis that holds now (always 1).");
     for f in live.current() {
@@ -193,5 +194,57 @@ fn job(e: &Exposition, out: &mut String) {
         if let (Some(g), Some(s)) = (f.gpu, f.time_to_oom_s) {
             oom.sample(&label("gpu", &g.to_string()), Value::Float(s));
         }
+    }
+}
+
+/// Each GPU's distance from its roof over the live window: a share of the datasheet peak (the
+/// lower end where the precision is unknown), the DRAM bandwidth's share, the energy per step.
+fn efficiency(all: &[gpulse_diagnose::Efficiency], out: &mut String) {
+    let mut math = Family::new(
+        out,
+        "gpulse_job_math_utilization_ratio",
+        "gauge",
+        "Achieved math rate over the datasheet peak of the busiest pipe's precision (the lower end where GPM cannot tell TF32 from BF16).",
+    );
+    for e in all {
+        if let (Some(m), Some([lo, _])) = (&e.math, e.math.as_ref().and_then(|m| m.utilization_ratio())) {
+            let l = format!("{},{}", label("gpu", &e.gpu.to_string()), label("pipe", pipe_name(m.pipe)));
+            math.sample(&l, Value::Float(lo));
+        }
+    }
+    let mut dram = Family::new(
+        out,
+        "gpulse_job_dram_bandwidth_ratio",
+        "gauge",
+        "Achieved DRAM bandwidth over the device's peak bandwidth.",
+    );
+    for e in all {
+        if let Some(r) = e.dram_ratio() {
+            dram.sample(&label("gpu", &e.gpu.to_string()), Value::Float(r));
+        }
+    }
+    let mut joules = Family::new(
+        out,
+        "gpulse_job_joules_per_step",
+        "gauge",
+        "GPU energy per training step, from the energy counter over the loop's steps.",
+    );
+    for e in all {
+        if let Some(en) = &e.energy {
+            joules.sample(&label("gpu", &e.gpu.to_string()), Value::Float(en.joules_per_step));
+        }
+    }
+}
+
+fn pipe_name(p: gpulse_diagnose::roofline::Pipe) -> &'static str {
+    use gpulse_diagnose::roofline::Pipe::*;
+    match p {
+        Hmma => "hmma",
+        AnyTensor => "tensor",
+        Imma => "imma",
+        Dfma => "dfma",
+        Fp64 => "fp64",
+        Fp32 => "fp32",
+        Fp16 => "fp16",
     }
 }

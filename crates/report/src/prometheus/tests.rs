@@ -113,8 +113,17 @@ fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
             .unwrap_or_else(|| panic!("{} ({}) is not in dcgm-exporter's list", d.name, m.key));
         assert_eq!((d.kind.as_str(), d.help), (kind.as_str(), help.as_str()), "{}", d.name);
     }
+    for (f, d) in dcgm::gpm_series() {
+        let (_, kind, help, enabled) = published
+            .iter()
+            .filter(|p| p.0 == d.name)
+            .max_by_key(|p| p.3)
+            .unwrap_or_else(|| panic!("{} ({}) is not in dcgm-exporter's list", d.name, f.smi));
+        assert_eq!(("gauge", d.help, d.default), (kind.as_str(), help.as_str(), *enabled), "{}", d.name);
+    }
     // What dcgm-exporter enables and gpulse does not serve yet; a new field shrinks this list.
     let mut served: Vec<&str> = dcgm::FIELDS.iter().map(|f| f.name).collect();
+    served.extend(dcgm::gpm_series().map(|(_, d)| d.name));
     let table: Vec<&str> = dcgm::table_series().map(|(_, d)| d.name).collect();
     assert!(table.iter().all(|n| !served.contains(n)), "a series is written once: {table:?}");
     served.extend(table);

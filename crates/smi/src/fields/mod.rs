@@ -71,7 +71,8 @@ pub enum GpuKey {
     EccUncorrectedVolatileTotal,
     EccCorrectedVolatileTotal,
     /// gpulse-only: a GPM metric.
-    Gpm(GpmKey),
+    /// A GPM metric (`gpm.*`), by its NVML id in the model's table.
+    Gpm(u32),
     /// A row of the model's metric table (`gpulse_model::TABLE`), by key.
     Table(&'static str),
     /// One NVML read, printed as `Fmt` says.
@@ -135,46 +136,6 @@ impl GpuKey {
             GpuKey::Gpm(_) => Metric::Gpm,
             GpuKey::Table(_) => Metric::Table,
         })
-    }
-}
-
-/// gpulse-only GPM fields (`gpm.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpmKey {
-    SmActive,
-    SmOccupancy,
-    TensorActive,
-    HmmaActive,
-    DramActive,
-    GraphicsActive,
-    Fp16Active,
-    Fp32Active,
-    Fp64Active,
-    PcieTx,
-    PcieRx,
-    NvlinkTx,
-    NvlinkRx,
-}
-
-impl GpmKey {
-    /// The metric in the model's table that this field shows.
-    pub fn field(self) -> &'static gpulse_model::GpmField {
-        let id = match self {
-            Self::GraphicsActive => 1,
-            Self::SmActive => 2,
-            Self::SmOccupancy => 3,
-            Self::TensorActive => 5,
-            Self::HmmaActive => 7,
-            Self::DramActive => 10,
-            Self::Fp64Active => 11,
-            Self::Fp32Active => 12,
-            Self::Fp16Active => 13,
-            Self::PcieTx => 20,
-            Self::PcieRx => 21,
-            Self::NvlinkRx => 60,
-            Self::NvlinkTx => 61,
-        };
-        gpulse_model::GPM_FIELDS.iter().find(|f| f.nvml_id == id).expect("every gpm.* field is in the table")
     }
 }
 
@@ -273,24 +234,14 @@ const GPU_FIELDS: &[Row] = &[
     (&["ecc.mode.current"], None, GpuKey::EccModeCurrent),
     (&["ecc.errors.uncorrected.volatile.total"], None, GpuKey::EccUncorrectedVolatileTotal),
     (&["ecc.errors.corrected.volatile.total"], None, GpuKey::EccCorrectedVolatileTotal),
-    (&["gpm.sm_active"], Some("%"), GpuKey::Gpm(GpmKey::SmActive)),
-    (&["gpm.sm_occupancy"], Some("%"), GpuKey::Gpm(GpmKey::SmOccupancy)),
-    (&["gpm.tensor_active"], Some("%"), GpuKey::Gpm(GpmKey::TensorActive)),
-    (&["gpm.hmma_active"], Some("%"), GpuKey::Gpm(GpmKey::HmmaActive)),
-    (&["gpm.dram_active"], Some("%"), GpuKey::Gpm(GpmKey::DramActive)),
-    (&["gpm.graphics_active"], Some("%"), GpuKey::Gpm(GpmKey::GraphicsActive)),
-    (&["gpm.fp16_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp16Active)),
-    (&["gpm.fp32_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp32Active)),
-    (&["gpm.fp64_active"], Some("%"), GpuKey::Gpm(GpmKey::Fp64Active)),
-    (&["gpm.pcie.tx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::PcieTx)),
-    (&["gpm.pcie.rx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::PcieRx)),
-    (&["gpm.nvlink.tx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::NvlinkTx)),
-    (&["gpm.nvlink.rx"], Some("MiB/s"), GpuKey::Gpm(GpmKey::NvlinkRx)),
 ];
 
 /// Every `--query-gpu=` name gpulse accepts, canonical names and aliases alike.
 pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
-    all_rows().flat_map(|r| r.0.iter().copied()).chain(gpulse_model::TABLE.iter().flat_map(|m| m.smi.iter().copied()))
+    all_rows()
+        .flat_map(|r| r.0.iter().copied())
+        .chain(gpulse_model::GPM_FIELDS.iter().map(|f| f.smi))
+        .chain(gpulse_model::TABLE.iter().flat_map(|m| m.smi.iter().copied()))
 }
 
 fn all_rows() -> impl Iterator<Item = &'static Row> {
@@ -299,12 +250,17 @@ fn all_rows() -> impl Iterator<Item = &'static Row> {
 
 /// The GPU field called `name` (canonical or alias).
 pub fn gpu_field(name: &str) -> Option<GpuField> {
-    all_rows().find(|r| r.0.contains(&name)).map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 }).or_else(
-        || {
+    all_rows()
+        .find(|r| r.0.contains(&name))
+        .map(|r| GpuField { key: r.2, canonical: r.0[0], unit: r.1 })
+        .or_else(|| {
+            let f = gpulse_model::GPM_FIELDS.iter().find(|f| f.smi == name)?;
+            Some(GpuField { key: GpuKey::Gpm(f.nvml_id), canonical: f.smi, unit: Some(f.unit.smi_unit()) })
+        })
+        .or_else(|| {
             let m = gpulse_model::TABLE.iter().find(|m| m.smi.contains(&name))?;
             Some(GpuField { key: GpuKey::Table(m.key), canonical: m.smi[0], unit: m.smi_unit })
-        },
-    )
+        })
 }
 
 /// Parses the value of `--query-gpu=`: names separated by commas, exactly as nvidia-smi reads

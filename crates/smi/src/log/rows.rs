@@ -133,7 +133,7 @@ pub(super) fn gpu_row(
             GpuKey::Gpm(k) => {
                 let v = number(cell).ok_or_else(bad)?;
                 let g = s.gpm.get_or_insert_with(Box::default);
-                let f = k.field();
+                let f = gpulse_model::GpmField::by_id(k).ok_or_else(bad)?;
                 (f.set)(g, Some(f.unit.from_nvml(v)));
             }
         }

@@ -1,0 +1,110 @@
+//! The roofline estimate: ground truth through the stand-in's live path, old recordings read
+//! without the new pipes, and the roofline line and the `tensor_idle` finding agreeing on every
+//! fixture.
+
+use gpulse_diagnose::roofline::{Bound, Pipe};
+use gpulse_diagnose::{FindingId, Run};
+
+use super::support::*;
+
+/// Every recording, log and trace under `tests/fixtures` that gpulse reads.
+fn every_fixture() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "db" || x == "csv") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&fixture(""), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn the_roofline_line_and_tensor_idle_agree_on_every_fixture() {
+    let (mut read, mut with_gpm) = (0, 0);
+    for path in every_fixture() {
+        let Ok(rec) = gpulse_input::load(&path) else { continue };
+        read += 1;
+        let run = Run::from_recording(&rec);
+        let findings = gpulse_diagnose::diagnose_run(&run);
+        let efficiency = gpulse_diagnose::efficiency(&run);
+        with_gpm += usize::from(!efficiency.is_empty());
+        let idle_gpus: Vec<Option<u32>> =
+            findings.iter().filter(|f| f.id == FindingId::TensorIdle).map(|f| f.gpu).collect();
+        for g in idle_gpus.iter().flatten() {
+            assert!(
+                efficiency.iter().any(|e| e.gpu == *g),
+                "{}: tensor_idle on GPU {g} without a roofline",
+                path.display()
+            );
+        }
+        for e in &efficiency {
+            let name = format!("{} GPU {}", path.display(), e.gpu);
+            let line = e.line();
+            assert!(!line.contains("NaN") && !line.contains("inf"), "{name}: {line}");
+            assert_eq!(e.tensor_idle, idle_gpus.contains(&Some(e.gpu)), "{name}: {line}");
+            let pipe = e.math.as_ref().map(|m| m.pipe);
+            if e.tensor_idle {
+                assert_eq!(pipe, Some(Pipe::Fp32), "{name}: idle tensor cores, the FP32 pipe works: {line}");
+                assert!(line.contains("tensor cores idle (tensor_idle)"), "{name}: {line}");
+            }
+            if e.bound == Some(Bound::Math) && matches!(pipe, Some(Pipe::Hmma | Pipe::AnyTensor)) {
+                assert!(!e.tensor_idle, "{name}: bound by the tensor cores it calls idle: {line}");
+            }
+        }
+    }
+    assert!(read >= 20 && with_gpm >= 5, "walked {read} fixtures, {with_gpm} with GPM");
+}
+
+/// A recording made before the IMMA, DFMA and integer columns reads as it did, the new
+/// metrics absent (never 0).
+#[test]
+fn an_older_recording_reads_without_the_new_pipes() {
+    let rec = gpulse_record::read(&fixture("h200-gpulse-run/dl_bound.db")).unwrap();
+    let gpm: Vec<&gpulse_model::GpmMetrics> =
+        rec.snapshots.iter().flat_map(|s| s.gpus.iter()).filter_map(|g| g.gpm.as_deref()).collect();
+    assert!(!gpm.is_empty());
+    assert!(gpm.iter().all(|m| m.sm_util_pct.is_some()));
+    assert!(
+        gpm.iter().all(|m| (m.imma_tensor_util_pct, m.dfma_tensor_util_pct, m.integer_util_pct) == (None, None, None))
+    );
+}
+
+/// The stand-in runs an H200 at a fixed 1830 MHz (the clock its datasheet's tensor peaks are
+/// quoted at) with the HMMA pipe 60 % busy: `gpulse record` asks for the pipes, and the
+/// estimate is 60 % of 989.5 TFLOP/s in BF16, half that in TF32, 60 % of the peak either way.
+#[test]
+fn a_known_pipe_activity_at_a_known_clock_gives_a_known_rate_through_the_live_path() {
+    let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
+        .unwrap()
+        .replace(r#""util_gpu_pct": 0,"#, r#""util_gpu_pct": 97,"#)
+        .replace(r#""clock_sm_mhz": 405"#, r#""clock_sm_mhz": 1830"#)
+        .replace(r#""sm": 0.0, "occupancy": 0.0, "any_tensor": 0.0, "hmma": 0.0, "dram": 0.0"#, r#""sm": 90.0, "occupancy": 30.0, "any_tensor": 60.0, "hmma": 60.0, "dram": 25.0, "imma": 0.0, "dfma": 0.0"#)
+        .replace(r#""fp32": 0.0"#, r#""fp32": 5.0"#);
+    assert!(json.contains(r#""hmma": 60.0"#) && json.contains("1830"), "the scenario was edited");
+    let sc = scenario_file("roofline-hmma60", &json);
+    let db = fresh_dir("roofline", "live").join("hmma60.db");
+    let (code, _, err) = run(gpulse(None)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .args(["record", "--interval", "100ms", "--gpm-interval", "100ms", "--duration", "2s", "-o"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let rec = gpulse_record::read(&db).unwrap();
+    let e = gpulse_diagnose::efficiency(&Run::from_recording(&rec)).remove(0);
+    assert_eq!(e.product, Some("H200 SXM"));
+    let m = e.math.as_ref().unwrap();
+    assert_eq!((m.pipe, m.active_pct), (Pipe::Hmma, 60.0));
+    let rate = |p| m.rates.iter().find(|r| r.precision == p).unwrap().achieved_per_s;
+    assert!((rate(gpulse_model::Precision::Bf16Tensor) / (0.6 * 989.5e12) - 1.0).abs() < 1e-3);
+    assert!((rate(gpulse_model::Precision::Tf32Tensor) / (0.6 * 494.5e12) - 1.0).abs() < 1e-3);
+    let [lo, hi] = m.utilization_ratio().unwrap();
+    assert!((lo - 0.6).abs() < 1e-3 && (hi - 0.6).abs() < 1e-3, "{lo} {hi}");
+    assert!((e.dram_ratio().unwrap() - 0.25).abs() < 1e-9);
+    assert_eq!(e.bound, Some(Bound::Math));
+}
