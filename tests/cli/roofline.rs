@@ -108,3 +108,41 @@ fn a_known_pipe_activity_at_a_known_clock_gives_a_known_rate_through_the_live_pa
     assert!((e.dram_ratio().unwrap() - 0.25).abs() < 1e-9);
     assert_eq!(e.bound, Some(Bound::Math));
 }
+
+/// Ground truth from the H200: GEMMs of known FLOPs in each precision and copies of known bytes,
+/// each loop's own rate beside the recording `gpulse run` made of it. The estimate is within
+/// ±20 % of the truth, at the precision the loop computed, and under the roof it ran into.
+#[test]
+fn the_estimate_is_within_a_fifth_of_the_h200_ground_truth() {
+    use gpulse_model::Precision;
+    let dir = fixture("h200-roofline");
+    let truth = std::fs::read_to_string(dir.join("truth.jsonl")).unwrap();
+    let mut checked = 0;
+    for line in truth.lines() {
+        let t: serde_json::Value = serde_json::from_str(line).unwrap();
+        let kind = t["kind"].as_str().unwrap();
+        let computed = t["rate_per_s"].as_f64().unwrap();
+        let rec = gpulse_input::load(&dir.join(format!("{kind}.db"))).unwrap();
+        let e = gpulse_diagnose::efficiency(&Run::from_recording(&rec)).into_iter().find(|e| e.gpu == 0).unwrap();
+        let (estimate, bound) = match kind {
+            "copy" => (e.dram_bytes_per_s.unwrap(), Bound::Memory),
+            _ => {
+                let precision = match kind {
+                    "bf16" | "fp16" => Precision::Bf16Tensor,
+                    "tf32" => Precision::Tf32Tensor,
+                    "fp32" => Precision::Fp32,
+                    "fp64" => Precision::Fp64Tensor,
+                    other => panic!("no precision for {other}"),
+                };
+                let math = e.math.as_ref().unwrap();
+                let rate = math.rates.iter().find(|r| r.precision == precision);
+                (rate.unwrap_or_else(|| panic!("{kind}: {math:?}")).achieved_per_s, Bound::Math)
+            }
+        };
+        let ratio = estimate / computed;
+        assert!((0.8..=1.2).contains(&ratio), "{kind}: estimate {estimate:.3e} against {computed:.3e} ({ratio:.2})");
+        assert_eq!(e.bound, Some(bound), "{kind}: {}", e.line());
+        checked += 1;
+    }
+    assert_eq!(checked, 6, "every kind the calibration ran");
+}
