@@ -103,6 +103,7 @@ impl Pipeline {
     fn poll_inner(&mut self, poll: Poll) {
         self.polls += 1;
         let started = profile::enabled().then(std::time::Instant::now);
+        let xids = xid_events(&poll);
         self.write(|w| {
             if let Some(snap) = &poll.snapshot {
                 for &gpu in &poll.newly_lost {
@@ -110,8 +111,12 @@ impl Pipeline {
                     w.event(&Event { t_ms: snap.timestamp_us / 1000, kind: "gpu_lost".into(), payload })?;
                 }
             }
+            xids.iter().try_for_each(|e| w.event(e))?;
             w.poll(&poll)
         });
+        if let Some(live) = self.live.as_mut() {
+            xids.iter().for_each(|e| live.push_event(e));
+        }
         if let Some(t) = started.filter(|_| self.recording.is_some()) {
             profile::add("sqlite write poll", t.elapsed());
         }
@@ -191,4 +196,20 @@ impl Pipeline {
             self.lost = Some(lost);
         }
     }
+}
+
+/// The Xids the driver raised since the last poll, as `xid` events: the kind the job's stderr
+/// gives an NVRM line too, so the diagnosis reads both alike (`source` says which).
+fn xid_events(poll: &Poll) -> Vec<Event> {
+    let Some(snap) = &poll.snapshot else { return Vec::new() };
+    snap.gpus
+        .iter()
+        .flat_map(|g| &g.xids)
+        .map(|x| {
+            let mut payload = serde_json::json!({ "xid": x.xid, "gpu": x.gpu, "source": "nvml", "pids": x.pids });
+            payload["text"] =
+                x.text.clone().unwrap_or_else(|| format!("Xid {} on GPU {} (NVML event)", x.xid, x.gpu)).into();
+            Event { t_ms: x.timestamp_us / 1000, kind: "xid".into(), payload }
+        })
+        .collect()
 }

@@ -76,12 +76,12 @@ pub const GPM_FIELDS: [GpmField; 13] = [
 ];
 
 /// The metrics a recording asks for: what the diagnosis, the report, `status` and the snapshot
-/// API read (SM activity and occupancy, tensor, DRAM, FP32, PCIe). Closing a window costs
+/// API read (SM activity and occupancy, tensor, DRAM, FP32, PCIe, NVLink). Closing a window costs
 /// milliseconds inside the driver, which may grow with the metrics asked for (BENCHMARKS.md).
-pub const GPM_RECORDED: [u32; 7] = [2, 3, 5, 10, 12, 20, 21];
+pub const GPM_RECORDED: [u32; 9] = [2, 3, 5, 10, 12, 20, 21, 60, 61];
 
 /// The metrics `serve` asks for: the recorded ones and dcgm-exporter's graphics, FP64 and FP16.
-pub const GPM_SERVED: [u32; 10] = [1, 2, 3, 5, 10, 11, 12, 13, 20, 21];
+pub const GPM_SERVED: [u32; 12] = [1, 2, 3, 5, 10, 11, 12, 13, 20, 21, 60, 61];
 
 /// The metrics `status` shows.
 pub const GPM_STATUS: [u32; 6] = [2, 3, 5, 10, 20, 21];
