@@ -23,6 +23,7 @@ pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
         pcie_tx_bytes_per_s: vec![None; n],
         tensor_pct: vec![None; n],
         fp32_pct: vec![None; n],
+        nvlink_bytes_per_s: vec![None; n],
         processes: (0..n).map(|_| Arc::new(Vec::new())).collect(),
         active: (0, n),
         ..GpuSeries::default()
