@@ -122,12 +122,13 @@ fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
         y: g.max_sm_clock_mhz.map_or(YRange::FromZero, |m| YRange::Fixed(0.0, m)),
         reference: None,
     });
-    // NVLink beside PCIe, where GPM read NVLink: collectives belong on the first.
-    if g.nvlink_bytes_per_s.iter().any(Option::is_some) {
+    // NVLink beside PCIe, for a GPU with links up whose NVLink bytes GPM read: collectives
+    // belong on the first. A lone GPU's idle links would only draw zeros.
+    let links = g.nvlink_active_links.filter(|n| *n > 0);
+    if let Some(n) = links.filter(|_| g.nvlink_bytes_per_s.iter().any(Option::is_some)) {
         let gb = |v: &[Option<f64>]| v.iter().map(|x| x.map(|b| b / 1e9)).collect::<Vec<_>>();
-        let links = g.nvlink_active_links.map_or_else(String::new, |n| format!(" ({n} NVLink links up)"));
         out.push(Chart {
-            title: format!("NVLink and PCIe traffic, GB/s{links}"),
+            title: format!("NVLink and PCIe traffic, GB/s ({n} NVLink links up)"),
             scope,
             series: vec![
                 line("NVLink tx+rx (GPM)", "#8c564b", &gb(&g.nvlink_bytes_per_s)),
