@@ -28,6 +28,7 @@ pub fn open_source(
         cadence: Cadence::RECORDER,
         gpm_metrics: Some(gpm.to_vec()),
         probes: probes.to_vec(),
+        xid_events: true,
         ..NvmlOptions::default()
     };
     match open_nvml(global, options, false) {

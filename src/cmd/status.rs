@@ -36,6 +36,8 @@ const SHOWN: &[Metric] = &[
     Metric::EccErrors,
     Metric::Processes,
     Metric::Gpm,
+    Metric::NvLink,
+    Metric::Table,
 ];
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {

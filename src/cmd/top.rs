@@ -32,6 +32,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 process_util: true,
                 cadence: gpulse_sample::Cadence::RECORDER,
                 gpm_metrics: Some(gpulse_model::GPM_RECORDED.to_vec()),
+                xid_events: true,
                 ..NvmlOptions::default()
             };
             let source = match open_nvml(global, nvml, false) {

@@ -5,6 +5,7 @@ mod docs;
 mod fake_nvml;
 mod fields;
 mod hardware;
+mod health;
 mod logs;
 mod markers;
 mod messages;

@@ -167,7 +167,7 @@ fn words(id: FindingId) -> Words {
         ProcessBound | TransferBound | HostSaturated | Healthy | TensorIdle | MemoryPressure | MarkedPhase
         | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | Throttling | IdleHolder | ForeignProcess
         | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError
-        | DataloaderKilled | Xid => PLAIN,
+        | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => PLAIN,
     }
 }
 

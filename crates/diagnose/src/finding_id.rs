@@ -95,6 +95,10 @@ finding_ids! {
     DataloaderKilled = "dataloader_killed",
     /// The driver reported an Xid error.
     Xid = "xid",
+    /// A row remap or a page retirement waits for the GPU to be reset.
+    GpuResetPending = "gpu_reset_pending",
+    /// A multi-GPU job's collectives cross PCIe while its GPUs' NVLinks idle.
+    NvlinkUnused = "nvlink_unused",
 }
 
 /// What a finding is about, which decides where it counts: what may lead the summary, what keeps
@@ -121,7 +125,7 @@ impl FindingId {
             InputBound | ProcessBound | HostBound | TransferBound | HostSaturated | UtilMisleading | GpuImbalance
             | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
-            | NcclTimeout | NcclError | DataloaderKilled | Xid => Concern::Job,
+            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => Concern::Job,
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,
@@ -206,7 +210,7 @@ mod tests {
             assert_eq!(json, format!("\"{name}\""));
             assert_eq!(serde_json::from_str::<FindingId>(&json).unwrap(), id);
         }
-        assert_eq!(seen.len(), 30);
+        assert_eq!(seen.len(), 32);
         assert_eq!(format!("{:<16}|", FindingId::Oom), "oom             |", "padded as asked");
     }
 

@@ -198,7 +198,7 @@ impl FindingId {
             UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
             | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
             | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost
-            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => None,
+            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => None,
         }
     }
 
@@ -214,7 +214,8 @@ impl FindingId {
             ProcessBound | HostBound | HostSaturated | UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom
             | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
             | EpochRestart | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding
-            | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => None,
+            | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending
+            | NvlinkUnused => None,
         }
     }
 }

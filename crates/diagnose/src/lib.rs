@@ -222,7 +222,14 @@ pub fn diagnose_run(run: &Run) -> Vec<Finding> {
 /// [`diagnose_run`]'s findings, and the ledger of the run's wall time they rest on.
 pub fn diagnose_with_ledger(run: &Run) -> (Vec<Finding>, Ledger) {
     let (mut out, ledger) = rules::all(run);
-    out.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| b.ranked_share().total_cmp(&a.ranked_share())));
+    // An Xid is the driver's word that the GPU or the job's kernels failed: it leads its severity.
+    let xid = |f: &Finding| f.id == FindingId::Xid;
+    out.sort_by(|a, b| {
+        a.severity
+            .cmp(&b.severity)
+            .then_with(|| xid(b).cmp(&xid(a)))
+            .then_with(|| b.ranked_share().total_cmp(&a.ranked_share()))
+    });
     (out, ledger)
 }
 
@@ -279,9 +286,8 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         // Their own title says it best.
         UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
         | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | DataParallel
-        | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid => {
-            top.title.as_str()
-        }
+        | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid
+        | GpuResetPending | NvlinkUnused => top.title.as_str(),
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.

@@ -49,6 +49,14 @@ pub struct GpuSeries {
     /// Seconds since the run started of the first sample that found the GPU lost (fallen off
     /// the bus); `None` while it answered.
     pub lost_at_s: Option<f64>,
+    /// GPM's NVLink traffic, both directions summed, bytes a second.
+    pub nvlink_bytes_per_s: Vec<Option<f64>>,
+    /// The most NVLink links seen up at once (the samples' links, or the recording's `nvlink`
+    /// events); `None` when never read.
+    pub nvlink_active_links: Option<u32>,
+    /// When a row remap (`remapped_rows_pending`) or a page retirement (`retired_pages_pending`)
+    /// was first seen waiting for a reset, seconds since the start, with the table key.
+    pub reset_pending: Option<(f64, &'static str)>,
 }
 
 impl GpuSeries {
@@ -180,6 +188,7 @@ impl Run {
                 kept(v, &keep);
             }
             kept(&mut g.energy_mj, &keep);
+            kept(&mut g.nvlink_bytes_per_s, &keep);
             kept(&mut g.processes, &keep);
             g.active = active_window(g);
         }
@@ -249,6 +258,19 @@ impl RunBuilder {
             if let Some(m) = g.gpm.as_ref().filter(|m| m.interval_ms > 0.0) {
                 s.gpm_window_s = Some(s.gpm_window_s.unwrap_or(0.0).max(m.interval_ms / 1000.0));
             }
+            s.nvlink_bytes_per_s
+                .push(g.gpm.as_ref().and_then(|m| Some(m.nvlink_tx_bytes_per_s? + m.nvlink_rx_bytes_per_s?)));
+            if !g.nvlinks.is_empty() {
+                let up = g.nvlinks.iter().filter(|l| l.active).count() as u32;
+                s.nvlink_active_links = Some(s.nvlink_active_links.unwrap_or(0).max(up));
+            }
+            if s.reset_pending.is_none()
+                && let Some(key) = ["remapped_rows_pending", "retired_pages_pending"]
+                    .into_iter()
+                    .find(|k| g.table.value(k).is_some_and(|v| v > 0))
+            {
+                s.reset_pending = Some((t, key));
+            }
             if g.status == gpulse_model::DeviceStatus::Lost && s.lost_at_s.is_none() {
                 s.lost_at_s = Some(t);
             }
@@ -281,6 +303,10 @@ impl RunBuilder {
             s.mem_total_bytes = s.mem_total_bytes.or(info.and_then(|d| d.memory_total_bytes).map(|b| b as f64));
             s.max_sm_clock_mhz = info.and_then(|d| d.clock_max_sm_mhz).map(f64::from);
             s.name = info.map(|d| d.name.clone());
+            let up = rec.events.iter().filter(|e| e.kind == "nvlink" && e.payload["gpu"] == s.gpu);
+            for n in up.filter_map(|e| e.payload["active_links"].as_u64()) {
+                s.nvlink_active_links = Some(s.nvlink_active_links.unwrap_or(0).max(n as u32));
+            }
         }
         let gpus = self.gpus;
         let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));

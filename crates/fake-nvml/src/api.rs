@@ -123,7 +123,7 @@ pub extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> nvmlReturn_t {
     nvmlDeviceGetCount_v2(count)
 }
 
-fn handle_of(i: usize) -> nvmlDevice_t {
+pub(crate) fn handle_of(i: usize) -> nvmlDevice_t {
     (i + 1) as nvmlDevice_t
 }
 
@@ -192,7 +192,7 @@ pub extern "C" fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char,
     })
 }
 
-fn fill_pci(bus_id: &str, out: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub(crate) fn fill_pci(bus_id: &str, out: *mut nvmlPciInfo_t) -> nvmlReturn_t {
     if out.is_null() {
         return INVALID_ARGUMENT;
     }

@@ -11,6 +11,7 @@
 mod api;
 mod extra;
 mod gpm;
+mod health;
 pub mod scenario;
 
 use std::sync::{Mutex, MutexGuard};
@@ -30,6 +31,7 @@ pub(crate) const DRIVER_NOT_LOADED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_DR
 pub(crate) const FUNCTION_NOT_FOUND: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND;
 pub(crate) const GPU_IS_LOST: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
 pub(crate) const UNKNOWN: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+pub(crate) const TIMEOUT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_TIMEOUT;
 
 /// The loaded scenario and the clock it runs on.
 pub(crate) struct World {

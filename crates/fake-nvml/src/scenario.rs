@@ -84,6 +84,43 @@ pub struct DeviceSpec {
     /// From this scenario time on, every call about the device answers `GPU_IS_LOST`.
     #[serde(default)]
     pub lost_at_s: Option<f64>,
+    /// Critical Xids the device raises, each at a scenario time, delivered through
+    /// `nvmlEventSetWait_v2`. Without the key the device does not support events (registering
+    /// answers `NOT_SUPPORTED`); `[]` supports them and raises none.
+    #[serde(default)]
+    pub xids: Option<Vec<XidSpec>>,
+    /// The device's NVLink links, by number. Without the key every link call answers
+    /// `NOT_SUPPORTED` (a board without NVLink); a link past the list `INVALID_ARGUMENT`.
+    #[serde(default)]
+    pub nvlinks: Option<Vec<NvLinkSpec>>,
+}
+
+/// An Xid raised at `at_s`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XidSpec {
+    pub at_s: f64,
+    pub xid: u64,
+}
+
+/// One NVLink link: its state, version, far end and error counters (a counter not named answers
+/// `NOT_SUPPORTED`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvLinkSpec {
+    pub active: bool,
+    #[serde(default)]
+    pub version: Option<u32>,
+    #[serde(default)]
+    pub remote_pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub replay: Option<u64>,
+    #[serde(default)]
+    pub recovery: Option<u64>,
+    #[serde(default)]
+    pub crc_flit: Option<u64>,
+    #[serde(default)]
+    pub crc_data: Option<u64>,
 }
 
 /// A process holding a context on the GPU for a while.

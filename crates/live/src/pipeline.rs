@@ -55,12 +55,22 @@ pub struct Pipeline {
     sinks: Vec<Box<dyn Sink + Send>>,
     polls: u64,
     lost: Option<Lost>,
+    /// Per GPU, how many NVLink links were up when last written as an `nvlink` event.
+    nvlinks_up: std::collections::HashMap<u32, usize>,
 }
 
 impl Pipeline {
     /// `recording`: where to write, if anywhere; `live`: the rolling diagnosis, if one is wanted.
     pub fn new(recording: Option<Box<dyn Store>>, live: Option<LiveDiagnosis>) -> Self {
-        Self { recording, live, folder: Folder::default(), sinks: Vec::new(), polls: 0, lost: None }
+        Self {
+            recording,
+            live,
+            folder: Folder::default(),
+            sinks: Vec::new(),
+            polls: 0,
+            lost: None,
+            nvlinks_up: std::collections::HashMap::new(),
+        }
     }
 
     pub fn add_sink(&mut self, sink: Box<dyn Sink + Send>) {
@@ -103,6 +113,8 @@ impl Pipeline {
     fn poll_inner(&mut self, poll: Poll) {
         self.polls += 1;
         let started = profile::enabled().then(std::time::Instant::now);
+        let mut xids = xid_events(&poll);
+        xids.extend(self.nvlink_events(&poll));
         self.write(|w| {
             if let Some(snap) = &poll.snapshot {
                 for &gpu in &poll.newly_lost {
@@ -110,8 +122,12 @@ impl Pipeline {
                     w.event(&Event { t_ms: snap.timestamp_us / 1000, kind: "gpu_lost".into(), payload })?;
                 }
             }
+            xids.iter().try_for_each(|e| w.event(e))?;
             w.poll(&poll)
         });
+        if let Some(live) = self.live.as_mut() {
+            xids.iter().for_each(|e| live.push_event(e));
+        }
         if let Some(t) = started.filter(|_| self.recording.is_some()) {
             profile::add("sqlite write poll", t.elapsed());
         }
@@ -133,6 +149,28 @@ impl Pipeline {
         if !self.sinks.is_empty() {
             profile::timed("sinks", || self.sinks.iter_mut().for_each(|s| s.frame(&frame)));
         }
+    }
+
+    /// An `nvlink` event for each GPU whose count of links up changed (the first reading too):
+    /// the recording keeps which GPUs had NVLink, which the diagnosis needs, without a column.
+    fn nvlink_events(&mut self, poll: &Poll) -> Vec<Event> {
+        let Some(snap) = &poll.snapshot else { return Vec::new() };
+        let mut out = Vec::new();
+        for g in snap.gpus.iter().filter(|g| !g.nvlinks.is_empty()) {
+            let up = g.nvlinks.iter().filter(|l| l.active).count();
+            if self.nvlinks_up.insert(g.gpu_index, up) == Some(up) {
+                continue;
+            }
+            let links: Vec<serde_json::Value> = g
+                .nvlinks
+                .iter()
+                .filter(|l| l.active)
+                .map(|l| serde_json::json!({"link": l.link, "version": l.version, "remote_pci_bus_id": l.remote_pci_bus_id}))
+                .collect();
+            let payload = serde_json::json!({"gpu": g.gpu_index, "active_links": up, "links": links});
+            out.push(Event { t_ms: snap.timestamp_us / 1000, kind: "nvlink".into(), payload });
+        }
+        out
     }
 
     /// Marks from the training loop, folded before they are written.
@@ -191,4 +229,20 @@ impl Pipeline {
             self.lost = Some(lost);
         }
     }
+}
+
+/// The Xids the driver raised since the last poll, as `xid` events: the kind the job's stderr
+/// gives an NVRM line too, so the diagnosis reads both alike (`source` says which).
+fn xid_events(poll: &Poll) -> Vec<Event> {
+    let Some(snap) = &poll.snapshot else { return Vec::new() };
+    snap.gpus
+        .iter()
+        .flat_map(|g| &g.xids)
+        .map(|x| {
+            let mut payload = serde_json::json!({ "xid": x.xid, "gpu": x.gpu, "source": "nvml", "pids": x.pids });
+            payload["text"] =
+                x.text.clone().unwrap_or_else(|| format!("Xid {} on GPU {} (NVML event)", x.xid, x.gpu)).into();
+            Event { t_ms: x.timestamp_us / 1000, kind: "xid".into(), payload }
+        })
+        .collect()
 }

@@ -147,14 +147,14 @@ pub const GPM_FIELDS: [GpmField; 16] = [
 ];
 
 /// The metrics a recording asks for: what the diagnosis, the report, `status` and the snapshot
-/// API read (SM activity and occupancy, tensor, DRAM, PCIe), and every math pipe the roofline
-/// estimate reads (HMMA, IMMA, DFMA, FP64, FP32, FP16). Closing a window costs milliseconds
-/// inside the driver; asking for more metrics of the same window costs about a microsecond
-/// each (BENCHMARKS.md).
-pub const GPM_RECORDED: [u32; 12] = [2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 20, 21];
+/// API read (SM activity and occupancy, tensor, DRAM, PCIe, NVLink), and every math pipe the
+/// roofline estimate reads (HMMA, IMMA, DFMA, FP64, FP32, FP16). Closing a window costs
+/// milliseconds inside the driver; asking for more metrics of the same window costs about a
+/// microsecond each (BENCHMARKS.md).
+pub const GPM_RECORDED: [u32; 14] = [2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 20, 21, 60, 61];
 
 /// The metrics `serve` asks for: the recorded ones and dcgm-exporter's graphics.
-pub const GPM_SERVED: [u32; 13] = [1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 20, 21];
+pub const GPM_SERVED: [u32; 15] = [1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 20, 21, 60, 61];
 
 /// The metrics `status` shows.
 pub const GPM_STATUS: [u32; 6] = [2, 3, 5, 10, 20, 21];

@@ -56,6 +56,8 @@ pub enum Metric {
     EccErrors,
     Processes,
     Gpm,
+    /// Every NVLink link's state and error counters (`GpuSample::nvlinks`).
+    NvLink,
     /// The metric table's rows (`crate::TABLE`); each row's absence is in its reading.
     Table,
 }
@@ -170,6 +172,17 @@ pub struct GpuSample {
     /// The metric table's readings (`crate::TABLE`), by key; empty when none was asked for.
     #[serde(default, skip_serializing_if = "crate::TableReadings::has_no_value")]
     pub table: crate::TableReadings,
+    /// Each NVLink link the GPU has, read with the settings; empty when it has none or they were
+    /// not read (`absent` says which).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlinks: Vec<crate::NvLink>,
+    /// The Xids the driver raised since the previous sample (NVML's events).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xids: Vec<crate::Xid>,
+    /// The last Xid seen since the source started watching (dcgm-exporter's
+    /// `DCGM_FI_DEV_XID_ERRORS`): 0 while none came; `None` when the GPU's events are not watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xid_last: Option<u64>,
     /// GPM counters over the interval ending at this sample; `None` off Hopper or with `--no-gpm`.
     pub gpm: Option<Box<GpmMetrics>>,
     /// Compute processes holding a context on this GPU.

@@ -121,6 +121,10 @@ pub enum Probe {
     ProtectedTotal,
     ProtectedUsed,
     ProtectedFree,
+    /// NVLink traffic over every link since the driver loaded, sent and received, KiB, headers
+    /// included (`NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX` + `_RX`, scope all links): dcgm-exporter's
+    /// `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`.
+    NvlinkRawKib,
 }
 
 /// What a probe read.

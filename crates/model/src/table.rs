@@ -92,6 +92,94 @@ pub const TABLE: &[TableMetric] = &[
             help: "Total number of NVLink flow-control CRC errors.",
         }),
     },
+    TableMetric {
+        key: "nvlink_crc_data_error_count",
+        nvml_field: 45, // NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
+        every: Every::Settings,
+        smi: &["nvlink.errors.crc_data.total"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+            kind: Kind::Counter,
+            help: "Total number of NVLink data CRC errors.",
+        }),
+    },
+    TableMetric {
+        key: "nvlink_replay_error_count",
+        nvml_field: 52, // NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL
+        every: Every::Settings,
+        smi: &["nvlink.errors.replay.total"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+            kind: Kind::Counter,
+            help: "Total number of NVLink retries.",
+        }),
+    },
+    TableMetric {
+        key: "nvlink_recovery_error_count",
+        nvml_field: 59, // NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+        every: Every::Settings,
+        smi: &["nvlink.errors.recovery.total"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+            kind: Kind::Counter,
+            help: "Total number of NVLink recovery errors.",
+        }),
+    },
+    TableMetric {
+        key: "nvlink_speed_mbps",
+        nvml_field: 90, // NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
+        every: Every::Settings,
+        smi: &["nvlink.speed.common"],
+        smi_unit: Some("MB/s"),
+        dcgm: None,
+    },
+    TableMetric {
+        key: "retired_pages_sbe",
+        nvml_field: 29, // NVML_FI_DEV_RETIRED_SBE
+        every: Every::Settings,
+        smi: &["retired_pages.sbe.field"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_RETIRED_SBE",
+            kind: Kind::Counter,
+            help: "Total number of retired pages due to single-bit errors.",
+        }),
+    },
+    TableMetric {
+        key: "retired_pages_dbe",
+        nvml_field: 30, // NVML_FI_DEV_RETIRED_DBE
+        every: Every::Settings,
+        smi: &["retired_pages.dbe.field"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_RETIRED_DBE",
+            kind: Kind::Counter,
+            help: "Total number of retired pages due to double-bit errors.",
+        }),
+    },
+    TableMetric {
+        key: "retired_pages_pending",
+        nvml_field: 31, // NVML_FI_DEV_RETIRED_PENDING: 1 when a page waits for a reset to retire
+        every: Every::Settings,
+        smi: &["retired_pages.pending.field"],
+        smi_unit: None,
+        dcgm: Some(Dcgm {
+            name: "DCGM_FI_DEV_RETIRED_PENDING",
+            kind: Kind::Counter,
+            help: "Total number of pages pending retirement.",
+        }),
+    },
+    TableMetric {
+        key: "remapped_rows_pending",
+        nvml_field: 144, // NVML_FI_DEV_REMAPPED_PENDING: 1 when a row remap waits for a reset
+        every: Every::Settings,
+        smi: &["remapped_rows.pending.field"],
+        smi_unit: None,
+        dcgm: None,
+    },
 ];
 
 /// The table metric stored under `key`.
@@ -105,7 +193,7 @@ pub type TableReading = (&'static str, Result<i64, Absence>);
 /// The table metrics read in one poll, by key. Serialized (the `status --json` document) as an
 /// object of the values read; absences are not written there.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TableReadings(pub SmallVec<[TableReading; 4]>);
+pub struct TableReadings(pub SmallVec<[TableReading; 10]>);
 
 impl TableReadings {
     /// What was read for `key`: `None` when it was not asked for.

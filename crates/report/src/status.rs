@@ -101,6 +101,8 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
         rate(g.pcie_rx_bytes_per_s.map(|v| v as f64)),
         opt(g.ecc_uncorrected_volatile, "")
     );
+    nvlink_line(s, g);
+    health_line(s, g);
     if g.processes.is_empty() {
         let _ = writeln!(s, "  No compute processes");
         return;
@@ -125,4 +127,54 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
 pub fn one_line(cmd: &str, max: usize) -> String {
     let flat: String = cmd.split(|c: char| c.is_control()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max { flat.chars().take(max - 1).chain(['…']).collect() } else { flat }
+}
+
+/// The GPU's NVLink links, when it has any: how many are up, their version and speed, their
+/// error counters summed (`nvidia-smi nvlink -s` and `-e` per link).
+fn nvlink_line(s: &mut String, g: &GpuSample) {
+    if g.nvlinks.is_empty() {
+        return;
+    }
+    let up: Vec<&gpulse_model::NvLink> = g.nvlinks.iter().filter(|l| l.active).collect();
+    let sum = |f: fn(&gpulse_model::NvLink) -> Option<u64>| {
+        up.iter().map(|l| f(l)).sum::<Option<u64>>().map_or_else(|| "—".to_owned(), |v| v.to_string())
+    };
+    let version = up.iter().find_map(|l| l.version).map_or_else(String::new, |v| format!(" v{v}"));
+    let speed =
+        g.table.value("nvlink_speed_mbps").map_or_else(String::new, |v| format!(" {:.1} GB/s each", v as f64 / 1000.0));
+    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), |b| format!("{:.1} MiB/s", b / MIB as f64));
+    let gpm = g.gpm.as_deref();
+    let _ = writeln!(
+        s,
+        "  NVLink   {} of {} links up{version}{speed}   tx {}  rx {}   errors crc {} replay {} recovery {}",
+        up.len(),
+        g.nvlinks.len(),
+        rate(gpm.and_then(|m| m.nvlink_tx_bytes_per_s)),
+        rate(gpm.and_then(|m| m.nvlink_rx_bytes_per_s)),
+        sum(|l| Some(l.crc_flit_errors? + l.crc_data_errors?)),
+        sum(|l| l.replay_errors),
+        sum(|l| l.recovery_errors),
+    );
+}
+
+/// What needs attention: the last Xid, a repair waiting for a reset, retired pages. Nothing
+/// when all is well, so a healthy GPU's block stays as it was.
+fn health_line(s: &mut String, g: &GpuSample) {
+    let mut parts = Vec::new();
+    if let Some(x) = g.xid_last.filter(|x| *x > 0) {
+        parts.push(format!("last Xid {x}"));
+    }
+    if g.table.value("remapped_rows_pending").is_some_and(|v| v > 0) {
+        parts.push("row remap pending: reset the GPU".to_owned());
+    }
+    if g.table.value("retired_pages_pending").is_some_and(|v| v > 0) {
+        parts.push("page retirement pending: reset the GPU".to_owned());
+    }
+    let retired = ["retired_pages_sbe", "retired_pages_dbe"].iter().filter_map(|k| g.table.value(k)).sum::<i64>();
+    if retired > 0 {
+        parts.push(format!("{retired} pages retired"));
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(s, "  Health   {}", parts.join("   "));
+    }
 }

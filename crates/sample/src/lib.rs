@@ -5,6 +5,7 @@
 //! exercise the same code paths as a live GPU. The source stamps each snapshot with its own time.
 
 pub mod host;
+pub mod kernel_log;
 pub mod nvml;
 mod poller;
 pub mod proc_info;

@@ -6,31 +6,58 @@ use serde_json::Value;
 
 use crate::{Finding, FindingId, Run, Severity, round};
 
-/// What an Xid code means and whose it is, for the codes a training job meets.
-fn xid_meaning(code: u64) -> (&'static str, &'static str) {
+/// What an Xid code means and whose it is, for the codes a training job meets, after NVIDIA's
+/// Xid catalogue (docs.nvidia.com/deploy/xid-errors): its description and its resolution
+/// (restart the application, or reset the GPU, or service the board).
+pub fn xid_meaning(code: u64) -> (&'static str, &'static str) {
     match code {
-        13 | 31 | 43 => (
-            "an engine or MMU fault in a kernel: an illegal address, or a kernel killed",
-            "most often the job's own kernels (out-of-bounds indexing in custom CUDA or a Triton kernel); rerun with CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer",
+        13 => (
+            "a graphics engine exception: a kernel faulted (an illegal address or instruction)",
+            "most often the job's own kernels (out-of-bounds indexing in custom CUDA or a Triton kernel); the GPU is fine: rerun with CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer",
         ),
-        48 | 94 | 95 => (
-            "an uncorrectable ECC memory error",
-            "the hardware's: the GPU needs a reset, and the board attention if it repeats",
+        31 => (
+            "a GPU memory page fault (MMU fault): a kernel touched memory it does not own",
+            "most often the job's own kernels (an illegal address, a use after free); the GPU is fine: rerun with CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer",
         ),
-        63 | 64 => (
-            "a row remapping of the GPU memory (pending or failed)",
-            "the hardware's: the GPU needs a reset to apply it",
+        43 => (
+            "the GPU stopped processing the job's channel: the job's context was killed after a fault",
+            "the job's: it follows a fault in its own kernels (see the Xid before it) or the process being killed; the GPU is fine",
+        ),
+        48 => (
+            "a double-bit (uncorrectable) ECC error in the GPU's memory",
+            "the hardware's: the job's data may be corrupt; reset the GPU, and have the board checked if it repeats",
+        ),
+        94 => (
+            "a contained uncorrectable ECC error: only the applications using that memory were stopped",
+            "the hardware's: restart the job; reset the GPU when it is idle so the row is remapped",
+        ),
+        95 => (
+            "an uncontained uncorrectable ECC error: every application on the GPU was stopped",
+            "the hardware's: reset the GPU before any job runs on it again; have the board checked if it repeats",
+        ),
+        63 => (
+            "a memory row was marked for remapping (ECC page retirement or row remapping recorded)",
+            "the hardware's: the GPU needs a reset to apply the remap; jobs can run meanwhile",
+        ),
+        64 => (
+            "a memory row could not be remapped (the remapping recording failed)",
+            "the hardware's: reset the GPU; if the remap fails again the board needs service",
         ),
         79 => (
             "the GPU has fallen off the bus",
-            "the hardware's (power, cooling, the board or its slot): it needs a reset or a reboot",
+            "the hardware's (power, cooling, the board or its PCIe slot), or the driver's: reset the GPU or reboot the node, then check the system logs for PCIe errors",
         ),
         119 | 120 => (
             "the GPU's system processor (GSP) timed out or failed",
             "the driver's or the hardware's: reset the GPU; update the driver if it repeats",
         ),
-        _ => ("a driver-reported GPU error", "look the code up in NVIDIA's Xid catalog"),
+        _ => ("a driver-reported GPU error", "look the code up in NVIDIA's Xid catalogue"),
     }
+}
+
+/// Whether an Xid is the job's own doing (a fault in its kernels) rather than the hardware's.
+fn xid_is_the_jobs(code: u64) -> bool {
+    matches!(code, 13 | 31 | 43)
 }
 
 pub fn findings(run: &Run) -> Vec<Finding> {
@@ -97,19 +124,41 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }
         out.push(f);
     }
+    // NVML's events and the job's stderr may tell of the same Xid: one finding per code and GPU.
+    let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
     for e in of("xid") {
         let Some(code) = e.2.get("xid").and_then(Value::as_u64) else { continue };
+        let gpu = e.2.get("gpu").and_then(Value::as_u64);
+        if seen.iter().any(|s| s.0 == code && (s.1 == gpu || s.1.is_none() || gpu.is_none())) {
+            continue;
+        }
+        seen.push((code, gpu));
+        let count = of("xid").iter().filter(|x| x.2.get("xid").and_then(Value::as_u64) == Some(code)).count();
         let (what, whose) = xid_meaning(code);
-        out.push(
-            Finding::new(FindingId::Xid, Severity::Critical, format!("Xid {code} {:.0} s into the run: {what}", e.1))
-                .with("xid", code)
-                .with("at_s", round(e.1, 1))
-                .with("text", text(e))
-                .advise(&[
-                    whose,
-                    "`nvidia-smi -q` shows the GPU's state; `dmesg` or `journalctl -k` the driver's whole message",
-                ]),
-        );
+        let on = gpu.map_or_else(String::new, |g| format!(" on GPU {g}"));
+        let mut f = Finding::new(
+            FindingId::Xid,
+            Severity::Critical,
+            format!("Xid {code}{on} {:.0} s into the run: {what}", e.1),
+        )
+        .with("xid", code)
+        .with("at_s", round(e.1, 1))
+        .with("count", count as u64)
+        .with("fault", if xid_is_the_jobs(code) { "job" } else { "hardware" })
+        .with("text", text(e));
+        if let Some(g) = gpu {
+            f = f.on_gpu(g as u32);
+        }
+        if let Some(pids) = e.2.get("pids").filter(|p| p.as_array().is_some_and(|a| !a.is_empty())) {
+            f = f.with("pids", pids.clone());
+        }
+        if let Some(source) = e.2.get("source").and_then(Value::as_str) {
+            f = f.with("source", source);
+        }
+        out.push(f.advise(&[
+            whose,
+            "`nvidia-smi -q` shows the GPU's state; `dmesg` or `journalctl -k` the driver's whole message",
+        ]));
     }
     out
 }

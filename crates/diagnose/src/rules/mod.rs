@@ -5,8 +5,10 @@ mod ended;
 mod epoch;
 mod errors;
 mod feeding;
+mod health;
 mod host;
 mod memory;
+mod nvlink;
 mod phases;
 mod processes;
 mod stall;
@@ -60,6 +62,8 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(ended::gpu_lost(full));
     out.extend(ended::host_oom(full));
     out.extend(errors::findings(full));
+    out.extend(health::reset_pending(full));
+    out.extend(nvlink::unused(run));
     let ledger = crate::ledger(full, &out);
     let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and

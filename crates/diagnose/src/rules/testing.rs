@@ -30,6 +30,7 @@ pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
         fp16_pct: vec![None; n],
         dram_pct: vec![None; n],
         energy_mj: vec![None; n],
+        nvlink_bytes_per_s: vec![None; n],
         processes: (0..n).map(|_| Arc::new(Vec::new())).collect(),
         active: (0, n),
         ..GpuSeries::default()

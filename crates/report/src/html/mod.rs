@@ -122,6 +122,23 @@ fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
         y: g.max_sm_clock_mhz.map_or(YRange::FromZero, |m| YRange::Fixed(0.0, m)),
         reference: None,
     });
+    // NVLink beside PCIe, for a GPU with links up whose NVLink bytes GPM read: collectives
+    // belong on the first. A lone GPU's idle links would only draw zeros.
+    let links = g.nvlink_active_links.filter(|n| *n > 0);
+    if let Some(n) = links.filter(|_| g.nvlink_bytes_per_s.iter().any(Option::is_some)) {
+        let gb = |v: &[Option<f64>]| v.iter().map(|x| x.map(|b| b / 1e9)).collect::<Vec<_>>();
+        out.push(Chart {
+            title: format!("NVLink and PCIe traffic, GB/s ({n} NVLink links up)"),
+            scope,
+            series: vec![
+                line("NVLink tx+rx (GPM)", "#8c564b", &gb(&g.nvlink_bytes_per_s)),
+                line("PCIe tx", "#e377c2", &gb(&g.pcie_tx_bytes_per_s)),
+                line("PCIe rx", "#7f7f7f", &gb(&g.pcie_rx_bytes_per_s)),
+            ],
+            y: YRange::FromZero,
+            reference: None,
+        });
+    }
     out
 }
 

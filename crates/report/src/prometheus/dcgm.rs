@@ -29,6 +29,7 @@ pub const PROBES: &[Probe] = &[
     Probe::RemappedCorrectable,
     Probe::RemappedUncorrectable,
     Probe::RemappedFailure,
+    Probe::NvlinkRawKib,
 ];
 
 /// A probe's reading as a number: a count, or a flag as 1 or 0.
@@ -140,6 +141,18 @@ pub(super) const FIELDS: &[Field] = &[
         kind: "gauge",
         help: "Whether remapping of rows has failed",
         read: |g| probed(g, Probe::RemappedFailure),
+    },
+    Field {
+        name: "DCGM_FI_DEV_XID_ERRORS",
+        kind: "gauge",
+        help: "Value of the last XID error encountered.",
+        read: |g| int(g.xid_last),
+    },
+    Field {
+        name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        kind: "counter",
+        help: "Total number of NVLink bandwidth counters for all lanes.",
+        read: |g| probed(g, Probe::NvlinkRawKib),
     },
 ];
 

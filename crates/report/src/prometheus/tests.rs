@@ -132,8 +132,6 @@ fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
     assert_eq!(
         missing,
         [
-            "DCGM_FI_DEV_XID_ERRORS",
-            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
             "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
             // A label, not a series: every series carries it.
             "DCGM_FI_DRIVER_VERSION",

@@ -89,6 +89,8 @@ pub(super) struct Held {
     pub process_util: HashMap<u32, (u32, u32)>,
     /// The process list of the last read.
     pub processes: Option<Vec<gpulse_model::ProcessSample>>,
+    /// Every NVLink link as last read.
+    pub nvlinks: Vec<gpulse_model::NvLink>,
     /// The metric table's readings as last read.
     pub table: gpulse_model::TableReadings,
     absent: Absences,
@@ -142,7 +144,8 @@ impl Held {
 }
 
 /// The settings group's metrics.
-pub(super) const SETTINGS: &[Metric] = &[Metric::EnforcedPowerLimit, Metric::PcieLink, Metric::EccErrors];
+pub(super) const SETTINGS: &[Metric] =
+    &[Metric::EnforcedPowerLimit, Metric::PcieLink, Metric::EccErrors, Metric::NvLink];
 
 #[cfg(test)]
 mod tests {

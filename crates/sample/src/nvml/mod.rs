@@ -5,7 +5,9 @@
 //! path can point at the workspace's stand-in `libnvidia-ml.so`, so tests run this exact code.
 
 mod cadence;
+mod events;
 mod gpm;
+mod nvlink;
 mod probe;
 mod profile;
 mod read;
@@ -57,6 +59,9 @@ pub struct NvmlOptions {
     pub device_facts: bool,
     /// Extra NVML reads for query fields (`Probe`), in the query's order; each poll reads them.
     pub probes: Vec<gpulse_model::Probe>,
+    /// Watch NVML's critical Xid events on a thread of their own (the watching faces: `serve`,
+    /// `record`, `run`, `attach`, `top`); one-shot views do not.
+    pub xid_events: bool,
 }
 
 impl Default for NvmlOptions {
@@ -74,6 +79,7 @@ impl Default for NvmlOptions {
             device_facts: true,
             cadence: Cadence::VIEW,
             probes: Vec::new(),
+            xid_events: false,
         }
     }
 }
@@ -99,6 +105,10 @@ pub struct NvmlSource {
     options: NvmlOptions,
     /// Name, command line and owner of each PID holding a context, read when it first appears.
     identities: HashMap<u32, read::Identity>,
+    /// The Xid events' thread, when asked for and some GPU supports them.
+    xids: Option<events::XidWatcher>,
+    /// Per GPU: the last Xid seen (0 for none yet).
+    xid_last: Vec<u64>,
 }
 
 /// The innermost reason a library failed to load (the dynamic loader's own words).
@@ -135,7 +145,15 @@ impl NvmlSource {
             other => SampleError::Nvml(other.to_string()),
         })?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let mut source = Self { nvml, infos: Vec::new(), tracked: Vec::new(), options, identities: HashMap::new() };
+        let mut source = Self {
+            nvml,
+            infos: Vec::new(),
+            tracked: Vec::new(),
+            options,
+            identities: HashMap::new(),
+            xids: None,
+            xid_last: Vec::new(),
+        };
         let count =
             profile::timed("device_count", || nvml.device_count()).map_err(|e| SampleError::Nvml(e.to_string()))?;
         let driver = profile::timed("sys_driver_version", || nvml.sys_driver_version()).ok();
@@ -184,6 +202,12 @@ impl NvmlSource {
         for (info, cuda_index) in source.infos.iter_mut().zip(cuda_indices(visible.as_deref(), &ids)) {
             info.cuda_index = cuda_index;
         }
+        if source.options.xid_events {
+            let gpus: Vec<(u32, Option<String>)> =
+                source.infos.iter().map(|i| (i.index, i.pci_bus_id.clone())).collect();
+            source.xids = events::XidWatcher::start(nvml, &gpus);
+            source.xid_last = vec![0; gpus.len()];
+        }
         Ok(source)
     }
 
@@ -204,6 +228,16 @@ impl Source for NvmlSource {
         for (info, t) in self.infos.iter().zip(self.tracked.iter_mut()) {
             gpus.push(read::sample_device(self.nvml, info, t, &self.options, &mut self.identities));
         }
+        if let Some(w) = &self.xids {
+            for x in w.take() {
+                let Some(pos) = self.infos.iter().position(|i| i.index == x.gpu) else { continue };
+                self.xid_last[pos] = x.xid;
+                gpus[pos].xids.push(x);
+            }
+            for ((g, last), watched) in gpus.iter_mut().zip(&self.xid_last).zip(&w.watched) {
+                g.xid_last = watched.then_some(*last);
+            }
+        }
         // Forget processes that left, so a reused PID is read afresh.
         if self.options.processes {
             self.identities.retain(|pid, _| gpus.iter().any(|g: &GpuSample| g.processes.iter().any(|p| p.pid == *pid)));
@@ -214,7 +248,8 @@ impl Source for NvmlSource {
 
 impl Drop for NvmlSource {
     fn drop(&mut self) {
-        // GPM samples and device handles borrow the library: release them first.
+        // GPM samples, device handles and the event thread borrow the library: release them first.
+        self.xids = None;
         self.tracked.clear();
         // SAFETY: `nvml` came from `Box::leak` in `open`, and nothing borrows it any more.
         let nvml = unsafe { Box::from_raw(self.nvml as *const Nvml as *mut Nvml) };

@@ -33,6 +33,23 @@ pub(super) fn read(nvml: &Nvml, d: &Device<'static>, p: Probe) -> Result<Reading
     let h = unsafe { d.handle() };
     Ok(match p {
         Probe::Serial => Reading::Text(d.serial()?),
+        Probe::NvlinkRawKib => {
+            // NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX and _RX; scope u32::MAX sums every link.
+            // SAFETY: plain old data.
+            let mut v: [nvmlFieldValue_t; 2] = unsafe { std::mem::zeroed() };
+            for (f, id) in v.iter_mut().zip([140, 141]) {
+                f.fieldId = id;
+                f.scopeId = u32::MAX;
+            }
+            sys!(nvml, nvmlDeviceGetFieldValues(h, 2, v.as_mut_ptr()))?;
+            let mut total = 0i64;
+            for f in &v {
+                nvml_try(f.nvmlReturn)?;
+                // SAFETY: NVML answers these counters as unsigned long longs.
+                total = total.saturating_add(i64::try_from(unsafe { f.value.ullVal }).map_err(|_| NvmlError::Unknown)?);
+            }
+            num(total)
+        }
         Probe::PciDomain => num(d.pci_info()?.domain),
         Probe::PciBus => num(d.pci_info()?.bus),
         Probe::PciDevice => num(d.pci_info()?.device),

@@ -204,6 +204,7 @@ pub(super) fn sample_device(
         h.ecc_uncorrected =
             read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile));
         h.ecc_corrected = read!(r, Metric::EccErrors, d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile));
+        h.nvlinks = r.untimed(Metric::NvLink, || super::nvlink::read(d)).unwrap_or_default();
         h.keep_absences(SETTINGS, &r.absent);
     } else {
         t.held.restore_absences(SETTINGS, &mut r.absent);
@@ -213,6 +214,7 @@ pub(super) fn sample_device(
     s.pcie_link_width = t.held.pcie_link_width;
     s.ecc_uncorrected_volatile = t.held.ecc_uncorrected;
     s.ecc_corrected_volatile = t.held.ecc_corrected;
+    s.nvlinks.clone_from(&t.held.nvlinks);
     if r.wants(Metric::Table) && !r.lost {
         // Rows read on the settings cadence keep their last reading between reads.
         s.table = t.held.table.clone();

@@ -1,0 +1,146 @@
+//! GPU health through the stand-in: an Xid raised at a scenario time and delivered through
+//! NVML's event API, NVLink links and their errors, a row remap waiting for a reset. Served
+//! (dcgm-exporter's series, a real Prometheus alerting on the Xid), shown by `status`, recorded
+//! and diagnosed.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::serve::{KillOnDrop, free_port, get, have_prometheus, prometheus, prometheus_query, serve_scenario};
+use super::support::{fresh_dir, gpulse, root, run, skipped};
+
+const SCENARIO: &str = "scenarios/health_xid_nvlink.json";
+
+/// The value of the series `name` on GPU `gpu`, if written.
+fn value(text: &str, name: &str, gpu: u32) -> Option<String> {
+    let has = format!("gpu=\"{gpu}\"");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(&has))
+        .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+}
+
+#[test]
+fn serve_exports_the_xid_nvlink_and_what_nvml_cannot_give_not_at_all() {
+    let s = serve_scenario(SCENARIO, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let metrics = loop {
+        let (_, _, m) = get(&s.addr, "/metrics", &[]);
+        if value(&m, "DCGM_FI_DEV_XID_ERRORS", 0).as_deref() == Some("79") {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "the Xid never reached /metrics: {m}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(metrics.contains("# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"), "{metrics}");
+    assert!(metrics.contains("# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"));
+    assert_eq!(value(&metrics, "DCGM_FI_DEV_XID_ERRORS", 1).as_deref(), Some("0"), "watched, none raised");
+    assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 0).as_deref(), Some("3000"), "raw tx + rx, KiB");
+    assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 0).as_deref(), Some("1"));
+    assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 0).as_deref(), Some("7"));
+    // The scenario names no retired pages (an H200 remaps rows instead): no series, never 0.
+    assert!(!metrics.contains("DCGM_FI_DEV_RETIRED_SBE"), "{metrics}");
+    assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 1), None, "GPU 1 names no counter");
+    let Ok(_) = Command::new("promtool").arg("--version").output() else {
+        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "promtool is required");
+        skipped("promtool check metrics on the Xid and NVLink series (no prometheus; CI installs it)");
+        return;
+    };
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    for p in problems.lines() {
+        let dcgm_naming = p.starts_with("DCGM_FI_")
+            && (p.ends_with("label names should be written in 'snake_case' not 'camelCase'")
+                || p.ends_with("counter metrics should have \"_total\" suffix"));
+        assert!(dcgm_naming, "{p}");
+    }
+}
+
+/// A real Prometheus evaluates `DCGM_FI_DEV_XID_ERRORS > 0` (docs/cluster/alerts.yml's
+/// `GpuXidError`) on gpulse serving the stand-in that raises Xid 79 on GPU 0.
+#[test]
+fn prometheus_alerts_on_the_xid_the_stand_in_raised() {
+    if !have_prometheus("Prometheus alerting on an Xid") {
+        return;
+    }
+    let s = serve_scenario(SCENARIO, &[]);
+    let dir = fresh_dir("health", "prometheus");
+    let port = free_port();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{}']\n",
+            root().join("docs/cluster/alerts.yml").display(),
+            s.addr
+        ),
+    )
+    .unwrap();
+    let mut prom = prometheus(&dir, port);
+    let _kill = KillOnDrop(&mut prom);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let firing = loop {
+        let alerts = std::panic::catch_unwind(|| {
+            prometheus_query(port, "ALERTS{alertname=\"GpuXidError\",alertstate=\"firing\"}")
+        })
+        .unwrap_or_default();
+        if !alerts.is_empty() {
+            break alerts;
+        }
+        assert!(Instant::now() < deadline, "GpuXidError never fired");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let gpus: Vec<&str> = firing.iter().map(|a| a.0["gpu"].as_str()).collect();
+    assert_eq!(gpus, ["0"], "the GPU that raised it, and only it");
+    let value = prometheus_query(port, "DCGM_FI_DEV_XID_ERRORS > 0");
+    assert_eq!(value.iter().map(|v| v.1).collect::<Vec<_>>(), [79.0]);
+}
+
+#[test]
+fn status_shows_the_links_and_the_pending_remap() {
+    let (code, out, err) = run(gpulse(Some(SCENARIO)).arg("status"));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  NVLink   2 of 3 links up v4 26.6 GB/s each"), "{out}");
+    assert!(out.contains("errors crc 4 replay 7 recovery 0"), "{out}");
+    assert!(out.contains("  Health   row remap pending: reset the GPU"), "{out}");
+}
+
+/// Recorded and diagnosed: the Xid leads, with whose fault it is; the remap asks for a reset; the
+/// two GPUs' PCIe traffic beside idle NVLinks is NCCL off its links.
+#[test]
+fn a_recording_names_the_xid_first_the_reset_and_the_unused_links() {
+    let dir = fresh_dir("health", "record");
+    let db = dir.join("health.db");
+    let (code, _, err) =
+        run(gpulse(Some(SCENARIO)).args(["record", "--interval", "500ms", "--duration", "12s", "-o"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let findings = doc["findings"].as_array().unwrap();
+    let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert_eq!(ids[0], "xid", "{ids:?}");
+    let xid = &findings[0];
+    assert_eq!(
+        (&xid["evidence"]["xid"], &xid["evidence"]["gpu"]),
+        (&serde_json::json!(79), &serde_json::json!(0)),
+        "{xid}"
+    );
+    assert_eq!(xid["evidence"]["fault"], "hardware");
+    assert!(xid["title"].as_str().unwrap().contains("fallen off the bus"), "{xid}");
+    assert!(ids.contains(&"gpu_reset_pending") && ids.contains(&"nvlink_unused"), "{ids:?}");
+    let html = dir.join("health.html");
+    let (code, _, err) = run(gpulse(None).arg("report").arg(&db).arg("-o").arg(&html));
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("NVLink and PCIe traffic, GB/s (2 NVLink links up)"), "the report draws NVLink");
+    assert!(page.contains("Xid 79 on GPU 0"), "the Xid's event and finding");
+}
