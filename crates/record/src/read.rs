@@ -226,6 +226,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
                     "gone" => Some(GpuProcessClass::Gone),
                     _ => None,
                 }),
+                workload: None,
             },
         ))
     })? {
