@@ -43,12 +43,12 @@ pub fn owner_of_file(text: &str) -> Option<Owner> {
 pub fn owner_of_path(path: &str) -> Option<Owner> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     // A pod: the last component that is `pod<UID>` (cgroupfs) or `…-pod<UID_>.slice` (systemd).
-    if parts.iter().any(|p| p.starts_with("kubepods") || p.contains("-kubepods")) {
-        if let Some(i) = parts.iter().rposition(|p| pod_uid(p).is_some()) {
-            let uid = pod_uid(parts[i])?;
-            let container_id = parts.get(i + 1).and_then(|c| container_id(c));
-            return Some(Owner::Pod { uid, container_id });
-        }
+    if parts.iter().any(|p| p.starts_with("kubepods") || p.contains("-kubepods"))
+        && let Some(i) = parts.iter().rposition(|p| pod_uid(p).is_some())
+    {
+        let uid = pod_uid(parts[i])?;
+        let container_id = parts.get(i + 1).and_then(|c| container_id(c));
+        return Some(Owner::Pod { uid, container_id });
     }
     let i = parts.iter().rposition(|p| p.strip_prefix("job_").is_some_and(|n| n.parse::<u64>().is_ok()))?;
     // Slurm's own tree, not any path with a `job_` in it: slurmd's root, or the uid level.
