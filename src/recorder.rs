@@ -41,9 +41,15 @@ pub fn open_source(
     }
 }
 
-/// A poller over `source` (if any), following `root` (if any).
+/// A poller over `source` (if any), following `root` (if any). On a Kubernetes node it names
+/// pods through the runtime's and the kubelet's sockets (`GPULSE_CRI_SOCKET`,
+/// `GPULSE_POD_RESOURCES_SOCKET`, else their default paths when they exist).
 pub fn poller(source: Option<NvmlSource>, root: Option<u32>) -> Poller {
-    Poller::new(source.map(|s| Box::new(s) as Box<dyn gpulse_sample::Source + Send>), root)
+    let p = Poller::new(source.map(|s| Box::new(s) as Box<dyn gpulse_sample::Source + Send>), root);
+    match gpulse_cluster::Cluster::start(gpulse_cluster::Sockets::from_env()) {
+        Some(cluster) => p.with_directory(cluster),
+        None => p,
+    }
 }
 
 /// Fills the claimed file with the run's header. `root` is the tree followed, if any; `command`

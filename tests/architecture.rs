@@ -100,6 +100,8 @@ fn the_library_crates_stand_in_layers() {
     for name in ["gpulse-sample", "gpulse-record", "gpulse-smi"] {
         assert_eq!(ours(name), ["gpulse-model"], "{name}");
     }
+    // The cluster's sockets name what the sampler finds; they stand on it and nothing above.
+    assert_eq!(ours("gpulse-cluster"), ["gpulse-model", "gpulse-sample"], "gpulse-cluster");
     // Input reads files and logs; it never renders and never diagnoses.
     let input = ours("gpulse-input");
     assert!(!input.iter().any(|n| n == "gpulse-report" || n == "gpulse-diagnose"), "{input:?}");

@@ -4,6 +4,7 @@ mod diagnosis_h200;
 mod docs;
 mod fake_nvml;
 mod fields;
+mod fleet;
 mod hardware;
 mod health;
 mod logs;

@@ -43,9 +43,15 @@ pub(super) fn serve_started(args: &[&str]) -> Serving {
 
 /// As [`serve_started`], on the stand-in's `scenario` (relative to the fixtures, or absolute).
 pub(super) fn serve_scenario(scenario: &str, args: &[&str]) -> Serving {
+    serve_scenario_env(scenario, args, &[])
+}
+
+/// As [`serve_scenario`], with `env` set for the server.
+pub(super) fn serve_scenario_env(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Serving {
     let mut child = gpulse(Some(scenario))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .args(args)
+        .envs(env.iter().copied())
         .env("GPULSE_TOKEN", TOKEN)
         .stderr(Stdio::piped())
         .spawn()

@@ -49,6 +49,8 @@ pub fn gpulse_live() -> Command {
 pub fn gpulse(scenario: Option<&str>) -> Command {
     let mut cmd = Command::new(gpulse_bin());
     cmd.env("GPULSE_NVML_LIB", fake_lib()).env("TZ", "UTC").env_remove("CUDA_VISIBLE_DEVICES");
+    // No container runtime's or kubelet's socket of this machine: a test hands its own.
+    cmd.env("GPULSE_CRI_SOCKET", "").env("GPULSE_POD_RESOURCES_SOCKET", "");
     match scenario {
         Some(s) => cmd.env("GPULSE_FAKE_NVML_SCENARIO", fixture(s)),
         None => cmd.env_remove("GPULSE_FAKE_NVML_SCENARIO"),

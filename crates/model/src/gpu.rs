@@ -187,6 +187,10 @@ pub struct GpuSample {
     pub gpm: Option<Box<GpmMetrics>>,
     /// Compute processes holding a context on this GPU.
     pub processes: Vec<ProcessSample>,
+    /// The one container or Slurm job this GPU is assigned to: the kubelet's pod-resources answer
+    /// for its UUID, or the job every process on it runs in. `None` when shared or not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned: Option<crate::Workload>,
     /// Why fields are `None`, where the source knows.
     pub absent: Absences,
     /// The probes a query asked for (`NvmlOptions::probes`), in its order; never recorded.

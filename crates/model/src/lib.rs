@@ -17,6 +17,7 @@ pub mod process;
 pub mod run;
 pub mod table;
 pub mod trace;
+pub mod workload;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
@@ -29,6 +30,7 @@ pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use table::{Dcgm, Every, Kind, TABLE, TableMetric, TableReading, TableReadings, table_metric};
+pub use workload::{Pod, SlurmJob, Workload};
 
 /// One reading of every device a source knows, taken at one moment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]

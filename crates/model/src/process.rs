@@ -22,6 +22,9 @@ pub struct ProcessSample {
     pub mem_util_pct: Option<u32>,
     /// How the process relates to the watched process tree, when there is one.
     pub class: Option<crate::GpuProcessClass>,
+    /// The pod or Slurm job the process runs in, from its cgroup (`/proc/PID/cgroup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::Workload>,
 }
 
 /// One process on one GPU at one poll, as one `--query-compute-apps` row has it.

@@ -231,6 +231,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
                     "gone" => Some(GpuProcessClass::Gone),
                     _ => None,
                 }),
+                workload: None,
             },
         ))
     })? {

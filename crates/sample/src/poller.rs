@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use gpulse_model::{DeviceInfo, DeviceStatus, Poll};
 
 use crate::host::{HostSampler, TreeSampler, classify};
+use crate::workload::{Attributor, Directory};
 use crate::{SampleError, Source, profile};
 
 /// The sources of one watch.
@@ -15,6 +16,9 @@ pub struct Poller {
     tree: Option<TreeSampler>,
     lost: HashSet<u32>,
     devices: Vec<DeviceInfo>,
+    /// Each GPU process's pod or Slurm job, from its cgroup.
+    workloads: Attributor,
+    uuids: Vec<String>,
 }
 
 impl Poller {
@@ -25,7 +29,16 @@ impl Poller {
         let mut host = HostSampler::new();
         // The first reading opens the interval the first poll's CPU shares cover.
         host.sample();
-        Self { gpus, host, tree: root.map(TreeSampler::new), lost: HashSet::new(), devices }
+        let uuids = devices.iter().map(|d| d.uuid.clone()).collect();
+        let workloads = Attributor::new(None);
+        Self { gpus, host, tree: root.map(TreeSampler::new), lost: HashSet::new(), devices, workloads, uuids }
+    }
+
+    /// Names pods through `directory` (the container runtime and the kubelet); without one a
+    /// pod is its UID and container ID alone.
+    pub fn with_directory(mut self, directory: std::sync::Arc<dyn Directory>) -> Self {
+        self.workloads = Attributor::new(Some(directory));
+        self
     }
 
     /// Follows the tree under `pid` from now on (a job started after the poller).
@@ -66,6 +79,7 @@ impl Poller {
                     }
                 }
             }
+            profile::timed("workloads (/proc/PID/cgroup)", || self.workloads.attribute(&mut snap.gpus, &self.uuids));
             for g in &snap.gpus {
                 if g.status == DeviceStatus::Lost && self.lost.insert(g.gpu_index) {
                     newly_lost.push(g.gpu_index);

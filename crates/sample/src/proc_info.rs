@@ -117,6 +117,26 @@ pub fn cgroup_v2(pid: u32) -> Option<String> {
     groups.0.into_iter().find(|g| g.hierarchy == 0 && g.controllers.is_empty()).map(|g| g.pathname)
 }
 
+/// A process's `/proc/PID/cgroup` as text, every hierarchy's line (v1 and v2), at most 16 KiB;
+/// `None` when it is gone. Who owns the cgroup is `workload::cgroup`'s to say.
+pub fn cgroup_file(pid: u32) -> Option<String> {
+    let bytes = read_capped(&format!("/proc/{pid}/cgroup"), 16 * 1024)?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A process's environment (`/proc/PID/environ`, NUL-separated), at most 64 KiB; `None` when
+/// it is gone or not ours to read (another user's, without the capability).
+pub fn environ(pid: u32) -> Option<Vec<u8>> {
+    read_capped(&format!("/proc/{pid}/environ"), 64 * 1024)
+}
+
+fn read_capped(path: &str, max_bytes: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    fs::File::open(path).ok()?.take(max_bytes).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
 /// The user name that owns a process (its real uid, see [`user_name`]).
 pub fn user(pid: u32) -> Option<String> {
     let uid = uid(pid)?;

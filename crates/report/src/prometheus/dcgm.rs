@@ -175,8 +175,10 @@ fn gpm_value(g: &GpuSample, f: &GpmField, d: &GpmDcgm) -> Option<f64> {
     }
 }
 
-/// dcgm-exporter's labels, in its order.
-fn labels(d: Option<&DeviceInfo>, index: u32, e: &Exposition) -> String {
+/// dcgm-exporter's labels, in its order, then the container or Slurm job the GPU is assigned
+/// to (its `pod`, `namespace`, `container`, `hpc_job`).
+fn labels(d: Option<&DeviceInfo>, g: &GpuSample, e: &Exposition) -> String {
+    let index = g.gpu_index;
     let mut l = vec![label("gpu", &index.to_string())];
     if let Some(d) = d {
         l.push(label("UUID", &d.uuid));
@@ -192,16 +194,16 @@ fn labels(d: Option<&DeviceInfo>, index: u32, e: &Exposition) -> String {
     if let Some(v) = d.and_then(|d| d.driver_version.as_deref()) {
         l.push(label("DCGM_FI_DRIVER_VERSION", v));
     }
+    if let Some(w) = &g.assigned {
+        l.extend(super::workload_labels(w, false));
+    }
     l.join(",")
 }
 
 pub(super) fn render(e: &Exposition, out: &mut String) {
     let Some(snap) = &e.poll.snapshot else { return };
-    let labelled: Vec<(String, &GpuSample)> = snap
-        .gpus
-        .iter()
-        .map(|g| (labels(e.devices.iter().find(|d| d.index == g.gpu_index), g.gpu_index, e), g))
-        .collect();
+    let labelled: Vec<(String, &GpuSample)> =
+        snap.gpus.iter().map(|g| (labels(e.devices.iter().find(|d| d.index == g.gpu_index), g, e), g)).collect();
     for f in FIELDS {
         let mut family = Family::new(out, f.name, f.kind, f.help);
         for (l, g) in &labelled {

@@ -75,6 +75,18 @@ enum Value {
     Float(f64),
 }
 
+/// A workload's labels, escaped: dcgm-exporter's `pod`, `namespace`, `container` (in its
+/// order) or `hpc_job`, and with `uid` the pod's UID (for gpulse's own series, where a pod the
+/// runtime did not name is still told apart).
+fn workload_labels(w: &gpulse_model::Workload, uid: bool) -> Vec<String> {
+    let all = w.labels();
+    ["pod", "namespace", "container", "hpc_job"]
+        .into_iter()
+        .chain(uid.then_some("uid"))
+        .filter_map(|k| all.iter().find(|(n, _)| *n == k).map(|(n, v)| label(n, v)))
+        .collect()
+}
+
 /// `name="value"` with the exposition format's escapes.
 fn label(name: &str, value: &str) -> String {
     let mut v = String::with_capacity(value.len());

@@ -4,7 +4,11 @@
 
 use gpulse_model::{GpuSample, ProcessSample, clocks::REASONS};
 
-use super::{Exposition, Family, PROCESSES_PER_GPU, Value, label};
+use std::collections::BTreeMap;
+
+use gpulse_model::Workload;
+
+use super::{Exposition, Family, PROCESSES_PER_GPU, Value, label, workload_labels};
 
 pub(super) fn render(e: &Exposition, out: &mut String) {
     Family::new(out, "gpulse_build_info", "gauge", "The gpulse version serving these metrics.")
@@ -67,7 +71,32 @@ fn process_labels(g: &GpuSample, p: &ProcessSample) -> String {
     if let Some(c) = p.class {
         l.push(label("class", &format!("{c:?}").to_lowercase()));
     }
+    if let Some(w) = &p.workload {
+        l.extend(workload_labels(w, true));
+    }
     l.join(",")
+}
+
+/// The processes past the largest holders of a GPU, summed by pod (or job): `pid="other"`
+/// series in the same families, so that a `sum by (namespace, pod)` counts every process.
+/// Each value is `(memory bytes, SM share in percent)`, `None` when no process of the group
+/// gave it.
+fn remainder(g: &GpuSample) -> BTreeMap<String, (Option<u64>, Option<u32>)> {
+    let mut groups: BTreeMap<String, (Option<u64>, Option<u32>)> = BTreeMap::new();
+    for p in ranked(g).into_iter().skip(PROCESSES_PER_GPU) {
+        let mut l = vec![gpu_label(g), label("pid", "other")];
+        if let Some(w) = p.workload.as_ref().map(Workload::group) {
+            l.extend(workload_labels(&w, true));
+        }
+        let sum = groups.entry(l.join(",")).or_default();
+        if let Some(b) = p.used_memory_bytes {
+            sum.0 = Some(sum.0.unwrap_or(0) + b);
+        }
+        if let Some(s) = p.sm_util_pct {
+            sum.1 = Some(sum.1.unwrap_or(0) + s);
+        }
+    }
+    groups
 }
 
 fn ranked(g: &GpuSample) -> Vec<&ProcessSample> {
@@ -90,6 +119,11 @@ fn processes(gpus: &[GpuSample], out: &mut String) {
                 mem.sample(&process_labels(g, p), Value::Int(b));
             }
         }
+        for (l, (b, _)) in remainder(g) {
+            if let Some(b) = b {
+                mem.sample(&l, Value::Int(b));
+            }
+        }
     }
     let mut other = Family::new(
         out,
@@ -109,6 +143,11 @@ fn processes(gpus: &[GpuSample], out: &mut String) {
         for p in ranked(g).into_iter().take(PROCESSES_PER_GPU) {
             if let Some(s) = p.sm_util_pct {
                 sm.sample(&process_labels(g, p), Value::Float(f64::from(s) / 100.0));
+            }
+        }
+        for (l, (_, s)) in remainder(g) {
+            if let Some(s) = s {
+                sm.sample(&l, Value::Float(f64::from(s) / 100.0));
             }
         }
     }
@@ -150,8 +189,14 @@ fn host(e: &Exposition, out: &mut String) {
 /// The loop's pace and the findings of the rolling diagnosis.
 fn job(e: &Exposition, out: &mut String) {
     let Some(live) = e.live else { return };
+    let gpus = e.poll.snapshot.as_ref().map(|s| s.gpus.as_slice()).unwrap_or_default();
     if let Some(s) = live.recent_steps() {
-        let pid = label("pid", &s.pid.to_string());
+        let mut pid = label("pid", &s.pid.to_string());
+        // The loop's process, as the GPUs list it: its pod or job.
+        let w = gpus.iter().flat_map(|g| &g.processes).find(|p| p.pid == s.pid).and_then(|p| p.workload.as_ref());
+        for l in w.map(|w| workload_labels(w, true)).unwrap_or_default() {
+            pid = format!("{pid},{l}");
+        }
         Family::new(out, "gpulse_job_steps_per_second", "gauge", "Training steps per second over the last 30 s.")
             .sample(&pid, Value::Float(s.per_s()));
         if let Some(w) = s.data_wait_share() {
@@ -182,6 +227,11 @@ fn job(e: &Exposition, out: &mut String) {
             l.push(label("gpu", &g.to_string()));
         }
         l.push(label("severity", &format!("{:?}", f.severity).to_lowercase()));
+        // The finding's GPU's container or job, where it has one.
+        let assigned = f.gpu.and_then(|i| gpus.iter().find(|g| g.gpu_index == i)?.assigned.as_ref());
+        if let Some(w) = assigned {
+            l.extend(workload_labels(w, true));
+        }
         findings.sample(&l.join(","), Value::Int(1));
     }
     let mut oom = Family::new(

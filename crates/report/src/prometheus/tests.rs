@@ -207,12 +207,71 @@ fn processes_are_bounded_with_the_rest_summed() {
         })
         .collect();
     let text = expose(vec![g]);
-    let held: Vec<&str> = text.lines().filter(|l| l.starts_with("gpulse_process_gpu_memory_bytes{")).collect();
+    let held: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("gpulse_process_gpu_memory_bytes{") && !l.contains(r#"pid="other""#))
+        .collect();
     assert_eq!(held.len(), PROCESSES_PER_GPU);
     assert!(held.iter().all(|l| l.contains(r#"command="python3""#)), "{held:?}");
     assert!(held[0].contains(r#"pid="110""#), "the largest first: {}", held[0]);
     // The three smallest: 1 + 2 + 3 MiB.
     assert_eq!(value(&text, "gpulse_process_gpu_memory_other_bytes", "gpu=\"0\"").unwrap(), (6 * MIB).to_string());
+    // The same rest in the per-process family, so that sums over it count every process.
+    assert_eq!(value(&text, "gpulse_process_gpu_memory_bytes", r#"pid="other""#).unwrap(), (6 * MIB).to_string());
+}
+
+fn pod(ns: &str, name: &str, uid: &str) -> gpulse_model::Workload {
+    gpulse_model::Workload::Pod(gpulse_model::Pod {
+        uid: Some(uid.into()),
+        namespace: Some(ns.into()),
+        name: Some(name.into()),
+        container: Some("main".into()),
+        container_id: None,
+    })
+}
+
+/// Two pods time-slice GPU 0 with twelve processes between them: every process counts, the
+/// eight largest on their own and the rest summed by pod, so each pod's share is whole.
+#[test]
+fn a_shared_gpus_shares_add_up_by_pod() {
+    let mut g = full_gpu(0);
+    g.processes = (0..12u32)
+        .map(|i| ProcessSample {
+            pid: 100 + i,
+            used_memory_bytes: Some(u64::from(i + 1) * MIB),
+            sm_util_pct: Some(i + 1),
+            workload: Some(if i % 2 == 0 { pod("a", "p-a", "u-a") } else { pod("b", "p-b", "u-b") }),
+            ..Default::default()
+        })
+        .collect();
+    let text = expose(vec![g]);
+    let sum = |family: &str, pod: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(&format!("pod=\"{pod}\"")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    // Pod a holds the even i: 1+3+5+7+9+11 = 36; pod b the odd: 2+4+...+12 = 42.
+    assert!((sum("gpulse_process_sm_ratio", "p-a") - 0.36).abs() < 1e-9, "{text}");
+    assert!((sum("gpulse_process_sm_ratio", "p-b") - 0.42).abs() < 1e-9, "{text}");
+    assert_eq!(sum("gpulse_process_gpu_memory_bytes", "p-a"), (36 * MIB) as f64);
+    assert_eq!(sum("gpulse_process_gpu_memory_bytes", "p-b"), (42 * MIB) as f64);
+    assert!(text.contains(r#"pid="other",pod="p-a",namespace="a",uid="u-a""#), "grouped by pod, not container: {text}");
+}
+
+/// A GPU the kubelet assigned to one container carries dcgm-exporter's pod labels on its DCGM
+/// series; a Slurm job's, `hpc_job`; values from processes and files are escaped.
+#[test]
+fn an_assigned_gpu_carries_its_pod_or_job_and_values_are_escaped() {
+    let mut a = full_gpu(0);
+    a.assigned = Some(pod("ns\"x", "train\n0", "u"));
+    let mut b = full_gpu(1);
+    b.assigned = Some(gpulse_model::Workload::Slurm(gpulse_model::SlurmJob { job_id: 4711, ..Default::default() }));
+    let text = expose(vec![a, b]);
+    let temp: Vec<&str> = text.lines().filter(|l| l.starts_with("DCGM_FI_DEV_GPU_TEMP{")).collect();
+    assert!(temp[0].ends_with(r#",pod="train\n0",namespace="ns\"x",container="main"} 61"#), "{}", temp[0]);
+    assert!(!temp[0].contains("uid="), "dcgm-exporter's labels only: {}", temp[0]);
+    assert!(temp[1].ends_with(r#",hpc_job="4711"} 61"#), "{}", temp[1]);
 }
 
 #[test]

@@ -393,6 +393,7 @@ fn processes(
                     sm_util_pct: u.map(|u| u.0),
                     mem_util_pct: u.map(|u| u.1),
                     class: None,
+                    workload: None,
                 }
             })
             .collect(),
