@@ -12,6 +12,8 @@ pub type Collected = Result<Poll, SampleError>;
 
 enum Control {
     Follow(u32),
+    /// One more poll, at once, then stop.
+    Last,
     Stop,
 }
 
@@ -55,6 +57,10 @@ impl Collector {
                     loop {
                         match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
                             Ok(Control::Follow(pid)) => poller.follow(pid),
+                            Ok(Control::Last) => {
+                                let _ = polls_tx.send(poller.poll());
+                                return;
+                            }
                             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) if over => return,
                             Err(RecvTimeoutError::Timeout) => break,
@@ -90,6 +96,18 @@ impl Collector {
     /// that one included.
     pub fn stop(mut self) -> Vec<Collected> {
         let _ = self.control.send(Control::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.polls.try_iter().collect()
+    }
+}
+
+impl Collector {
+    /// Like [`stop`](Self::stop), with one more poll taken at once after the one under way: the
+    /// state a job left behind, and what the driver raised as it ended.
+    pub fn finish(mut self) -> Vec<Collected> {
+        let _ = self.control.send(Control::Last);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -151,6 +169,18 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(c.is_finished());
+    }
+
+    #[test]
+    fn finish_takes_one_more_poll_at_once() {
+        let c = Collector::spawn(Poller::new(None, None), Duration::from_secs(3600));
+        let first = c.next(Duration::from_secs(30)).expect("the first poll comes at once").unwrap();
+        let started = Instant::now();
+        let rest = c.finish();
+        assert!(started.elapsed() < Duration::from_secs(60), "not an hour's wait: {:?}", started.elapsed());
+        assert_eq!(rest.len(), 1, "one closing poll");
+        let last = rest.into_iter().next().unwrap().unwrap();
+        assert!(last.host.timestamp_us > first.host.timestamp_us, "taken after the first");
     }
 
     #[test]

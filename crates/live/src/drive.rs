@@ -11,7 +11,7 @@ use crate::{Collector, Lost, Pipeline};
 /// watch; `None` goes on.
 pub trait Watch {
     type End;
-    /// Between polls, every 50 ms at most: takes in what arrived besides polls (the loop's
+    /// Between polls, every [`tick`](Self::tick) at most: takes in what arrived besides polls (the loop's
     /// marks, the job's events) and says whether the watch is over (a signal, the job exited).
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<Self::End>;
     /// The followed root is gone; its last poll is in the pipeline.
@@ -20,6 +20,16 @@ pub trait Watch {
     fn sampling_failed(&mut self, error: SampleError) -> Option<Self::End>;
     /// The collector's schedule is over (its duration is reached).
     fn schedule_over(&mut self) -> Option<Self::End>;
+    /// How long to wait for a poll before looking after the rest again: each look is a wake-up
+    /// (a timed wait on the channel), so a watch with nothing urgent between polls waits longer.
+    fn tick(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+    /// Whether the watch ends with one more poll, taken at once: a job's end, to keep what it
+    /// left on the GPUs and the Xids its last kernels raised.
+    fn closing_poll(&self) -> bool {
+        false
+    }
     /// The recording stopped being written (told once); the sinks were told already.
     fn recording_lost(&mut self, _lost: &Lost) -> Option<Self::End> {
         None
@@ -27,7 +37,8 @@ pub trait Watch {
 }
 
 /// Feeds `collector`'s polls to `pipeline` until `watch` ends it, then the polls taken while
-/// stopping. After the root is gone, one poll is kept (what the job left on the GPUs), no more.
+/// stopping (and the closing poll, where the watch asks for one). After the root is gone, one
+/// poll is kept (what the job left on the GPUs), no more, and the closing poll.
 pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mut W) -> W::End {
     let mut collector = Some(collector);
     let mut root_gone = false;
@@ -38,10 +49,10 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
         }
         let Some(c) = collector.as_ref() else {
             // Sampling is over; the watch goes on (a job outlives its samples).
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(watch.tick());
             continue;
         };
-        let ended = match c.next(Duration::from_millis(20)) {
+        let ended = match c.next(watch.tick()) {
             Some(Ok(p)) if root_gone && p.root_gone => None,
             Some(Ok(p)) => {
                 let gone = p.root_gone;
@@ -69,8 +80,16 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
             }
         }
     };
-    for p in collector.map(Collector::stop).unwrap_or_default().into_iter().flatten() {
-        if !(root_gone && p.root_gone) {
+    let closing = watch.closing_poll();
+    let rest: Vec<_> = match collector {
+        Some(c) if closing => c.finish(),
+        Some(c) => c.stop(),
+        None => Vec::new(),
+    };
+    let last = rest.len();
+    for (i, p) in rest.into_iter().enumerate() {
+        let Ok(p) = p else { continue };
+        if !(root_gone && p.root_gone) || (closing && i + 1 == last) {
             root_gone |= p.root_gone;
             pipeline.poll(p);
         }
