@@ -30,6 +30,8 @@ pub struct Row {
     pub idle: bool,
     /// Known only for processes of this machine, live: what a signal is checked against.
     pub start_ticks: Option<u64>,
+    /// The pod (`namespace/pod`) or Slurm job (`job 4711`) the process runs in, escaped.
+    pub workload: Option<String>,
 }
 
 /// The columns, in the table's order.
@@ -265,6 +267,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
                 class: p.class,
                 idle: false,
                 start_ticks: l.and_then(|l| l.start_ticks),
+                workload: p.workload.as_ref().map(|w| escape_control(&w.group().short())),
             });
         }
     }
@@ -300,6 +303,18 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
         });
     }
     rows
+}
+
+/// `order` (as [`arrange`] gave it) grouped by pod or Slurm job, groups A to Z and the rows of
+/// none last; within a group the order stays. Depths are dropped: a group is not a tree.
+pub fn group_by_workload(rows: &[Row], mut order: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    order.sort_by(|&(a, _), &(b, _)| match (&rows[a].workload, &rows[b].workload) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    });
+    order.into_iter().map(|(i, _)| (i, 0)).collect()
 }
 
 /// The rows shown, in order, each with its depth in the tree (0 when the tree is off).
