@@ -25,6 +25,7 @@ const PER_GPU: usize = 8;
 
 /// This process's CPU time (user + system), all threads.
 fn cpu_s() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
