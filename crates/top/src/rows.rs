@@ -302,7 +302,28 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
             ..Row::default()
         });
     }
+    inherit_workloads(&mut rows);
     rows
+}
+
+/// A CPU-only row (a DataLoader worker) runs in its parent's pod or job: a child shares its
+/// parent's cgroup unless moved, and a pod's processes are never moved out of it.
+fn inherit_workloads(rows: &mut [Row]) {
+    let mut known: HashMap<u32, String> = rows.iter().filter_map(|r| Some((r.pid, r.workload.clone()?))).collect();
+    // Each pass reaches one generation further down; workers of workers are rare past two.
+    for _ in 0..4 {
+        let mut changed = false;
+        for r in rows.iter_mut().filter(|r| r.workload.is_none()) {
+            if let Some(w) = r.ppid.and_then(|p| known.get(&p)).cloned() {
+                known.insert(r.pid, w.clone());
+                r.workload = Some(w);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
 }
 
 /// `order` (as [`arrange`] gave it) grouped by pod or Slurm job, groups A to Z and the rows of
@@ -366,6 +387,17 @@ mod tests {
             command: Some(format!("python train.py --rank {pid}")),
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn workers_run_in_their_parents_pod() {
+        let mut rows = table();
+        rows[1].workload = Some("team-a/train-a".into());
+        inherit_workloads(&mut rows);
+        let of = |pid: u32| rows.iter().find(|r| r.pid == pid).unwrap().workload.clone();
+        assert_eq!(of(40), Some("team-a/train-a".into()), "a worker of PID 20");
+        assert_eq!(of(10), None, "a parent is not its child's pod");
+        assert_eq!(of(50), None);
     }
 
     fn pids(rows: &[Row], order: &[(usize, usize)]) -> Vec<u32> {
