@@ -14,6 +14,9 @@ use super::support::{fresh_dir, skipped};
 
 const UID_A: &str = "1858680e-b044-4fd5-9dd4-f137e30e2180";
 const ID_A: &str = "e275d1a37782ab30008aa3ae6666cccefe53b3a14a2ab5a8dc459939107c8c01";
+/// The recording test's pod: its own cgroup, so the two tests may run at once.
+const UID_R: &str = "5d0c8e4a-7b1f-4c6a-9e2d-3f4a5b6c7d8e";
+const ID_R: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
 const UID_B: &str = "9ac48755-3968-48e4-b9dc-6d4b69f3bb42";
 const ID_B: &str = "3baf66ee56a52a8765c3deb2444315411a888fa3e2f8f7ddd75e9ded3c34425e";
 
@@ -34,8 +37,9 @@ fn mounts() -> (Option<PathBuf>, Option<PathBuf>) {
     (v1, v2)
 }
 
-/// A cgroup made for the test, removed (leaf first) when dropped.
-struct Cgroup(Vec<PathBuf>);
+/// A cgroup made for the test, the directories it made removed (leaf first) when dropped. The
+/// leaf is kept apart: another run of the tests on this machine may have made it already.
+struct Cgroup(Vec<PathBuf>, PathBuf);
 
 impl Cgroup {
     fn make(root: &Path, rel: &str) -> std::io::Result<Cgroup> {
@@ -48,10 +52,10 @@ impl Cgroup {
                 made.push(p.clone());
             }
         }
-        Ok(Cgroup(made))
+        Ok(Cgroup(made, p))
     }
     fn enter(&self, pid: u32) -> std::io::Result<()> {
-        std::fs::write(self.0.last().unwrap().join("cgroup.procs"), pid.to_string())
+        std::fs::write(self.1.join("cgroup.procs"), pid.to_string())
     }
 }
 
@@ -258,4 +262,74 @@ fn serve_with_sockets(scenario: &str, cri: &str, kubelet: &str) -> super::serve:
         &[],
         &[("GPULSE_CRI_SOCKET", cri), ("GPULSE_POD_RESOURCES_SOCKET", kubelet)],
     )
+}
+
+/// `gpulse record` keeps each process's pod (named by the CRI stand-in) and Slurm job, and the
+/// reader gives them back: the recording answers "whose GPU seconds" after the pod is gone.
+#[test]
+fn record_keeps_each_processs_pod_and_slurm_job() {
+    let required = std::env::var_os("GPULSE_REQUIRE_CGROUPS").is_some();
+    let (v1, v2) = mounts();
+    let Some(root) = v2.or(v1) else {
+        assert!(!required, "no cgroup hierarchy to make cgroups in");
+        return skipped("recorded attribution (no cgroup hierarchy)");
+    };
+    let n = std::process::id();
+    let made = (|| -> std::io::Result<_> {
+        Ok((
+            Cgroup::make(&root, &format!("kubepods/burstable/pod{UID_R}/{ID_R}"))?,
+            Cgroup::make(&root, &format!("slurm/uid_{n}/job_4712/step_batch/task_0"))?,
+        ))
+    })();
+    let Ok((cg_pod, cg_job)) = made else {
+        assert!(!required, "cannot make cgroups: {:?}", made.err());
+        return skipped("recorded attribution (cannot make cgroups; needs root)");
+    };
+    let procs = Killed(vec![sleeper(&[]), sleeper(&[("SLURM_JOB_ID", "4712"), ("SLURM_JOB_USER", "ada")])]);
+    let pids: Vec<u32> = procs.0.iter().map(Child::id).collect();
+    cg_pod.enter(pids[0]).unwrap();
+    cg_job.enter(pids[1]).unwrap();
+    let dir = fresh_dir("fleet", "record");
+    let scenario = format!(
+        r#"{{"driver_version": "580.159.04", "cuda_driver_version": 13000, "devices": [{{"name": "NVIDIA H200",
+           "uuid": "GPU-00000000-aaaa-4000-8000-000000000000", "pci_bus_id": "00000000:10:00.0",
+           "base": {{"util_gpu_pct": 65, "memory_total_mib": 143771, "memory_used_mib": 8192}},
+           "processes": [{{"pid": {}, "name": "python3", "used_memory_mib": 4096, "sm_util_pct": 30}},
+                         {{"pid": {}, "name": "python3", "used_memory_mib": 4096, "sm_util_pct": 20}}]}}]}}"#,
+        pids[0], pids[1]
+    );
+    let scenario_path = dir.join("scenario.json");
+    std::fs::write(&scenario_path, scenario).unwrap();
+    let cri = serve_node(
+        &dir.join("cri.sock"),
+        Answers { containers: vec![container(ID_R, UID_R, "team-a", "train-a", "main")], ..Answers::default() },
+    );
+    let db = dir.join("run.db");
+    let (code, _, err) = super::support::run(
+        super::support::gpulse(None)
+            .env("GPULSE_FAKE_NVML_SCENARIO", &scenario_path)
+            .env("GPULSE_CRI_SOCKET", &cri.path)
+            .args(["record", "--interval", "100ms", "--duration", "3s", "-o"])
+            .arg(&db),
+    );
+    assert_eq!(code, 0, "{err}");
+    let rec = gpulse_record::read(&db).unwrap();
+    let last = |pid: u32| {
+        rec.snapshots.iter().rev().flat_map(|s| &s.gpus).flat_map(|g| &g.processes).find(|p| p.pid == pid).cloned()
+    };
+    let pod = last(pids[0]).and_then(|p| p.workload).expect("the pod's process has its workload");
+    // The runtime answers off the poll's thread; within 3 s it has.
+    assert_eq!(pod.short(), "team-a/train-a", "{pod:?}");
+    assert!(pod.labels().contains(&("uid", UID_R.to_owned())));
+    let job = last(pids[1]).and_then(|p| p.workload).expect("the job's process has its workload");
+    assert_eq!(
+        job,
+        gpulse_model::Workload::Slurm(gpulse_model::SlurmJob {
+            job_id: 4712,
+            step: Some("batch".into()),
+            user: Some("ada".into()),
+            name: None,
+        })
+    );
+    drop(procs);
 }

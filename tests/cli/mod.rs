@@ -1,4 +1,5 @@
 mod container;
+mod deploy;
 mod diagnose;
 mod diagnosis_h200;
 mod docs;

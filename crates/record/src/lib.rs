@@ -13,6 +13,7 @@ mod read;
 pub mod schema;
 mod table;
 mod units;
+mod workloads;
 mod write;
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ pub use gpulse_model::ProcessRow;
 pub use gpulse_model::{Event, Marker, MarkerKind, RunData};
 pub use processes::read_process_rows;
 pub use read::{Recording, read, read_each};
+pub use workloads::CREATE_WORKLOADS;
 pub use write::Writer;
 
 /// The first bytes of every SQLite database, so of every recording.

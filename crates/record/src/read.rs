@@ -237,6 +237,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
     })? {
         procs.entry((t, gpu)).or_default().push(p);
     }
+    let workloads = crate::workloads::Timelines::read(conn)?;
     let mut table = crate::table::Changes::read(conn)?;
     let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
     let sql = "SELECT t_ms, gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, temp_mem_c, power_mw, \
@@ -315,6 +316,9 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
         if as_of(polls.get(&gpu), poll, t).is_some() {
             let poll_t = polls[&gpu][*poll].0;
             g.processes = procs.get(&(poll_t, gpu)).cloned().unwrap_or_default();
+            for p in &mut g.processes {
+                p.workload = workloads.at(p.pid, t);
+            }
         }
         if let Some(line) = hires.get(&gpu) {
             let pos = hires_pos.entry(gpu).or_insert(0);

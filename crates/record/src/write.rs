@@ -161,6 +161,7 @@ pub struct Writer {
     processes: HashMap<u32, Listing>,
     identities: HashMap<u32, Identity>,
     last_hires_ms: HashMap<u32, i64>,
+    workloads: crate::workloads::Written,
 }
 
 impl Writer {
@@ -214,6 +215,7 @@ impl Writer {
         conn.execute_batch(&crate::schema::create_gpm_samples())?;
         conn.execute_batch(CREATE_MARKERS)?;
         conn.execute_batch(CREATE_GPU_FIELDS)?;
+        conn.execute_batch(crate::workloads::CREATE_WORKLOADS)?;
         let mut w = Self {
             conn,
             last_commit: Instant::now(),
@@ -225,6 +227,7 @@ impl Writer {
             processes: HashMap::new(),
             identities: HashMap::new(),
             last_hires_ms: HashMap::new(),
+            workloads: Default::default(),
         };
         w.begin()?;
         let put = |k: &str, v: &str| w.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![k, v]);
@@ -446,6 +449,8 @@ impl Writer {
         if g.absence(gpulse_model::Metric::Processes).is_some() {
             return Ok(());
         }
+        // A pod's names may come a poll after its process: checked on every poll, not per listing.
+        self.workloads.note(&self.conn, t, &g.processes)?;
         let key: Listing = g
             .processes
             .iter()

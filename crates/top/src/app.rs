@@ -112,6 +112,8 @@ pub struct App {
     pub sort: Sort,
     pub filter: Filter,
     pub tree: bool,
+    /// Rows grouped by pod or Slurm job (`g`).
+    pub group: bool,
     /// Index into the shown rows.
     pub selected: usize,
     /// Tagged rows, by PID.
@@ -227,6 +229,7 @@ impl App {
             sort: Sort::default(),
             filter: Filter::default(),
             tree: false,
+            group: false,
             selected: 0,
             tagged: BTreeSet::new(),
             screen: Screen::Main,
@@ -356,7 +359,8 @@ impl App {
 
     /// The rows shown, in order, with their depth in the tree.
     pub fn shown(&self) -> Vec<(usize, usize)> {
-        rows::arrange(&self.rows, &self.sort, &self.filter, self.tree)
+        let order = rows::arrange(&self.rows, &self.sort, &self.filter, self.tree);
+        if self.group { rows::group_by_workload(&self.rows, order) } else { order }
     }
 
     pub fn selected_row(&self) -> Option<&Row> {
@@ -435,6 +439,7 @@ impl App {
             Key::Char('/') => self.prompt = Prompt::Filter(self.filter.describe()),
             Key::Esc => self.filter = Filter::default(),
             Key::Char('t') => self.tree = !self.tree,
+            Key::Char('g') => self.group = !self.group,
             Key::Char('p') => self.paused = !self.paused,
             Key::Char('n') if self.replay.is_some() => return Action::Step,
             Key::Char('H') => self.chart = self.chart.next(),

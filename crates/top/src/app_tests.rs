@@ -78,6 +78,36 @@ fn the_filter_prompt_tree_and_selection() {
 }
 
 #[test]
+fn g_groups_by_pod_or_job_and_the_column_shows_only_where_one_is_known() {
+    let mut plain = app(vec![row(1, Some(0), None), row(2, Some(1), None)], None);
+    assert!(!screen(&plain, 120, 24).contains("POD/JOB"), "a workstation's table is unchanged");
+    keys(&mut plain, "g");
+    assert!(plain.group);
+    assert_eq!(plain.shown().len(), 2, "with no pod nor job, grouping keeps every row");
+    let with = |pid, gpu, w: Option<&str>| Row { workload: w.map(str::to_owned), ..row(pid, Some(gpu), None) };
+    let mut a = app(
+        vec![
+            with(1, 0, Some("team-b/train-b")),
+            with(2, 0, None),
+            with(3, 1, Some("team-a/train-a")),
+            with(4, 1, Some("team-b/train-b")),
+            with(5, 2, Some("job 4711")),
+        ],
+        None,
+    );
+    let pids = |a: &App| a.shown().iter().map(|&(i, _)| a.rows[i].pid).collect::<Vec<_>>();
+    assert_eq!(pids(&a), [1, 2, 3, 4, 5]);
+    keys(&mut a, "g");
+    assert_eq!(pids(&a), [5, 3, 1, 4, 2], "job 4711 < team-a < team-b, none last");
+    keys(&mut a, "om");
+    assert_eq!(pids(&a), [5, 3, 4, 1, 2], "within a group, the sort holds (GPU memory)");
+    let s = screen(&a, 120, 24);
+    assert!(s.contains("POD/JOB") && s.contains("team-a/train-a") && s.contains("by pod/job"), "{s}");
+    keys(&mut a, "g");
+    assert_eq!(pids(&a), [5, 3, 4, 1, 2], "ungrouped, by GPU memory again");
+}
+
+#[test]
 fn a_signal_waits_for_y_and_goes_to_the_tagged_processes_only() {
     let mut a = app(vec![row(10, Some(0), Some(111)), row(20, Some(0), Some(222)), row(30, None, Some(333))], None);
     a.key(Key::Char(' '));

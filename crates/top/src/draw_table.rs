@@ -47,11 +47,19 @@ pub fn cells(r: &Row, depth: usize, tagged: bool) -> [String; 11] {
     ]
 }
 
+/// Where the pod or job column goes (after USER), and how wide: `namespace/pod` names run long,
+/// the rest is cut.
+const WORKLOAD_AT: usize = 3;
+const WORKLOAD_COLS: u16 = 20;
+
 pub fn table(f: &mut Frame, area: Rect, app: &App) {
     let shown = app.shown();
     let mut title = format!(" processes: {} ", shown.len());
-    if app.tree {
+    if app.tree && !app.group {
         title.push_str("· tree ");
+    }
+    if app.group {
+        title.push_str("· by pod/job ");
     }
     if !app.filter.is_empty() {
         title.push_str(&format!("· filter {} (Esc clears) ", app.filter.describe()));
@@ -65,11 +73,19 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         .map(|c| if *c == app.sort.column { format!("{}{arrow}", c.title()) } else { c.title().to_owned() })
         .collect();
     header.insert(9, "CLASS".into());
+    // The pod or job column only where some process has one: a workstation's table is unchanged.
+    let workloads = app.rows.iter().any(|r| r.workload.is_some());
+    if workloads {
+        header.insert(WORKLOAD_AT, "POD/JOB".into());
+    }
     let rows = shown.iter().map(|&(i, depth)| {
         let r = &app.rows[i];
         let mut c = cells(r, depth, app.tagged.contains(&r.pid)).to_vec();
         let class = c.pop().unwrap_or_default();
         c.insert(9, class);
+        if workloads {
+            c.insert(WORKLOAD_AT, r.workload.clone().unwrap_or_else(|| NONE.into()));
+        }
         let style = match r.class {
             _ if r.idle => Style::new().fg(Color::Magenta),
             Some(GpuProcessClass::Foreign) => Style::new().fg(Color::Yellow),
@@ -78,7 +94,7 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         };
         TableRow::new(c).style(style)
     });
-    let widths = [
+    let mut widths = vec![
         Constraint::Length(4),
         Constraint::Length(7),
         Constraint::Length(8),
@@ -91,6 +107,9 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
         Constraint::Length(7),
         Constraint::Fill(1),
     ];
+    if workloads {
+        widths.insert(WORKLOAD_AT, Constraint::Length(WORKLOAD_COLS));
+    }
     let t = Table::new(rows, widths)
         .header(TableRow::new(header).style(BOLD.fg(Color::Cyan)))
         .block(Block::new().borders(Borders::TOP).title(Span::styled(title, BOLD)))
@@ -166,6 +185,7 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ),
     (", .", "sort by the column to the left, to the right"),
     ("t", "tree view: DataLoader workers and ranks under their launcher"),
+    ("g", "group by pod (namespace/pod) or Slurm job; the POD/JOB column shows where some process has one"),
     ("/", "filter: user:NAME pid:N gpu:N or words of the command; Esc clears"),
     ("↑ ↓ j k PgUp PgDn", "select a process"),
     ("Space", "tag the selected process"),

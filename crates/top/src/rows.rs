@@ -30,6 +30,8 @@ pub struct Row {
     pub idle: bool,
     /// Known only for processes of this machine, live: what a signal is checked against.
     pub start_ticks: Option<u64>,
+    /// The pod (`namespace/pod`) or Slurm job (`job 4711`) the process runs in, escaped.
+    pub workload: Option<String>,
 }
 
 /// The columns, in the table's order.
@@ -265,6 +267,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
                 class: p.class,
                 idle: false,
                 start_ticks: l.and_then(|l| l.start_ticks),
+                workload: p.workload.as_ref().map(|w| escape_control(&w.group().short())),
             });
         }
     }
@@ -299,7 +302,40 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
             ..Row::default()
         });
     }
+    inherit_workloads(&mut rows);
     rows
+}
+
+/// A CPU-only row (a DataLoader worker) runs in its parent's pod or job: a child shares its
+/// parent's cgroup unless moved, and a pod's processes are never moved out of it.
+fn inherit_workloads(rows: &mut [Row]) {
+    let mut known: HashMap<u32, String> = rows.iter().filter_map(|r| Some((r.pid, r.workload.clone()?))).collect();
+    // Each pass reaches one generation further down; workers of workers are rare past two.
+    for _ in 0..4 {
+        let mut changed = false;
+        for r in rows.iter_mut().filter(|r| r.workload.is_none()) {
+            if let Some(w) = r.ppid.and_then(|p| known.get(&p)).cloned() {
+                known.insert(r.pid, w.clone());
+                r.workload = Some(w);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+}
+
+/// `order` (as [`arrange`] gave it) grouped by pod or Slurm job, groups A to Z and the rows of
+/// none last; within a group the order stays. Depths are dropped: a group is not a tree.
+pub fn group_by_workload(rows: &[Row], mut order: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    order.sort_by(|&(a, _), &(b, _)| match (&rows[a].workload, &rows[b].workload) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    });
+    order.into_iter().map(|(i, _)| (i, 0)).collect()
 }
 
 /// The rows shown, in order, each with its depth in the tree (0 when the tree is off).
@@ -351,6 +387,17 @@ mod tests {
             command: Some(format!("python train.py --rank {pid}")),
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn workers_run_in_their_parents_pod() {
+        let mut rows = table();
+        rows[1].workload = Some("team-a/train-a".into());
+        inherit_workloads(&mut rows);
+        let of = |pid: u32| rows.iter().find(|r| r.pid == pid).unwrap().workload.clone();
+        assert_eq!(of(40), Some("team-a/train-a".into()), "a worker of PID 20");
+        assert_eq!(of(10), None, "a parent is not its child's pod");
+        assert_eq!(of(50), None);
     }
 
     fn pids(rows: &[Row], order: &[(usize, usize)]) -> Vec<u32> {

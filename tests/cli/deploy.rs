@@ -1,0 +1,157 @@
+//! The deployment files, checked by the tools clusters use, offline: the Helm chart linted and
+//! rendered by Helm's own code (helm-python-sdk) and every rendered object validated strictly
+//! against the Kubernetes API's schemas (kubernetes-validate), the DaemonSet's least privilege
+//! read from the rendering, the alert rules by promtool; the Slurm unit by `systemd-analyze
+//! verify` and the scrape config, with its file SD, by `promtool check config`.
+//! `GPULSE_REQUIRE_HELM` (CI) turns a missing tool into a failure; `GPULSE_HELM_PYTHON` names
+//! the Python that has the two packages (`.ci/run` makes a venv for them).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::serve::have_prometheus;
+use super::support::{fresh_dir, root, run, skipped};
+
+fn required() -> bool {
+    std::env::var_os("GPULSE_REQUIRE_HELM").is_some()
+}
+
+/// The Python that imports Helm's SDK and the schemas, or `None` (skipped, or failed under
+/// `GPULSE_REQUIRE_HELM`).
+fn helm_python() -> Option<String> {
+    let python = std::env::var("GPULSE_HELM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&python)
+        .args(["-c", "import helm_python, kubernetes_validate, yaml"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(!required(), "{python} cannot import helm_python and kubernetes_validate (GPULSE_HELM_PYTHON)");
+    skipped("the Helm chart (no helm-python-sdk and kubernetes-validate; CI installs them)");
+    None
+}
+
+fn rendered(out: &std::path::Path, name: &str) -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap()
+}
+
+fn kind<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
+    docs.iter().find(|d| d["kind"] == kind)
+}
+
+#[test]
+fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
+    let Some(python) = helm_python() else { return };
+    let out = fresh_dir("deploy", "helm");
+    let (code, stdout, stderr) = run(Command::new(&python)
+        .arg(root().join("tests/deploy/check_chart.py"))
+        .arg(root().join("deploy/helm/gpulse"))
+        .arg(&out));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(stdout.matches(": valid (strict, v").count(), 6, "3 objects, 2 renderings: {stdout}");
+
+    let default = rendered(&out, "default");
+    assert!(kind(&default, "ServiceMonitor").is_none() && kind(&default, "PrometheusRule").is_none());
+    let ds = kind(&default, "DaemonSet").expect("a DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true, "the host's PIDs, as NVML names them");
+    assert_eq!(pod["automountServiceAccountToken"], false, "no API server, no RBAC");
+    assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.present"], "true");
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"], serde_json::json!({"drop": ["ALL"]}), "none added");
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    for what in ["requests", "limits"] {
+        assert!(c["resources"][what]["cpu"].is_string() && c["resources"][what]["memory"].is_string(), "{what}");
+    }
+    // The sockets and the token are mounted read-only, from where the node has them.
+    let volume = |name: &str| pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == name).unwrap();
+    let mount = |name: &str| c["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == name).unwrap();
+    assert_eq!(volume("pod-resources")["hostPath"]["path"], "/var/lib/kubelet/pod-resources");
+    assert_eq!(volume("cri-socket")["hostPath"]["type"], "Socket");
+    for name in ["pod-resources", "cri-socket", "token"] {
+        assert_eq!(mount(name)["readOnly"], true, "{name}");
+    }
+    let secret = kind(&default, "Secret").expect("the token's Secret");
+    assert_eq!(volume("token")["secret"]["secretName"], secret["metadata"]["name"]);
+    assert_eq!(volume("token")["secret"]["defaultMode"], 0o400, "gpulse refuses a token others may read");
+    // The token reaches gpulse as a file: never an argument, never a variable.
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--token-file=/etc/gpulse/token/token"), "{args:?}");
+    assert_eq!(mount("token")["mountPath"], "/etc/gpulse/token");
+    let token_b64 = secret["data"]["token"].as_str().unwrap();
+    let everything = serde_json::to_string(&[&c["args"], &c["env"], &c["command"]]).unwrap();
+    assert!(!everything.contains(token_b64) && !everything.to_lowercase().contains("gpulse_token"), "{everything}");
+    let env = c["env"].as_array().unwrap();
+    let var = |n: &str| env.iter().find(|e| e["name"] == n).map(|e| e["value"].clone());
+    assert_eq!(var("GPULSE_POD_RESOURCES_SOCKET"), Some("/var/lib/kubelet/pod-resources/kubelet.sock".into()));
+    assert_eq!(var("GPULSE_CRI_SOCKET"), Some(mount("cri-socket")["mountPath"].clone()));
+    let service = kind(&default, "Service").expect("a Service");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics");
+
+    let operator = rendered(&out, "operator");
+    let monitor = kind(&operator, "ServiceMonitor").expect("a ServiceMonitor under serviceMonitor.enabled");
+    assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true, "the pod labels are gpulse's");
+    assert_eq!(monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["key"], "token");
+    assert_eq!(monitor["spec"]["selector"]["matchLabels"], ds["spec"]["selector"]["matchLabels"]);
+    // The chart's rules are the documented ones, and promtool takes the rendered group.
+    let chart_rules = std::fs::read_to_string(root().join("deploy/helm/gpulse/files/alerts.yml")).unwrap();
+    let doc_rules = std::fs::read_to_string(root().join("docs/cluster/alerts.yml")).unwrap();
+    assert_eq!(chart_rules, doc_rules, "deploy/helm/gpulse/files/alerts.yml is docs/cluster/alerts.yml");
+    let rule = kind(&operator, "PrometheusRule").expect("a PrometheusRule under prometheusRule.enabled");
+    let rules_file = out.join("rules.json");
+    std::fs::write(&rules_file, serde_json::to_string(&rule["spec"]).unwrap()).unwrap();
+    if have_prometheus("the chart's rules under promtool") {
+        let (code, o, e) = run(Command::new("promtool").args(["check", "rules"]).arg(&rules_file));
+        assert_eq!(code, 0, "{o}{e}");
+        assert!(o.contains("SUCCESS: 4 rules found"), "{o}");
+    }
+}
+
+#[test]
+fn the_slurm_unit_verifies_and_the_scrape_config_with_its_file_sd_checks() {
+    let dir = fresh_dir("deploy", "slurm");
+    let slurm = root().join("deploy/slurm");
+    if Command::new("systemd-analyze").arg("--version").output().is_ok() {
+        // The unit as installed, but for where gpulse is: this build's binary.
+        let unit = std::fs::read_to_string(slurm.join("gpulse-serve.service")).unwrap();
+        assert!(unit.contains("ExecStart=/usr/local/bin/gpulse serve"));
+        for needed in ["ProtectSystem=strict", "NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectHome="] {
+            assert!(unit.contains(needed), "{needed}");
+        }
+        let bin = super::support::gpulse_bin();
+        let unit = unit.replace("/usr/local/bin/gpulse", bin.to_str().unwrap());
+        let path = dir.join("gpulse-serve.service");
+        std::fs::write(&path, unit).unwrap();
+        let (code, o, e) = run(Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&path));
+        assert_eq!(code, 0, "{o}{e}");
+        assert!(!e.contains("gpulse-serve.service:"), "systemd finds fault with the unit: {e}");
+    } else {
+        assert!(!required(), "systemd-analyze is required");
+        skipped("the Slurm unit (no systemd-analyze)");
+    }
+    if !have_prometheus("the Slurm scrape config under promtool") {
+        return;
+    }
+    // Where Prometheus would have them: the rules beside the config, the SD file in its folder.
+    let sd = dir.join("file_sd");
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::copy(slurm.join("prometheus-file-sd.yml"), sd.join("gpulse-slurm.yml")).unwrap();
+    std::fs::copy(root().join("docs/cluster/alerts.yml"), dir.join("gpulse-alerts.yml")).unwrap();
+    let config = std::fs::read_to_string(slurm.join("prometheus-scrape.yml")).unwrap();
+    assert!(config.contains("/etc/prometheus/file_sd/gpulse-*.yml"));
+    let config = config.replace("/etc/prometheus/file_sd", sd.to_str().unwrap());
+    let config_path: PathBuf = dir.join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    let (code, o, e) = run(Command::new("promtool").args(["check", "config"]).arg(&config_path));
+    assert_eq!(code, 0, "{o}{e}");
+    // promtool also parses every file the SD glob matches, and fails on one it cannot read.
+    assert!(format!("{o}{e}").contains("SUCCESS: 1 rule files found"), "{o}{e}");
+}
