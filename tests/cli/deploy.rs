@@ -75,10 +75,11 @@ fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
     let volume = |name: &str| pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == name).unwrap();
     let mount = |name: &str| c["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == name).unwrap();
     assert_eq!(volume("pod-resources")["hostPath"]["path"], "/var/lib/kubelet/pod-resources");
-    assert_eq!(volume("cri-socket")["hostPath"]["type"], "Socket");
-    for name in ["pod-resources", "cri-socket", "token"] {
+    for name in ["pod-resources", "token"] {
         assert_eq!(mount(name)["readOnly"], true, "{name}");
     }
+    // The CRI socket can start privileged containers, whatever `readOnly` says: not by default.
+    assert!(pod["volumes"].as_array().unwrap().iter().all(|v| v["name"] != "cri-socket"), "no CRI socket by default");
     let secret = kind(&default, "Secret").expect("the token's Secret");
     assert_eq!(volume("token")["secret"]["secretName"], secret["metadata"]["name"]);
     assert_eq!(volume("token")["secret"]["defaultMode"], 0o400, "gpulse refuses a token others may read");
@@ -92,11 +93,18 @@ fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
     let env = c["env"].as_array().unwrap();
     let var = |n: &str| env.iter().find(|e| e["name"] == n).map(|e| e["value"].clone());
     assert_eq!(var("GPULSE_POD_RESOURCES_SOCKET"), Some("/var/lib/kubelet/pod-resources/kubelet.sock".into()));
-    assert_eq!(var("GPULSE_CRI_SOCKET"), Some(mount("cri-socket")["mountPath"].clone()));
+    assert_eq!(var("GPULSE_CRI_SOCKET"), None);
     let service = kind(&default, "Service").expect("a Service");
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics");
 
     let operator = rendered(&out, "operator");
+    // Asked for, the CRI socket is mounted from where the node has it, and gpulse told where.
+    let pod = &kind(&operator, "DaemonSet").expect("a DaemonSet")["spec"]["template"]["spec"];
+    let cri = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "cri-socket").expect("the CRI socket");
+    assert_eq!(cri["hostPath"], serde_json::json!({"path": "/run/containerd/containerd.sock", "type": "Socket"}));
+    let c = &pod["containers"][0];
+    let env = c["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "GPULSE_CRI_SOCKET" && e["value"] == "/run/containerd/containerd.sock"));
     let monitor = kind(&operator, "ServiceMonitor").expect("a ServiceMonitor under serviceMonitor.enabled");
     assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true, "the pod labels are gpulse's");
     assert_eq!(monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["key"], "token");

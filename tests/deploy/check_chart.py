@@ -22,7 +22,12 @@ KUBE = "1.37.0"
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 RENDERINGS = {
     "default": {},
-    "operator": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "metricsAuth": True},
+    "operator": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True},
+        "metricsAuth": True,
+        "criSocket": "/run/containerd/containerd.sock",
+    },
 }
 
 

@@ -65,7 +65,13 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
                 watch.sampling_failed(e)
             }
             None if c.is_finished() => {
-                collector = None;
+                // The last poll may have come between the wait and the look: it is the run's.
+                for p in collector.take().map(Collector::stop).unwrap_or_default().into_iter().flatten() {
+                    if !(root_gone && p.root_gone) {
+                        root_gone |= p.root_gone;
+                        pipeline.poll(p);
+                    }
+                }
                 watch.schedule_over()
             }
             None => None,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gpulse_model::Xid;
 use nvml_wrapper::Nvml;
@@ -14,13 +14,17 @@ use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 
-use crate::kernel_log::{KernelLog, matching};
+use crate::kernel_log::{KernelLog, XidLine, matching};
 
 /// How long one wait blocks: the longest a watcher takes to stop. Each wakeup is one driver
 /// call, 5 a second, whatever the number of GPUs (one set holds them all).
 const WAIT_MS: u32 = 200;
 /// How long the kernel's NVRM line may trail NVML's event.
 const KERNEL_LINE_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a kernel line waits for the event it tells of, and how many wait at most.
+const PENDING_FOR: Duration = Duration::from_secs(10);
+const PENDING_MAX: usize = 256;
 
 /// Watches every GPU that supports Xid events.
 pub(super) struct XidWatcher {
@@ -44,13 +48,18 @@ impl XidWatcher {
             if !supported {
                 continue;
             }
-            // A failed registration frees the set: a new one for the GPUs after it.
+            // A failed registration frees the set, and with it the GPUs registered so far: a new
+            // set for the GPUs after it, and those before it no longer watched (their Xid series
+            // must be absent, not a 0 that nobody is watching for).
             set = match d.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
                 Ok(s) => {
                     watched[i] = true;
                     s
                 }
-                Err(_) => nvml.create_event_set().ok()?,
+                Err(_) => {
+                    watched.iter_mut().for_each(|w| *w = false);
+                    nvml.create_event_set().ok()?
+                }
             };
         }
         if !watched.contains(&true) {
@@ -82,6 +91,7 @@ impl Drop for XidWatcher {
 
 fn watch(set: nvml_wrapper::EventSet<'static>, stop: &AtomicBool, tx: &Sender<Xid>, gpus: &[(u32, Option<String>)]) {
     let mut kernel = KernelLog::open();
+    let mut pending: Vec<(Instant, XidLine)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let data = match set.wait(WAIT_MS) {
             Ok(d) => d,
@@ -98,15 +108,28 @@ fn watch(set: nvml_wrapper::EventSet<'static>, stop: &AtomicBool, tx: &Sender<Xi
         let bus = gpus.iter().find(|g| g.0 == gpu).and_then(|g| g.1.as_deref());
         let mut xid = Xid { gpu, xid: code, timestamp_us, pids: Vec::new(), text: None };
         if let Some(k) = kernel.as_mut() {
-            let mut lines = k.xid_lines();
-            if matching(&lines, code, bus).next().is_none() {
+            // Lines read for one event may be another GPU's (an Xid 79 or 48 often hits several
+            // GPUs within milliseconds, logged together): they wait here for their own event.
+            let read_at = Instant::now();
+            pending.retain(|(at, _)| read_at.duration_since(*at) < PENDING_FOR);
+            pending.extend(k.xid_lines().into_iter().map(|l| (read_at, l)));
+            let mine = |pending: &[(Instant, XidLine)]| {
+                pending.iter().any(|(_, l)| matching(std::slice::from_ref(l), code, bus).next().is_some())
+            };
+            if !mine(&pending) {
                 std::thread::sleep(KERNEL_LINE_WAIT);
-                lines.extend(k.xid_lines());
+                pending.extend(k.xid_lines().into_iter().map(|l| (Instant::now(), l)));
             }
-            for l in matching(&lines, code, bus) {
-                xid.pids.extend(l.pid.filter(|p| !xid.pids.contains(p)));
-                xid.text.get_or_insert_with(|| l.text.clone());
-            }
+            let excess = pending.len().saturating_sub(PENDING_MAX);
+            pending.drain(..excess);
+            pending.retain(|(_, l)| {
+                let hit = matching(std::slice::from_ref(l), code, bus).next().is_some();
+                if hit {
+                    xid.pids.extend(l.pid.filter(|p| !xid.pids.contains(p)));
+                    xid.text.get_or_insert_with(|| l.text.clone());
+                }
+                !hit
+            });
         }
         if tx.send(xid).is_err() {
             break;

@@ -128,7 +128,8 @@ pub fn slurm_names(environ: Option<Vec<u8>>, job_id: u64) -> (Option<String>, Op
         if let Some((k, v)) = kv.split_once('=')
             && matches!(k, "SLURM_JOB_ID" | "SLURM_JOB_USER" | "SLURM_JOB_NAME")
         {
-            let v: String = v.chars().take(256).collect();
+            // Any user sets these: no control character reaches a recording or a terminal.
+            let v = gpulse_model::health::clean(v, 256);
             vars.insert(k.to_owned(), v);
         }
     }
