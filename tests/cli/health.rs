@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::serve::{KillOnDrop, free_port, get, have_prometheus, prometheus, prometheus_query, serve_scenario};
-use super::support::{fresh_dir, gpulse, root, run, skipped};
+use super::support::{fixture, fresh_dir, gpulse, root, run, skipped};
 
 const SCENARIO: &str = "scenarios/health_xid_nvlink.json";
 
@@ -143,4 +143,42 @@ fn a_recording_names_the_xid_first_the_reset_and_the_unused_links() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("NVLink and PCIe traffic, GB/s (2 NVLink links up)"), "the report draws NVLink");
     assert!(page.contains("Xid 79 on GPU 0"), "the Xid's event and finding");
+}
+
+/// A real Xid from the H200: a kernel that wrote through a null pointer under `gpulse run`. The
+/// driver's `dmesg` said `NVRM: Xid (PCI:0000:00:06): 31, pid=537, name=fault, … MMU Fault`; the
+/// recording leads with it, as the job's fault, with the PID the kernel named.
+#[test]
+fn a_real_xid_31_leads_as_the_jobs_own_fault() {
+    let db = fixture("h200-health/xid31_run.db");
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &doc["findings"][0];
+    assert_eq!(first["id"], "xid", "{doc}");
+    assert_eq!(
+        (&first["evidence"]["xid"], &first["evidence"]["fault"]),
+        (&serde_json::json!(31), &serde_json::json!("job"))
+    );
+    assert_eq!(first["evidence"]["pids"], serde_json::json!([537]), "the PID of the kernel's line");
+    assert!(first["evidence"]["text"].as_str().unwrap().contains("MMU Fault"), "{first}");
+}
+
+/// A real job in a cgroup shaped as kubelet's systemd driver makes it, recorded on the H200: the
+/// recording gives its GPU process the pod's UID and the container's id from the path.
+#[test]
+fn a_real_recording_names_the_pod_of_its_gpu_process() {
+    let rec = gpulse_record::read(&fixture("h200-health/kubepods_record.db")).unwrap();
+    let procs: Vec<_> = rec.snapshots.iter().flat_map(|s| &s.gpus).flat_map(|g| &g.processes).collect();
+    assert!(!procs.is_empty(), "the job held the GPU");
+    for p in procs.iter().filter(|p| p.pid == 492) {
+        match &p.workload {
+            Some(gpulse_model::Workload::Pod(pod)) => {
+                assert_eq!(pod.uid.as_deref(), Some("6b8f1c2e-4a3d-4e5f-9a0b-1c2d3e4f5a6b"));
+                assert_eq!(pod.container_id.as_deref().map(str::len), Some(64));
+            }
+            other => panic!("PID 492's workload: {other:?}"),
+        }
+    }
+    assert!(procs.iter().any(|p| p.pid == 492));
 }
