@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use gpulse_cluster::testing::{Answers, container, pod_with_gpus, serve as serve_node};
 
-use super::serve::{free_port, get, have_prometheus, prometheus_query};
+use super::serve::{free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config};
 use super::support::{fresh_dir, skipped};
 
 const UID_A: &str = "1858680e-b044-4fd5-9dd4-f137e30e2180";
@@ -203,21 +203,8 @@ fn prometheus_sums_a_shared_gpu_by_pod_and_by_slurm_job() {
         return;
     }
     let port = free_port();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{}']\n", s.addr),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    let prom = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut prom = Killed(vec![prom]);
+    scrape_config(&dir, &s.addr, false);
+    let mut prom = Killed(vec![prometheus(&dir, port)]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = Vec::new();
     let by_pod = loop {

@@ -7,8 +7,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::serve::{KillOnDrop, free_port, get, have_prometheus, prometheus, prometheus_query, serve_scenario};
-use super::support::{fixture, fresh_dir, gpulse, root, run, skipped};
+use super::serve::{
+    KillOnDrop, free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config, serve_scenario,
+};
+use super::support::{fixture, fresh_dir, gpulse, run, skipped};
 
 const SCENARIO: &str = "scenarios/health_xid_nvlink.json";
 
@@ -75,15 +77,7 @@ fn prometheus_alerts_on_the_xid_the_stand_in_raised() {
     let s = serve_scenario(SCENARIO, &[]);
     let dir = fresh_dir("health", "prometheus");
     let port = free_port();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{}']\n",
-            root().join("docs/cluster/alerts.yml").display(),
-            s.addr
-        ),
-    )
-    .unwrap();
+    scrape_config(&dir, &s.addr, true);
     let mut prom = prometheus(&dir, port);
     let _kill = KillOnDrop(&mut prom);
     let deadline = Instant::now() + Duration::from_secs(60);

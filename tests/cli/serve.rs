@@ -184,15 +184,32 @@ pub(super) fn have_prometheus(what: &str) -> bool {
 }
 
 /// A real Prometheus with `dir/prometheus.yml`, its data in `dir/data`, its API on `port`.
+/// A Prometheus on `port` with `dir`'s `prometheus.yml`, its data in `dir` and its log in
+/// `dir/prometheus.log` (for a test's failure message).
 pub(super) fn prometheus(dir: &std::path::Path, port: u16) -> Child {
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
     Command::new("prometheus")
         .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
         .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// Writes `dir/prometheus.yml`: `target` scraped every second, and with `alerts` the documented
+/// alert rules (docs/cluster/alerts.yml) evaluated every second.
+pub(super) fn scrape_config(dir: &std::path::Path, target: &str, alerts: bool) {
+    let rules = if alerts {
+        format!("  evaluation_interval: 1s\nrule_files: [{}]\n", root().join("docs/cluster/alerts.yml").display())
+    } else {
+        String::new()
+    };
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n{rules}scrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{target}']\n"
+    );
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
 }
 
 pub(super) fn free_port() -> u16 {
@@ -232,15 +249,7 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
     let s = serve(&[]);
     let dir = fresh_dir("serve", "prometheus");
     let port = free_port();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: gpulse\n    static_configs:\n      - targets: ['{}']\n",
-            root().join("docs/cluster/alerts.yml").display(),
-            s.addr
-        ),
-    )
-    .unwrap();
+    scrape_config(&dir, &s.addr, true);
     let mut prom = prometheus(&dir, port);
     let _kill = KillOnDrop(&mut prom);
     let deadline = Instant::now() + Duration::from_secs(60);
