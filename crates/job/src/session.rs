@@ -9,8 +9,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use gpulse_diagnose::LiveDiagnosis;
-use gpulse_live::Store;
-use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, jobs};
+use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
 use gpulse_model::Event;
 use gpulse_sample::Poller;
 

@@ -94,20 +94,19 @@ impl Collector {
 
     /// Stops the thread after the poll it may be taking, and returns every poll not yet taken,
     /// that one included.
-    pub fn stop(mut self) -> Vec<Collected> {
-        let _ = self.control.send(Control::Stop);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.polls.try_iter().collect()
+    pub fn stop(self) -> Vec<Collected> {
+        self.end(Control::Stop)
     }
-}
 
-impl Collector {
     /// Like [`stop`](Self::stop), with one more poll taken at once after the one under way: the
     /// state a job left behind, and what the driver raised as it ended.
-    pub fn finish(mut self) -> Vec<Collected> {
-        let _ = self.control.send(Control::Last);
+    pub fn finish(self) -> Vec<Collected> {
+        self.end(Control::Last)
+    }
+
+    /// Sends `how` to the thread, waits for it to end, and returns the polls not yet taken.
+    fn end(mut self, how: Control) -> Vec<Collected> {
+        let _ = self.control.send(how);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -53,13 +53,7 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
             continue;
         };
         let ended = match c.next(watch.tick()) {
-            Some(Ok(p)) if root_gone && p.root_gone => None,
-            Some(Ok(p)) => {
-                let gone = p.root_gone;
-                pipeline.poll(p);
-                root_gone |= gone;
-                if gone { watch.root_gone() } else { None }
-            }
+            Some(Ok(p)) => take(pipeline, &mut root_gone, p, false).then(|| watch.root_gone()).flatten(),
             Some(Err(e)) => {
                 collector = None;
                 watch.sampling_failed(e)
@@ -67,10 +61,7 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
             None if c.is_finished() => {
                 // The last poll may have come between the wait and the look: it is the run's.
                 for p in collector.take().map(Collector::stop).unwrap_or_default().into_iter().flatten() {
-                    if !(root_gone && p.root_gone) {
-                        root_gone |= p.root_gone;
-                        pipeline.poll(p);
-                    }
+                    take(pipeline, &mut root_gone, p, false);
                 }
                 watch.schedule_over()
             }
@@ -94,13 +85,24 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
     };
     let last = rest.len();
     for (i, p) in rest.into_iter().enumerate() {
-        let Ok(p) = p else { continue };
-        if !(root_gone && p.root_gone) || (closing && i + 1 == last) {
-            root_gone |= p.root_gone;
-            pipeline.poll(p);
+        if let Ok(p) = p {
+            take(pipeline, &mut root_gone, p, closing && i + 1 == last);
         }
     }
     end
+}
+
+/// Hands `p` to the pipeline, but for a poll after the one that found the root gone (what the
+/// job left on the GPUs is one poll, no more) unless `keep` (the closing poll). Whether `p` is
+/// the first to find the root gone.
+fn take(pipeline: &mut Pipeline, root_gone: &mut bool, p: gpulse_model::Poll, keep: bool) -> bool {
+    if *root_gone && p.root_gone && !keep {
+        return false;
+    }
+    let first = p.root_gone && !*root_gone;
+    *root_gone |= p.root_gone;
+    pipeline.poll(p);
+    first
 }
 
 /// Why a watch without a job (`record`, `serve`) ended.

@@ -64,9 +64,11 @@ pub fn xid_line(record: &str) -> Option<XidLine> {
     Some(XidLine { bus: x.bus, xid: x.xid, pid: x.pid, text: clean(message, MAX_LINE) })
 }
 
-/// The lines of `lines` that tell of Xid `xid` on the GPU at `pci_bus_id`.
-pub fn matching<'a>(lines: &'a [XidLine], xid: u64, pci_bus_id: Option<&'a str>) -> impl Iterator<Item = &'a XidLine> {
-    lines.iter().filter(move |l| l.xid == xid && pci_bus_id.is_some_and(|b| same_bus(&l.bus, b)))
+impl XidLine {
+    /// Whether the line tells of Xid `xid` on the GPU at `pci_bus_id`.
+    pub fn tells(&self, xid: u64, pci_bus_id: Option<&str>) -> bool {
+        self.xid == xid && pci_bus_id.is_some_and(|b| same_bus(&self.bus, b))
+    }
 }
 
 #[cfg(test)]
@@ -80,10 +82,11 @@ mod tests {
         assert_eq!((l.bus.as_str(), l.xid, l.pid), ("0000:3b:00", 79, Some(1234)));
         assert!(!l.text.contains('\x1b') && l.text.ends_with("bus."), "{}", l.text);
         assert!(xid_line("6,1,2,-;usb 1-1: new device").is_none());
-        let lines = vec![l];
-        assert_eq!(matching(&lines, 79, Some("00000000:3B:00.0")).count(), 1);
-        assert_eq!(matching(&lines, 48, Some("00000000:3B:00.0")).count(), 0);
-        assert_eq!(matching(&lines, 79, None).count(), 0);
+        let lines = [l];
+        let matching = |xid, bus| lines.iter().filter(|l| l.tells(xid, bus)).count();
+        assert_eq!(matching(79, Some("00000000:3B:00.0")), 1);
+        assert_eq!(matching(48, Some("00000000:3B:00.0")), 0);
+        assert_eq!(matching(79, None), 0);
     }
 
     #[test]

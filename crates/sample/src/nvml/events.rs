@@ -14,7 +14,7 @@ use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 
-use crate::kernel_log::{KernelLog, XidLine, matching};
+use crate::kernel_log::{KernelLog, XidLine};
 
 /// How long one wait blocks: the longest a watcher takes to stop. Each wakeup is one driver
 /// call, 5 a second, whatever the number of GPUs (one set holds them all).
@@ -113,17 +113,14 @@ fn watch(set: nvml_wrapper::EventSet<'static>, stop: &AtomicBool, tx: &Sender<Xi
             let read_at = Instant::now();
             pending.retain(|(at, _)| read_at.duration_since(*at) < PENDING_FOR);
             pending.extend(k.xid_lines().into_iter().map(|l| (read_at, l)));
-            let mine = |pending: &[(Instant, XidLine)]| {
-                pending.iter().any(|(_, l)| matching(std::slice::from_ref(l), code, bus).next().is_some())
-            };
-            if !mine(&pending) {
+            if !pending.iter().any(|(_, l)| l.tells(code, bus)) {
                 std::thread::sleep(KERNEL_LINE_WAIT);
                 pending.extend(k.xid_lines().into_iter().map(|l| (Instant::now(), l)));
             }
             let excess = pending.len().saturating_sub(PENDING_MAX);
             pending.drain(..excess);
             pending.retain(|(_, l)| {
-                let hit = matching(std::slice::from_ref(l), code, bus).next().is_some();
+                let hit = l.tells(code, bus);
                 if hit {
                     xid.pids.extend(l.pid.filter(|p| !xid.pids.contains(p)));
                     xid.text.get_or_insert_with(|| l.text.clone());
