@@ -38,7 +38,10 @@ fn serve_exports_the_xid_nvlink_and_what_nvml_cannot_give_not_at_all() {
     assert!(metrics.contains("# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"), "{metrics}");
     assert!(metrics.contains("# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"));
     assert_eq!(value(&metrics, "DCGM_FI_DEV_XID_ERRORS", 1).as_deref(), Some("0"), "watched, none raised");
-    assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 0).as_deref(), Some("3000"), "raw tx + rx, KiB");
+    // The stand-in's data counters grow by 1,000,000 + 1,048,000 KiB a second: DCGM's rate is
+    // their sum over 1,000 (its "MB/s"), 2048, not the counters themselves.
+    let nvlink: f64 = value(&metrics, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 0).unwrap().parse().unwrap();
+    assert!((nvlink / 2048.0 - 1.0).abs() < 0.1, "{nvlink}");
     assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 0).as_deref(), Some("1"));
     assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 0).as_deref(), Some("7"));
     // The scenario names no retired pages (an H200 remaps rows instead): no series, never 0.

@@ -146,3 +146,61 @@ fn the_estimate_is_within_a_fifth_of_the_h200_ground_truth() {
     }
     assert_eq!(checked, 6, "every kind the calibration ran");
 }
+
+/// A job shorter than the energy counter's 30 s period: the counter is read at the first poll and
+/// again at the job's closing poll, and its rise between is split by the power samples. The
+/// stand-in draws 600 W throughout and its counter rises with it, so each step costs 600 W times
+/// the step's time, which the loop measures itself.
+#[test]
+fn a_short_jobs_energy_per_step_is_its_power_times_its_step_time() {
+    const WATTS: f64 = 600.0;
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("scenarios/h200_idle.json")).unwrap()).unwrap();
+    let dev = &mut json["devices"][0];
+    dev["base"]["power_w"] = WATTS.into();
+    dev["base"]["util_gpu_pct"] = 97.into();
+    dev["base"]["gpm"]["sm"] = 90.0.into();
+    dev["base"]["gpm"]["hmma"] = 50.0.into();
+    // The counter as the driver keeps it, at a twentieth of a second's grain.
+    dev["timeline"] =
+        (0..1200).map(|i| serde_json::json!({"t_s": i as f64 / 20.0, "energy_j": WATTS * i as f64 / 20.0})).collect();
+    let sc = scenario_file("energy-short-job", &json.to_string());
+    let dir = fresh_dir("roofline", "energy");
+    let script = "import gpulse, json, time\n\
+        time.sleep(1.0)\n\
+        ends = []\n\
+        for _ in range(25):\n    time.sleep(0.1)\n    gpulse.step()\n    ends.append(time.monotonic())\n\
+        time.sleep(0.5)\n\
+        json.dump((ends[-1] - ends[0]) / (len(ends) - 1), open('step_s.json', 'w'))\n";
+    let (code, _, err) = run(gpulse(None)
+        .current_dir(&dir)
+        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+        .env("PYTHONPATH", root().join("python"))
+        .args([
+            "run",
+            "--status",
+            "off",
+            "--no-report",
+            "--interval",
+            "200ms",
+            "-o",
+            "e.db",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ]));
+    assert_eq!(code, 0, "{err}");
+    let step_s: f64 = serde_json::from_str(&std::fs::read_to_string(dir.join("step_s.json")).unwrap()).unwrap();
+    let rec = gpulse_record::read(&dir.join("e.db")).unwrap();
+    let e = gpulse_diagnose::efficiency(&Run::from_recording(&rec)).remove(0);
+    let energy = e.energy.as_ref().unwrap_or_else(|| panic!("no energy per step: {:?}", e.limits));
+    let truth = WATTS * step_s;
+    assert!(
+        (energy.joules_per_step / truth - 1.0).abs() < 0.05,
+        "{} J per step against {truth:.1}",
+        energy.joules_per_step
+    );
+    assert!(energy.split_by_power, "a 4 s job is inside one 30 s period of the counter");
+    assert!(err.contains("J per step"), "the summary says it: {err}");
+}

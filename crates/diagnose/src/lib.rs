@@ -6,6 +6,7 @@
 //! `docs/diagnosis.md`, not fitted to any trace.
 
 pub mod compare;
+mod energy;
 mod finding_id;
 mod forecast;
 mod ledger;
@@ -18,6 +19,7 @@ mod steps;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use energy::Energy;
 pub use finding_id::{Concern, FindingId, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};
 pub use ledger::{Account, Ledger, ledger};

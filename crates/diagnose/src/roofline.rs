@@ -9,7 +9,7 @@ use gpulse_model::{DevicePeak, Precision, device_peak};
 use serde::Serialize;
 
 use crate::rules::{mean, tensor};
-use crate::{GpuSeries, Run, round};
+use crate::{Energy, GpuSeries, Run, round};
 
 /// A resource at or above half of its roof over the job's window caps the speed-up at 2×
 /// (1 / 0.5) while the other roof leaves more: that resource is the one the job is bound by.
@@ -99,17 +99,6 @@ pub enum Bound {
     Memory,
     /// Neither roof is near: latency, launches, synchronizations or waits.
     Neither,
-}
-
-/// Energy over the loop's steps.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Energy {
-    pub joules_per_step: f64,
-    /// Per 1,000 samples, when the loop said how many samples a step takes.
-    pub joules_per_1k_samples: Option<f64>,
-    /// Steps between the two counter readings it rests on, and their times (seconds).
-    pub steps: usize,
-    pub span_s: [f64; 2],
 }
 
 /// One GPU's distance from its roof over the job's active window.
@@ -215,7 +204,12 @@ impl Efficiency {
     pub fn energy_line(&self) -> Option<String> {
         let e = self.energy.as_ref()?;
         let per_k = e.joules_per_1k_samples.map(|j| format!(", {j:.0} J per 1,000 samples")).unwrap_or_default();
-        Some(format!("GPU {} energy: {:.1} J per step{per_k} (over {} steps)", self.gpu, e.joules_per_step, e.steps))
+        let how =
+            if e.split_by_power { "; the counter's increase split by the power samples between its reads" } else { "" };
+        Some(format!(
+            "GPU {} energy: {:.1} J per step{per_k} (over {} steps{how})",
+            self.gpu, e.joules_per_step, e.steps
+        ))
     }
 }
 
@@ -238,7 +232,7 @@ pub fn efficiency(full: &Run) -> Vec<Efficiency> {
         .filter(|g| g.active_values(&g.sm_pct).len() + g.active_values(&g.tensor_pct).len() > 0)
         .map(|g| {
             let whole = full.gpus.iter().find(|w| w.gpu == g.gpu).unwrap_or(g);
-            of_gpu(g, energy(whole, full, samples))
+            of_gpu(g, crate::energy::energy(whole, full.steps.as_ref(), samples))
         })
         .collect()
 }
@@ -349,47 +343,6 @@ fn samples_per_step(run: &Run) -> Option<f64> {
         .filter(|e| e.0 == "mark")
         .filter_map(|e| e.2.get("samples_per_step")?.as_f64())
         .rfind(|n| *n > 0.0)
-}
-
-/// Joules per step from the energy counter's readings inside the loop's steps: the counter is
-/// read every 30 s and held between, so a reading is where its value changed.
-fn energy(g: &GpuSeries, run: &Run, samples: Option<f64>) -> Result<Energy, String> {
-    let steps = run.steps.as_ref().ok_or("no energy per step: the loop sent no step marks")?;
-    let [w0, w1] = steps.window_s;
-    let mut readings: Vec<(f64, f64)> = Vec::new();
-    for (t, e) in g.t_s.iter().zip(&g.energy_mj) {
-        if let Some(e) = e
-            && readings.last().is_none_or(|r| r.1 != *e)
-        {
-            readings.push((*t, *e));
-        }
-    }
-    readings.retain(|r| r.0 >= w0 && r.0 <= w1);
-    let (Some(first), Some(last)) = (readings.first(), readings.last()) else {
-        return Err("no energy per step: no energy counter reading inside the loop's steps".into());
-    };
-    // Each mark ends the steps it stands for: its count is its span over its mean step time.
-    let mut count = 0.0;
-    let mut prev = w0;
-    for (t, mean_s) in &steps.step_s {
-        if *t > first.0 && *t <= last.0 && *mean_s > 0.0 {
-            count += ((t - prev) / mean_s).round().max(1.0);
-        }
-        prev = *t;
-    }
-    if readings.len() < 2 || count < 1.0 || last.1 < first.1 {
-        return Err(
-            "no energy per step: the energy counter (read every 30 s) was not read twice around a step of the loop"
-                .into(),
-        );
-    }
-    let per_step = (last.1 - first.1) / 1000.0 / count;
-    Ok(Energy {
-        joules_per_step: per_step,
-        joules_per_1k_samples: samples.map(|n| per_step / n * 1000.0),
-        steps: count as usize,
-        span_s: [round(first.0, 1), round(last.0, 1)],
-    })
 }
 
 #[cfg(test)]

@@ -294,7 +294,9 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
             v.latencyUsec = 0;
             // NVML_FI_DEV_MEMORY_TEMP = 82, an unsigned int; the scenario's `fields` as unsigned
             // long longs when not negative, as NVML gives its counters.
-            match (v.fieldId, s.temperature_memory_c, s.fields.get(&v.fieldId)) {
+            let growth = s.fields_per_s.get(&v.fieldId).map_or(0, |per_s| (*per_s as f64 * w.now_s()) as i64);
+            let field = s.fields.get(&v.fieldId).map(|x| x + growth);
+            match (v.fieldId, s.temperature_memory_c, field.as_ref()) {
                 (82, Some(c), _) => {
                     v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                     v.value.uiVal = c;

@@ -200,6 +200,10 @@ pub struct State {
     /// table (`{"pcie_replay_count": 3}`). A field not named answers `NOT_SUPPORTED`.
     #[serde(default)]
     pub fields: BTreeMap<u32, i64>,
+    /// Fields that count up: each grows by this many a second of scenario time, from the
+    /// value `fields` names at time 0 (NVLink's traffic counters, say).
+    #[serde(default)]
+    pub fields_per_s: BTreeMap<u32, i64>,
 }
 
 /// A device ready to answer calls: its spec and its states in time order.
@@ -243,7 +247,7 @@ pub fn load(text: &str, dir: &std::path::Path) -> Result<(Scenario, Vec<Device>)
         let mut states = vec![(f64::NEG_INFINITY, state_of(&merged)?)];
         for (t, p) in points {
             for (k, v) in p {
-                if k == "gpm" || k == "fields" {
+                if k == "gpm" || k == "fields" || k == "fields_per_s" {
                     let gpm = merged.entry(k).or_insert_with(|| Value::Object(Map::new()));
                     if let (Value::Object(into), Value::Object(from)) = (gpm, v) {
                         into.extend(from);
@@ -270,11 +274,13 @@ fn state_of(m: &Map<String, Value>) -> Result<State, String> {
             g.insert(id, v);
         }
     }
-    if let Some(Value::Object(f)) = m.get_mut("fields") {
-        let named: Vec<(String, Value)> = std::mem::take(f).into_iter().collect();
-        for (k, v) in named {
-            let id = gpulse_model::table_metric(&k).map_or(k, |m| m.nvml_field.to_string());
-            f.insert(id, v);
+    for key in ["fields", "fields_per_s"] {
+        if let Some(Value::Object(f)) = m.get_mut(key) {
+            let named: Vec<(String, Value)> = std::mem::take(f).into_iter().collect();
+            for (k, v) in named {
+                let id = gpulse_model::table_metric(&k).map_or(k, |m| m.nvml_field.to_string());
+                f.insert(id, v);
+            }
         }
     }
     serde_json::from_value(Value::Object(m)).map_err(|e| format!("bad device state: {e}"))

@@ -58,7 +58,7 @@ impl Collector {
                         match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
                             Ok(Control::Follow(pid)) => poller.follow(pid),
                             Ok(Control::Last) => {
-                                let _ = polls_tx.send(poller.poll());
+                                let _ = polls_tx.send(poller.closing_poll());
                                 return;
                             }
                             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,

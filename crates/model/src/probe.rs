@@ -121,10 +121,11 @@ pub enum Probe {
     ProtectedTotal,
     ProtectedUsed,
     ProtectedFree,
-    /// NVLink traffic over every link since the driver loaded, sent and received, KiB, headers
-    /// included (`NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX` + `_RX`, scope all links): dcgm-exporter's
-    /// `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`.
-    NvlinkRawKib,
+    /// NVLink data sent and received over every link, per second since the previous read, in
+    /// DCGM's unit (KiB/s over 1,000): dcgm-exporter's `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`,
+    /// which DCGM computes so from `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` + `_RX`. Absent at
+    /// the first read: a rate needs two.
+    NvlinkThroughput,
 }
 
 /// What a probe read.

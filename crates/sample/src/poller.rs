@@ -59,6 +59,15 @@ impl Poller {
         profile::timed("total poll (collector thread)", || self.poll_inner())
     }
 
+    /// The watch's last poll: like [`poll`](Self::poll), with the counters held between reads
+    /// read afresh, so the run's energy ends where the run did.
+    pub fn closing_poll(&mut self) -> Result<Poll, SampleError> {
+        if let Some(src) = self.gpus.as_mut() {
+            src.reread_counters();
+        }
+        self.poll()
+    }
+
     fn poll_inner(&mut self) -> Result<Poll, SampleError> {
         let (tree, root_gone) = match self.tree.as_mut() {
             Some(t) => match profile::timed("proc tree (/proc/PID/{task,stat})", || t.sample()) {

@@ -29,7 +29,7 @@ pub const PROBES: &[Probe] = &[
     Probe::RemappedCorrectable,
     Probe::RemappedUncorrectable,
     Probe::RemappedFailure,
-    Probe::NvlinkRawKib,
+    Probe::NvlinkThroughput,
 ];
 
 /// A probe's reading as a number: a count, or a flag as 1 or 0.
@@ -152,7 +152,7 @@ pub(super) const FIELDS: &[Field] = &[
         name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
         kind: "counter",
         help: "Total number of NVLink bandwidth counters for all lanes.",
-        read: |g| probed(g, Probe::NvlinkRawKib),
+        read: |g| probed(g, Probe::NvlinkThroughput),
     },
 ];
 

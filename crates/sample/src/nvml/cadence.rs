@@ -121,6 +121,11 @@ impl Held {
         }
     }
 
+    /// Makes the energy counter due at the next poll.
+    pub(super) fn expire_energy(&mut self) {
+        self.last[2] = None;
+    }
+
     /// Keeps the absences of `metrics` just read, in place of the ones held.
     pub(super) fn keep_absences(&mut self, metrics: &[Metric], read: &Absences) {
         self.absent.retain(|a| !metrics.contains(&a.0));
@@ -181,6 +186,13 @@ mod tests {
         assert_eq!(util.len(), 4, "every 5 s: {util:?}");
         let mut every = Held::default();
         assert!((0..5).all(|s| every.due(&Cadence::VIEW, at(s)).energy), "a view reads energy every poll");
+        // A closing poll 3 s after a read: the energy counter alone is read afresh.
+        let mut closing = Held::default();
+        closing.due(&c, t0);
+        closing.expire_energy();
+        let d = closing.due(&c, t0 + Duration::from_secs(3));
+        assert!(d.energy && !d.settings && !d.util_buffer, "{d:?}");
+        assert!(!closing.due(&c, t0 + Duration::from_secs(4)).energy, "then its period again");
     }
 
     #[test]

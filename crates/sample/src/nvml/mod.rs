@@ -91,6 +91,8 @@ struct Tracked {
     last_util_sample_us: u64,
     last_proc_util_us: u64,
     last_pcie: Option<Instant>,
+    /// NVLink's data counters at their last read, for the rate (`read::nvlink_rate`).
+    last_nvlink_kib: Option<(Instant, i64)>,
     /// The fields read on their own cadence, as last read.
     held: cadence::Held,
     lost: bool,
@@ -195,6 +197,7 @@ impl NvmlSource {
                 last_util_sample_us: 0,
                 last_proc_util_us: 0,
                 last_pcie: None,
+                last_nvlink_kib: None,
                 held: cadence::Held::default(),
             });
         }
@@ -243,6 +246,12 @@ impl Source for NvmlSource {
             self.identities.retain(|pid, _| gpus.iter().any(|g: &GpuSample| g.processes.iter().any(|p| p.pid == *pid)));
         }
         Ok(Snapshot { timestamp_us, gpus })
+    }
+
+    fn reread_counters(&mut self) {
+        for t in &mut self.tracked {
+            t.held.expire_energy();
+        }
     }
 }
 

@@ -33,11 +33,12 @@ pub(super) fn read(nvml: &Nvml, d: &Device<'static>, p: Probe) -> Result<Reading
     let h = unsafe { d.handle() };
     Ok(match p {
         Probe::Serial => Reading::Text(d.serial()?),
-        Probe::NvlinkRawKib => {
-            // NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX and _RX; scope u32::MAX sums every link.
+        Probe::NvlinkThroughput => {
+            // The counters behind the rate (`read::nvlink_rate`): NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+            // and _RX, KiB since the driver loaded; scope u32::MAX sums every link, as DCGM asks.
             // SAFETY: plain old data.
             let mut v: [nvmlFieldValue_t; 2] = unsafe { std::mem::zeroed() };
-            for (f, id) in v.iter_mut().zip([140, 141]) {
+            for (f, id) in v.iter_mut().zip([138, 139]) {
                 f.fieldId = id;
                 f.scopeId = u32::MAX;
             }

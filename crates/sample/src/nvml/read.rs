@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, Metric, ProcessSample, UtilSample};
+use gpulse_model::{
+    Absence, DeviceInfo, DeviceStatus, GpuSample, Metric, Probe, ProbeResult, ProcessSample, Reading, UtilSample,
+};
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor,
 };
@@ -270,7 +272,10 @@ pub(super) fn sample_device(
         }
     }
     for &p in &opts.probes {
-        let got = super::profile::timed("probe", || super::probe::read(nvml, d, p)).map_err(|e| absence_of(&e));
+        let mut got = super::profile::timed("probe", || super::probe::read(nvml, d, p)).map_err(|e| absence_of(&e));
+        if p == Probe::NvlinkThroughput {
+            got = nvlink_rate(&mut t.last_nvlink_kib, got);
+        }
         r.lost |= got == Err(Absence::GpuLost);
         s.probes.push((p, got));
     }
@@ -279,6 +284,23 @@ pub(super) fn sample_device(
     }
     s.absent = r.absent;
     s
+}
+
+/// DCGM's NVLink bandwidth from the data counters' reading: their increase since the previous
+/// read over the time between, KiB/s divided by 1,000 as DCGM divides it. The first read, or a
+/// counter that went back, gives no rate.
+fn nvlink_rate(last: &mut Option<(Instant, i64)>, got: ProbeResult) -> ProbeResult {
+    let Ok(Reading::Num(kib)) = got else {
+        *last = None;
+        return got;
+    };
+    let now = Instant::now();
+    match last.replace((now, kib)) {
+        Some((at, before)) if kib >= before && now > at => {
+            Ok(Reading::Num(((kib - before) as f64 / (now - at).as_secs_f64() / 1000.0) as i64))
+        }
+        _ => Err(Absence::NotAvailable),
+    }
 }
 
 /// Marks the device lost for good: NVML does not bring a lost GPU back without a reset.
