@@ -143,6 +143,16 @@ impl Efficiency {
     /// The roofline in one line: where the job sits, the math in use and its share of the
     /// peak (a range, and the peaks used, where the precision is unknown), DRAM, the headroom.
     pub fn line(&self) -> String {
+        self.parts(false).join("; ")
+    }
+
+    /// The line for a narrow view (`top`): where the job sits, its share of the peak, and the
+    /// headroom; the rates, peaks and bandwidth left to the full line.
+    pub fn brief(&self) -> String {
+        self.parts(true).join("; ")
+    }
+
+    fn parts(&self, brief: bool) -> Vec<String> {
         let mut parts = Vec::new();
         let math = self.math.as_ref();
         let clock = self.sm_clock_mhz.map(|c| format!(" at {c:.0} MHz")).unwrap_or_default();
@@ -179,16 +189,22 @@ impl Efficiency {
                     })
                     .collect();
                 let or = if m.rates.len() > 1 { ", precision not told apart" } else { "" };
-                parts.push(format!("{share} of peak ({}{or})", rates.join(" or ")));
+                parts.push(if brief {
+                    format!("{share} of peak")
+                } else {
+                    format!("{share} of peak ({}{or})", rates.join(" or "))
+                });
             }
         }
         if let Some(d) = self.dram_active_pct.filter(|_| self.bound != Some(Bound::Memory)) {
             parts.push(format!("DRAM {d:.0}%"));
         }
-        if let (Some(b), Some(p)) = (self.dram_bytes_per_s, self.dram_peak_bytes_per_s) {
+        if let (Some(b), Some(p), false) = (self.dram_bytes_per_s, self.dram_peak_bytes_per_s, brief) {
             parts.push(format!("{:.2} of {:.2} TB/s", b / 1e12, p / 1e12));
         }
-        if self.tensor_idle {
+        if self.tensor_idle && brief {
+            parts.push("tensor cores idle (tensor_idle)".into());
+        } else if self.tensor_idle {
             parts.push(format!(
                 "tensor cores idle (tensor_idle): TF32 or BF16 would raise the math roof {:.0}× or more",
                 tensor::TF32_OVER_FP32
@@ -197,7 +213,7 @@ impl Efficiency {
         if let Some(h) = self.headroom() {
             parts.push(format!("headroom ≤ {h:.1}× before a roof"));
         }
-        parts.join("; ")
+        parts
     }
 
     /// Energy in one line: joules per step, and per 1,000 samples where the loop said its batch.
@@ -222,14 +238,15 @@ fn tera(x: f64) -> String {
 }
 
 /// Every GPU's efficiency, over the samples the rules read (the loop's marked phases left
-/// out); the energy over the whole run's steps. GPUs without GPM are left out.
+/// out); the energy over the whole run's steps. GPUs without GPM, and idle ones (no roof is near
+/// a GPU that runs nothing, and "neither roof" would blame latency), are left out.
 pub fn efficiency(full: &Run) -> Vec<Efficiency> {
     let masked = full.outside_phases();
     let run = masked.as_ref().unwrap_or(full);
     let samples = samples_per_step(full);
     run.gpus
         .iter()
-        .filter(|g| g.active_values(&g.sm_pct).len() + g.active_values(&g.tensor_pct).len() > 0)
+        .filter(|g| g.busy() && g.active_values(&g.sm_pct).len() + g.active_values(&g.tensor_pct).len() > 0)
         .map(|g| {
             let whole = full.gpus.iter().find(|w| w.gpu == g.gpu).unwrap_or(g);
             of_gpu(g, crate::energy::energy(whole, full.steps.as_ref(), samples))

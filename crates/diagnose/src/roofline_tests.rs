@@ -132,3 +132,32 @@ fn joules_per_step_come_from_two_counter_readings_and_the_steps_between() {
     let e = efficiency(&r).remove(0);
     assert!(e.energy.is_none() && e.limits.iter().any(|l| l.contains("no step marks")), "{:?}", e.limits);
 }
+
+#[test]
+fn an_idle_gpu_has_no_roofline_rather_than_neither_roof() {
+    let mut idle = h200(30, 345.0, &[("hmma", 0.0), ("fp32", 0.0), ("dram", 0.0)]);
+    idle.gpu = 1;
+    idle.util_pct = vec![Some(0.0); 30];
+    idle.sm_pct = vec![Some(0.0); 30];
+    idle.active = (0, 30);
+    let busy = h200(30, 1980.0, &[("hmma", 60.0), ("dram", 20.0)]);
+    let gpus: Vec<u32> = efficiency(&run(vec![busy, idle.clone()])).iter().map(|e| e.gpu).collect();
+    assert_eq!(gpus, [0], "the idle GPU 1 has no line");
+    // A GPU at 1 % now and then (a monitor's context) is idle too; at 10 % it works.
+    idle.util_pct = (0..30).map(|i| Some(if i % 2 == 0 { 2.0 } else { 0.0 })).collect();
+    assert!(efficiency(&run(vec![idle.clone()])).is_empty());
+    idle.util_pct = vec![Some(10.0); 30];
+    assert_eq!(efficiency(&run(vec![idle])).len(), 1);
+}
+
+#[test]
+fn the_brief_line_keeps_the_bound_the_share_and_the_headroom() {
+    let e = one(h200(30, 1830.0, &[("hmma", 50.0), ("dram", 10.0)]));
+    let (line, brief) = (e.line(), e.brief());
+    assert!(line.contains("TFLOP/s") && line.contains("TB/s"), "{line}");
+    assert!(!brief.contains("TFLOP/s") && !brief.contains("TB/s"), "{brief}");
+    assert!(brief.starts_with("GPU 0 ") && brief.contains("50% of peak") && brief.contains("headroom"), "{brief}");
+    assert!(brief.len() * 2 < line.len() + 40, "{brief} | {line}");
+    let idle = one(h200(30, 1980.0, &[("fp32", 72.0), ("tensor", 0.0), ("hmma", 0.0), ("dram", 10.0)]));
+    assert!(idle.brief().contains("tensor cores idle (tensor_idle)"), "{}", idle.brief());
+}

@@ -65,6 +65,13 @@ impl GpuSeries {
         v.get(self.active.0..self.active.1).unwrap_or_default().iter().flatten().copied().collect()
     }
 
+    /// Whether the GPU worked at all: its active window's mean level is above an idle GPU's.
+    /// A GPU that never did falls back to the whole run as its window.
+    pub fn busy(&self) -> bool {
+        let (a, b) = self.active;
+        b > a && (a..b).map(|i| level(self, i)).sum::<f64>() / (b - a) as f64 > BUSY_PCT
+    }
+
     /// Seconds the active window lasts.
     pub fn active_s(&self) -> f64 {
         match self.active {
@@ -477,11 +484,19 @@ impl RunBuilder {
 /// GPU-Util (or SM activity) to the last sample whose previous 5 s do. Averaging over seconds
 /// keeps a lone blip (a CUDA context starting, a probe) from stretching the window, while a
 /// starved loop's bursts still count. The whole series when nothing qualifies.
+/// Mean utilization (or SM activity) above which a stretch of samples is work: NVML's
+/// utilization reads a few percent on an idle GPU now and then (a monitor's own context).
+const BUSY_PCT: f64 = 2.0;
+
+/// A sample's level of work: utilization, else SM activity, else none.
+fn level(s: &GpuSeries, i: usize) -> f64 {
+    s.util_pct[i].or(s.sm_pct[i]).unwrap_or(0.0)
+}
+
 fn active_window(s: &GpuSeries) -> (usize, usize) {
     const SPAN_S: f64 = 5.0;
-    const BUSY_PCT: f64 = 2.0;
     let n = s.t_s.len();
-    let level = |i: usize| s.util_pct[i].or(s.sm_pct[i]).unwrap_or(0.0);
+    let level = |i: usize| level(s, i);
     let avg = |lo: usize, hi: usize| (lo..hi).map(level).sum::<f64>() / (hi - lo).max(1) as f64;
     // Forward windows: [i, j) with t[j-1] < t[i] + SPAN_S.
     let mut start = None;

@@ -96,7 +96,7 @@ pub struct App {
     pub times_s: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
-    /// Each GPU's roofline line from the rolling diagnosis (`gpulse_diagnose::Efficiency::line`).
+    /// Each GPU's roofline in brief from the rolling diagnosis (`gpulse_diagnose::Efficiency::brief`).
     pub roofline: Vec<String>,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
     pub steps_per_s: Option<f64>,
@@ -198,7 +198,7 @@ impl DiagnosisView {
         let steps = live.recent_steps();
         Self {
             findings,
-            roofline: live.efficiency().iter().map(|e| e.line()).collect(),
+            roofline: live.efficiency().iter().map(|e| e.brief()).collect(),
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
             trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
