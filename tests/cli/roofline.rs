@@ -204,3 +204,33 @@ fn a_short_jobs_energy_per_step_is_its_power_times_its_step_time() {
     assert!(energy.split_by_power, "a 4 s job is inside one 30 s period of the counter");
     assert!(err.contains("J per step"), "the summary says it: {err}");
 }
+
+/// Energy per step on the H200 against the job's own reads of the energy counter at its first
+/// and last step: the short loop lies inside one 30 s period of the recorder's reads, so both
+/// its edges are split by the power samples. Each edge can be off by about half a poll of the
+/// power's step there (the samples are a poll apart, and the driver's reading averages the last
+/// second), which bounds the error.
+#[test]
+fn energy_per_step_on_the_h200_is_within_the_power_samples_grain_of_the_truth() {
+    let dir = fixture("h200-energy");
+    let truth = std::fs::read_to_string(dir.join("truth.jsonl")).unwrap();
+    for line in truth.lines() {
+        let t: serde_json::Value = serde_json::from_str(line).unwrap();
+        let name = t["run"].as_str().unwrap();
+        let rec = gpulse_record::read(&dir.join(format!("energy_{name}.db"))).unwrap();
+        let run = Run::from_recording(&rec);
+        let e = gpulse_diagnose::efficiency(&run).remove(0);
+        let energy = e.energy.unwrap_or_else(|| panic!("{name}: {:?}", e.limits));
+        assert_eq!(energy.steps as u64, t["steps"].as_u64().unwrap(), "{name}");
+        let g = &run.gpus[0];
+        let watts: Vec<f64> = g.power_w.iter().flatten().copied().collect();
+        let step_w = watts.iter().copied().fold(f64::MIN, f64::max) - watts.iter().copied().fold(f64::MAX, f64::min);
+        let poll_s = (g.t_s[g.t_s.len() - 1] - g.t_s[0]) / (g.t_s.len() - 1) as f64;
+        let bound_j = 2.0 * 0.5 * poll_s * step_w;
+        let joules = energy.joules_per_step * energy.steps as f64;
+        let truth_j = t["joules"].as_f64().unwrap();
+        eprintln!("{name}: {:.2} J per step against {:.2}", energy.joules_per_step, t["joules_per_step"]);
+        assert!((joules - truth_j).abs() <= bound_j, "{name}: {joules:.0} J against {truth_j:.0}, bound {bound_j:.0}");
+        assert!(energy.split_by_power, "{name}");
+    }
+}
