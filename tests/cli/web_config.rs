@@ -2,6 +2,7 @@
 //! does (and refuse a bad one in the same words before anything starts), and SIGHUP makes `serve`
 //! read it again: a certificate renewed in place, a new password; a broken file keeps the old.
 
+use std::cell::RefCell;
 use std::process::{Command, Stdio};
 
 use super::serve::{SCENARIO, Serving, TOKEN, serve_started};
@@ -111,32 +112,35 @@ fn hangups_done(s: &Serving) -> usize {
 fn sighup_takes_a_renewed_certificate_and_new_users_and_a_broken_file_keeps_the_old() {
     let dir = fresh_dir("web-config", "sighup");
     let ca = TestCa::new(&dir);
-    let first = ca.issue(&dir);
+    // Every certificate issued, in order: the server's is named by its place here.
+    let issued = RefCell::new(vec![ca.issue(&dir)]);
     let web = write_web_yml(&dir, &bcrypt::hash(PASSWORD, 4).unwrap());
     let s = serve_started(&["--web-config", web.to_str().unwrap()]);
+    // The status of a scrape with `password`, and which certificate the server presented.
     let metrics = |password: &str| {
         let (code, _, cert) = tls_get(&s.addr, &ca.file, "/metrics", Some(&format!("{USER}:{password}")));
-        (code, cert)
+        (code, cert.and_then(|c| issued.borrow().iter().position(|i| *i == c)))
     };
+    let (first, second) = (Some(0), Some(1));
     wait_until(30, "the first sample, over TLS", || metrics(PASSWORD).0 == 200);
-    assert_eq!(metrics(PASSWORD), (200, Some(first.clone())));
+    assert_eq!(metrics(PASSWORD), (200, first));
     // What the start said after the address; SIGHUP's lines come after it.
     wait_until(30, "the start's last line", || s.later_lines().iter().any(|l| l.contains("Prometheus scrapes")));
     let start = s.later_lines().len();
     let since_start = || s.later_lines()[start..].to_vec();
 
     // Renewed in place: a new certificate and key in the same files, and a new password.
-    let second = ca.issue(&dir);
-    assert_ne!(first, second);
+    issued.borrow_mut().push(ca.issue(&dir));
+    assert_ne!(issued.borrow()[0], issued.borrow()[1]);
     const NEXT: &str = "a password of the renewal";
     let next_hash = bcrypt::hash(NEXT, 4).unwrap();
     write_web_yml(&dir, &next_hash);
-    assert_eq!(metrics(PASSWORD), (200, Some(first.clone())), "nothing is read again before SIGHUP");
+    assert_eq!(metrics(PASSWORD), (200, first), "nothing is read again before SIGHUP");
     hang_up(&s);
     wait_until(30, "the SIGHUP", || hangups_done(&s) == 1);
-    assert_eq!(since_start(), ["gpulse: SIGHUP: the web configuration read again from its file, every session ended"]);
-    assert_eq!(metrics(NEXT), (200, Some(second.clone())), "the new certificate and password");
+    assert_eq!(metrics(NEXT), (200, second), "the new certificate and password");
     assert_eq!(metrics(PASSWORD).0, 401, "the old password, right a moment ago, is refused");
+    assert_eq!(since_start(), ["gpulse: SIGHUP: the web configuration read again from its file, every session ended"]);
 
     // Broken files: one names a certificate that is not there, one drops TLS.
     let broken = [
@@ -158,7 +162,7 @@ fn sighup_takes_a_renewed_certificate_and_new_users_and_a_broken_file_keeps_the_
         assert!(said[0].ends_with("; the old web configuration stays"), "{said:?}");
         assert_eq!(said[1], "gpulse: SIGHUP: every session ended");
         assert!(!said.concat().contains("$2"), "no hash is logged: {said:?}");
-        assert_eq!(metrics(NEXT), (200, Some(second.clone())), "still the renewal's certificate and password");
+        assert_eq!(metrics(NEXT), (200, second), "still the renewal's certificate and password");
         assert_eq!(metrics(PASSWORD).0, 401);
     }
 }
