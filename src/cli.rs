@@ -111,7 +111,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// TLS and basic auth from a Prometheus exporter web config (the file node_exporter's
-    /// --web.config.file reads).
+    /// --web.config.file reads). SIGHUP reads it again: a renewed certificate, new users.
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
     /// Spell dcgm-exporter's host label `hostname`, as its newest code does, instead of `Hostname`.
@@ -232,6 +232,10 @@ pub struct JobArgs {
     /// and printed once.
     #[arg(long, value_name = "ADDR")]
     pub serve: Option<std::net::SocketAddr>,
+    /// TLS and basic auth for --serve, from a Prometheus exporter web config, read and checked as
+    /// `gpulse serve --web-config` reads it; once, at the start.
+    #[arg(long, value_name = "FILE", requires = "serve")]
+    pub web_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -6,7 +6,7 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::Path;
 
 use anyhow::Context;
-use gpulse_serve::{Config, Server, WebConfig, check_token, random_token};
+use gpulse_serve::{Config, Server, SharedWebConfig, WebConfig, check_token, random_token};
 
 use crate::cli::ServeArgs;
 
@@ -38,10 +38,23 @@ pub fn start(
 pub fn web_config(path: Option<&Path>) -> anyhow::Result<WebConfig> {
     let Some(path) = path else { return Ok(WebConfig::default()) };
     let (web, warnings) = WebConfig::load(path)?;
+    say_warnings(&warnings);
+    Ok(web)
+}
+
+/// `--web-config`'s file read again into `web`, with the same checks as at the start; its
+/// warnings said once it is taken. The message says why the old one stays.
+pub fn reload_web_config(path: &Path, web: &SharedWebConfig) -> Result<(), String> {
+    let (new, warnings) = WebConfig::load(path).map_err(|e| crate::app::describe(&e.into()))?;
+    web.replace(new).map_err(|why| format!("{}: {why}", path.display()))?;
+    say_warnings(&warnings);
+    Ok(())
+}
+
+fn say_warnings(warnings: &[String]) {
     for w in warnings {
         eprintln!("gpulse: warning: {w}");
     }
-    Ok(web)
 }
 
 /// The token, and whether gpulse generated it: `--token-file`, else `GPULSE_TOKEN`, else a new

@@ -9,16 +9,25 @@ use gpulse_job::terminal::StatusStyle;
 use gpulse_job::{Options, Session};
 use gpulse_record::{Claim, Writer};
 use gpulse_sample::Poller;
+use gpulse_serve::WebConfig;
 
 use crate::cli::{JobArgs, StatusMode};
 
+/// `--web-config`, read and checked as `serve` reads it, before anything is claimed or started:
+/// a mistake in it is an error, where a server that cannot start is not.
+pub fn web_config(args: &JobArgs) -> anyhow::Result<WebConfig> {
+    crate::serving::web_config(args.web_config.as_deref())
+}
+
 /// The session of a job watched with `args`: its status on gpulse's stderr, and the server
-/// `--serve` starts beside it. `recording` is `None` when it could not be created.
+/// `--serve` starts beside it with `web` (from [`web_config`]). `recording` is `None` when it
+/// could not be created.
 pub fn session(
     recording: Option<Writer>,
     poller: Poller,
     output: PathBuf,
     args: &JobArgs,
+    web: WebConfig,
     marks: Option<MarkReceiver>,
     instrumented: bool,
 ) -> Session {
@@ -33,7 +42,7 @@ pub fn session(
     let mut views: Vec<Box<dyn gpulse_live::Sink + Send>> = Vec::new();
     if let Some(listen) = args.serve {
         // Serving is a view of the job: one that cannot start never keeps the job from running.
-        match serve_sink(listen, poller.devices()) {
+        match serve_sink(listen, web, poller.devices()) {
             Ok(sink) => views.push(Box::new(sink)),
             Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", super::describe(&e)),
         }
@@ -72,8 +81,11 @@ pub fn claim_output(output: Option<&Path>, name: &str) -> anyhow::Result<Result<
 }
 
 /// The server `--serve` starts beside the job, locked by `GPULSE_TOKEN` or a generated token.
+/// Its web configuration is never read again: SIGHUP is the job's under `run`, and ends
+/// `attach`.
 fn serve_sink(
     listen: std::net::SocketAddr,
+    web: WebConfig,
     devices: &[gpulse_model::DeviceInfo],
 ) -> anyhow::Result<gpulse_serve::ServeSink> {
     let (token, generated) = crate::serving::env_token()?;
@@ -84,7 +96,7 @@ fn serve_sink(
         max_subscribers: 64,
         report: None,
         limits: Default::default(),
-        web: Default::default(),
+        web: std::sync::Arc::new(gpulse_serve::SharedWebConfig::new(web)),
     };
     crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
 }

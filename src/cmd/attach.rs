@@ -10,6 +10,7 @@ use crate::cmd::Exit;
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
+    let web = job::web_config(&args.job)?;
     let pid = args.pid;
     let Some(cmdline) = gpulse_sample::proc_info::cmdline(pid).filter(|_| gpulse_sample::proc_info::is_running(pid))
     else {
@@ -25,7 +26,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     );
     let extra = [("runner", "gpulse attach".to_owned())];
     let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
-    let mut session = job::session(Some(recording), poller, output.clone(), &args.job, None, false);
+    let mut session = job::session(Some(recording), poller, output.clone(), &args.job, web, None, false);
     session.follow(pid, cmdline);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");

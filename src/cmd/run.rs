@@ -17,6 +17,7 @@ use crate::cmd::Exit;
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let web = job::web_config(&args.job)?;
     let poller =
         recorder::poller(recorder::open_source(global, "recording", true, &gpulse_model::GPM_RECORDED, &[])?, None);
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
@@ -46,7 +47,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut session = job::session(recording, poller, output.clone(), &args.job, marks, args.instrument);
+    let mut session = job::session(recording, poller, output.clone(), &args.job, web, marks, args.instrument);
     signals::catch_stop_signals();
     signals::catch_continue();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;

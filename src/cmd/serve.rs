@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::{Collector, Pipeline, Stopped, Until};
-use gpulse_serve::{Auth, Config};
+use gpulse_serve::{Auth, Config, SharedWebConfig};
 
 use crate::cli::{GlobalArgs, ServeArgs};
 use crate::{recorder, serving, signals};
@@ -17,7 +17,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         args.listen
     );
     // Before anything is claimed or opened: a mistake in the file costs nothing.
-    let web = serving::web_config(args.web_config.as_deref())?;
+    let web = std::sync::Arc::new(SharedWebConfig::new(serving::web_config(args.web_config.as_deref())?));
     let claim = args.record.as_deref().map(gpulse_record::claim).transpose()?;
     let source =
         recorder::open_source(global, "serving", false, &gpulse_model::GPM_SERVED, gpulse_report::prometheus::PROBES)?;
@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         max_subscribers: 64,
         report,
         limits: Default::default(),
-        web,
+        web: web.clone(),
     };
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
@@ -51,7 +51,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     signals::catch_reload();
     let stop = || {
         if signals::take_reload() {
-            reload(args, &auth);
+            reload(args, &auth, &web);
         }
         recorder::stop_on_signal()
     };
@@ -73,8 +73,9 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// SIGHUP: the token file read again (a bad one keeps the old token), and every session ended.
-fn reload(args: &ServeArgs, auth: &Auth) {
+/// SIGHUP: the token file and the web configuration read again (a bad one keeps the old, and
+/// says why in one line), and every session ended.
+fn reload(args: &ServeArgs, auth: &Auth, web: &SharedWebConfig) {
     let token = match &args.token_file {
         Some(path) => match serving::token_from_file(path) {
             Ok(t) => Some(t),
@@ -85,13 +86,25 @@ fn reload(args: &ServeArgs, auth: &Auth) {
         },
         None => None,
     };
-    let reloaded = token.is_some();
+    let mut read_again = Vec::new();
+    if token.is_some() {
+        read_again.push("the token");
+    }
     match token {
         Some(t) => auth.reload(Some(t)),
         None => auth.end_sessions(),
     }
-    eprintln!(
-        "gpulse: SIGHUP: {}every session ended",
-        if reloaded { "the token read again from its file, " } else { "" }
-    );
+    if let Some(path) = &args.web_config {
+        // A certificate renewed in place takes the next connection.
+        match serving::reload_web_config(path, web) {
+            Ok(()) => read_again.push("the web configuration"),
+            Err(e) => eprintln!("gpulse: SIGHUP: {e}; the old web configuration stays"),
+        }
+    }
+    let again = match read_again.len() {
+        0 => String::new(),
+        1 => format!("{} read again from its file, ", read_again[0]),
+        _ => format!("{} read again from their files, ", read_again.join(" and ")),
+    };
+    eprintln!("gpulse: SIGHUP: {again}every session ended");
 }

@@ -28,3 +28,4 @@ mod status;
 mod support;
 mod table;
 mod top;
+mod web_config;

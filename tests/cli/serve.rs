@@ -4,18 +4,54 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::support::{fixture, fresh_dir, gpulse, root, skipped};
 
-const SCENARIO: &str = "scenarios/serve_three_gpus.json";
+pub(super) const SCENARIO: &str = "scenarios/serve_three_gpus.json";
 pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-/// A running `gpulse serve` on a free loopback port; killed when dropped.
+/// A running `gpulse serve` (or `run --serve`) on a free loopback port; killed when dropped.
 pub(super) struct Serving {
     pub(super) child: Child,
     pub(super) addr: String,
+    /// Up to the line that says where it serves.
     pub(super) stderr: String,
+    /// What it has said since.
+    later: Arc<Mutex<String>>,
+}
+
+impl Serving {
+    /// Reads `child`'s stderr (piped) until it says where it serves (http or https), then keeps
+    /// gathering it, so the server never blocks on it.
+    pub(super) fn from_child(mut child: Child) -> Self {
+        let mut lines = BufReader::new(child.stderr.take().unwrap());
+        let mut stderr = String::new();
+        let addr = loop {
+            let mut line = String::new();
+            assert!(lines.read_line(&mut line).unwrap() > 0, "gpulse ended before serving: {stderr}");
+            stderr += &line;
+            let rest = line.strip_prefix("gpulse: serving on http://");
+            if let Some(rest) = rest.or_else(|| line.strip_prefix("gpulse: serving on https://")) {
+                break rest.trim().trim_end_matches('/').split('/').next().unwrap().to_owned();
+            }
+        };
+        let later = Arc::new(Mutex::new(String::new()));
+        let gathered = later.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while matches!(lines.read_line(&mut line), Ok(1..)) {
+                gathered.lock().unwrap().push_str(&std::mem::take(&mut line));
+            }
+        });
+        Serving { child, addr, stderr, later }
+    }
+
+    /// The complete lines said since the address.
+    pub(super) fn later_lines(&self) -> Vec<String> {
+        self.later.lock().unwrap().lines().map(str::to_owned).collect()
+    }
 }
 
 impl Drop for Serving {
@@ -28,11 +64,7 @@ impl Drop for Serving {
 /// Starts `gpulse serve` with `args` and waits until it has a sample.
 pub(super) fn serve(args: &[&str]) -> Serving {
     let s = serve_started(args);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get(&s.addr, "/ready", &[]).0 != 200 {
-        assert!(Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::support::wait_until(20, "the server's first sample", || get(&s.addr, "/ready", &[]).0 == 200);
     s
 }
 
@@ -48,7 +80,7 @@ pub(super) fn serve_scenario(scenario: &str, args: &[&str]) -> Serving {
 
 /// As [`serve_scenario`], with `env` set for the server.
 pub(super) fn serve_scenario_env(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Serving {
-    let mut child = gpulse(Some(scenario))
+    let child = gpulse(Some(scenario))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .args(args)
         .envs(env.iter().copied())
@@ -56,20 +88,7 @@ pub(super) fn serve_scenario_env(scenario: &str, args: &[&str], env: &[(&str, &s
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap());
-    let mut stderr = String::new();
-    let addr = loop {
-        let mut line = String::new();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "gpulse serve ended: {stderr}");
-        stderr += &line;
-        let rest = line.strip_prefix("gpulse: serving on http://");
-        if let Some(rest) = rest.or_else(|| line.strip_prefix("gpulse: serving on https://")) {
-            break rest.trim().trim_end_matches('/').split('/').next().unwrap().to_owned();
-        }
-    };
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-    Serving { child, addr, stderr }
+    Serving::from_child(child)
 }
 
 pub(super) fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
@@ -524,7 +543,7 @@ fn run_serve_exports_the_jobs_steps_per_second() {
     let dir = fresh_dir("serve", "run");
     // The loop writes its own step times and data waits: the truth the metrics are held to.
     let script = "import gpulse, time\nf = open('truth.txt', 'w', buffering=1)\nfor i in range(200):\n    t0 = time.monotonic()\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    t1 = time.monotonic()\n    time.sleep(0.04)\n    gpulse.step()\n    f.write(f'{t0} {t1} {time.monotonic()}\\n')\n";
-    let mut child = gpulse(Some(SCENARIO))
+    let child = gpulse(Some(SCENARIO))
         .args([
             "run",
             "--serve",
@@ -545,15 +564,8 @@ fn run_serve_exports_the_jobs_steps_per_second() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap());
-    let addr = loop {
-        let mut line = String::new();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "no address printed");
-        if let Some(rest) = line.strip_prefix("gpulse: serving on http://") {
-            break rest.trim().trim_end_matches('/').to_owned();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    let mut s = Serving::from_child(child);
+    let addr = s.addr.clone();
     // The loop's own steps: (start, data ready, end) in seconds.
     let truth = || -> Vec<[f64; 3]> {
         let text = std::fs::read_to_string(dir.join("truth.txt")).unwrap_or_default();
@@ -587,5 +599,5 @@ fn run_serve_exports_the_jobs_steps_per_second() {
     // The sleeps bound the pace from above: 50 ms a step at least.
     assert!(rate <= 20.5 && (rate / own_rate - 1.0).abs() < 0.2, "{rate} against the loop's {own_rate}");
     assert!(wait.is_some_and(|w| (w - own_wait).abs() < 0.08), "{wait:?} against the loop's {own_wait}");
-    assert!(child.wait().unwrap().success());
+    assert!(s.child.wait().unwrap().success());
 }

@@ -11,11 +11,11 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, Extend
 use super::serve::{KillOnDrop, TOKEN, free_port, have_prometheus, prometheus, prometheus_query, serve_started};
 use super::support::{fresh_dir, skipped, wait_until};
 
-const USER: &str = "prometheus";
-const PASSWORD: &str = "correct horse battery staple";
+pub(super) const USER: &str = "prometheus";
+pub(super) const PASSWORD: &str = "correct horse battery staple";
 
 /// Writes `text` to `dir/name`, readable by its owner only.
-fn private(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(super) fn private(dir: &Path, name: &str, text: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -23,23 +23,95 @@ fn private(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// A CA and a server certificate for 127.0.0.1 that it signed; a web config naming them, with one
-/// user whose hash is htpasswd's kind (`$2y$`, cost 10). Returns the web config and the CA file.
-fn web_config(dir: &Path) -> (PathBuf, PathBuf) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "gpulse test CA");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let mut server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let key = KeyPair::generate().unwrap();
-    private(dir, "server.pem", &server.signed_by(&key, &ca).unwrap().pem());
-    private(dir, "server-key.pem", &key.serialize_pem());
-    let hash = bcrypt::hash_with_result(PASSWORD, 10).unwrap().format_for_version(bcrypt::Version::TwoY);
+/// A CA made for the test, its certificate in `ca.pem`.
+pub(super) struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    pub(super) file: PathBuf,
+}
+
+impl TestCa {
+    pub(super) fn new(dir: &Path) -> Self {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "gpulse test CA");
+        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let file = private(dir, "ca.pem", &issuer.pem());
+        Self { issuer, file }
+    }
+
+    /// A new server certificate for 127.0.0.1 and its key, written over `server.pem` and
+    /// `server-key.pem` as a renewal writes them; returns the certificate (DER).
+    pub(super) fn issue(&self, dir: &Path) -> Vec<u8> {
+        let mut server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().unwrap();
+        let cert = server.signed_by(&key, &self.issuer).unwrap();
+        private(dir, "server.pem", &cert.pem());
+        private(dir, "server-key.pem", &key.serialize_pem());
+        cert.der().to_vec()
+    }
+}
+
+/// `web.yml` in `dir`: TLS from `server.pem` and `server-key.pem`, a header, and one user whose
+/// password has the bcrypt `hash`.
+pub(super) fn write_web_yml(dir: &Path, hash: &str) -> PathBuf {
     let yaml = format!(
         "tls_server_config:\n  cert_file: server.pem\n  key_file: server-key.pem\nhttp_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\nbasic_auth_users:\n  {USER}: {hash}\n"
     );
-    (private(dir, "web.yml", &yaml), private(dir, "ca.pem", &ca.pem()))
+    private(dir, "web.yml", &yaml)
+}
+
+/// A CA and a server certificate for 127.0.0.1 that it signed; a web config naming them, with one
+/// user whose hash is htpasswd's kind (`$2y$`, cost 10). Returns the web config and the CA file.
+pub(super) fn web_config(dir: &Path) -> (PathBuf, PathBuf) {
+    let ca = TestCa::new(dir);
+    ca.issue(dir);
+    let hash = bcrypt::hash_with_result(PASSWORD, 10).unwrap().format_for_version(bcrypt::Version::TwoY);
+    (write_web_yml(dir, &hash), ca.file)
+}
+
+/// A TLS client's `GET path` to `addr`, trusting `ca` alone, with basic auth as `user:password`
+/// when given: the status (0 when no HTTP answer came), the body, and the certificate the
+/// server presented (DER).
+pub(super) fn tls_get(addr: &str, ca: &Path, path: &str, basic: Option<&str>) -> (u16, String, Option<Vec<u8>>) {
+    use std::io::{Read, Write};
+
+    use base64::Engine as _;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = "127.0.0.1".try_into().unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, socket);
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(pair) = basic {
+        request += &format!("Authorization: Basic {}\r\n", base64::engine::general_purpose::STANDARD.encode(pair));
+    }
+    if tls.write_all(format!("{request}\r\n").as_bytes()).is_err() {
+        return (0, String::new(), None);
+    }
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    // The server may close without TLS's close_notify: what came before it is the answer.
+    while let Ok(n @ 1..) = tls.read(&mut buf) {
+        out.extend_from_slice(&buf[..n]);
+    }
+    let cert = tls.conn.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.strip_prefix("HTTP/1.1 ").and_then(|t| t.get(..3)?.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body, cert)
 }
 
 /// curl's answer, head and body: its status, 0 when there was no HTTP answer.

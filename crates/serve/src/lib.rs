@@ -29,7 +29,7 @@ use tokio::sync::broadcast;
 
 pub use auth::{Auth, check_token, random_token};
 pub use listen::Limits;
-pub use web_config::{WebConfig, WebConfigError};
+pub use web_config::{SharedWebConfig, WebConfig, WebConfigError};
 
 /// Renders the HTML report of the recording being written, or says why it cannot.
 pub type ReportFn = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
@@ -45,8 +45,9 @@ pub struct Config {
     pub max_subscribers: usize,
     pub report: Option<ReportFn>,
     pub limits: Limits,
-    /// TLS, basic auth and headers from `--web-config`; plain HTTP by default.
-    pub web: WebConfig,
+    /// TLS, basic auth and headers from `--web-config`; plain HTTP by default. Shared with the
+    /// caller, which may replace it.
+    pub web: Arc<SharedWebConfig>,
 }
 
 /// What every request reads: the latest poll, rendered, and the recent ones.
@@ -61,10 +62,9 @@ struct Shared {
     report: Option<ReportFn>,
     /// One report drawn at a time, off the runtime's thread.
     report_drawing: tokio::sync::Semaphore,
-    /// Asked of every request but `/healthz`, before the token.
-    basic: Option<basic::BasicAuth>,
-    /// Added to every answer.
-    headers: Vec<(axum::http::HeaderName, axum::http::HeaderValue)>,
+    /// Basic auth, asked of every request but `/healthz` before the token, and headers added to
+    /// every answer: read afresh by each request.
+    web: Arc<SharedWebConfig>,
 }
 
 #[derive(Default)]
@@ -85,9 +85,8 @@ impl Server {
         let listener = std::net::TcpListener::bind(config.listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let WebConfig { tls, basic, headers } = config.web;
-        // The session cookie never leaves an encrypted connection.
-        config.auth.secure_cookie.store(tls.is_some(), std::sync::atomic::Ordering::Relaxed);
+        // The session cookie never leaves an encrypted connection (TLS stays on once it is).
+        config.auth.secure_cookie.store(config.web.is_tls(), std::sync::atomic::Ordering::Relaxed);
         let shared = Arc::new(Shared {
             latest: RwLock::new(Latest::default()),
             history: RwLock::new(History::new(history::MAX_FRAMES)),
@@ -98,17 +97,16 @@ impl Server {
             max_subscribers: config.max_subscribers,
             report: config.report,
             report_drawing: tokio::sync::Semaphore::new(1),
-            basic,
-            headers,
+            web: config.web.clone(),
         });
-        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+        let web = config.web;
         let limits = config.limits;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let app = routes::router(shared.clone());
         std::thread::Builder::new().name("gpulse-serve".into()).spawn(move || {
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                listen::serve(listener, app, limits, tls).await;
+                listen::serve(listener, app, limits, web).await;
             });
         })?;
         Ok(Self { shared, addr })

@@ -1,7 +1,9 @@
 //! The accept loop. Every connection is held to limits (how many at once, how many from one
 //! address, how long its request head may take, how large it may be), so idle, slow or too many
 //! clients cannot take the server away from Prometheus. With TLS, the handshake is held to the
-//! head's timeout too, and a plain HTTP request is answered in plain HTTP: use https.
+//! head's timeout too, and a plain HTTP request is answered in plain HTTP: use https. Each
+//! connection takes the certificate in force when it is accepted, so a renewed one needs no
+//! restart.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,6 +18,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+
+use crate::SharedWebConfig;
 
 /// What a connection may take.
 #[derive(Debug, Clone, Copy)]
@@ -130,8 +134,8 @@ where
     let _ = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(app)).await;
 }
 
-/// Accepts and serves connections until the runtime ends; over TLS when `tls` is given.
-pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, tls: Option<TlsAcceptor>) {
+/// Accepts and serves connections until the runtime ends; over TLS when `web` has it.
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, web: Arc<SharedWebConfig>) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let per_address = Arc::new(Mutex::new(HashMap::new()));
     let mut http = http1::Builder::new();
@@ -154,7 +158,8 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, tl
         let Ok(permit) = open.clone().try_acquire_owned() else { continue };
         let Some(slot) = AddressSlot::take(&per_address, peer.ip(), limits.max_per_address) else { continue };
         let _ = stream.set_nodelay(true);
-        let (http, app, tls) = (http.clone(), app.clone(), tls.clone());
+        let tls = web.current().tls.clone().map(TlsAcceptor::from);
+        let (http, app) = (http.clone(), app.clone());
         tokio::spawn(async move {
             match tls {
                 None => serve_one(&http, stream, app).await,

@@ -12,17 +12,28 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::tests::{closed_within, get, limits};
 use crate::web_config::tests::{Pki, fresh_dir, pki};
-use crate::{Auth, Config, Server, WebConfig};
+use crate::{Auth, Config, Server, SharedWebConfig, WebConfig};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 const TLS: &str = "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n";
 
 /// A server with `yaml` as its web configuration, beside a fresh PKI in `dir`.
 fn start(name: &str, yaml: &str) -> (SocketAddr, Pki) {
+    let (addr, pki, _) = start_shared(name, yaml);
+    (addr, pki)
+}
+
+/// `web.yml` in `dir`, holding `yaml`, loaded.
+fn load(dir: &std::path::Path, yaml: &str) -> WebConfig {
+    std::fs::write(dir.join("web.yml"), yaml).unwrap();
+    WebConfig::load(&dir.join("web.yml")).unwrap().0
+}
+
+/// As [`start`], with the configuration the server reads, to replace.
+fn start_shared(name: &str, yaml: &str) -> (SocketAddr, Pki, Arc<SharedWebConfig>) {
     let dir = fresh_dir(name);
     let pki = pki(&dir);
-    std::fs::write(dir.join("web.yml"), yaml).unwrap();
-    let (web, _) = WebConfig::load(&dir.join("web.yml")).unwrap();
+    let web = Arc::new(SharedWebConfig::new(load(&dir, yaml)));
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         auth: Arc::new(Auth::new(Some(TOKEN.into()), false)),
@@ -30,18 +41,23 @@ fn start(name: &str, yaml: &str) -> (SocketAddr, Pki) {
         max_subscribers: 4,
         report: None,
         limits: limits(500),
-        web,
+        web: web.clone(),
     };
     let server = Server::start(config).unwrap();
     let addr = server.local_addr();
     // The server lives on its thread for the rest of the test process.
     std::mem::forget(server);
-    (addr, pki)
+    (addr, pki, web)
 }
 
 /// The whole answer to `GET path` over TLS trusting the test CA, presenting the client
 /// certificate when `client`; `None` if the server refused or closed first.
 fn tls_get(addr: SocketAddr, pki: &Pki, client: bool, path: &str) -> Option<String> {
+    tls_get_cert(addr, pki, client, path).map(|(answer, _)| answer)
+}
+
+/// As [`tls_get`], with the certificate the server presented.
+fn tls_get_cert(addr: SocketAddr, pki: &Pki, client: bool, path: &str) -> Option<(String, CertificateDer<'static>)> {
     let mut roots = rustls::RootCertStore::empty();
     for ca in CertificateDer::pem_file_iter(&pki.ca).unwrap() {
         roots.add(ca.unwrap()).unwrap();
@@ -65,7 +81,8 @@ fn tls_get(addr: SocketAddr, pki: &Pki, client: bool, path: &str) -> Option<Stri
     while let Ok(n @ 1..) = tls.read(&mut buf) {
         out.extend_from_slice(&buf[..n]);
     }
-    (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+    let cert = tls.conn.peer_certificates()?.first()?.clone().into_owned();
+    (!out.is_empty()).then(|| (String::from_utf8_lossy(&out).into_owned(), cert))
 }
 
 #[test]
@@ -99,4 +116,22 @@ fn client_certificates_are_verified_when_the_file_requires_them() {
     let with = tls_get(addr, &pki, true, "/healthz").unwrap_or_default();
     assert!(with.starts_with("HTTP/1.1 200"), "{with:?}");
     assert_eq!(tls_get(addr, &pki, false, "/healthz"), None, "no client certificate, no answer");
+}
+
+#[test]
+fn a_replaced_certificate_is_presented_from_the_next_connection() {
+    let (addr, old, web) = start_shared("rotate", TLS);
+    let cert = |p: &std::path::Path| CertificateDer::from_pem_file(p.with_file_name("cert.pem")).unwrap();
+    let (health, presented) = tls_get_cert(addr, &old, false, "/healthz").unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health:?}");
+    assert_eq!(presented, cert(&old.ca));
+    // A new CA and certificate, as a renewal brings.
+    let dir = fresh_dir("rotate-new");
+    let new = pki(&dir);
+    web.replace(load(&dir, TLS)).unwrap();
+    let (health, presented) = tls_get_cert(addr, &new, false, "/healthz").unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health:?}");
+    assert_eq!(presented, cert(&new.ca));
+    assert_ne!(cert(&new.ca), cert(&old.ca));
+    assert_eq!(tls_get(addr, &old, false, "/healthz"), None, "the old CA does not vouch for the new certificate");
 }

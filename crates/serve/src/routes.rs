@@ -16,7 +16,7 @@ use axum::routing::get;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::BroadcastStream;
 
-use crate::Shared;
+use crate::{Shared, WebConfig};
 
 const DASHBOARD: &str = include_str!("dashboard.html");
 const DASHBOARD_JS: &str = include_str!("dashboard.js");
@@ -77,16 +77,18 @@ async fn script() -> Response {
 }
 
 /// Around every request: basic auth when the web configuration has users (all but `/healthz`,
-/// which a liveness probe asks), and the configuration's headers on every answer.
+/// which a liveness probe asks), and the configuration's headers on every answer. The
+/// configuration is the one in force when the request came.
 async fn web_config(State(s): S, req: Request, next: Next) -> Response {
-    let open = s.basic.is_none() || req.uri().path() == "/healthz";
-    let mut answer = if open || basic_allows(&s, req.headers()).await {
+    let web = s.web.current();
+    let open = web.basic.is_none() || req.uri().path() == "/healthz";
+    let mut answer = if open || basic_allows(&web, req.headers()).await {
         next.run(req).await
     } else {
         let why = "gpulse: this needs the user name and password of the web configuration\n";
         (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Basic")], why).into_response()
     };
-    for (name, value) in &s.headers {
+    for (name, value) in &web.headers {
         answer.headers_mut().insert(name.clone(), value.clone());
     }
     answer
@@ -94,8 +96,8 @@ async fn web_config(State(s): S, req: Request, next: Next) -> Response {
 
 /// Whether the request's basic credentials are right: remembered, else by bcrypt on a blocking
 /// thread (one at a time), so the runtime's thread never spends a bcrypt.
-async fn basic_allows(s: &Arc<Shared>, headers: &HeaderMap) -> bool {
-    let Some(basic) = &s.basic else { return true };
+async fn basic_allows(web: &Arc<WebConfig>, headers: &HeaderMap) -> bool {
+    let Some(basic) = &web.basic else { return true };
     let Some((user, password)) = crate::basic::credentials(headers) else { return false };
     let key = basic.key(&user, &password);
     if basic.remembered(&key, Instant::now()) {
@@ -106,8 +108,8 @@ async fn basic_allows(s: &Arc<Shared>, headers: &HeaderMap) -> bool {
     if basic.remembered(&key, Instant::now()) {
         return true;
     }
-    let shared = s.clone();
-    let verify = move || shared.basic.as_ref().is_some_and(|b| b.verify(&user, &password));
+    let web = web.clone();
+    let verify = move || web.basic.as_ref().is_some_and(|b| b.verify(&user, &password));
     let right = tokio::task::spawn_blocking(verify).await.unwrap_or(false);
     if right {
         basic.remember(key, Instant::now());
@@ -277,8 +279,7 @@ mod tests {
             max_subscribers: 4,
             report: None,
             report_drawing: tokio::sync::Semaphore::new(1),
-            basic: None,
-            headers: Vec::new(),
+            web: Default::default(),
         })
     }
 
@@ -385,12 +386,15 @@ mod tests {
     #[test]
     fn basic_auth_guards_everything_but_health_and_the_token_stays_on_top() {
         use base64::Engine as _;
-        let mut s = shared(4);
-        let inner = Arc::get_mut(&mut s).unwrap();
+        let s = shared(4);
         let users = [("prom".to_owned(), bcrypt::hash("pw", 4).unwrap())].into();
-        inner.basic = Some(crate::basic::BasicAuth::new(users).unwrap());
         let hsts = axum::http::HeaderValue::from_static("max-age=31536000");
-        inner.headers = vec![(header::STRICT_TRANSPORT_SECURITY, hsts)];
+        let web = WebConfig {
+            tls: None,
+            basic: Some(crate::basic::BasicAuth::new(users).unwrap()),
+            headers: vec![(header::STRICT_TRANSPORT_SECURITY, hsts)],
+        };
+        s.web.replace(web).unwrap();
         let app = router(s.clone());
         let ask = |path: &str, auth: &[&str]| {
             let mut req = Request::get(path).header("host", "127.0.0.1");
@@ -413,13 +417,23 @@ mod tests {
             assert_eq!(ask(path, &[&bearer]), basic, "{path}: the token is not the pair");
         }
         assert_eq!(ask("/healthz", &[]).0, StatusCode::OK);
-        let key = s.basic.as_ref().unwrap().key("prom", "pw");
-        assert!(!s.basic.as_ref().unwrap().remembered(&key, Instant::now()));
+        let remembered = || s.web.current().basic.as_ref().map(|b| b.remembered(&b.key("prom", "pw"), Instant::now()));
+        assert_eq!(remembered(), Some(false));
         assert_eq!(ask("/metrics", &[&right]).0, StatusCode::OK);
-        assert!(s.basic.as_ref().unwrap().remembered(&key, Instant::now()), "verified once, remembered");
+        assert_eq!(remembered(), Some(true), "verified once, remembered");
         assert_eq!(ask("/metrics", &[&right]).0, StatusCode::OK);
         assert_eq!(ask("/api/v1/snapshot", &[&right]), (StatusCode::UNAUTHORIZED, Some("Bearer".to_owned())));
         assert_eq!(ask("/api/v1/snapshot", &[&right, &bearer]).0, StatusCode::OK);
+        // A new file (SIGHUP): its password works from the next request, and the old one, though
+        // remembered, does not; nor do the old headers stay.
+        let users = [("prom".to_owned(), bcrypt::hash("pw2", 4).unwrap())].into();
+        let hsts = axum::http::HeaderValue::from_static("max-age=31536000");
+        let basic = Some(crate::basic::BasicAuth::new(users).unwrap());
+        s.web
+            .replace(WebConfig { tls: None, basic, headers: vec![(header::STRICT_TRANSPORT_SECURITY, hsts)] })
+            .unwrap();
+        assert_eq!(ask("/metrics", &[&right]).0, StatusCode::UNAUTHORIZED);
+        assert_eq!(ask("/metrics", &[&pair("prom:pw2")]).0, StatusCode::OK);
     }
 
     /// Polls fed through the server's own sink come back from `/api/v1/history` oldest first,

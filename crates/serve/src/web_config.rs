@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::http::{HeaderName, HeaderValue};
 use rustls::pki_types::pem::PemObject;
@@ -120,6 +120,47 @@ impl WebConfig {
 
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+}
+
+/// The web configuration in force, shared with the caller, which may replace it (a certificate
+/// renewed in place, a new password): each new connection takes its TLS settings from it, each
+/// request its users and headers. A connection already open keeps the certificate it shook
+/// hands with.
+#[derive(Default)]
+pub struct SharedWebConfig {
+    current: RwLock<Arc<WebConfig>>,
+}
+
+impl SharedWebConfig {
+    pub fn new(web: WebConfig) -> Self {
+        Self { current: RwLock::new(Arc::new(web)) }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.current().is_tls()
+    }
+
+    pub(crate) fn current(&self) -> Arc<WebConfig> {
+        self.current.read().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Takes `new` from the next connection and request on. TLS is never turned on or off in
+    /// place: the scheme is in every client's URL, and a server that dropped TLS on a reload would
+    /// send passwords in the clear.
+    ///
+    /// # Errors
+    /// `new` turns TLS on or off; the old configuration stays.
+    pub fn replace(&self, new: WebConfig) -> Result<(), String> {
+        let mut current = self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (current.is_tls(), new.is_tls()) {
+            (true, false) => Err("it has no TLS, and TLS is not turned off without a restart".into()),
+            (false, true) => Err("it has TLS, and TLS is not turned on without a restart".into()),
+            _ => {
+                *current = Arc::new(new);
+                Ok(())
+            }
+        }
     }
 }
 

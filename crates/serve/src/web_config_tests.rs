@@ -144,3 +144,19 @@ fn mistakes_are_one_line_naming_the_file() {
     std::fs::write(dir.join("junk.pem"), "not pem at all").unwrap();
     refused(&dir, "tls_server_config:\n  cert_file: cert.pem\n  key_file: junk.pem\n", "junk.pem");
 }
+
+#[test]
+fn a_replacement_never_turns_tls_on_or_off() {
+    let dir = fresh_dir("replace");
+    pki(&dir);
+    let shared = SharedWebConfig::new(load(&dir, TLS).unwrap().0);
+    let e = shared.replace(load(&dir, "\n").unwrap().0).unwrap_err();
+    assert!(e.contains("TLS is not turned off without a restart"), "{e}");
+    assert!(shared.is_tls(), "the old configuration stays");
+    let users = format!("{TLS}basic_auth_users:\n  p: {}\n", bcrypt::hash("x", 4).unwrap());
+    shared.replace(load(&dir, &users).unwrap().0).unwrap();
+    assert!(shared.is_tls() && shared.current().basic.is_some());
+    let plain = SharedWebConfig::default();
+    let e = plain.replace(load(&dir, TLS).unwrap().0).unwrap_err();
+    assert!(e.contains("TLS is not turned on without a restart") && !plain.is_tls(), "{e}");
+}
