@@ -132,7 +132,18 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
     assert!(lead_s >= 15.0 && (predicted_s - lead_s).abs() <= 5.0, "{lead_s} vs {predicted_s}");
     let d = diagnose("leak");
     let oom = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "oom").expect("oom finding");
-    assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"));
+    let message = &oom["evidence"]["message"];
+    let text = message["text"].as_str().unwrap();
+    assert!(text.contains("CUDA out of memory"));
+    // PyTorch's message ends with its documentation's URL, "…pytorch-cuda-alloc-conf)"; this
+    // recording kept its first 600 characters, up to the middle of the URL. The finding shows
+    // them up to the last whole word, without the broken URL, and says it was cut.
+    let stored = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap().payload["text"].as_str().unwrap();
+    assert!(stored.ends_with("#optimizing-memory-usage-with-pytorch-cuda-a"), "{stored}");
+    assert!(stored.starts_with(text) && text.ends_with("See documentation for Memory Management"), "{text}");
+    assert_eq!(message["cut"], true, "{message}");
+    let limits = oom["limits"].as_array().unwrap();
+    assert!(limits.iter().any(|l| l.as_str().unwrap().contains("cut when recorded")), "{limits:?}");
 }
 
 #[test]
