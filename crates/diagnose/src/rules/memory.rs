@@ -302,7 +302,8 @@ mod tests {
         let steps = |first_s: f64| crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 10,
+            marked: 11,
+            timed: 10,
             window_s: [first_s, 20.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),

@@ -177,9 +177,10 @@ fn layout(input: &str, a: &Analysis) -> Layout {
             reference: None,
         };
         let note = format!(
-            "{} steps at {:.2} steps/s (PID {}{})",
-            steps.count,
+            "{} steps marked, {:.2} steps/s over the {} after the first mark (PID {}{})",
+            steps.marked,
             steps.per_s(),
+            steps.timed,
             steps.pid,
             if steps.ranks > 1 { format!(", one of {} ranks", steps.ranks) } else { String::new() }
         );
