@@ -138,7 +138,7 @@ fn a_recording_names_the_xid_first_the_reset_and_the_unused_links() {
     let (code, _, err) = run(gpulse(None).arg("report").arg(&db).arg("-o").arg(&html));
     assert_eq!(code, 0, "{err}");
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("NVLink and PCIe traffic, GB/s (2 NVLink links up)"), "the report draws NVLink");
+    assert!(page.contains("NVLink and PCIe traffic, GiB/s (2 NVLink links up)"), "the report draws NVLink");
     assert!(page.contains("Xid 79 on GPU 0"), "the Xid's event and finding");
 }
 

@@ -132,7 +132,18 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
     assert!(lead_s >= 15.0 && (predicted_s - lead_s).abs() <= 5.0, "{lead_s} vs {predicted_s}");
     let d = diagnose("leak");
     let oom = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "oom").expect("oom finding");
-    assert!(oom["evidence"]["message"]["text"].as_str().unwrap().contains("CUDA out of memory"));
+    let message = &oom["evidence"]["message"];
+    let text = message["text"].as_str().unwrap();
+    assert!(text.contains("CUDA out of memory"));
+    // PyTorch's message ends with its documentation's URL, "…pytorch-cuda-alloc-conf)"; this
+    // recording kept its first 600 characters, up to the middle of the URL. The finding shows
+    // them up to the last whole word, without the broken URL, and says it was cut.
+    let stored = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap().payload["text"].as_str().unwrap();
+    assert!(stored.ends_with("#optimizing-memory-usage-with-pytorch-cuda-a"), "{stored}");
+    assert!(stored.starts_with(text) && text.ends_with("See documentation for Memory Management"), "{text}");
+    assert_eq!(message["cut"], true, "{message}");
+    let limits = oom["limits"].as_array().unwrap();
+    assert!(limits.iter().any(|l| l.as_str().unwrap().contains("cut when recorded")), "{limits:?}");
 }
 
 #[test]
@@ -152,16 +163,17 @@ fn the_report_draws_step_time_and_data_wait_and_lists_caught_errors() {
         std::fs::read_to_string(out).unwrap()
     };
     let html = report("dl_bound");
-    // The loop's own count and rate: every step after the first is timed (the first step's mark
+    // The loop's own count, and its rate over every step after the first (the first step's mark
     // opens the window), at the loop's steps/s within the 2 % above and the text's 0.005 rounding.
     let truth = fixture("h200-gpulse-run/steps_dl_bound.jsonl");
     let (_, per_s) = loop_truth(&truth);
     let head = "<h2>Training loop</h2><p>";
     let section = &html[html.find(head).expect("the loop's section") + head.len()..];
-    let n = numbers(section.split(" steps/s").next().unwrap());
-    assert_eq!(n[0] as usize, loop_steps(&truth) - 1, "{}", &section[..80]);
+    let n = numbers(section.split(" after the first mark").next().unwrap());
+    assert_eq!((n[0] as usize, n[2] as usize), (loop_steps(&truth), loop_steps(&truth) - 1), "{}", &section[..80]);
     assert!((n[1] - per_s).abs() <= 0.02 * per_s + 0.005, "{n:?} vs {per_s}");
-    assert!(html.contains("waiting for data 87% of the time"));
+    assert!(section.starts_with(&format!("{} steps marked, ", loop_steps(&truth))), "{}", &section[..80]);
+    assert!(html.contains("waiting for data 87% of that time"));
     let section = &html[html.find("Training loop").unwrap()..];
     assert!(section.contains("Step time and data wait, ms") && section.contains("<title>waiting for data</title>"));
     let html = report("leak");
@@ -180,7 +192,7 @@ fn a_fast_real_loop_is_folded_and_counted_exactly() {
     assert!(steps.len() < 250, "{} rows", steps.len());
     let run = gpulse_diagnose::Run::from_recording(&rec);
     let s = run.steps.as_ref().unwrap();
-    assert_eq!(s.count, 23_383, "every step after the first mark");
+    assert_eq!((s.marked, s.timed), (23_384, 23_383), "every step marked; timed, those after the first mark");
     assert!((1_100.0..1_300.0).contains(&s.per_s()), "{}", s.per_s());
     assert_eq!(s.data_wait_share(), Some(0.0), "instrumented, and no DataLoader");
     let ids: Vec<FindingId> = gpulse_diagnose::diagnose_run(&run).iter().map(|f| f.id).collect();

@@ -69,12 +69,14 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
         .trim_matches(|c| c == '[' || c == ']' || c == '(' || c == ')' || c == ',')
         .parse()
         .unwrap();
-    // Polls keep a fixed cadence from the start, so 1 s at 100 ms holds at most 10 (11 if the
-    // last lands exactly on the end); a loaded machine may take fewer, never more.
-    assert!((1..=11).contains(&n), "at most one sample per 100 ms of 1 s: {n}");
-    let span = python_sql(&db, "select max(t_ms) - min(t_ms) from gpu_samples");
-    let span: i64 = span.trim_matches(|c| "[](),".contains(c)).parse().unwrap();
-    assert!(span <= 1000, "samples within the recording's second: {span} ms");
+    // Polls keep a fixed cadence from the start, so 1 s at 100 ms holds the 10 due before its
+    // end and one at it; a loaded machine may take fewer, never more.
+    assert!((1..=11).contains(&n), "at most one sample per 100 ms of 1 s, and one at its end: {n}");
+    let within = python_sql(
+        &db,
+        "select min(t_ms) * 1000 >= (select cast(value as integer) from meta where key = 'started_at_us') - 1000 and max(t_ms) <= (select t_ms from events where kind = 'stop') from gpu_samples",
+    );
+    assert_eq!(within, "[(1,)]", "samples between the recording's start and its stop");
     assert_eq!(python_sql(&db, "select count(*) > 0 from host_samples where cpu_busy_pm is not null"), "[(1,)]");
     assert_eq!(python_sql(&db, "select value from meta where key = 'root_pid'"), format!("[('{}',)]", job.id()));
     // The recording reads back through gpulse, too.
@@ -85,6 +87,34 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
     // The first sample precedes the first GPM window; the rest carry it.
     assert_eq!(out.lines().next(), Some("0, 9 %, [N/A], 28522 MiB"));
     assert_eq!(out.lines().last(), Some("0, 9 %, 6.0 %, 28522 MiB"));
+}
+
+/// `--duration 2s` at 1 s: samples at 0, 1 and 2 s, so the ledger spans the 2 s asked for and
+/// recorded, not the 1 s between the first two samples.
+#[test]
+fn a_recordings_duration_is_the_span_its_samples_and_ledger_cover() {
+    let db = tmp("duration").join("d.db");
+    let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
+        .args(["record", "--interval", "1s", "--duration", "2s", "-o"])
+        .arg(&db));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recorded 3 samples of 1 GPU over 2."), "{err}");
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&db));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let wall_s = v["ledger"]["wall_s"].as_f64().unwrap();
+    let started_us: f64 = python_sql(&db, "select value from meta where key = 'started_at_us'")
+        .trim_matches(|c| "[](),'".contains(c))
+        .parse()
+        .unwrap();
+    let stop_ms: f64 = python_sql(&db, "select t_ms from events where kind = 'stop'")
+        .trim_matches(|c| "[](),".contains(c))
+        .parse()
+        .unwrap();
+    let recorded_s = stop_ms / 1e3 - started_us / 1e6;
+    // From the start to the last sample, taken once the 2 s were over (to the millisecond the
+    // recording keeps), and no later than the stop.
+    assert!(wall_s >= 2.0 - 0.002 && wall_s <= recorded_s + 0.002, "ledger {wall_s} s of {recorded_s} s recorded");
 }
 
 #[test]

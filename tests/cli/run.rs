@@ -272,6 +272,13 @@ fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
     let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&"input_bound"), "{ids:?}");
     assert!(err.contains("waiting for data"), "the summary at exit: {err}");
+    // The summary counts the steps the loop took, and says the rate is over the ones after the
+    // first (whose mark opens the window), as the loop's own timing has it.
+    let steps = truth["steps"].as_u64().unwrap();
+    let line = err.lines().find(|l| l.starts_with("steps: ")).unwrap_or_else(|| panic!("a steps line: {err}"));
+    assert!(line.starts_with(&format!("steps: {steps} marked, ")), "{line}");
+    assert!(line.contains(&format!("/s over the {} after the first mark", steps - 1)), "{line}");
+    assert_eq!(doc["steps"]["steps"].as_u64(), Some(steps), "the JSON counts them alike");
     // The user's own PYTHONPATH still works (the fake torch came from it), and the bootstrap
     // leaves nothing behind.
     assert!(!err.contains("instrumentation off"), "{err}");

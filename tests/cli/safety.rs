@@ -328,11 +328,14 @@ fn a_duration_ends_the_recording_whatever_the_interval() {
             .args(["record", "--interval", interval, "--duration", "1s", "-o"])
             .arg(&db));
         assert_eq!(code, 0, "{err}");
-        assert!(err.contains("recorded 1 sample of 1 GPU") && err.contains("duration reached"), "{err}");
+        // The first sample, and a last one when the second is over: the samples span it.
+        assert!(err.contains("recorded 2 samples of 1 GPU") && err.contains("duration reached"), "{err}");
         let rec = gpulse_record::read(&db).unwrap();
-        assert_eq!(rec.snapshots.len(), 1);
-        // By the recording's own clock, it stopped before the next poll was due.
+        assert_eq!(rec.snapshots.len(), 2);
+        // By the recording's own clock, the last sample closed the second (to the millisecond
+        // the recording keeps), and it stopped before the next poll was due.
         let started_us: i64 = rec.meta["started_at_us"].parse().unwrap();
+        assert!(rec.snapshots[1].timestamp_us - started_us >= 1_000_000 - 1_000, "{interval}");
         let stop_ms = rec.events.iter().find(|e| e.kind == "stop").expect("stopped").t_ms;
         assert!(stop_ms * 1000 - started_us < 10_000_000, "{interval}: stopped {} ms in", stop_ms - started_us / 1000);
     }

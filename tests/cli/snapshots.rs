@@ -60,7 +60,7 @@ const DIAGNOSED: [(&str, &str); 6] = [
     ("h200-gpulse-run/dl_tuned.db", ""),
     (
         "h200-gpulse-run/leak.db",
-        "the cuda_oom message was cut mid-URL when recorded (texts were cut at 600 characters)",
+        "the cuda_oom message was cut mid-URL when recorded (texts were cut at 600 characters), as the oom finding says",
     ),
     ("h200x2-gpulse/uneven.db", ""),
     ("h200x2-gpulse/misbound.db", ""),

@@ -146,6 +146,12 @@ fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal()
     assert!(s.contains("20.0/140.4 GiB"), "{s}");
     assert!(s.contains("PWR 119/700 W") && s.contains("33°C"), "{s}");
     assert!(s.contains("throttle: idle"), "{s}");
+    // PCIe as the stand-in's GPM gives it (4.39 and 3.86 MiB/s, NVML's unit) and as plain
+    // `gpulse` writes the same reading.
+    assert!(s.contains("PCIe ↑4.4 MiB/s ↓3.9 MiB/s"), "{s}");
+    let (code, status, err) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc));
+    assert_eq!(code, 0, "{err}");
+    assert!(status.contains("tx 4.4 MiB/s  rx 3.9 MiB/s"), "{status}");
     let row = s.lines().find(|l| l.contains(&format!(" {} ", child.id()))).unwrap();
     assert!(row.contains("20.0GiB") && row.contains("sleep 60"), "{row}");
     // GPU, PID, USER, GPU-MEM, then NVML's per-process SM and memory-bandwidth shares.

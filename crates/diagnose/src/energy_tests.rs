@@ -28,7 +28,8 @@ fn steps(from: usize, to: usize) -> Steps {
     Steps {
         pid: 1,
         ranks: 1,
-        count: to - from,
+        marked: to - from + 1,
+        timed: to - from,
         window_s: [from as f64, to as f64],
         step_s: (from + 1..=to).map(|i| (i as f64, 1.0)).collect(),
         data_wait_s: Vec::new(),

@@ -1,8 +1,9 @@
 //! The ledger: every second of a run's wall time in exactly one account, with what it rests on.
 //!
 //! Accounts claim time in order of how directly they are known: the loop's marked phases first
-//! (what a phase covers is never blamed on anything else), then its timed waits for data, then
-//! start-up before the first step and the time after the last, then a stall's pauses. What is
+//! (what a phase covers is never blamed on anything else), then its timed waits for data (those
+//! before its first step are start-up's, as the loop's own figures count them), then start-up
+//! before the first step and the time after the last, then a stall's pauses. What is
 //! left of the loop is split by the GPU's own reading: the share in which a kernel ran is GPU
 //! work, the rest goes to the inferred finding that explains it, or stays unexplained.
 
@@ -13,9 +14,9 @@ use crate::{Basis, Finding, FindingId, Run, round};
 /// One account of the wall time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Account {
-    /// What kind of time: `phase`, `data_wait`, `startup_before_cuda`, `startup_to_first_step`,
-    /// `startup`, `stall`, `gpu_work`, `host_side`, `input_inferred`, `transfer`, `after_loop`,
-    /// `unexplained`.
+    /// What kind of time: `phase`, `data_wait`, `startup_data_wait`, `startup_before_cuda`,
+    /// `startup_to_first_step`, `startup`, `stall`, `gpu_work`, `host_side`, `input_inferred`,
+    /// `transfer`, `after_loop_data_wait`, `after_loop`, `unexplained`.
     pub account: &'static str,
     /// Its name for people: a phase's own name, a stall's cause.
     pub label: String,
@@ -299,11 +300,40 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         let spans = run.phases_s.iter().filter(|p| p.0 == name).map(|p| p.1).collect();
         book.claim("phase", name, Basis::Measured, "the loop's own phase marks", spans);
     }
+    // The loop: from its first step to its last, else the GPU's active window. Its waits are
+    // the ones the loop's own figures count (the share the steps line gives); a wait before it
+    // (the first batch, workers starting) is start-up, one after it is the loop's end.
+    let (loop_s, marked) = loop_window(run);
+    let [lo, hi] = loop_s.unwrap_or([0.0, end]);
+    let outside = if marked {
+        "the loop's timed waits, before its first step mark"
+    } else {
+        "the loop's timed waits, before the GPU's first busy stretch"
+    };
+    book.claim(
+        "startup_data_wait",
+        "start-up: waiting for the first batch",
+        Basis::Measured,
+        outside,
+        merged(run.data_waits_s.clone(), 0.0, lo),
+    );
+    let outside = if marked {
+        "the loop's timed waits, after its last step mark"
+    } else {
+        "the loop's timed waits, after the GPU's last busy stretch"
+    };
+    book.claim(
+        "after_loop_data_wait",
+        "after the loop: waiting for data",
+        Basis::Measured,
+        outside,
+        merged(run.data_waits_s.clone(), hi, end),
+    );
     // Exact stretches first; a fast loop's folded waits are placed only roughly, so what of them
     // falls on the copies between them is still theirs, taken from the loop's own time instead.
-    let folded = merged(run.folded_waits_s.clone(), 0.0, end);
-    let exact = minus(&merged(run.data_waits_s.clone(), 0.0, end), &folded);
-    const WAITS: &str = "the loop's timed waits for each batch";
+    let folded = merged(run.folded_waits_s.clone(), lo, hi);
+    let exact = minus(&merged(run.data_waits_s.clone(), lo, hi), &folded);
+    const WAITS: &str = "the loop's timed waits for each batch between its first step mark and its last";
     book.claim("data_wait", "waiting for data", Basis::Measured, WAITS, exact.clone());
     let copies = book.claim(
         "transfer",
@@ -318,11 +348,9 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
     let displaced_s = total(&minus(&folded, &minus(&folded, &merged(interleaved, 0.0, end))));
     book.add("data_wait", "waiting for data", Basis::Measured, WAITS, displaced_s);
     let g = primary(run);
-    // The loop: from its first step to its last, else the GPU's active window.
     // Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
     // for an active window has the whole series as one).
     let context_s = crate::rules::startup::first_context_s(run);
-    let (loop_s, marked) = loop_window(run);
     let basis = if marked { Basis::Measured } else { Basis::Inferred };
     if let Some([first, last]) = loop_s {
         let evidence = if marked { "before the loop's first step mark" } else { "before the GPU's first busy stretch" };
@@ -471,7 +499,8 @@ mod tests {
         r.steps = Some(crate::Steps {
             pid: 7,
             ranks: 1,
-            count: 80,
+            marked: 81,
+            timed: 80,
             window_s: [10.0, 90.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),

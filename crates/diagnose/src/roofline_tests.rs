@@ -114,7 +114,8 @@ fn joules_per_step_come_from_two_counter_readings_and_the_steps_between() {
     r.steps = Some(crate::Steps {
         pid: 1,
         ranks: 1,
-        count: 60,
+        marked: 61,
+        timed: 60,
         window_s: [0.0, 60.0],
         step_s: (1..=60).map(|i| (f64::from(i), 1.0)).collect(),
         data_wait_s: Vec::new(),

@@ -14,8 +14,11 @@ pub struct Steps {
     pub pid: u32,
     /// Processes that marked steps (torchrun's ranks each do).
     pub ranks: usize,
-    /// Steps measured: those that ended after the first step mark.
-    pub count: usize,
+    /// Steps the loop marked, the first mark's included: what its `gpulse.step()` calls counted.
+    pub marked: usize,
+    /// Steps timed: those that ended after the first step mark, the intervals the rate is over
+    /// (the first mark opens the window, so one fewer than `marked` where marks are not folded).
+    pub timed: usize,
     /// From the first to the last step mark, seconds since the run started.
     pub window_s: [f64; 2],
     /// Each step mark (a fast loop's marks stand for several steps): when it ended (seconds
@@ -42,8 +45,8 @@ impl Steps {
         let (pid, mut ends) = by_pid.into_iter().max_by_key(|(pid, v)| (total(v), std::cmp::Reverse(*pid)))?;
         ends.sort_unstable();
         // The first mark opens the window: the steps it stands for ended before it.
-        let count: usize = ends[1..].iter().map(|e| e.1 as usize).sum();
-        if count < MIN_STEPS {
+        let timed: usize = ends[1..].iter().map(|e| e.1 as usize).sum();
+        if timed < MIN_STEPS {
             return None;
         }
         let t = |us: i64| (us - start_us) as f64 / 1e6;
@@ -81,7 +84,8 @@ impl Steps {
         Some(Self {
             pid,
             ranks,
-            count,
+            marked: timed + ends[0].1 as usize,
+            timed,
             window_s: [t(ends[0].0), t(ends[ends.len() - 1].0)],
             step_s,
             data_wait_s,
@@ -96,17 +100,17 @@ impl Steps {
 
     /// Steps a second over the measured span.
     pub fn per_s(&self) -> f64 {
-        self.count as f64 / self.span_s().max(1e-9)
+        self.timed as f64 / self.span_s().max(1e-9)
     }
 
     /// Mean seconds a step takes.
     pub fn mean_step_s(&self) -> f64 {
-        self.span_s() / self.count.max(1) as f64
+        self.span_s() / self.timed.max(1) as f64
     }
 
     /// Mean seconds a step waited for data.
     pub fn mean_wait_s(&self) -> Option<f64> {
-        Some(self.waited_s? / self.count.max(1) as f64)
+        Some(self.waited_s? / self.timed.max(1) as f64)
     }
 
     /// The share of wall time between the first and the last step spent waiting for data, 0 to
@@ -180,7 +184,7 @@ mod tests {
             }
         }
         let s = Steps::from_markers(&m, 0, false).unwrap();
-        assert_eq!(s.count, 10);
+        assert_eq!((s.marked, s.timed), (11, 10), "11 marks, 10 steps between them");
         assert!((s.per_s() - 10.0).abs() < 1e-9);
         assert!((s.data_wait_share().unwrap() - 0.6).abs() < 1e-9);
         assert_eq!(s.data_wait_s.len(), 10);
@@ -197,7 +201,7 @@ mod tests {
             m.push(mark(i * 200, 2, MarkerKind::Step, None));
         }
         let s = Steps::from_markers(&m, 0, false).unwrap();
-        assert_eq!((s.pid, s.ranks, s.count), (1, 2, 19));
+        assert_eq!((s.pid, s.ranks, s.marked, s.timed), (1, 2, 20, 19));
         assert_eq!(s.data_wait_share(), None, "no wait was timed");
         // Under --instrument every DataLoader wait is timed: none means the loop used none.
         let s = Steps::from_markers(&m, 0, true).unwrap();
@@ -213,7 +217,7 @@ mod tests {
             m.push(Marker { count: 100, ..mark(k * 100, 3, MarkerKind::Step, None) });
         }
         let s = Steps::from_markers(&m, 0, false).unwrap();
-        assert_eq!(s.count, 1000);
+        assert_eq!((s.marked, s.timed), (1001, 1000));
         assert!((s.per_s() - 1000.0).abs() < 1e-6);
         assert!((s.mean_step_s() - 0.001).abs() < 1e-12);
         assert!((s.data_wait_share().unwrap() - 0.5).abs() < 1e-9);

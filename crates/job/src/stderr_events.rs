@@ -1,13 +1,8 @@
 //! What a training job prints on stderr that is worth an event: CUDA out of memory, NCCL errors
 //! and watchdog timeouts, a DataLoader worker killed, Xid messages.
 
+use gpulse_model::run::{EVENT_TEXT_MAX_CHARS as MAX_TEXT, OLD_EVENT_TEXT_MAX_CHARS as OLD_MAX_TEXT, cut_text};
 use serde_json::{Value, json};
-
-/// Longest line kept in an event's text: PyTorch's OOM message with its URL is about 700
-/// characters, kept whole; a longer line is cut and says so (`"cut": true`).
-const MAX_TEXT: usize = 4000;
-/// The limit before: a text this long without `cut` in a recording was cut.
-const OLD_MAX_TEXT: usize = 600;
 
 /// The event a line of stderr stands for, if any: its kind and payload (`text`, plus what the
 /// line names: bytes asked for, the GPU, a PID, an Xid code).
@@ -36,10 +31,11 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
     } else {
         return None;
     };
-    let text: String = line.trim().chars().take(MAX_TEXT).collect();
+    // A long line is cut between words (never inside a URL), and says so.
+    let (text, cut) = cut_text(line, MAX_TEXT);
     let mut payload = json!({ "text": text });
     let obj = payload.as_object_mut()?;
-    if line.trim().chars().nth(MAX_TEXT).is_some() {
+    if cut {
         obj.insert("cut".into(), json!(true));
     } else if text.chars().count() == OLD_MAX_TEXT {
         // Whole, though as long as the texts the first recordings cut: readers are told.
@@ -146,8 +142,14 @@ mod tests {
         );
         let (_, p) = detect(&oom).unwrap();
         assert_eq!((p["text"].as_str().unwrap(), p.get("cut")), (oom.as_str(), None));
-        let (_, p) = detect(&format!("CUDA out of memory {}", "y".repeat(MAX_TEXT))).unwrap();
-        assert_eq!((p["text"].as_str().unwrap().chars().count(), &p["cut"]), (MAX_TEXT, &json!(true)));
+        // Past the limit: cut before the URL the limit falls in, and marked.
+        let url = oom.find("(https://").unwrap();
+        let long = format!("{}{oom}", "x ".repeat((MAX_TEXT - url - 10) / 2));
+        assert!(long.find("(https://").unwrap() < MAX_TEXT && long.len() > MAX_TEXT, "the limit falls in the URL");
+        let (_, p) = detect(&long).unwrap();
+        let text = p["text"].as_str().unwrap();
+        assert_eq!(p["cut"], json!(true), "{text}");
+        assert!(text.ends_with("Memory Management") && long.starts_with(text), "{}", &text[text.len() - 40..]);
         let (_, p) = detect(&format!("CUDA out of memory {}", "z".repeat(OLD_MAX_TEXT - 19))).unwrap();
         assert_eq!(p["cut"], json!(false), "as long as an old cut text, but whole");
     }

@@ -36,7 +36,8 @@ impl Collector {
     }
 
     /// Polls only while less than `duration` has passed since the start (every poll due before
-    /// it), then waits out the duration and ends.
+    /// it), then takes a last one when the duration is over and ends: the samples span the time
+    /// asked for (`record --duration 2s` at 1 s: 0, 1 and 2 s), not an interval less.
     pub fn spawn_for(mut poller: Poller, interval: Duration, duration: Option<Duration>) -> Self {
         let (polls_tx, polls) = mpsc::channel();
         let (control, control_rx) = mpsc::channel();
@@ -62,7 +63,10 @@ impl Collector {
                                 return;
                             }
                             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                            Err(RecvTimeoutError::Timeout) if over => return,
+                            Err(RecvTimeoutError::Timeout) if over => {
+                                let _ = polls_tx.send(poller.closing_poll());
+                                return;
+                            }
                             Err(RecvTimeoutError::Timeout) => break,
                         }
                     }
@@ -183,16 +187,20 @@ mod tests {
     }
 
     #[test]
-    fn a_duration_takes_the_polls_due_before_it_then_ends() {
+    fn a_duration_takes_the_polls_due_before_it_and_one_at_its_end() {
         let started = Instant::now();
+        let wall_us = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+        let spawned_us = wall_us(std::time::SystemTime::now());
         let c =
             Collector::spawn_for(Poller::new(None, None), Duration::from_millis(40), Some(Duration::from_millis(100)));
         let polls: Vec<_> = std::iter::from_fn(|| c.next(Duration::from_secs(5))).collect();
         let elapsed = started.elapsed();
-        // Due at 0, 40 and 80 ms; 120 ms is past the end.
-        assert_eq!(polls.len(), 3, "{polls:?}");
+        // Due at 0, 40 and 80 ms; 120 ms is past the end, so the last is taken at 100 ms.
+        assert_eq!(polls.len(), 4, "{polls:?}");
         assert!(polls.iter().all(Result::is_ok));
         assert!(elapsed >= Duration::from_millis(100), "the duration is waited out: {elapsed:?}");
+        let last = polls.last().unwrap().as_ref().unwrap();
+        assert!(last.host.timestamp_us >= spawned_us + 100_000, "the last poll closes the 100 ms asked for");
         let t0 = Instant::now();
         while !c.is_finished() && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(1));

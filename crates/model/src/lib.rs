@@ -52,6 +52,17 @@ pub fn to_gib(bytes: f64) -> f64 {
     bytes / GIB as f64
 }
 
+/// A PCIe or NVLink rate for people, in the binary units NVML gives it in (GPM's MiB/s,
+/// `nvmlDeviceGetPcieThroughput`'s KiB/s): MiB/s below a GiB/s, GiB/s above. Every view that
+/// shows the same traffic writes it with this, so no two show different numbers for it.
+pub fn rate_text(bytes_per_s: f64) -> String {
+    if bytes_per_s < GIB as f64 {
+        format!("{:.1} MiB/s", bytes_per_s / MIB as f64)
+    } else {
+        format!("{:.1} GiB/s", bytes_per_s / GIB as f64)
+    }
+}
+
 /// One poll of everything a watcher reads: every GPU (when a GPU source is open), the host, and
 /// the watched process tree (when one is followed).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -63,4 +74,17 @@ pub struct Poll {
     pub newly_lost: Vec<u32>,
     /// The watched tree's root is gone (the GPUs and the host were still read: what it left).
     pub root_gone: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_in_nvmls_binary_units() {
+        // GPM's PCIE_TX_PER_SEC of 13.6 MiB/s, and a copy at 59 GiB/s.
+        assert_eq!(rate_text(13.6 * MIB as f64), "13.6 MiB/s");
+        assert_eq!(rate_text(59.0 * GIB as f64), "59.0 GiB/s");
+        assert_eq!(rate_text(0.0), "0.0 MiB/s", "a real zero is a zero");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use gpulse_model::{ClocksEventReasons, DeviceInfo, DeviceStatus, GpuSample, MIB, Snapshot};
+use gpulse_model::{ClocksEventReasons, DeviceInfo, DeviceStatus, GpuSample, Snapshot};
 
 fn opt<T: std::fmt::Display>(v: Option<T>, unit: &str) -> String {
     v.map_or_else(|| "—".to_owned(), |v| format!("{v}{unit}"))
@@ -88,7 +88,7 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
         reason_text,
         throttled
     );
-    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), |b| format!("{:.1} MiB/s", b / MIB as f64));
+    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), gpulse_model::rate_text);
     // The link as one word where it was read; a dash alone where it was not.
     let link = match (g.pcie_link_gen, g.pcie_link_width) {
         (None, None) => "link —".to_owned(),
@@ -142,7 +142,7 @@ fn nvlink_line(s: &mut String, g: &GpuSample) {
     let version = up.iter().find_map(|l| l.version).map_or_else(String::new, |v| format!(" v{v}"));
     let speed =
         g.table.value("nvlink_speed_mbps").map_or_else(String::new, |v| format!(" {:.1} GB/s each", v as f64 / 1000.0));
-    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), |b| format!("{:.1} MiB/s", b / MIB as f64));
+    let rate = |b: Option<f64>| b.map_or_else(|| "—".to_owned(), gpulse_model::rate_text);
     let gpm = g.gpm.as_deref();
     let _ = writeln!(
         s,

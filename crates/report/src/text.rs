@@ -10,7 +10,8 @@ pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
     serde_json::json!({
         "pid": s.pid,
         "ranks": s.ranks,
-        "steps": s.count,
+        "steps": s.marked,
+        "steps_timed": s.timed,
         "window_s": s.window_s,
         "steps_per_s": s.per_s(),
         "step_mean_ms": 1000.0 * s.mean_step_s(),
@@ -18,16 +19,23 @@ pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
     })
 }
 
-/// One line on the loop's own measurements, when it sent marks.
+/// One line on the loop's own measurements, when it sent marks: the steps it marked, then the
+/// rate and the wait over the steps after the first mark (which opens the window).
 pub fn steps_line(run: &gpulse_diagnose::Run) -> String {
     let Some(s) = &run.steps else { return String::new() };
     // Steps marked within a blink (a test, a loop over nothing) have no rate worth printing.
     if s.span_s() < 0.5 {
-        return format!("steps: {} in {:.0} ms, too brief for a rate\n\n", s.count, 1000.0 * s.span_s());
+        return format!("steps: {} marked within {:.0} ms, too brief for a rate\n\n", s.marked, 1000.0 * s.span_s());
     }
-    let mut line = format!("steps: {} at {:.2}/s, {:.0} ms each", s.count, s.per_s(), 1000.0 * s.mean_step_s());
+    let mut line = format!(
+        "steps: {} marked, {:.2}/s over the {} after the first mark ({:.0} ms each)",
+        s.marked,
+        s.per_s(),
+        s.timed,
+        1000.0 * s.mean_step_s()
+    );
     if let Some(w) = s.data_wait_share() {
-        line += &format!(", waiting for data {:.0}% of the time", 100.0 * w);
+        line += &format!(", waiting for data {:.0}% of that time", 100.0 * w);
     }
     if s.ranks > 1 {
         line += &format!(" (PID {}, one of {} processes marking steps)", s.pid, s.ranks);
@@ -125,7 +133,8 @@ mod tests {
         let steps = gpulse_diagnose::Steps {
             pid: 1,
             ranks: 1,
-            count,
+            marked: count + 1,
+            timed: count,
             window_s,
             step_s: Vec::new(),
             data_wait_s: Vec::new(),
@@ -134,10 +143,17 @@ mod tests {
         gpulse_diagnose::Run { steps: Some(steps), ..Default::default() }
     }
 
-    /// Four steps 2 µs apart are no 500,000 steps/s; 77 steps over 27 s are 2.8 a second.
+    /// Four steps 2 µs apart are no 500,000 steps/s; 77 steps over 27 s are 2.8 a second, and
+    /// the loop that took them marked 78.
     #[test]
     fn a_rate_only_over_a_span_worth_timing() {
-        assert_eq!(steps_line(&with_steps([1.0, 1.000008], 4)), "steps: 4 in 0 ms, too brief for a rate\n\n");
-        assert_eq!(steps_line(&with_steps([3.0, 30.0], 77)), "steps: 77 at 2.85/s, 351 ms each\n\n");
+        assert_eq!(
+            steps_line(&with_steps([1.0, 1.000008], 4)),
+            "steps: 5 marked within 0 ms, too brief for a rate\n\n"
+        );
+        assert_eq!(
+            steps_line(&with_steps([3.0, 30.0], 77)),
+            "steps: 78 marked, 2.85/s over the 77 after the first mark (351 ms each)\n\n"
+        );
     }
 }

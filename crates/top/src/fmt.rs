@@ -31,13 +31,9 @@ pub fn mem(bytes: Option<u64>) -> String {
     }
 }
 
-/// Bytes a second as GB/s (10⁹, as NVML's throughput counters and link speeds are given).
+/// Bytes a second in NVML's binary units, as `gpulse status` writes them.
 pub fn rate(bytes_per_s: Option<f64>) -> String {
-    match bytes_per_s {
-        None => NONE.into(),
-        Some(b) if b < 1e9 => format!("{:.0} MB/s", b / 1e6),
-        Some(b) => format!("{:.1} GB/s", b / 1e9),
-    }
+    bytes_per_s.map_or_else(|| NONE.into(), gpulse_model::rate_text)
 }
 
 /// A duration in its two largest units: `4m12s`, `2h05m`, `37s`.
@@ -204,7 +200,9 @@ mod tests {
         assert_eq!(pct(Some(0.0), 1), "0.0%", "a real zero is a zero");
         assert_eq!(mem(Some(300 << 20)), "300MiB");
         assert_eq!(mem(Some(20 * GIB + GIB / 2)), "20.5GiB");
-        assert_eq!(rate(Some(2.5e9)), "2.5 GB/s");
+        // GPM's 4.39 MiB/s and 2.5 GiB/s, as NVML gives them.
+        assert_eq!(rate(Some(4.39 * (1 << 20) as f64)), "4.4 MiB/s");
+        assert_eq!(rate(Some(2.5 * GIB as f64)), "2.5 GiB/s");
         assert_eq!(duration(Some(252.0)), "4m12s");
         assert_eq!(duration(Some(7500.0)), "2h05m");
         assert_eq!(throttle(Some(0x4 | 0x40)), "power cap, too hot (hardware)");

@@ -163,10 +163,12 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     out
 }
 
-/// A message cut to one readable clause.
+/// A message cut to one readable clause, between words.
 fn short(text: &str) -> String {
-    let t: String = text.chars().take(160).collect();
-    if text.chars().count() > 160 { format!("{t}…") } else { t }
+    match gpulse_model::run::cut_text(text, 160) {
+        (t, true) => format!("{t}…"),
+        (t, false) => t,
+    }
 }
 
 #[cfg(test)]

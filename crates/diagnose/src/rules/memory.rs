@@ -77,13 +77,24 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             f = f.on_gpu(gpu);
         }
         out.push(
-            f.with("at_s", round(*at, 1))
-                .with("message", message.clone())
+            with_message(f.with("at_s", round(*at, 1)), message)
                 .advise(&OOM_ADVICE)
                 .limit("no GPU memory readings: the peak and what grew before the error are unknown (record where the driver answers)"),
         );
     }
     out
+}
+
+/// The OOM message as evidence, saying so where the recording cut it (recordings before
+/// `"cut"` was kept cut at 600 characters, mid-URL, without a word).
+fn with_message(f: Finding, payload: &serde_json::Value) -> Finding {
+    let mut message = payload.clone();
+    let Some((text, true)) = gpulse_model::run::event_text(payload) else { return f.with("message", message) };
+    if let Some(o) = message.as_object_mut() {
+        o.insert("text".into(), text.into());
+        o.insert("cut".into(), true.into());
+    }
+    f.with("message", message).limit("the message was cut when recorded: the job's stderr has it whole")
 }
 
 fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
@@ -214,7 +225,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         .with("peak_gib", round(peak / GIB, 2))
         .advise(&OOM_ADVICE);
         if let Some(e) = oom_event {
-            f = f.with("message", e.2.clone());
+            f = with_message(f, &e.2);
         } else {
             f = f.limit("inferred from memory falling from the limit; `gpulse run` catches the CUDA out-of-memory message itself");
         }
@@ -291,7 +302,8 @@ mod tests {
         let steps = |first_s: f64| crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 10,
+            marked: 11,
+            timed: 10,
             window_s: [first_s, 20.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),

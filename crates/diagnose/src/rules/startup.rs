@@ -129,7 +129,8 @@ mod tests {
         r.steps = Some(crate::Steps {
             pid: 7,
             ranks: 1,
-            count: 10,
+            marked: 11,
+            timed: 10,
             window_s: [first_s, 100.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),

@@ -97,7 +97,8 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     )
     .with("pid", steps.pid)
     .over(steps.window_s)
-    .with("steps", steps.count as u64)
+    .with("steps", steps.marked as u64)
+    .with("steps_timed", steps.timed as u64)
     .with("steps_per_s", round(steps.per_s(), 2))
     .with("data_wait_share_pct", round(100.0 * share, 1))
     .with("data_wait_mean_ms", round(wait_ms, 1))
@@ -127,7 +128,8 @@ mod tests {
         let steps = crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 10,
+            marked: 11,
+            timed: 10,
             window_s: [0.0, 10.0],
             step_s: (1..=10).map(|i| (f64::from(i), 1.0)).collect(),
             data_wait_s: (1..=10).map(|i| (f64::from(i), share)).collect(),

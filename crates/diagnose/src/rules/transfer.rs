@@ -252,7 +252,8 @@ mod tests {
         r.steps = Some(crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 20,
+            marked: 21,
+            timed: 20,
             window_s: [0.0, 20.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),

@@ -297,7 +297,8 @@ mod tests {
         stepped.steps = Some(crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 19,
+            marked: 20,
+            timed: 19,
             window_s: [0.0, 19.0],
             step_s: Vec::new(),
             data_wait_s: Vec::new(),
@@ -392,7 +393,8 @@ mod tests {
         let steps = |share: f64| crate::Steps {
             pid: 1,
             ranks: 1,
-            count: 10,
+            marked: 11,
+            timed: 10,
             window_s: [0.0, 10.0],
             step_s: vec![(1.0, 1.0); 10],
             data_wait_s: vec![(1.0, share); 10],

@@ -11,7 +11,7 @@ use super::esc;
 fn color(account: &str) -> &'static str {
     match account {
         "gpu_work" => "#2ca02c",
-        "data_wait" | "input_inferred" => "#d62728",
+        "data_wait" | "startup_data_wait" | "after_loop_data_wait" | "input_inferred" => "#d62728",
         "transfer" => "#9467bd",
         "host_side" => "#ff7f0e",
         "phase" => "#1f77b4",

@@ -126,9 +126,10 @@ fn gpu_charts(g: &GpuSeries) -> Vec<Chart<'_>> {
     // belong on the first. A lone GPU's idle links would only draw zeros.
     let links = g.nvlink_active_links.filter(|n| *n > 0);
     if let Some(n) = links.filter(|_| g.nvlink_bytes_per_s.iter().any(Option::is_some)) {
-        let gb = |v: &[Option<f64>]| v.iter().map(|x| x.map(|b| b / 1e9)).collect::<Vec<_>>();
+        // GiB/s, the unit NVML gives them in and every other view shows.
+        let gb = |v: &[Option<f64>]| v.iter().map(|x| x.map(gpulse_model::to_gib)).collect::<Vec<_>>();
         out.push(Chart {
-            title: format!("NVLink and PCIe traffic, GB/s ({n} NVLink links up)"),
+            title: format!("NVLink and PCIe traffic, GiB/s ({n} NVLink links up)"),
             scope,
             series: vec![
                 line("NVLink tx+rx (GPM)", "#8c564b", &gb(&g.nvlink_bytes_per_s)),
@@ -176,9 +177,10 @@ fn layout(input: &str, a: &Analysis) -> Layout {
             reference: None,
         };
         let note = format!(
-            "{} steps at {:.2} steps/s (PID {}{})",
-            steps.count,
+            "{} steps marked, {:.2} steps/s over the {} after the first mark (PID {}{})",
+            steps.marked,
             steps.per_s(),
+            steps.timed,
             steps.pid,
             if steps.ranks > 1 { format!(", one of {} ranks", steps.ranks) } else { String::new() }
         );

@@ -88,7 +88,7 @@ fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
             "gpu_lost" => Some("GPU lost"),
             _ => None,
         };
-        let detail = payload.get("text").and_then(Value::as_str).map_or_else(|| payload.to_string(), str::to_owned);
+        let detail = super::page::event_text(payload);
         let text = format!("{kind} at {t:.1} s: {detail}");
         out.push((gpu_of(payload), Mark { t_s: *t, kind: kind.clone(), text, label }));
     }

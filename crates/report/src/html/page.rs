@@ -16,9 +16,6 @@ pub const HEAD: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"u
      .critical{color:#b00020}.warning{color:#b25e00}.info{color:#1565c0}table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .6em;text-align:left;vertical-align:top}\
      </style></head><body>";
 
-/// Longest event text gpulse kept before it kept whole messages: a text this long was cut.
-const OLD_MAX_TEXT: usize = 600;
-
 pub fn summary(facts: &[(&str, String)]) -> String {
     let mut s = String::from("<dl class=\"summary\">");
     for (label, text) in facts {
@@ -51,10 +48,9 @@ pub fn findings(findings: &[Finding]) -> String {
 }
 
 /// An event's text as kept, saying so when the recording cut it.
-fn event_text(payload: &Value) -> String {
-    let Some(text) = payload.get("text").and_then(Value::as_str) else { return payload.to_string() };
-    let cut = payload.get("cut").and_then(Value::as_bool).unwrap_or(text.chars().count() == OLD_MAX_TEXT);
-    if cut { format!("{text} … (cut when recorded)") } else { text.to_owned() }
+pub(super) fn event_text(payload: &Value) -> String {
+    let Some((text, cut)) = gpulse_model::run::event_text(payload) else { return payload.to_string() };
+    if cut { format!("{text} … (cut when recorded)") } else { text }
 }
 
 /// What the job printed that gpulse recognised, and other events worth a line.
@@ -120,6 +116,8 @@ pub fn processes(run: &Run) -> String {
 
 #[cfg(test)]
 mod tests {
+    use gpulse_model::run::OLD_EVENT_TEXT_MAX_CHARS as OLD_MAX_TEXT;
+
     use super::*;
 
     #[test]

@@ -24,9 +24,14 @@ pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, Str
     };
     out.push(("Primary cause", cause));
     if let Some(steps) = &a.run.steps {
-        let mut s = format!("{:.2} steps/s over {} steps", steps.per_s(), steps.count);
+        let mut s = format!(
+            "{} steps marked; {:.2} steps/s over the {} after the first mark",
+            steps.marked,
+            steps.per_s(),
+            steps.timed
+        );
         if let Some(w) = steps.data_wait_share() {
-            s += &format!("; waiting for data {:.0}% of the time", 100.0 * w);
+            s += &format!("; waiting for data {:.0}% of that time", 100.0 * w);
         }
         out.push(("Training loop", s));
     }

@@ -263,7 +263,7 @@ pub(super) fn sample_device(
                 && opts.pcie_every.is_some_and(|every| t.last_pcie.is_none_or(|l| l.elapsed() >= every));
             if due {
                 t.last_pcie = Some(Instant::now());
-                // NVML reports KB/s.
+                // NVML's "KB/s" are KiB/s (1024 bytes, as nvitop reads them too).
                 s.pcie_tx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Send))
                     .map(|k| u64::from(k) * 1024);
                 s.pcie_rx_bytes_per_s = read!(r, Metric::PcieThroughput, d.pcie_throughput(PcieUtilCounter::Receive))
