@@ -2,10 +2,16 @@
 //! real processes, in 8 real cgroups shaped as the kubelet and containerd make them when this
 //! runs as root), against what users would otherwise run. Run: `cargo bench --bench attribution`.
 //!
-//! - gpulse: `Attributor::attribute`, what every poll does: one read of `/proc/PID/cgroup` per
-//!   process, the owner from a cache keyed by the file's text, the names from a directory that
-//!   answers from memory (here the real `gpulse-cluster` one, filled by its own thread).
-//! - the same without the cache: the path parsed on every poll.
+//! - gpulse: `Attributor::attribute`, what every poll does: one `poll` of the processes'
+//!   pidfds (none has exited, so each PID still names its process), the owner from a cache by
+//!   process, the names from a directory that answers from memory (here the real
+//!   `gpulse-cluster` one, filled by its own thread).
+//! - the same where the kernel gives no pidfds: one read of `/proc/PID/stat` per process, its
+//!   start time the key.
+//! - gpulse's poll that reads every process's cgroup again (each process's falls due every
+//!   `workload::RECHECK`): the same with the period set to zero.
+//! - the cgroup files read and parsed on every poll, as gpulse did before it cached by process.
+//! - the start-time reads alone.
 //! - dcgm-exporter's way: one `List` call to the kubelet's pod-resources socket on every scrape
 //!   (its `PodMapper`), here against the pod-resources stand-in with the 8 pods, over the same
 //!   gRPC client gpulse uses. Its CPU includes the stand-in server's (it runs in this process):
@@ -18,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use gpulse_cluster::testing::{Answers, container, pod_with_gpus, serve};
 use gpulse_model::{GpuSample, ProcessSample};
-use gpulse_sample::workload::{Attributor, Directory, cgroup};
+use gpulse_sample::workload::{Attributor, Directory, RECHECK, cgroup};
 
 const GPUS: usize = 8;
 const PER_GPU: usize = 8;
@@ -135,16 +141,33 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let directory: Arc<dyn Directory> = cluster.clone();
-    let mut attributor = Attributor::new(Some(directory));
+    let mut attributor = Attributor::new(Some(directory.clone()));
     let mut polled = gpus.clone();
-    attributor.attribute(&mut polled, &uuids);
+    attributor.attribute(&mut polled, &uuids, |_| None);
     let named = polled.iter().flat_map(|g| &g.processes).filter(|p| p.workload.is_some()).count();
 
     let n = 2000;
     let (cached_cpu, cached_wall) = measure(n, || {
         let mut g = gpus.clone();
-        attributor.attribute(&mut g, &uuids);
+        attributor.attribute(&mut g, &uuids, |_| None);
         std::hint::black_box(&g);
+    });
+    let mut by_start = Attributor::new(Some(directory.clone())).without_pidfds();
+    let (start_key_cpu, start_key_wall) = measure(n, || {
+        let mut g = gpus.clone();
+        by_start.attribute(&mut g, &uuids, |_| None);
+        std::hint::black_box(&g);
+    });
+    let mut rechecking = Attributor::new(Some(directory)).with_recheck(Duration::ZERO);
+    let (recheck_cpu, recheck_wall) = measure(n, || {
+        let mut g = gpus.clone();
+        rechecking.attribute(&mut g, &uuids, |_| None);
+        std::hint::black_box(&g);
+    });
+    let (start_cpu, start_wall) = measure(n, || {
+        for p in gpus.iter().flat_map(|g| &g.processes) {
+            std::hint::black_box(gpulse_sample::proc_info::start_ticks(p.pid));
+        }
     });
     let (parse_cpu, parse_wall) = measure(n, || {
         for p in gpus.iter().flat_map(|g| &g.processes) {
@@ -167,10 +190,15 @@ fn main() {
             "not in pods (not root: the cgroup files are read and parsed all the same)"
         }
     );
-    println!("gpulse, per poll (cached by cgroup):        {cached_cpu:7.1} µs CPU, {cached_wall:7.1} µs wall");
-    println!(
-        "the same, parsing every cgroup every poll:  {parse_cpu:7.1} µs CPU, {parse_wall:7.1} µs wall (reads and parse only)"
-    );
+    let row = |label: &str, cpu: f64, wall: f64, note: &str| {
+        println!("{label:46} {cpu:7.1} µs CPU, {wall:7.1} µs wall{note}");
+    };
+    row("gpulse, per poll (pidfds):", cached_cpu, cached_wall, "");
+    row("gpulse, per poll without pidfds (start times):", start_key_cpu, start_key_wall, "");
+    let every = format!(" (each process's, every {} s)", RECHECK.as_secs());
+    row("gpulse, a poll that reads every cgroup again:", recheck_cpu, recheck_wall, &every);
+    row("every cgroup read and parsed every poll:", parse_cpu, parse_wall, " (reads and parse only)");
+    row("the start times alone (/proc/PID/stat):", start_cpu, start_wall, "");
     println!("dcgm-exporter's way, one pod-resources List per scrape: {list_cpu:7.1} µs CPU, {list_wall:7.1} µs wall");
     println!("ratio, List per scrape / gpulse per poll: {:.1}× CPU", list_cpu / cached_cpu);
     drop(cluster);

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use gpulse_cluster::testing::{Answers, container, pod_with_gpus, serve as serve_node};
+use gpulse_cluster::proto::Container;
+use gpulse_cluster::testing::{Answers, Node, container, pod_with_gpus, serve as serve_node};
 
 use super::serve::{free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config};
 use super::support::{fresh_dir, skipped};
@@ -17,6 +18,12 @@ const ID_A: &str = "e275d1a37782ab30008aa3ae6666cccefe53b3a14a2ab5a8dc459939107c
 /// The recording test's pod: its own cgroup, so the two tests may run at once.
 const UID_R: &str = "5d0c8e4a-7b1f-4c6a-9e2d-3f4a5b6c7d8e";
 const ID_R: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+/// The moving test's two pods.
+const UID_M: [&str; 2] = ["0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5", "6e7f8091-a2b3-4c4d-9e5f-60718293a4b5"];
+const ID_M: [&str; 2] = [
+    "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00",
+    "d00dfeedd00dfeedd00dfeedd00dfeedd00dfeedd00dfeedd00dfeedd00dfeed",
+];
 const UID_B: &str = "9ac48755-3968-48e4-b9dc-6d4b69f3bb42";
 const ID_B: &str = "3baf66ee56a52a8765c3deb2444315411a888fa3e2f8f7ddd75e9ded3c34425e";
 
@@ -71,6 +78,35 @@ impl Drop for Cgroup {
             }
         }
     }
+}
+
+/// The cgroups at `rels` under this host's v2 hierarchy (else a v1 one); `None`, the test
+/// skipped as `what`, where they cannot be made (no hierarchy, or not root) and
+/// `GPULSE_REQUIRE_CGROUPS` does not require them.
+fn made_or_skipped<const N: usize>(what: &str, rels: [String; N]) -> Option<[Cgroup; N]> {
+    let required = std::env::var_os("GPULSE_REQUIRE_CGROUPS").is_some();
+    let (v1, v2) = mounts();
+    let Some(root) = v2.or(v1) else {
+        assert!(!required, "no cgroup hierarchy to make cgroups in");
+        skipped(&format!("{what} (no cgroup hierarchy)"));
+        return None;
+    };
+    match rels.iter().map(|r| Cgroup::make(&root, r)).collect::<std::io::Result<Vec<_>>>() {
+        Ok(made) => made.try_into().ok(),
+        Err(e) => {
+            assert!(!required, "cannot make cgroups: {e}");
+            skipped(&format!("{what} (cannot make cgroups; needs root)"));
+            None
+        }
+    }
+}
+
+/// The stand-in NVML's `scenario`, written into `dir`, and a CRI stand-in there naming
+/// `containers`.
+fn scenario_and_cri(dir: &Path, scenario: &str, containers: Vec<Container>) -> (PathBuf, Node) {
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, scenario).unwrap();
+    (path, serve_node(&dir.join("cri.sock"), Answers { containers, ..Answers::default() }))
 }
 
 struct Killed(Vec<Child>);
@@ -150,18 +186,11 @@ fn prometheus_sums_a_shared_gpu_by_pod_and_by_slurm_job() {
         gpu(1, &p(pids[3], 4096, 50)),
         gpu(2, ""),
     );
-    let scenario_path = dir.join("scenario.json");
-    std::fs::write(&scenario_path, scenario).unwrap();
-    let cri = serve_node(
-        &dir.join("cri.sock"),
-        Answers {
-            containers: vec![
-                container(ID_A, UID_A, "team-a", "train-a", "main"),
-                container(ID_B, UID_B, "team-b", "train-b", "worker"),
-            ],
-            ..Answers::default()
-        },
-    );
+    let containers = vec![
+        container(ID_A, UID_A, "team-a", "train-a", "main"),
+        container(ID_B, UID_B, "team-b", "train-b", "worker"),
+    ];
+    let (scenario_path, cri) = scenario_and_cri(&dir, &scenario, containers);
     let kubelet = serve_node(
         &dir.join("kubelet.sock"),
         Answers {
@@ -255,23 +284,9 @@ fn serve_with_sockets(scenario: &str, cri: &str, kubelet: &str) -> super::serve:
 /// reader gives them back: the recording answers "whose GPU seconds" after the pod is gone.
 #[test]
 fn record_keeps_each_processs_pod_and_slurm_job() {
-    let required = std::env::var_os("GPULSE_REQUIRE_CGROUPS").is_some();
-    let (v1, v2) = mounts();
-    let Some(root) = v2.or(v1) else {
-        assert!(!required, "no cgroup hierarchy to make cgroups in");
-        return skipped("recorded attribution (no cgroup hierarchy)");
-    };
     let n = std::process::id();
-    let made = (|| -> std::io::Result<_> {
-        Ok((
-            Cgroup::make(&root, &format!("kubepods/burstable/pod{UID_R}/{ID_R}"))?,
-            Cgroup::make(&root, &format!("slurm/uid_{n}/job_4712/step_batch/task_0"))?,
-        ))
-    })();
-    let Ok((cg_pod, cg_job)) = made else {
-        assert!(!required, "cannot make cgroups: {:?}", made.err());
-        return skipped("recorded attribution (cannot make cgroups; needs root)");
-    };
+    let rels = [format!("kubepods/burstable/pod{UID_R}/{ID_R}"), format!("slurm/uid_{n}/job_4712/step_batch/task_0")];
+    let Some([cg_pod, cg_job]) = made_or_skipped("recorded attribution", rels) else { return };
     let procs = Killed(vec![sleeper(&[]), sleeper(&[("SLURM_JOB_ID", "4712"), ("SLURM_JOB_USER", "ada")])]);
     let pids: Vec<u32> = procs.0.iter().map(Child::id).collect();
     cg_pod.enter(pids[0]).unwrap();
@@ -285,12 +300,8 @@ fn record_keeps_each_processs_pod_and_slurm_job() {
                          {{"pid": {}, "name": "python3", "used_memory_mib": 4096, "sm_util_pct": 20}}]}}]}}"#,
         pids[0], pids[1]
     );
-    let scenario_path = dir.join("scenario.json");
-    std::fs::write(&scenario_path, scenario).unwrap();
-    let cri = serve_node(
-        &dir.join("cri.sock"),
-        Answers { containers: vec![container(ID_R, UID_R, "team-a", "train-a", "main")], ..Answers::default() },
-    );
+    let (scenario_path, cri) =
+        scenario_and_cri(&dir, &scenario, vec![container(ID_R, UID_R, "team-a", "train-a", "main")]);
     let db = dir.join("run.db");
     let (code, _, err) = super::support::run(
         super::support::gpulse(None)
@@ -318,5 +329,54 @@ fn record_keeps_each_processs_pod_and_slurm_job() {
             name: None,
         })
     );
+    drop(procs);
+}
+
+/// A process moved into another pod's cgroup while it runs (as a runtime places a process after
+/// its exec, or an admin writes `cgroup.procs`) carries the new pod in `/metrics` once gpulse
+/// reads its cgroup again (every 10 s): a process's owner is cached, not fixed for its life.
+#[test]
+fn a_process_moved_to_another_pods_cgroup_is_relabelled_in_metrics() {
+    let rels = [0, 1].map(|i| format!("kubepods/besteffort/pod{}/{}", UID_M[i], ID_M[i]));
+    let Some([cg_from, cg_to]) = made_or_skipped("re-attribution of a moved process", rels) else { return };
+    let procs = Killed(vec![sleeper(&[])]);
+    let pid = procs.0[0].id();
+    cg_from.enter(pid).unwrap();
+    let dir = fresh_dir("fleet", "moved");
+    let scenario = format!(
+        r#"{{"driver_version": "580.159.04", "cuda_driver_version": 13000, "devices": [{{"name": "NVIDIA H200",
+           "uuid": "GPU-00000000-aaaa-4000-8000-000000000000", "pci_bus_id": "00000000:10:00.0",
+           "base": {{"util_gpu_pct": 65, "memory_total_mib": 143771, "memory_used_mib": 8192}},
+           "processes": [{{"pid": {pid}, "name": "python3", "used_memory_mib": 4096, "sm_util_pct": 30}}]}}]}}"#
+    );
+    let containers = vec![
+        container(ID_M[0], UID_M[0], "team-m", "before", "main"),
+        container(ID_M[1], UID_M[1], "team-m", "after", "main"),
+    ];
+    let (scenario_path, cri) = scenario_and_cri(&dir, &scenario, containers);
+    let s = super::serve::serve_scenario_env(
+        scenario_path.to_str().unwrap(),
+        &[],
+        &[("GPULSE_CRI_SOCKET", cri.path.to_str().unwrap()), ("GPULSE_POD_RESOURCES_SOCKET", "")],
+    );
+    // The process's series, once it names `pod`.
+    let labelled = |pod: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, _, body) = get(&s.addr, "/metrics", &[]);
+            let line = body
+                .lines()
+                .find(|l| l.starts_with("gpulse_process_gpu_memory_bytes{") && l.contains(&format!("pid=\"{pid}\"")));
+            if line.is_some_and(|l| l.contains(&format!("pod=\"{pod}\""))) {
+                return line.unwrap().to_owned();
+            }
+            assert!(Instant::now() < deadline, "never labelled {pod}: {line:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert!(labelled("before").contains(&format!("uid=\"{}\"", UID_M[0])));
+    cg_to.enter(pid).unwrap();
+    let after = labelled("after");
+    assert!(after.contains(&format!("uid=\"{}\"", UID_M[1])) && !after.contains("before"), "{after}");
     drop(procs);
 }

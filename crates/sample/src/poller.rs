@@ -88,7 +88,11 @@ impl Poller {
                     }
                 }
             }
-            profile::timed("workloads (/proc/PID/cgroup)", || self.workloads.attribute(&mut snap.gpus, &self.uuids));
+            // The tree read this poll's stat of its processes; after the root is gone, nothing.
+            let tree_read = self.tree.as_ref().filter(|_| tree.is_some());
+            profile::timed("workloads (/proc/PID/stat, cgroup)", || {
+                self.workloads.attribute(&mut snap.gpus, &self.uuids, |pid| tree_read?.start_ticks(pid))
+            });
             for g in &snap.gpus {
                 if g.status == DeviceStatus::Lost && self.lost.insert(g.gpu_index) {
                     newly_lost.push(g.gpu_index);

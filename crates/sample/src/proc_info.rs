@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 
 use procfs::process::Process;
@@ -84,9 +85,44 @@ pub fn is_running(pid: u32) -> bool {
     state(pid).is_some_and(|s| !matches!(s, 'Z' | 'X'))
 }
 
-/// When a process started, in clock ticks since boot (see [`ProcStat::start_ticks`]).
+/// When a process started, in clock ticks since boot (see [`ProcStat::start_ticks`]): one small
+/// read of `/proc/PID/stat`, parsed only to field 22, since every poll asks it of every GPU
+/// process (`workload::Attributor`) to tell a reused PID from the process it knew.
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    stat(pid).map(|s| s.start_ticks)
+    let line = read_capped(&format!("/proc/{pid}/stat"), 4096)?;
+    // `comm` (field 2) may hold spaces and parentheses: the fields go on after the last `)`.
+    let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
+    // Field 3 (the state) is the first after it, so field 22 is the 20th.
+    let field = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty()).nth(19)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// A process held through a pidfd. A pidfd never follows its PID to a later process, and the
+/// kernel says when its process has exited: while the handle's has not, the PID still names it,
+/// known without reading `/proc`.
+#[derive(Debug)]
+pub struct Handle(OwnedFd);
+
+/// A handle on the process `pid` names now (close-on-exec); `None` when it is gone, or where
+/// the kernel gives no pidfds (before Linux 5.3, or a seccomp filter that refuses them).
+pub fn handle(pid: u32) -> Option<Handle> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: pidfd_open takes a PID and flags, and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just opened, and nothing else owns it.
+    Some(Handle(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Which of `handles` have exited, in their order, from one `poll` of them all; every one of
+/// them when the kernel would not say (then each is read again: slower, never wrong).
+pub fn exited(handles: &[&Handle]) -> Vec<bool> {
+    let mut fds: Vec<libc::pollfd> =
+        handles.iter().map(|h| libc::pollfd { fd: h.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: `fds` is a live array of `fds.len()` entries; a zero timeout never blocks.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    // Readable is exited; a hang-up or a bad descriptor says no more that it lives.
+    fds.iter().map(|f| rc < 0 || f.revents != 0).collect()
 }
 
 /// A process's state letter (see [`ProcStat::state`]).
@@ -207,12 +243,44 @@ mod tests {
         let started = std::time::Instant::now();
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let ticks = start_ticks(child.id()).unwrap();
+        assert_eq!(Some(ticks), stat(child.id()).map(|s| s.start_ticks), "field 22, as procfs reads it");
+        // A name with the stat line's separators in it (a process may name only itself): the
+        // fields are counted after the last `)`.
+        let mut named = std::process::Command::new("sh")
+            .args(["-c", "printf 'a) 1 2 (b) 3' > /proc/$$/comm; sleep 5"])
+            .spawn()
+            .unwrap();
+        let deadline = started + std::time::Duration::from_secs(5);
+        while comm(named.id()).as_deref() != Some("a) 1 2 (b) 3") {
+            assert!(std::time::Instant::now() < deadline, "never renamed: {:?}", comm(named.id()));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(start_ticks(named.id()), stat(named.id()).map(|s| s.start_ticks));
+        let _ = (named.kill(), named.wait());
         let age_s = uptime_s().unwrap() - ticks as f64 / ticks_per_s();
         assert!((-0.05..=started.elapsed().as_secs_f64() + 0.05).contains(&age_s), "started {age_s} s ago");
         assert!(start_ticks(std::process::id()).unwrap() <= ticks, "the test started before its child");
         assert!(children(std::process::id()).contains(&child.id()), "a child of a test thread is found");
         let _ = (child.kill(), child.wait());
         assert_eq!(start_ticks(u32::MAX), None);
+    }
+
+    #[test]
+    fn a_handle_says_when_its_process_has_exited() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mine = handle(std::process::id()).expect("pidfds (Linux 5.3)");
+        let h = handle(child.id()).unwrap();
+        assert_eq!(exited(&[&mine, &h]), [false, false]);
+        child.kill().unwrap();
+        // A zombie has exited though its PID is not yet free; reaped, the same.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while exited(&[&h]) != [true] {
+            assert!(std::time::Instant::now() < deadline, "the kill never showed");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait().unwrap();
+        assert_eq!(exited(&[&mine, &h]), [false, true]);
+        assert!(handle(u32::MAX).is_none() && exited(&[]).is_empty());
     }
 
     #[test]

@@ -8,10 +8,11 @@ use procfs::process::Process;
 
 use crate::{now_us, proc_info};
 
-/// CPU ticks a process had used at a moment.
+/// CPU ticks a process had used at a moment, and when it started (which names it).
 struct Seen {
     ticks: u64,
     at: Instant,
+    start_ticks: u64,
 }
 
 /// How often the tree's proportional set sizes may be read: `smaps_rollup` walks the process's
@@ -53,6 +54,12 @@ impl TreeSampler {
     /// The root PID.
     pub fn root(&self) -> u32 {
         self.root
+    }
+
+    /// When a process of the last reading started (`/proc/PID/stat`'s field 22), so that a
+    /// GPU process in the tree costs no second read of its stat.
+    pub fn start_ticks(&self, pid: u32) -> Option<u64> {
+        self.seen.get(&pid).map(|s| s.start_ticks)
     }
 
     /// PIDs of the tree now, root first, parents before children.
@@ -114,7 +121,7 @@ impl TreeSampler {
                 let dt = now.duration_since(s.at).as_secs_f64();
                 (dt > 0.0).then(|| (ticks.saturating_sub(s.ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
             });
-            self.seen.insert(pid, Seen { ticks, at: now });
+            self.seen.insert(pid, Seen { ticks, at: now, start_ticks: stat.starttime });
             let cmdline = match self.cmdlines.get(&pid) {
                 Some((comm, line)) if *comm == stat.comm => line.clone(),
                 _ => {
