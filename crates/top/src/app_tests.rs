@@ -467,3 +467,31 @@ fn a_process_that_holds_memory_and_does_nothing_is_idle() {
     let row = s.lines().find(|l| l.split_whitespace().nth(1) == Some("1250")).unwrap();
     assert!(row.contains(" idle "), "{row}");
 }
+
+#[test]
+fn nvlink_shows_on_a_gpu_with_links_and_not_on_one_without() {
+    let devices: Vec<DeviceInfo> =
+        (0..2).map(|index| DeviceInfo { index, name: "NVIDIA H200".into(), ..Default::default() }).collect();
+    let mut a = App::new(devices, None);
+    // GPM answers 0 B/s of NVLink on both; only GPU 1 has links (idle ones).
+    let gpm = gpulse_model::GpmMetrics {
+        nvlink_tx_bytes_per_s: Some(0.0),
+        nvlink_rx_bytes_per_s: Some(0.0),
+        ..Default::default()
+    };
+    let gpus = (0..2).map(|i| gpulse_model::GpuSample {
+        gpu_index: i,
+        gpm: Some(Box::new(gpm.clone())),
+        nvlinks: if i == 1 {
+            vec![gpulse_model::NvLink { link: 0, active: true, ..Default::default() }]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    });
+    let poll =
+        Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 1, gpus: gpus.collect() }), ..Poll::default() };
+    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    let s = screen(&a, 200, 60);
+    assert_eq!(s.matches("NVLink ↑0.0 MiB/s").count(), 1, "GPU 1 alone:\n{s}");
+}

@@ -248,12 +248,17 @@ pub fn device_lines(
     ];
     l2.extend(oom);
     l2.push(Span::raw(format!("  PWR {}/{} W  {temp}", watts(g.power_draw_mw), watts(limit))));
-    let l3 = Line::from(vec![
+    let mut l3 = vec![
         Span::raw(format!("{:indent$}SM {} MHz MEM {} MHz  throttle: ", "", mhz(g.clock_sm_mhz), mhz(g.clock_mem_mhz))),
         Span::styled(throttle, throttle_style),
         Span::raw(format!("  PCIe ↑{} ↓{}", fmt::rate(pcie_tx), fmt::rate(pcie_rx))),
-        Span::raw(format!("  NVLink ↑{} ↓{}", fmt::rate(nvl.0), fmt::rate(nvl.1))),
-    ]);
+    ];
+    // GPM answers 0 for NVLink on a GPU without links: shown only where links exist, or traffic.
+    let carried = |v: Option<f64>| v.is_some_and(|b| b > 0.0);
+    if !g.nvlinks.is_empty() || carried(nvl.0) || carried(nvl.1) {
+        l3.push(Span::raw(format!("  NVLink ↑{} ↓{}", fmt::rate(nvl.0), fmt::rate(nvl.1))));
+    }
+    let l3 = Line::from(l3);
     vec![fit(l1, width), fit(Line::from(l2), width), fit(l3, width)]
 }
 
