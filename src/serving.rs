@@ -46,8 +46,9 @@ pub fn web_config(path: Option<&Path>) -> anyhow::Result<WebConfig> {
 /// warnings said once it is taken. The message says why the old one stays.
 pub fn reload_web_config(path: &Path, web: &SharedWebConfig) -> Result<(), String> {
     let (new, warnings) = WebConfig::load(path).map_err(|e| crate::app::describe(&e.into()))?;
-    web.replace(new).map_err(|why| format!("{}: {why}", path.display()))?;
+    let opened = web.replace(new).map_err(|why| format!("{}: {why}", path.display()))?;
     say_warnings(&warnings);
+    say_warnings(&opened);
     Ok(())
 }
 

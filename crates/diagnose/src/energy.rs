@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::{GpuSeries, Steps};
+use crate::{GpuSeries, Steps, round};
 
 /// Energy over the loop's steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,9 +14,10 @@ pub struct Energy {
     pub joules_per_step: f64,
     /// Per 1,000 samples, when the loop said how many samples a step takes.
     pub joules_per_1k_samples: Option<f64>,
-    /// Steps within the span, and the span (seconds since the run started): the loop's steps
-    /// between the counter's first and last reads.
+    /// The loop's steps within the span.
     pub steps: usize,
+    /// The span: the loop's steps between the counter's first and last reads (seconds since
+    /// the run started).
     pub span_s: [f64; 2],
     /// An edge of the span fell between two reads of the counter, where the power samples
     /// split its increase.
@@ -42,28 +43,32 @@ pub(crate) fn energy(g: &GpuSeries, steps: Option<&Steps>, samples: Option<f64>)
     let unsplit = "no energy per step: the power samples between the energy counter's reads are missing";
     let (ea, split_a) = at(g, &readings, a).ok_or(unsplit)?;
     let (eb, split_b) = at(g, &readings, b).ok_or(unsplit)?;
-    if eb < ea {
-        return Err("no energy per step: the energy counter went back (the driver reloaded?)".into());
-    }
     let per_step = (eb - ea) / 1000.0 / count;
     Ok(Energy {
         joules_per_step: per_step,
         joules_per_1k_samples: samples.map(|n| per_step / n * 1000.0),
         steps: count.round() as usize,
-        span_s: [round1(a), round1(b)],
+        span_s: [round(a, 1), round(b, 1)],
         split_by_power: split_a || split_b,
     })
 }
 
-/// The counter's reads: it is held between them, so a read is where its value changed (the
-/// first value is a read too).
+/// The counter's reads: it is held between them, so a read is where its value changed. The
+/// first value is a read too, unless it was held from before the series began. A counter that
+/// went back (a driver reloaded) starts the reads again from there.
 fn readings(g: &GpuSeries) -> Vec<Reading> {
     let mut out: Vec<Reading> = Vec::new();
+    let mut held = if g.energy_first_held { g.energy_mj.iter().flatten().next().copied() } else { None };
     for (t, e) in g.t_s.iter().zip(&g.energy_mj) {
-        if let Some(e) = e
-            && out.last().is_none_or(|r| r.1 != *e)
-        {
-            out.push((*t, *e));
+        let Some(e) = *e else { continue };
+        if held.is_some_and(|h| h == e) {
+            continue;
+        }
+        held = None;
+        match out.last() {
+            Some(r) if r.1 == e => {}
+            Some(r) if e < r.1 => out = vec![(*t, e)],
+            _ => out.push((*t, e)),
         }
     }
     out
@@ -118,10 +123,6 @@ fn power_integral(g: &GpuSeries, a: f64, b: f64) -> Option<f64> {
     xs.extend(points.iter().copied().filter(|p| p.0 > a && p.0 < b));
     xs.push((b, value(b)));
     Some(xs.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0).sum())
-}
-
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
 }
 
 #[cfg(test)]

@@ -92,3 +92,56 @@ fn one_read_or_no_marks_give_no_energy() {
     assert!(energy(&g, Some(&steps(5, 17)), None).unwrap_err().contains("before and after"));
     assert!(energy(&g, None, None).unwrap_err().contains("no step marks"));
 }
+
+#[test]
+fn a_window_that_dropped_its_oldest_samples_takes_the_first_change_as_the_first_read() {
+    // The counter was read 20 s before this window began (held at 0 J); the window's samples
+    // start at 0 s, its next read is at 10 s, then at 40 s. At 500 W, 20 s of the held value's
+    // age would be charged to the loop if the first sample counted as a read.
+    let mut g = gpu(41, |_| 500.0, &[10, 40]);
+    let (start, at_10) = (g.energy_mj[10].unwrap() - 30.0 * 500_000.0, g.energy_mj[10]);
+    for e in &mut g.energy_mj[..10] {
+        *e = Some(start);
+    }
+    g.energy_first_held = true;
+    let e = energy(&g, Some(&steps(0, 40)), None).unwrap();
+    assert_eq!((e.steps, e.span_s), (30, [10.0, 40.0]), "{e:?}");
+    assert!((e.joules_per_step - 500.0).abs() < 1e-9, "{e:?}");
+    assert_eq!(g.energy_mj[10], at_10);
+    // The same series taken as a whole run counts 0 s as a read, and the split charges the loop.
+    g.energy_first_held = false;
+    let whole = energy(&g, Some(&steps(0, 40)), None).unwrap();
+    assert!(whole.joules_per_step > 700.0, "{whole:?}");
+}
+
+#[test]
+fn a_counter_that_went_back_starts_its_reads_again() {
+    // Read at 0, 10, 20 and 30 s; the driver reloaded between the first two reads, so the
+    // counter stood a gigajoule higher at 0 s than at 10 s.
+    let mut g = gpu(31, |_| 400.0, &[0, 10, 20, 30]);
+    for e in g.energy_mj.iter_mut().take(10).flatten() {
+        *e += 1e12;
+    }
+    let e = energy(&g, Some(&steps(0, 30)), None).unwrap();
+    assert_eq!((e.steps, e.span_s), (20, [10.0, 30.0]), "{e:?}");
+    assert!((e.joules_per_step - 400.0).abs() < 1e-9, "{e:?}");
+}
+
+#[test]
+fn a_power_step_between_samples_errs_by_at_most_half_a_poll_of_it() {
+    // The true power steps from 100 to 700 W at 5.5 s, between two 1 s samples (which read the
+    // instant), and back at 17.5 s; the counter integrates the true power. The loop runs from
+    // 6 to 17 s; the counter is read at 0 and 20 s.
+    let true_w = |t: f64| if (5.5..17.5).contains(&t) { 700.0 } else { 100.0 };
+    let mut g = gpu(21, true_w, &[]);
+    let counter = |t: f64| -> f64 {
+        let dt = 0.001;
+        (0..(t / dt) as usize).map(|i| true_w((i as f64 + 0.5) * dt) * dt).sum::<f64>() * 1000.0
+    };
+    g.energy_mj = (0..21).map(|i| Some(if i < 20 { counter(0.0) } else { counter(20.0) })).collect();
+    let e = energy(&g, Some(&steps(6, 17)), None).unwrap();
+    let truth_j = 700.0 * 11.0;
+    let bound_j = 2.0 * 0.5 * 1.0 * 600.0;
+    let got_j = e.joules_per_step * e.steps as f64;
+    assert!((got_j - truth_j).abs() <= bound_j, "{got_j} against {truth_j}, bound {bound_j}");
+}

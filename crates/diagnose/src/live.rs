@@ -38,6 +38,9 @@ pub struct LiveDiagnosis {
     efficiency: Vec<crate::Efficiency>,
     /// Set for a view of the whole machine ([`LiveDiagnosis::following_workloads`]).
     workloads: Option<Workloads>,
+    /// GPUs whose oldest samples the window has dropped: their first sample's held readings
+    /// (the energy counter's) were read before the window began.
+    trimmed: BTreeSet<u32>,
 }
 
 /// What each GPU runs, for a view of the whole machine, where one job follows another: when a
@@ -77,6 +80,7 @@ impl LiveDiagnosis {
             ledger: None,
             efficiency: Vec::new(),
             workloads: None,
+            trimmed: BTreeSet::new(),
         }
     }
 
@@ -116,6 +120,7 @@ impl LiveDiagnosis {
             if before.is_disjoint(&pids) && before != pids {
                 w.since_us.insert(g.gpu_index, now);
                 let gpu = g.gpu_index;
+                self.trimmed.insert(gpu);
                 for s in &mut self.window.snapshots {
                     s.gpus.retain(|x| x.gpu_index != gpu);
                 }
@@ -141,6 +146,9 @@ impl LiveDiagnosis {
         self.started_us.get_or_insert(now);
         self.now_us = now;
         let keep = |t_us: i64| now - t_us <= WINDOW_US;
+        if self.window.snapshots.first().is_some_and(|s| !keep(s.timestamp_us)) {
+            self.trimmed.extend(self.window.snapshots.iter().flat_map(|s| s.gpus.iter().map(|g| g.gpu_index)));
+        }
         self.window.snapshots.retain(|s| keep(s.timestamp_us));
         self.window.host.retain(|h| keep(h.timestamp_us));
         self.window.trees.retain(|t| keep(t.timestamp_us));
@@ -170,6 +178,9 @@ impl LiveDiagnosis {
         // A GPU whose job has just started sits out: a start looks like every problem at once,
         // on the GPU's own findings and on the machine's (imbalance, health).
         run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
+        for g in &mut run.gpus {
+            g.energy_first_held = self.trimmed.contains(&g.gpu);
+        }
         let (findings, ledger) = crate::diagnose_with_ledger(&run);
         self.ledger = Some(ledger);
         self.efficiency = crate::efficiency(&run);

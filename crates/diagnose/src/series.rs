@@ -37,6 +37,9 @@ pub struct GpuSeries {
     pub dram_pct: Vec<Option<f64>>,
     /// The energy counter as last read, millijoules (read every 30 s and held between).
     pub energy_mj: Vec<Option<f64>>,
+    /// The first sample's energy was held from a read before the series began (a live window
+    /// that dropped its oldest samples): the first change of the counter is its first read.
+    pub energy_first_held: bool,
     /// The device's name as NVML gives it: which roof applies.
     pub name: Option<String>,
     /// The longest GPM window seen, seconds: how far back a sample's GPM figures may reach.
@@ -480,10 +483,6 @@ impl RunBuilder {
     }
 }
 
-/// The stretch in which the job ran: from the first sample whose next 5 s average more than 2 %
-/// GPU-Util (or SM activity) to the last sample whose previous 5 s do. Averaging over seconds
-/// keeps a lone blip (a CUDA context starting, a probe) from stretching the window, while a
-/// starved loop's bursts still count. The whole series when nothing qualifies.
 /// Mean utilization (or SM activity) above which a stretch of samples is work: NVML's
 /// utilization reads a few percent on an idle GPU now and then (a monitor's own context).
 const BUSY_PCT: f64 = 2.0;
@@ -493,6 +492,10 @@ fn level(s: &GpuSeries, i: usize) -> f64 {
     s.util_pct[i].or(s.sm_pct[i]).unwrap_or(0.0)
 }
 
+/// The stretch in which the job ran: from the first sample whose next 5 s average more than 2 %
+/// GPU-Util (or SM activity) to the last sample whose previous 5 s do. Averaging over seconds
+/// keeps a lone blip (a CUDA context starting, a probe) from stretching the window, while a
+/// starved loop's bursts still count. The whole series when nothing qualifies.
 fn active_window(s: &GpuSeries) -> (usize, usize) {
     const SPAN_S: f64 = 5.0;
     let n = s.t_s.len();

@@ -53,8 +53,9 @@ pub fn to_gib(bytes: f64) -> f64 {
 }
 
 /// A PCIe or NVLink rate for people, in the binary units NVML gives it in (GPM's MiB/s,
-/// `nvmlDeviceGetPcieThroughput`'s KiB/s): MiB/s below a GiB/s, GiB/s above. Every view that
-/// shows the same traffic writes it with this, so no two show different numbers for it.
+/// `nvmlDeviceGetPcieThroughput`'s KiB/s): MiB/s below a GiB/s, GiB/s above. `status`, `top` and
+/// the report's chart write it with this, so no two show different numbers for it; findings
+/// that hold a rate against a link's decimal speed (GB/s) keep the link's unit.
 pub fn rate_text(bytes_per_s: f64) -> String {
     if bytes_per_s < GIB as f64 {
         format!("{:.1} MiB/s", bytes_per_s / MIB as f64)

@@ -149,16 +149,23 @@ impl SharedWebConfig {
     /// place: the scheme is in every client's URL, and a server that dropped TLS on a reload would
     /// send passwords in the clear.
     ///
+    /// Returns what the change opens, one line each: a file without the basic-auth users the
+    /// old one had is taken (the admin wrote it), and said.
+    ///
     /// # Errors
     /// `new` turns TLS on or off; the old configuration stays.
-    pub fn replace(&self, new: WebConfig) -> Result<(), String> {
+    pub fn replace(&self, new: WebConfig) -> Result<Vec<String>, String> {
         let mut current = self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         match (current.is_tls(), new.is_tls()) {
             (true, false) => Err("it has no TLS, and TLS is not turned off without a restart".into()),
             (false, true) => Err("it has TLS, and TLS is not turned on without a restart".into()),
             _ => {
+                let mut opened = Vec::new();
+                if current.basic.is_some() && new.basic.is_none() {
+                    opened.push("the web configuration names no basic_auth_users any more: basic auth is off".into());
+                }
                 *current = Arc::new(new);
-                Ok(())
+                Ok(opened)
             }
         }
     }

@@ -154,8 +154,12 @@ fn a_replacement_never_turns_tls_on_or_off() {
     assert!(e.contains("TLS is not turned off without a restart"), "{e}");
     assert!(shared.is_tls(), "the old configuration stays");
     let users = format!("{TLS}basic_auth_users:\n  p: {}\n", bcrypt::hash("x", 4).unwrap());
-    shared.replace(load(&dir, &users).unwrap().0).unwrap();
+    assert_eq!(shared.replace(load(&dir, &users).unwrap().0).unwrap(), Vec::<String>::new());
     assert!(shared.is_tls() && shared.current().basic.is_some());
+    // Users dropped: taken, and said.
+    let said = shared.replace(load(&dir, TLS).unwrap().0).unwrap();
+    assert!(said.len() == 1 && said[0].contains("basic auth is off"), "{said:?}");
+    assert!(shared.is_tls() && shared.current().basic.is_none());
     let plain = SharedWebConfig::default();
     let e = plain.replace(load(&dir, TLS).unwrap().0).unwrap_err();
     assert!(e.contains("TLS is not turned on without a restart") && !plain.is_tls(), "{e}");
