@@ -247,6 +247,12 @@ impl LiveDiagnosis {
         &self.window
     }
 
+    /// Whether the window has been diagnosed yet (its warm-up is over): an empty
+    /// [`LiveDiagnosis::current`] is then a finding of nothing, not a wait.
+    pub fn diagnosed(&self) -> bool {
+        self.last_diagnosis_us.is_some()
+    }
+
     /// Every finding of the latest diagnosis, worst first: what holds now, not only what is new.
     pub fn current(&self) -> &[Finding] {
         &self.current

@@ -96,6 +96,9 @@ pub struct App {
     pub times_s: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
+    /// The live diagnosis has run (its 30 s warm-up is over): no findings then means it found
+    /// nothing.
+    pub diagnosed: bool,
     /// Each GPU's roofline in brief from the rolling diagnosis (`gpulse_diagnose::Efficiency::brief`).
     pub roofline: Vec<String>,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
@@ -130,6 +133,8 @@ pub struct App {
     pub message: Option<String>,
     /// Set in a replay: where it stands.
     pub replay: Option<String>,
+    /// A replay has played its last poll.
+    pub replay_ended: bool,
     /// The GPU source failed; the host goes on.
     pub failed: Option<String>,
     pub polls: u64,
@@ -149,6 +154,7 @@ pub struct Update {
 /// The rolling diagnosis as the view shows it.
 struct DiagnosisView {
     findings: Vec<FindingView>,
+    diagnosed: bool,
     roofline: Vec<String>,
     steps_per_s: Option<f64>,
     data_wait_share: Option<f64>,
@@ -198,6 +204,7 @@ impl DiagnosisView {
         let steps = live.recent_steps();
         Self {
             findings,
+            diagnosed: live.diagnosed(),
             roofline: live.efficiency().iter().map(|e| e.brief()).collect(),
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
@@ -221,6 +228,7 @@ impl App {
             times_s: Ring::new(HISTORY_LEN),
             proc_history: HashMap::new(),
             findings: Vec::new(),
+            diagnosed: false,
             roofline: Vec::new(),
             steps_per_s: None,
             data_wait_share: None,
@@ -240,6 +248,7 @@ impl App {
             no_signals,
             message: None,
             replay: None,
+            replay_ended: false,
             failed: None,
             polls: 0,
         }
@@ -280,6 +289,7 @@ impl App {
         self.track_processes();
         if let Some(d) = diagnosis {
             self.findings = d.findings;
+            self.diagnosed = d.diagnosed;
             self.roofline = d.roofline;
             self.steps_per_s = d.steps_per_s;
             self.data_wait_share = d.data_wait_share;

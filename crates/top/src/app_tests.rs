@@ -495,3 +495,26 @@ fn nvlink_shows_on_a_gpu_with_links_and_not_on_one_without() {
     let s = screen(&a, 200, 60);
     assert_eq!(s.matches("NVLink ↑0.0 MiB/s").count(), 1, "GPU 1 alone:\n{s}");
 }
+
+/// The panel tells a diagnosis that has not begun from one that never will (a replay that ended
+/// inside the warm-up) and from one that found nothing.
+#[test]
+fn the_why_panel_says_whether_the_diagnosis_waits_ended_or_found_nothing() {
+    // The energy run lasted 25 s: a replay of it ends before the live diagnosis' 30 s warm-up.
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-energy/energy_short.db");
+    let app = replay_run(&gpulse_record::read(&p).unwrap(), |_| false);
+    let mut a = app.lock().unwrap();
+    let times: Vec<f64> = a.times_s.last_n(a.times_s.len()).flatten().collect();
+    let span_s = times.last().unwrap() - times.first().unwrap();
+    assert!(span_s < 30.0 && !a.diagnosed && a.findings.is_empty(), "{span_s} s");
+    assert!(screen(&a, 200, 60).contains("starts after 30 s"), "while it plays, it waits");
+    a.replay_ended = true;
+    let s = screen(&a, 200, 60);
+    assert!(!s.contains("starts after 30 s"), "{s}");
+    assert!(s.contains("ended before 30 s") && s.contains("gpulse diagnose FILE"), "{s}");
+    // Diagnosed, with nothing found: not a wait.
+    let mut idle = App::new(vec![DeviceInfo::default()], None);
+    idle.diagnosed = true;
+    let s = screen(&idle, 200, 60);
+    assert!(s.contains("nothing found") && !s.contains("starts after 30 s"), "{s}");
+}

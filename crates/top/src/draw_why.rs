@@ -51,6 +51,20 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
     Line::from(spans)
 }
 
+/// What the panel says without findings: the diagnosis has not begun, will not in a replay that
+/// ended too soon, or found nothing.
+fn waiting_text(app: &App) -> &'static str {
+    match (app.diagnosed, app.replay_ended) {
+        (true, _) => {
+            "nothing found (diagnosed every 5 s over the last ten minutes; a GPU whose job just started waits 30 s)"
+        }
+        (false, true) => {
+            "the recording ended before 30 s of samples, too short for the live diagnosis: `gpulse diagnose FILE` reads it whole"
+        }
+        (false, false) => "the diagnosis starts after 30 s of samples and runs every 5 s",
+    }
+}
+
 /// One thing the panel says, wrapped under a head that starts its first line.
 struct Part {
     head: Vec<Span<'static>>,
@@ -64,11 +78,7 @@ pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<L
     let mut lines: Vec<Line> = app.jobs.iter().take(job_rows.min(rows)).map(|j| job_line(j, width)).collect();
     let mut parts = Vec::new();
     if app.findings.is_empty() {
-        parts.push(Part {
-            head: Vec::new(),
-            text: "the diagnosis starts after 30 s of samples and runs every 5 s".into(),
-            style: DIM,
-        });
+        parts.push(Part { head: Vec::new(), text: waiting_text(app).into(), style: DIM });
     }
     for (n, fd) in app.findings.iter().enumerate() {
         let cost = fd.lost_share.map_or_else(|| format!("{NONE:>4}"), |s| format!("{:>3.0}%", s * 100.0));

@@ -167,7 +167,10 @@ pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc
                     let state = if r.finished() { "the end: q quits" } else { "playing" };
                     let now = format!("replay {}/{} polls, {state}", r.played(), r.len());
                     if label.as_ref() != Some(&now) {
-                        lock(&app).replay = Some(now.clone());
+                        let mut a = lock(&app);
+                        a.replay = Some(now.clone());
+                        a.replay_ended = r.finished();
+                        drop(a);
                         label = Some(now);
                         changed();
                     }
