@@ -138,8 +138,16 @@ fn record_and_diagnose(scenario: &std::path::Path, secs: &str) -> Vec<String> {
 
 #[test]
 fn a_replayed_healthy_h200_trace_reads_healthy() {
-    // gpm_healthy.csv replayed at 20x by the stand-in NVML library: GPU-Util ~97 %, SM ~90 %.
-    let ids = record_and_diagnose(&fixture("scenarios/h200_training.json"), "3s");
+    // gpm_healthy.csv replayed by the stand-in NVML library: GPU-Util ~99 %, SM ~90 %.
+    // The trace at its own pace from its 8.5th second (its busy stretch), for 11 s: the rules
+    // judge a steady state from 10 s of work.
+    let trace = fixture("h200-2026-11-29/gpm_healthy.csv");
+    let json = std::fs::read_to_string(fixture("scenarios/h200_training.json"))
+        .unwrap()
+        .replace(r#""speed": 20.0,"#, r#""speed": 1.0, "start_s": 8.5,"#)
+        .replace("../h200-2026-11-29/gpm_healthy.csv", trace.to_str().unwrap());
+    assert!(json.contains(r#""start_s": 8.5"#), "the scenario was edited");
+    let ids = record_and_diagnose(&scenario_file("healthy-own-pace", &json), "11s");
     assert!(has(&ids, "healthy"), "{ids:?}");
     assert!(!has(&ids, "util_misleading") && !has(&ids, "input_bound") && !has(&ids, "host_bound"), "{ids:?}");
 }

@@ -238,17 +238,23 @@ fn idle_account(findings: &[Finding], gpu: u32) -> Option<(&'static str, &'stati
 
 /// The loop, `[first, last]` seconds: from its first step mark to its last (and `true`), else the
 /// busiest GPU's active window, which cannot begin before the job's CUDA context (a GPU too idle
-/// for an active window has the whole series as one).
+/// for an active window has the whole series as one, a loop only where a job runs on it).
 pub(crate) fn loop_window(run: &Run) -> (Option<[f64; 2]>, bool) {
     let context_s = crate::rules::startup::first_context_s(run);
     match (&run.steps, primary(run)) {
         (Some(s), _) => (Some(s.window_s), true),
-        (None, Some(g)) if g.active.1 > g.active.0 => {
+        (None, Some(g)) if g.active.1 > g.active.0 && (g.busy() || has_a_job(run, g)) => {
             let (a, b) = (g.t_s[g.active.0], g.t_s[g.active.1 - 1]);
             (Some([context_s.filter(|c| *c > a && *c < b).unwrap_or(a), b]), false)
         }
         _ => (None, false),
     }
+}
+
+/// Whether a job runs on `g` though it barely works (a loader starved by storage): the watched
+/// tree, or a process holding `g`. An idle GPU with neither runs no loop.
+fn has_a_job(run: &Run, g: &crate::GpuSeries) -> bool {
+    run.tree_width > 0 || g.processes.iter().any(|p| !p.is_empty())
 }
 
 /// The copies `--instrument` timed inside the loop: one before it is start-up (the first
@@ -507,6 +513,25 @@ mod tests {
             waited_s: Some(6.0),
         });
         r
+    }
+
+    #[test]
+    fn an_idle_gpu_has_no_loop_to_be_idle_in() {
+        // 60 s of an idle GPU: its active window falls back to the whole series, which is no
+        // loop (it said "the GPU idle inside the loop").
+        let l = ledger(&crate::rules::testing::run(vec![crate::rules::testing::steady(0, 0.0, 61)]), &[]);
+        let labels: Vec<&str> = l.accounts.iter().map(|a| a.label.as_str()).collect();
+        assert_eq!(labels, ["unexplained: no training loop seen"], "{l:#?}");
+        // A job holding the idle GPU (a loader starved by its storage) runs a loop on it.
+        let held = crate::rules::testing::with_processes(
+            crate::rules::testing::steady(0, 0.0, 61),
+            vec![crate::rules::testing::holder(7, 1.0)],
+        );
+        let l = ledger(&crate::rules::testing::run(vec![held]), &[]);
+        assert!(l.accounts.iter().all(|a| !a.label.contains("no training loop")), "{l:#?}");
+        // At 30 % busy, the same series is a loop.
+        let l = ledger(&crate::rules::testing::run(vec![crate::rules::testing::steady(0, 30.0, 61)]), &[]);
+        assert!(l.accounts.iter().all(|a| !a.label.contains("no training loop")), "{l:#?}");
     }
 
     #[test]

@@ -164,7 +164,8 @@ impl Efficiency {
             (_, None) => "no roofline: GPM gave no pipe activity".to_owned(),
         };
         parts.push(format!("GPU {} {lead}", self.gpu));
-        if let Some(m) = math {
+        // No pipe at 0 % (a copy's GPU): no math to put against a peak.
+        if let Some(m) = math.filter(|m| m.active_pct >= 0.5) {
             if self.bound != Some(Bound::Math) {
                 parts.push(format!("math: {} {:.0}%", m.pipe.label(), m.active_pct));
             }

@@ -162,3 +162,11 @@ fn the_brief_line_keeps_the_bound_the_share_and_the_headroom() {
     let idle = one(h200(30, 1980.0, &[("fp32", 72.0), ("tensor", 0.0), ("hmma", 0.0), ("dram", 10.0)]));
     assert!(idle.brief().contains("tensor cores idle (tensor_idle)"), "{}", idle.brief());
 }
+
+#[test]
+fn a_gpu_doing_no_math_has_no_math_part() {
+    let e = one(h200(30, 1980.0, &[("hmma", 0.0), ("fp32", 0.2), ("dram", 85.0)]));
+    assert_eq!(e.bound, Some(Bound::Memory));
+    assert!(!e.line().contains("of peak") && !e.line().contains("TFLOP/s"), "{}", e.line());
+    assert!(e.line().contains("TB/s"), "{}", e.line());
+}

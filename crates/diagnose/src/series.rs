@@ -68,11 +68,11 @@ impl GpuSeries {
         v.get(self.active.0..self.active.1).unwrap_or_default().iter().flatten().copied().collect()
     }
 
-    /// Whether the GPU worked at all: its active window's mean level is above an idle GPU's.
-    /// A GPU that never did falls back to the whole run as its window.
+    /// Whether the GPU worked at all: some 5 s of its active window average above an idle
+    /// GPU's level, as the window itself is found. A GPU that never did has the whole run as
+    /// its window, which is no loop.
     pub fn busy(&self) -> bool {
-        let (a, b) = self.active;
-        b > a && (a..b).map(|i| level(self, i)).sum::<f64>() / (b - a) as f64 > BUSY_PCT
+        first_busy(self, self.active.0, self.active.1).is_some()
     }
 
     /// Seconds the active window lasts.
@@ -487,6 +487,23 @@ impl RunBuilder {
 /// utilization reads a few percent on an idle GPU now and then (a monitor's own context).
 const BUSY_PCT: f64 = 2.0;
 
+/// Seconds over which the level is averaged to tell work from a blip.
+const SPAN_S: f64 = 5.0;
+
+/// The first sample in `[from, to)` whose next 5 s (within the range) average more than
+/// [`BUSY_PCT`], itself above 0.
+fn first_busy(s: &GpuSeries, from: usize, to: usize) -> Option<usize> {
+    let avg = |lo: usize, hi: usize| (lo..hi).map(|i| level(s, i)).sum::<f64>() / (hi - lo).max(1) as f64;
+    let mut j = from;
+    (from..to).find(|&i| {
+        j = j.max(i + 1);
+        while j < to && s.t_s[j] < s.t_s[i] + SPAN_S {
+            j += 1;
+        }
+        avg(i, j) > BUSY_PCT && level(s, i) > 0.0
+    })
+}
+
 /// A sample's level of work: utilization, else SM activity, else none.
 fn level(s: &GpuSeries, i: usize) -> f64 {
     s.util_pct[i].or(s.sm_pct[i]).unwrap_or(0.0)
@@ -497,23 +514,10 @@ fn level(s: &GpuSeries, i: usize) -> f64 {
 /// keeps a lone blip (a CUDA context starting, a probe) from stretching the window, while a
 /// starved loop's bursts still count. The whole series when nothing qualifies.
 fn active_window(s: &GpuSeries) -> (usize, usize) {
-    const SPAN_S: f64 = 5.0;
     let n = s.t_s.len();
     let level = |i: usize| level(s, i);
     let avg = |lo: usize, hi: usize| (lo..hi).map(level).sum::<f64>() / (hi - lo).max(1) as f64;
-    // Forward windows: [i, j) with t[j-1] < t[i] + SPAN_S.
-    let mut start = None;
-    let mut j = 0;
-    for i in 0..n {
-        j = j.max(i + 1);
-        while j < n && s.t_s[j] < s.t_s[i] + SPAN_S {
-            j += 1;
-        }
-        if avg(i, j) > BUSY_PCT && level(i) > 0.0 {
-            start = Some(i);
-            break;
-        }
-    }
+    let start = first_busy(s, 0, n);
     let mut end = None;
     let mut k = n;
     for i in (0..n).rev() {

@@ -250,9 +250,11 @@ fn job_gpus(run: &Run) -> Vec<&crate::GpuSeries> {
     run.gpus.iter().filter(|g| g.util_pct.iter().chain(&g.sm_pct).any(|v| v.is_some_and(|v| v > 0.0))).collect()
 }
 
-/// Nothing wrong, and the GPU is busy.
+/// Nothing wrong, and the GPU is busy, for as long as the other rules need to judge a steady
+/// state: a busy second in a run of idle ones is no evidence that nothing is wrong.
 pub fn healthy(run: &Run) -> Vec<Finding> {
-    let best = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.util_pct))).fold(f64::MIN, f64::max);
+    let judged = run.gpus.iter().filter(|g| g.active_s() >= super::MIN_ACTIVE_S);
+    let best = judged.filter_map(|g| mean(&g.active_values(&g.util_pct))).fold(f64::MIN, f64::max);
     if best < 80.0 {
         return Vec::new();
     }
@@ -455,5 +457,7 @@ mod tests {
         let h = healthy(&run(vec![steady(0, 80.0, 20)]));
         assert_eq!(ids(&h), ["healthy"]);
         assert!(h[0].limits.iter().any(|l| l.contains("no GPM")), "SM activity unknown, said so");
+        // Busy for 5 s: too short to say nothing is wrong.
+        assert!(healthy(&run(vec![steady(0, 99.0, 6)])).is_empty());
     }
 }
