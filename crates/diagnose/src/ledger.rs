@@ -253,7 +253,7 @@ pub(crate) fn loop_window(run: &Run) -> (Option<[f64; 2]>, bool) {
 
 /// Whether a job runs on `g` though it barely works (a loader starved by storage): the watched
 /// tree, or a process holding `g`. An idle GPU with neither runs no loop.
-fn has_a_job(run: &Run, g: &crate::GpuSeries) -> bool {
+pub(crate) fn has_a_job(run: &Run, g: &crate::GpuSeries) -> bool {
     run.tree_width > 0 || g.processes.iter().any(|p| !p.is_empty())
 }
 
@@ -529,6 +529,16 @@ mod tests {
         );
         let l = ledger(&crate::rules::testing::run(vec![held]), &[]);
         assert!(l.accounts.iter().all(|a| !a.label.contains("no training loop")), "{l:#?}");
+        // An idle machine with no job has no loop to mark: no unexplained_time finding, where
+        // the held GPU's idle loop has one.
+        let ids = |r: &Run| crate::diagnose_run(r).iter().map(|f| f.id).collect::<Vec<_>>();
+        let idle = crate::rules::testing::run(vec![crate::rules::testing::steady(0, 0.0, 61)]);
+        assert!(!ids(&idle).contains(&FindingId::UnexplainedTime), "{:?}", ids(&idle));
+        let held = crate::rules::testing::with_processes(
+            crate::rules::testing::steady(0, 0.0, 61),
+            vec![crate::rules::testing::holder(7, 1.0)],
+        );
+        assert!(ids(&crate::rules::testing::run(vec![held])).contains(&FindingId::UnexplainedTime));
         // At 30 % busy, the same series is a loop.
         let l = ledger(&crate::rules::testing::run(vec![crate::rules::testing::steady(0, 30.0, 61)]), &[]);
         assert!(l.accounts.iter().all(|a| !a.label.contains("no training loop")), "{l:#?}");

@@ -123,8 +123,10 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         );
     }
     let unexplained = ledger.share("unexplained");
-    // A run too short to judge a steady state says nothing by what it leaves unexplained.
-    if unexplained > UNEXPLAINED && ledger.wall_s >= super::MIN_ACTIVE_S {
+    // A run too short to judge a steady state says nothing by what it leaves unexplained, nor
+    // does a machine whose GPUs did no work and ran no job: there is no loop to mark.
+    let idle_machine = !run.gpus.is_empty() && run.gpus.iter().all(|g| !g.busy() && !crate::ledger::has_a_job(run, g));
+    if unexplained > UNEXPLAINED && ledger.wall_s >= super::MIN_ACTIVE_S && !idle_machine {
         let parts: Vec<String> = ledger
             .accounts
             .iter()
