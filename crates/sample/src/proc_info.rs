@@ -114,6 +114,19 @@ pub fn handle(pid: u32) -> Option<Handle> {
     Some(Handle(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+impl Handle {
+    /// Sends signal `sig` to the held process, never to a later one with its PID.
+    ///
+    /// # Errors
+    /// The kernel's: `ESRCH` once the process has exited.
+    pub fn signal(&self, sig: libc::c_int) -> std::io::Result<()> {
+        // SAFETY: a plain syscall on a descriptor this handle owns, with no info struct.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_pidfd_send_signal, self.0.as_raw_fd(), sig, std::ptr::null::<u8>(), 0) };
+        if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    }
+}
+
 /// Which of `handles` have exited, in their order, from one `poll` of them all; every one of
 /// them when the kernel would not say (then each is read again: slower, never wrong).
 pub fn exited(handles: &[&Handle]) -> Vec<bool> {

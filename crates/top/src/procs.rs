@@ -168,35 +168,25 @@ pub enum Outcome {
 /// Sends `sig` to `t` only if the PID still names the same process. Through a pidfd where the
 /// kernel has one, so that the check and the signal concern one process even if it exits between.
 pub fn send(t: &Target, sig: Signal) -> Outcome {
-    // SAFETY: pidfd_open takes a PID and flags, and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, t.pid as libc::pid_t, 0) } as libc::c_int;
-    let check = || match proc_info::start_ticks(t.pid) {
-        None => Some(Outcome::Gone),
-        Some(start) if start != t.start_ticks => Some(Outcome::Reused),
-        Some(_) => None,
-    };
-    if let Some(refused) = check() {
-        if fd >= 0 {
-            // SAFETY: fd is a descriptor this function opened.
-            unsafe { libc::close(fd) };
-        }
-        return refused;
+    // Held before the check, so that the checked process is the one signalled.
+    let handle = proc_info::handle(t.pid);
+    match proc_info::start_ticks(t.pid) {
+        None => return Outcome::Gone,
+        Some(start) if start != t.start_ticks => return Outcome::Reused,
+        Some(_) => {}
     }
-    // SAFETY: plain syscalls on a descriptor this function owns, or on a PID just checked.
-    let rc = unsafe {
-        if fd >= 0 {
-            let rc = libc::syscall(libc::SYS_pidfd_send_signal, fd, sig.number(), std::ptr::null::<u8>(), 0);
-            libc::close(fd);
-            rc as libc::c_int
-        } else {
-            libc::kill(t.pid as libc::pid_t, sig.number())
-        }
+    let sent = match &handle {
+        Some(h) => h.signal(sig.number()),
+        // SAFETY: a plain syscall on a PID just checked.
+        None => match unsafe { libc::kill(t.pid as libc::pid_t, sig.number()) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        },
     };
-    if rc == 0 {
-        Outcome::Sent
-    } else {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ESRCH) { Outcome::Gone } else { Outcome::Failed(e.to_string()) }
+    match sent {
+        Ok(()) => Outcome::Sent,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Outcome::Gone,
+        Err(e) => Outcome::Failed(e.to_string()),
     }
 }
 
