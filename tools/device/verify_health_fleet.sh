@@ -44,18 +44,8 @@ print('xid events in the recording:', c.execute(\"select t_ms, payload from even
 $G diagnose "$o/xid.db" 2>&1 | head -8
 
 echo "### a job in a cgroup shaped as kubelet's systemd driver makes it"
-UID_POD=6b8f1c2e-4a3d-4e5f-9a0b-1c2d3e4f5a6b; CID=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then R=/sys/fs/cgroup; else R=/sys/fs/cgroup/unified; fi
-D=$R/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${UID_POD//-/_}.slice/cri-containerd-$CID.scope
-mkdir -p "$D" && echo "cgroup: $D"
-python3 -c "
-import torch, time
-x = torch.randn(4096, 4096, device='cuda')
-t = time.time()
-while time.time() - t < 12:
-    x @ x; torch.cuda.synchronize()
-" & J=$!
-echo $J > "$D/cgroup.procs" && cat /proc/$J/cgroup | tail -1
+. tools/device/pod_job.sh; start_pod_job 12
+echo "cgroup: $D"; tail -1 /proc/$J/cgroup
 sleep 6
 curl -s 127.0.0.1:9466/metrics | grep -E "^gpulse_process_(sm_ratio|gpu_memory_bytes)" | grep -E "pid=\"$J\"|pod" | head -4
 $G query --query-compute-apps=pid,used_memory --format=csv; nvidia-smi --query-compute-apps=pid,used_memory --format=csv

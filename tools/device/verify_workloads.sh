@@ -5,18 +5,7 @@
 # Usage: OUT=dir bash tools/device/verify_workloads.sh [gpulse]   (default: carry/gpulse)
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/workloads}; mkdir -p "$o"
-UID_POD=6b8f1c2e-4a3d-4e5f-9a0b-1c2d3e4f5a6b; CID=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then R=/sys/fs/cgroup; else R=/sys/fs/cgroup/unified; fi
-D=$R/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${UID_POD//-/_}.slice/cri-containerd-$CID.scope
-mkdir -p "$D"
-python3 -c "
-import torch, time
-x = torch.randn(4096, 4096, device='cuda')
-t = time.time()
-while time.time() - t < 25:
-    x @ x; torch.cuda.synchronize()
-" & J=$!
-echo $J > "$D/cgroup.procs"
+. tools/device/pod_job.sh; start_pod_job 25
 $G record --duration 20s --interval 500ms -o "$o/pod.db" > /dev/null 2>&1 &
 R1=$!
 $G serve --listen 127.0.0.1:9468 --no-auth > /dev/null 2>&1 & S=$!
