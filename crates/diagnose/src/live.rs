@@ -154,10 +154,16 @@ impl LiveDiagnosis {
         self.window.trees.retain(|t| keep(t.timestamp_us));
         self.window.events.retain(|e| keep(e.t_ms * 1000));
         self.window.markers.retain(|m| keep(m.t_us));
+        self.window.stacks.samples.retain(|x| keep(x.t_us));
     }
 
     pub fn push_markers(&mut self, marks: &[Marker]) {
         self.window.markers.extend_from_slice(marks);
+    }
+
+    /// The job's Python threads: their frames are kept for the run, their samples for the window.
+    pub fn push_stacks(&mut self, batch: gpulse_model::StackBatch) {
+        self.window.stacks.add(batch);
     }
 
     pub fn push_event(&mut self, e: &Event) {

@@ -35,6 +35,8 @@ pub trait Store: Send {
     fn poll(&mut self, poll: &Poll) -> Result<(), StoreError>;
     fn markers(&mut self, marks: &[Marker]) -> Result<(), StoreError>;
     fn event(&mut self, event: &Event) -> Result<(), StoreError>;
+    /// The job's Python threads as sampled since the last batch.
+    fn stacks(&mut self, batch: &gpulse_model::StackBatch) -> Result<(), StoreError>;
     /// A fact about the run (the followed root, say).
     fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
     /// Everything written is durable and the store is closed.
@@ -188,6 +190,17 @@ impl Pipeline {
             live.push_event(&e);
         }
         self.write(|w| w.event(&e));
+    }
+
+    /// Samples of the job's Python threads: written as they come, as polls are.
+    pub fn stacks(&mut self, batch: gpulse_model::StackBatch) {
+        if batch == gpulse_model::StackBatch::default() {
+            return;
+        }
+        self.write(|w| w.stacks(&batch));
+        if let Some(live) = self.live.as_mut() {
+            live.push_stacks(batch);
+        }
     }
 
     /// Ends the watch: writes the marks still held and `stop` event with `reason` and `fields`,

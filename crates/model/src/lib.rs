@@ -15,6 +15,7 @@ pub mod peak;
 pub mod probe;
 pub mod process;
 pub mod run;
+pub mod stacks;
 pub mod table;
 pub mod trace;
 pub mod workload;
@@ -29,6 +30,7 @@ pub use peak::{Arch, DevicePeak, Precision, device_peak};
 pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
+pub use stacks::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
 pub use table::{Dcgm, Every, Kind, TABLE, TableMetric, TableReading, TableReadings, table_metric};
 pub use workload::{Pod, SlurmJob, Workload};
 

@@ -115,6 +115,8 @@ pub struct RunData {
     pub markers: Vec<Marker>,
     /// What a reader should be told, such as a recording's missing `-wal` file.
     pub warnings: Vec<String>,
+    /// The job's Python threads, sampled from outside; empty when none were.
+    pub stacks: crate::Stacks,
 }
 
 #[cfg(test)]

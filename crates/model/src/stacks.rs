@@ -1,0 +1,216 @@
+//! What a job's Python threads were doing, sampled from outside: interned frames and stacks, and
+//! per sample the thread's stack with what the kernel and the interpreter said of it.
+//!
+//! The sampler interns as it goes, so a frame or a stack is sent (and stored) once, and a sample
+//! is a few integers. What a sample *means* (running Python, waiting on the GPU, on a socket) is
+//! the diagnosis's to say, from these facts: a recording keeps the facts, never the verdict.
+
+use serde::{Deserialize, Serialize};
+
+/// One frame of a Python stack: the line a function was at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PyFrame {
+    /// The code's file as the interpreter names it (`/home/me/train.py`, `<frozen runpy>`).
+    pub file: String,
+    /// 0 where the interpreter gave none.
+    pub line: u32,
+    pub function: String,
+    /// The source line itself, stripped, where the sampler could read the file: what a frame
+    /// that ends in a C call calls (`loss.item()`).
+    pub code: Option<String>,
+}
+
+impl PyFrame {
+    /// `file.py:LINE function`, the file's last two components: what people read.
+    pub fn site(&self) -> String {
+        format!("{}:{} {}", short_path(&self.file), self.line, self.function)
+    }
+}
+
+/// A path's last two components: `torch/optim/adam.py` reads better than the whole
+/// site-packages path, and `train.py` stays as it is.
+pub fn short_path(path: &str) -> &str {
+    let mut cut = path.len();
+    for _ in 0..2 {
+        match path[..cut].rfind('/') {
+            Some(i) => cut = i,
+            None => return path,
+        }
+    }
+    &path[cut + 1..]
+}
+
+/// What a sampled Python process is to the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessRole {
+    /// The job's training process (each rank of a multi-process job).
+    Main,
+    /// A DataLoader worker.
+    Worker,
+}
+
+impl ProcessRole {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProcessRole::Main => "main",
+            ProcessRole::Worker => "worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "main" => Some(ProcessRole::Main),
+            "worker" => Some(ProcessRole::Worker),
+            _ => None,
+        }
+    }
+}
+
+/// A Python process the sampler reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampledProcess {
+    pub pid: u32,
+    pub role: ProcessRole,
+    /// The interpreter's version, `3.11.7`.
+    pub python: String,
+    /// The command line, for people.
+    pub command: String,
+}
+
+/// Who held the GIL when the thread was sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Gil {
+    /// The sampled thread.
+    Held,
+    /// No thread.
+    Free,
+    /// Another thread of the process, at this stack (an id of [`StackBatch::stacks`]).
+    Other { stack: u32 },
+}
+
+/// What the kernel said of a thread at a sample: `/proc/PID/task/TID/{stat,syscall,wchan}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelState {
+    /// The state letter: `R` running, `S` sleeping, `D` uninterruptible (I/O), ...
+    pub state: char,
+    /// The system call it is blocked in (x86-64 numbers); `None` while running or unread.
+    pub syscall: Option<u32>,
+    /// The kernel function it waits in (`hrtimer_nanosleep`); `None` while running or unread.
+    pub wchan: Option<String>,
+}
+
+/// One sample of one process's main thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadSample {
+    /// When, in microseconds since the Unix epoch, as every other sample.
+    pub t_us: i64,
+    pub pid: u32,
+    /// The stack, outermost frame first (an id of [`StackBatch::stacks`]).
+    pub stack: u32,
+    pub kernel: KernelState,
+    pub gil: Gil,
+}
+
+/// What the sampler sends up the pipeline: the frames and stacks new since its last batch, under
+/// the ids that every later sample uses, and the samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackBatch {
+    pub frames: Vec<(u32, PyFrame)>,
+    /// Frame ids, outermost first.
+    pub stacks: Vec<(u32, Vec<u32>)>,
+    /// Processes first sampled since the last batch.
+    pub processes: Vec<SampledProcess>,
+    pub samples: Vec<ThreadSample>,
+    /// The sampler's own rate when the batch was sent, per process.
+    pub rate_hz: Vec<(u32, f64)>,
+    /// Why a process could not be sampled, said once each (a refused ptrace, an unsupported
+    /// Python).
+    pub refusals: Vec<(u32, String)>,
+}
+
+/// A whole run's samples, the batches put together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stacks {
+    /// By id: frame `i` is `frames[i]`.
+    pub frames: Vec<PyFrame>,
+    /// By id, frame ids outermost first.
+    pub stacks: Vec<Vec<u32>>,
+    pub processes: Vec<SampledProcess>,
+    /// In time order.
+    pub samples: Vec<ThreadSample>,
+    /// Each process's sampling rate, the last one heard.
+    pub rate_hz: Vec<(u32, f64)>,
+    pub refusals: Vec<(u32, String)>,
+}
+
+impl Stacks {
+    /// Adds a batch; ids past the end are grown into (a batch names each id once).
+    pub fn add(&mut self, batch: StackBatch) {
+        for (id, f) in batch.frames {
+            let id = id as usize;
+            if self.frames.len() <= id {
+                self.frames.resize(id + 1, PyFrame { file: String::new(), line: 0, function: String::new(), code: None });
+            }
+            self.frames[id] = f;
+        }
+        for (id, s) in batch.stacks {
+            let id = id as usize;
+            if self.stacks.len() <= id {
+                self.stacks.resize(id + 1, Vec::new());
+            }
+            self.stacks[id] = s;
+        }
+        for p in batch.processes {
+            if !self.processes.iter().any(|q| q.pid == p.pid) {
+                self.processes.push(p);
+            }
+        }
+        for (pid, hz) in batch.rate_hz {
+            match self.rate_hz.iter_mut().find(|r| r.0 == pid) {
+                Some(r) => r.1 = hz,
+                None => self.rate_hz.push((pid, hz)),
+            }
+        }
+        self.refusals.extend(batch.refusals);
+        self.samples.extend(batch.samples);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// A stack's frames, outermost first; empty for an unknown id.
+    pub fn frames_of(&self, stack: u32) -> impl DoubleEndedIterator<Item = &PyFrame> {
+        self.stacks.get(stack as usize).into_iter().flatten().filter_map(|f| self.frames.get(*f as usize))
+    }
+
+    pub fn process(&self, pid: u32) -> Option<&SampledProcess> {
+        self.processes.iter().find(|p| p.pid == pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_names_the_file_by_its_last_two_components() {
+        let f = |file: &str| PyFrame { file: file.into(), line: 88, function: "fetch".into(), code: None };
+        assert_eq!(f("/usr/lib/python3/site-packages/torch/optim/adam.py").site(), "optim/adam.py:88 fetch");
+        assert_eq!(f("train.py").site(), "train.py:88 fetch");
+        assert_eq!(f("/train.py").site(), "/train.py:88 fetch");
+        assert_eq!(f("/w/train.py").site(), "w/train.py:88 fetch");
+    }
+
+    #[test]
+    fn batches_add_up_to_the_run() {
+        let frame = |n: &str| PyFrame { file: "a.py".into(), line: 1, function: n.into(), code: None };
+        let mut s = Stacks::default();
+        s.add(StackBatch { frames: vec![(0, frame("main")), (1, frame("step"))], stacks: vec![(0, vec![0, 1])], ..Default::default() });
+        s.add(StackBatch { frames: vec![(2, frame("sync"))], stacks: vec![(1, vec![0, 2])], ..Default::default() });
+        let names: Vec<&str> = s.frames_of(1).map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["main", "sync"]);
+        assert_eq!(s.frames_of(7).count(), 0);
+    }
+}
