@@ -168,6 +168,14 @@ fn words(id: FindingId) -> Words {
         | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | Throttling | IdleHolder | ForeignProcess
         | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError
         | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => PLAIN,
+        HostPython => Words { gone: Some("host-side Python removed"), gap: Some("host-side Python"), gap_says_new: true },
+        GilContention => Words { gone: Some("GIL contention gone"), gap: Some("GIL contention"), ..PLAIN },
+        SleepInLoop => Words { gone: Some("sleep in the loop gone"), gap: Some("a sleep in the loop"), ..PLAIN },
+        NetworkWait => Words { gone: Some("network wait gone"), gap: Some("network waits"), ..PLAIN },
+        DiskWait => Words { gone: Some("disk wait gone"), gap: Some("disk waits"), ..PLAIN },
+        IpcWait => Words { gone: Some("wait on another process gone"), gap: Some("waits on another process"), ..PLAIN },
+        LockWait => Words { gone: Some("lock wait gone"), gap: Some("lock waits"), ..PLAIN },
+        MainThreadBlocked => PLAIN,
     }
 }
 

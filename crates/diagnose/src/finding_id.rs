@@ -99,6 +99,22 @@ finding_ids! {
     GpuResetPending = "gpu_reset_pending",
     /// A multi-GPU job's collectives cross PCIe while its GPUs' NVLinks idle.
     NvlinkUnused = "nvlink_unused",
+    /// The main thread runs Python (or native code called from it) while the GPU waits.
+    HostPython = "main_thread_python",
+    /// The main thread waits for the GIL another thread holds.
+    GilContention = "gil_contention",
+    /// The main thread sleeps while the GPU waits.
+    SleepInLoop = "sleep_in_loop",
+    /// The main thread waits on a socket.
+    NetworkWait = "network_wait",
+    /// The main thread waits on file I/O.
+    DiskWait = "disk_wait",
+    /// The main thread waits on another process: a pipe, a queue, a child.
+    IpcWait = "ipc_wait",
+    /// The main thread waits on a lock of its own threads.
+    LockWait = "lock_wait",
+    /// The main thread is blocked in the kernel for a reason no rule names.
+    MainThreadBlocked = "main_thread_blocked",
 }
 
 /// What a finding is about, which decides where it counts: what may lead the summary, what keeps
@@ -125,7 +141,8 @@ impl FindingId {
             InputBound | ProcessBound | HostBound | TransferBound | HostSaturated | UtilMisleading | GpuImbalance
             | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
-            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => Concern::Job,
+            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention
+            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => Concern::Job,
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,
@@ -210,7 +227,7 @@ mod tests {
             assert_eq!(json, format!("\"{name}\""));
             assert_eq!(serde_json::from_str::<FindingId>(&json).unwrap(), id);
         }
-        assert_eq!(seen.len(), 32);
+        assert_eq!(seen.len(), 40);
         assert_eq!(format!("{:<16}|", FindingId::Oom), "oom             |", "padded as asked");
     }
 

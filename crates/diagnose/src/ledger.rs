@@ -199,7 +199,8 @@ impl FindingId {
             UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
             | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
             | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost
-            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => None,
+            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused
+            | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 
@@ -216,7 +217,7 @@ impl FindingId {
             | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
             | EpochRestart | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding
             | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending
-            | NvlinkUnused => None,
+            | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 }

@@ -11,6 +11,7 @@ mod finding_id;
 mod forecast;
 mod ledger;
 mod live;
+pub mod main_thread;
 pub mod roofline;
 mod rules;
 mod series;
@@ -289,7 +290,7 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
         | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | DataParallel
         | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid
-        | GpuResetPending | NvlinkUnused => top.title.as_str(),
+        | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => top.title.as_str(),
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.

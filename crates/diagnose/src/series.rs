@@ -148,6 +148,9 @@ pub struct Run {
     /// The waits of [`Run::data_waits_s`] that stand for a fast loop's several: placed as one
     /// stretch, so they may overlap the copies between them.
     pub folded_waits_s: Vec<[f64; 2]>,
+    /// The job's Python threads sampled from outside (shared: the rules' copies of a run keep
+    /// them whole).
+    pub stacks: std::sync::Arc<gpulse_model::Stacks>,
 }
 
 impl Run {
@@ -305,6 +308,7 @@ impl RunBuilder {
                 (Some(h), Some(m)) => Some(h.min(m)),
                 (h, m) => h.or(m),
             })
+            .or(rec.stacks.samples.first().map(|s| s.t_us))
             .unwrap_or(0);
         let t = |us: i64| us.saturating_sub(start_us) as f64 / 1e6;
         for s in &mut self.gpus {
@@ -479,6 +483,7 @@ impl RunBuilder {
             phases_s,
             copies_s,
             folded_waits_s,
+            stacks: std::sync::Arc::new(rec.stacks.clone()),
         }
     }
 }

@@ -65,6 +65,8 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(health::reset_pending(full));
     out.extend(nvlink::unused(run));
     let ledger = crate::ledger(full, &out);
+    // What the main thread did while the GPU idled names the host-side time by its mechanism.
+    let ledger = crate::main_thread::split(full, ledger, &mut out);
     let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and
     // marked phases included; below a twentieth of the wall time, fixing it gains too little to

@@ -1,0 +1,454 @@
+//! What a sampled thread was doing, from mechanism: the kernel's state and system call, the
+//! wait channel, who held the GIL, and the frames (the line a C call was made from says what it
+//! calls). No threshold here: each rule is what the kernel or the interpreter shows for one
+//! mechanism.
+
+use gpulse_model::{Gil, PyFrame, Stacks, ThreadSample};
+use serde::Serialize;
+
+use crate::Basis;
+
+/// What a thread was doing at a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadState {
+    /// Running code on a CPU: Python, or native code called from Python.
+    Python,
+    /// Blocked on the device: `.item()`, `.cpu()`, `synchronize`, a blocking copy.
+    GpuSync,
+    /// Ready to run Python, waiting for another thread to let the GIL go.
+    GilWait,
+    Sleep,
+    /// A socket.
+    Network,
+    /// File I/O, or uninterruptible sleep in the kernel.
+    Disk,
+    /// Another process: a pipe, a queue, a DataLoader's result queue, a child.
+    Ipc,
+    /// A lock or a queue of its own threads.
+    Lock,
+    Other,
+}
+
+impl ThreadState {
+    pub const ALL: [ThreadState; 9] = [
+        ThreadState::Python,
+        ThreadState::GpuSync,
+        ThreadState::GilWait,
+        ThreadState::Sleep,
+        ThreadState::Network,
+        ThreadState::Disk,
+        ThreadState::Ipc,
+        ThreadState::Lock,
+        ThreadState::Other,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ThreadState::Python => "python",
+            ThreadState::GpuSync => "gpu_sync",
+            ThreadState::GilWait => "gil_wait",
+            ThreadState::Sleep => "sleep",
+            ThreadState::Network => "network",
+            ThreadState::Disk => "disk",
+            ThreadState::Ipc => "ipc",
+            ThreadState::Lock => "lock",
+            ThreadState::Other => "other",
+        }
+    }
+
+    /// In words, after "the main thread ...".
+    pub const fn words(self) -> &'static str {
+        match self {
+            ThreadState::Python => "running Python on the host",
+            ThreadState::GpuSync => "waiting for the GPU to finish",
+            ThreadState::GilWait => "waiting for the GIL",
+            ThreadState::Sleep => "sleeping",
+            ThreadState::Network => "waiting on a socket",
+            ThreadState::Disk => "waiting on file I/O",
+            ThreadState::Ipc => "waiting on another process",
+            ThreadState::Lock => "waiting on a lock of its own threads",
+            ThreadState::Other => "blocked in the kernel",
+        }
+    }
+}
+
+/// The library a sample's frames are in, where it says what the time is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Domain {
+    /// `torch.compile` (Dynamo, Inductor): the first compile before the loop, a recompile in it.
+    Compile,
+    Optimizer,
+    Backward,
+    DataLoader,
+    Checkpoint,
+    /// The CUDA caching allocator's Python side (`empty_cache`, `memory_stats`).
+    Allocator,
+    Tokenize,
+    /// numpy, pandas, scikit-learn, SciPy.
+    HostMath,
+    /// logging, print, progress bars, experiment trackers.
+    Logging,
+    Collective,
+}
+
+impl Domain {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Domain::Compile => "compile",
+            Domain::Optimizer => "optimizer",
+            Domain::Backward => "backward",
+            Domain::DataLoader => "dataloader",
+            Domain::Checkpoint => "checkpoint",
+            Domain::Allocator => "allocator",
+            Domain::Tokenize => "tokenize",
+            Domain::HostMath => "host_math",
+            Domain::Logging => "logging",
+            Domain::Collective => "collective",
+        }
+    }
+
+    pub const fn words(self) -> &'static str {
+        match self {
+            Domain::Compile => "torch.compile",
+            Domain::Optimizer => "the optimizer step",
+            Domain::Backward => "the backward pass",
+            Domain::DataLoader => "the DataLoader",
+            Domain::Checkpoint => "writing a checkpoint",
+            Domain::Allocator => "the CUDA caching allocator",
+            Domain::Tokenize => "tokenization",
+            Domain::HostMath => "numpy, pandas or scikit-learn",
+            Domain::Logging => "logging and printing",
+            Domain::Collective => "a collective (torch.distributed)",
+        }
+    }
+}
+
+/// One sample, classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Class {
+    pub state: ThreadState,
+    pub domain: Option<Domain>,
+    /// Measured where the kernel or the interpreter says it outright; inferred where a frame's
+    /// source line or file had to say it.
+    pub basis: Basis,
+}
+
+/// x86-64 system call numbers (`/proc/PID/task/TID/syscall` gives the number).
+mod nr {
+    pub const READ: u32 = 0;
+    pub const WRITE: u32 = 1;
+    pub const POLL: u32 = 7;
+    pub const IOCTL: u32 = 16;
+    pub const PREAD64: u32 = 17;
+    pub const PWRITE64: u32 = 18;
+    pub const READV: u32 = 19;
+    pub const WRITEV: u32 = 20;
+    pub const SELECT: u32 = 23;
+    pub const NANOSLEEP: u32 = 35;
+    pub const CONNECT: u32 = 42;
+    pub const ACCEPT: u32 = 43;
+    pub const SENDTO: u32 = 44;
+    pub const RECVFROM: u32 = 45;
+    pub const SENDMSG: u32 = 46;
+    pub const RECVMSG: u32 = 47;
+    pub const WAIT4: u32 = 61;
+    pub const FSYNC: u32 = 74;
+    pub const FDATASYNC: u32 = 75;
+    pub const FUTEX: u32 = 202;
+    pub const CLOCK_NANOSLEEP: u32 = 230;
+    pub const EPOLL_WAIT: u32 = 232;
+    pub const WAITID: u32 = 247;
+    pub const OPENAT: u32 = 257;
+    pub const PSELECT6: u32 = 270;
+    pub const PPOLL: u32 = 271;
+    pub const EPOLL_PWAIT: u32 = 281;
+    pub const ACCEPT4: u32 = 288;
+    pub const RECVMMSG: u32 = 299;
+    pub const SENDMMSG: u32 = 307;
+    pub const EPOLL_PWAIT2: u32 = 441;
+}
+
+/// Whether a file path lies in a package or module, by its path components.
+fn in_module(file: &str, module: &str) -> bool {
+    file.contains(&format!("/{module}")) || file.starts_with(module)
+}
+
+/// The frames' library, innermost first: the deepest frame in a known library names it.
+pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
+    for f in frames.iter().rev() {
+        let p = f.file.as_str();
+        let d = if in_module(p, "torch/_dynamo/") || in_module(p, "torch/_inductor/") {
+            Domain::Compile
+        } else if in_module(p, "torch/optim/") {
+            Domain::Optimizer
+        } else if in_module(p, "torch/autograd/") || in_module(p, "torch/_tensor.py") && f.function == "backward" {
+            Domain::Backward
+        } else if in_module(p, "torch/utils/data/") {
+            Domain::DataLoader
+        } else if in_module(p, "torch/serialization.py")
+            || in_module(p, "safetensors/")
+            || in_module(p, "torch/distributed/checkpoint/")
+        {
+            Domain::Checkpoint
+        } else if in_module(p, "torch/cuda/memory.py") {
+            Domain::Allocator
+        } else if in_module(p, "tokenizers/") || p.contains("/tokenization_") || in_module(p, "sentencepiece/") {
+            Domain::Tokenize
+        } else if in_module(p, "numpy/")
+            || in_module(p, "pandas/")
+            || in_module(p, "sklearn/")
+            || in_module(p, "scipy/")
+        {
+            Domain::HostMath
+        } else if in_module(p, "logging/__init__.py")
+            || in_module(p, "tqdm/")
+            || in_module(p, "wandb/")
+            || in_module(p, "torch/utils/tensorboard/")
+        {
+            Domain::Logging
+        } else if in_module(p, "torch/distributed/distributed_c10d.py")
+            || in_module(p, "torch/nn/parallel/distributed.py")
+        {
+            Domain::Collective
+        } else {
+            continue;
+        };
+        return Some(d);
+    }
+    // A print() or a call into the allocator is a C call: its line says so.
+    let code = frames.last().and_then(|f| f.code.as_deref()).unwrap_or("");
+    if code.starts_with("print(") {
+        return Some(Domain::Logging);
+    }
+    if code.contains("empty_cache(") {
+        return Some(Domain::Allocator);
+    }
+    None
+}
+
+/// Whether a frame's own line waits for the device: a C call that copies to the host or
+/// synchronizes. Matched on the call as written, so `loss.item()` is one and `items()` is not.
+pub fn syncs(frame: &PyFrame) -> bool {
+    const CALLS: [&str; 9] = [
+        ".item()",
+        ".cpu()",
+        ".tolist()",
+        ".numpy()",
+        "synchronize(",
+        ".to(\"cpu\"",
+        ".to('cpu'",
+        ".nonzero(",
+        "torch.equal(",
+    ];
+    let torch_sync = (in_module(&frame.file, "torch/cuda/") && frame.function == "synchronize")
+        || (in_module(&frame.file, "torch/_tensor.py") && matches!(frame.function.as_str(), "tolist" | "__format__"));
+    torch_sync || frame.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+}
+
+/// Whether a frame is a wait of the threading module or a queue between threads.
+fn thread_lock_frame(f: &PyFrame) -> bool {
+    let p = f.file.as_str();
+    (p.ends_with("/threading.py")
+        && matches!(f.function.as_str(), "wait" | "acquire" | "join" | "_wait_for_tstate_lock"))
+        || (p.ends_with("/queue.py") && matches!(f.function.as_str(), "get" | "put" | "join"))
+        || in_module(p, "concurrent/futures/")
+        || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
+}
+
+fn ipc_frame(f: &PyFrame) -> bool {
+    let p = f.file.as_str();
+    in_module(p, "multiprocessing/")
+        || (in_module(p, "torch/utils/data/dataloader.py") && f.function.contains("data"))
+        || p.ends_with("/subprocess.py")
+}
+
+fn network_frame(f: &PyFrame) -> bool {
+    let p = f.file.as_str();
+    p.ends_with("/socket.py")
+        || p.ends_with("/ssl.py")
+        || in_module(p, "http/")
+        || in_module(p, "urllib3/")
+        || in_module(p, "requests/")
+        || in_module(p, "grpc/")
+        || in_module(p, "botocore/")
+        || f.code
+            .as_deref()
+            .is_some_and(|c| c.contains(".recv(") || c.contains(".recv_into(") || c.contains("urlopen("))
+}
+
+/// Classifies one sample of a thread whose stack is `stacks.stacks[sample.stack]`.
+pub fn classify(stacks: &Stacks, sample: &ThreadSample) -> Class {
+    let frames: Vec<&PyFrame> = stacks.frames_of(sample.stack).collect();
+    classify_frames(&frames, sample)
+}
+
+/// [`classify`] on frames already looked up, outermost first.
+pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
+    use ThreadState::*;
+    let k = &sample.kernel;
+    let leaf = frames.last().copied();
+    let any = |f: fn(&PyFrame) -> bool| frames.iter().rev().take(4).any(|fr| f(fr));
+    let wchan = k.wchan.as_deref().unwrap_or("");
+    let measured = |state| (state, Basis::Measured);
+    let inferred = |state| (state, Basis::Inferred);
+    let (state, basis) = if k.state == 'D' {
+        measured(Disk)
+    } else if leaf.is_some_and(syncs) && k.state != 'D' {
+        // The line is a copy to the host or a synchronize: spinning (R) or blocked, the thread
+        // waits for the device.
+        inferred(GpuSync)
+    } else if matches!(k.state, 'R') {
+        measured(Python)
+    } else {
+        match k.syscall {
+            Some(nr::NANOSLEEP | nr::CLOCK_NANOSLEEP) => measured(Sleep),
+            _ if wchan.contains("nanosleep") => measured(Sleep),
+            Some(nr::FUTEX) => match sample.gil {
+                // Waiting for its own threads: a lock, a queue, a future.
+                _ if any(thread_lock_frame) => inferred(Lock),
+                Gil::Other { .. } => measured(GilWait),
+                // The autograd engine's threads run the backward pass while the main thread
+                // waits for them: host-side work of the step, native code called from Python.
+                _ if frames.iter().any(|f| in_module(&f.file, "torch/autograd/")) => inferred(Python),
+                _ => inferred(Other),
+            },
+            Some(nr::RECVFROM | nr::RECVMSG | nr::RECVMMSG | nr::SENDTO | nr::SENDMSG | nr::SENDMMSG) => {
+                if any(ipc_frame) || wchan.contains("unix") { inferred(Ipc) } else { measured(Network) }
+            }
+            Some(nr::ACCEPT | nr::ACCEPT4 | nr::CONNECT) => measured(Network),
+            Some(nr::WAIT4 | nr::WAITID) => measured(Ipc),
+            Some(nr::READ | nr::READV | nr::WRITE | nr::WRITEV) if wchan.contains("pipe") => measured(Ipc),
+            Some(nr::READ | nr::READV | nr::WRITE | nr::WRITEV)
+                if wchan.contains("sk_wait") || wchan.contains("wait_woken") || wchan.contains("sock") =>
+            {
+                if any(ipc_frame) || wchan.contains("unix") { inferred(Ipc) } else { measured(Network) }
+            }
+            Some(
+                nr::READ
+                | nr::READV
+                | nr::WRITE
+                | nr::WRITEV
+                | nr::PREAD64
+                | nr::PWRITE64
+                | nr::FSYNC
+                | nr::FDATASYNC
+                | nr::OPENAT,
+            ) if !any(ipc_frame) && !any(network_frame) => inferred(Disk),
+            Some(
+                nr::POLL | nr::PPOLL | nr::SELECT | nr::PSELECT6 | nr::EPOLL_WAIT | nr::EPOLL_PWAIT | nr::EPOLL_PWAIT2,
+            )
+            | Some(nr::READ | nr::READV | nr::WRITE | nr::WRITEV)
+            | None => {
+                if any(ipc_frame) {
+                    inferred(Ipc)
+                } else if any(network_frame) {
+                    inferred(Network)
+                } else if any(thread_lock_frame) {
+                    inferred(Lock)
+                } else if leaf.is_some_and(|f| f.code.as_deref().is_some_and(|c| c.contains("sleep("))) {
+                    inferred(Sleep)
+                } else {
+                    inferred(Other)
+                }
+            }
+            // A driver call (ioctl) from a line that does not sync: the CUDA runtime's own work.
+            Some(nr::IOCTL) => inferred(Python),
+            Some(_) => inferred(Other),
+        }
+    };
+    Class { state, domain: domain(frames), basis }
+}
+
+/// Whether a file is the job's own code rather than the interpreter's or a package's.
+pub fn own_code(file: &str) -> bool {
+    !(file.contains("/site-packages/")
+        || file.contains("/dist-packages/")
+        || file.starts_with('<')
+        || file.contains("/lib/python3")
+        || file.contains("/lib64/python3"))
+}
+
+/// The frame a sample is charged to: the innermost of the job's own code (the line to change),
+/// else the innermost frame.
+pub fn site_frame(stacks: &Stacks, stack: u32) -> Option<u32> {
+    let ids = stacks.stacks.get(stack as usize)?;
+    ids.iter()
+        .rev()
+        .find(|id| stacks.frames.get(**id as usize).is_some_and(|f| own_code(&f.file)))
+        .or(ids.last())
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_model::KernelState;
+
+    use super::*;
+
+    fn frame(file: &str, function: &str, code: &str) -> PyFrame {
+        PyFrame { file: file.into(), line: 10, function: function.into(), code: Some(code.into()) }
+    }
+
+    fn sample(state: char, syscall: Option<u32>, wchan: Option<&str>, gil: Gil) -> ThreadSample {
+        ThreadSample {
+            t_us: 0,
+            pid: 1,
+            stack: 0,
+            kernel: KernelState { state, syscall, wchan: wchan.map(str::to_owned) },
+            gil,
+        }
+    }
+
+    fn state(frames: &[PyFrame], s: ThreadSample) -> ThreadState {
+        classify_frames(&frames.iter().collect::<Vec<_>>(), &s).state
+    }
+
+    #[test]
+    fn each_mechanism_as_the_kernel_and_the_interpreter_show_it() {
+        let train = frame("/w/train.py", "main", "loss = step(batch)");
+        let sleep = [train.clone(), frame("/w/train.py", "step", "time.sleep(0.05)")];
+        assert_eq!(state(&sleep, sample('S', Some(230), Some("hrtimer_nanosleep"), Gil::Free)), ThreadState::Sleep);
+        let recv = [train.clone(), frame("/w/fetch.py", "fetch", "data = sock.recv(65536)")];
+        assert_eq!(state(&recv, sample('S', Some(45), Some("wait_woken"), Gil::Free)), ThreadState::Network);
+        let queue = [
+            train.clone(),
+            frame("/usr/lib/python3.11/multiprocessing/queues.py", "get", "res = self._recv_bytes()"),
+            frame("/usr/lib/python3.11/multiprocessing/connection.py", "_recv", "chunk = read(handle, remaining)"),
+        ];
+        assert_eq!(state(&queue, sample('S', Some(0), Some("anon_pipe_read"), Gil::Free)), ThreadState::Ipc);
+        assert_eq!(state(&queue, sample('S', Some(7), Some("do_sys_poll"), Gil::Free)), ThreadState::Ipc);
+        let read = [train.clone(), frame("/w/data.py", "load", "buf = f.read()")];
+        assert_eq!(state(&read, sample('D', Some(0), Some("folio_wait_bit_common"), Gil::Free)), ThreadState::Disk);
+        let sync = [train.clone(), frame("/w/train.py", "step", "total += loss.item()")];
+        assert_eq!(state(&sync, sample('R', None, None, Gil::Free)), ThreadState::GpuSync);
+        assert_eq!(state(&sync, sample('S', Some(16), None, Gil::Free)), ThreadState::GpuSync);
+        let compute = [train.clone(), frame("/w/metrics.py", "score", "s += x * x")];
+        assert_eq!(state(&compute, sample('R', None, None, Gil::Held)), ThreadState::Python);
+        // Futex: the GIL when another thread holds it, a lock when the frame is one.
+        assert_eq!(
+            state(&compute, sample('S', Some(202), Some("futex_wait_queue"), Gil::Other { stack: 3 })),
+            ThreadState::GilWait
+        );
+        let lock = [train.clone(), frame("/usr/lib/python3.11/threading.py", "acquire", "")];
+        assert_eq!(state(&lock, sample('S', Some(202), None, Gil::Other { stack: 3 })), ThreadState::Lock);
+        let mine = [train, frame("/w/train.py", "step", "with self.lock.acquire():")];
+        assert_eq!(state(&mine, sample('S', Some(202), None, Gil::Free)), ThreadState::Lock);
+    }
+
+    #[test]
+    fn the_library_is_the_deepest_known_frame() {
+        let frames = [
+            frame("/w/train.py", "main", "opt.step()"),
+            frame("/v/site-packages/torch/optim/optimizer.py", "wrapper", "out = func(*args)"),
+            frame("/v/site-packages/torch/optim/adam.py", "_single_tensor_adam", "param.addcdiv_(a, b)"),
+        ];
+        assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Optimizer));
+        let frames = [frame("/w/train.py", "main", "print(f\"loss {l}\")")];
+        assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+        let frames = [frame("/w/train.py", "main", "x = items()")];
+        assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), None);
+        assert!(!syncs(&frames[0]), "items() is no .item()");
+    }
+}

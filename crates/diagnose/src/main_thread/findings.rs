@@ -1,0 +1,314 @@
+//! The ledger's host-side time split by what the main thread did, and a finding for each part
+//! that costs a twentieth of the wall time or more.
+
+use std::collections::HashMap;
+
+use super::{Domain, ThreadState, main_pid, points, site_text};
+use crate::ledger::{Account, Ledger, merged};
+use crate::{Basis, Finding, FindingId, Run, Severity, round};
+
+/// Samples below this in the idle time say too little to split it: the share of a state from
+/// n samples is known to ±0.5/√n at worst, ±11 points at 20.
+const MIN_SAMPLES: usize = 20;
+/// A part of the wall time worth a finding, as every inferred cause's (rules::MATERIAL).
+const MATERIAL: f64 = 0.05;
+/// Half the loop lost: fixing it would double the steps/s.
+const CRITICAL_LOOP_SHARE: f64 = 0.5;
+
+/// The unexplained accounts that are the loop's own idle time (the ledger's labels).
+const LOOP_IDLE: [&str; 2] =
+    ["unexplained: the GPU idle inside the loop", "unexplained: the loop's own work (no GPU was read)"];
+const NO_LOOP: &str = "unexplained: no training loop seen";
+
+impl ThreadState {
+    /// The ledger's account for the GPU's idle time while the main thread was in this state.
+    pub const fn account(self) -> &'static str {
+        match self {
+            ThreadState::Python => "main_thread_python",
+            ThreadState::GpuSync => "main_thread_gpu_sync",
+            ThreadState::GilWait => "main_thread_gil_wait",
+            ThreadState::Sleep => "main_thread_sleep",
+            ThreadState::Network => "main_thread_network",
+            ThreadState::Disk => "main_thread_disk",
+            ThreadState::Ipc => "main_thread_ipc",
+            ThreadState::Lock => "main_thread_lock",
+            ThreadState::Other => "main_thread_other",
+        }
+    }
+
+    /// The finding for idle time in this state.
+    pub const fn finding(self) -> FindingId {
+        match self {
+            ThreadState::Python | ThreadState::GpuSync => FindingId::HostPython,
+            ThreadState::GilWait => FindingId::GilContention,
+            ThreadState::Sleep => FindingId::SleepInLoop,
+            ThreadState::Network => FindingId::NetworkWait,
+            ThreadState::Disk => FindingId::DiskWait,
+            ThreadState::Ipc => FindingId::IpcWait,
+            ThreadState::Lock => FindingId::LockWait,
+            ThreadState::Other => FindingId::MainThreadBlocked,
+        }
+    }
+}
+
+/// The idle share of the GPU poll that `t` falls in; `None` where no poll covers it.
+fn idle_share(g: &crate::GpuSeries, t: f64) -> Option<f64> {
+    let i = g.t_s.partition_point(|x| *x < t);
+    if i == 0 || i >= g.t_s.len() {
+        return None;
+    }
+    g.util_pct[i].map(|u| (1.0 - u / 100.0).clamp(0.0, 1.0))
+}
+
+/// What one (state, library) took of the idle time.
+#[derive(Default)]
+struct Part {
+    weight: f64,
+    samples: usize,
+    sites: HashMap<u32, f64>,
+    holders: HashMap<u32, f64>,
+}
+
+/// The most weighed key of a map.
+fn top(map: &HashMap<u32, f64>) -> Option<u32> {
+    map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
+}
+
+/// Splits the loop's host-side and unexplained idle time by the main thread's states, drops the
+/// generic findings whose time it now names (`host_bound`, `process_bound`), and adds a finding
+/// for each part of [`MATERIAL`] size or more.
+pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Ledger {
+    let Some(pid) = main_pid(run) else { return ledger };
+    let pts = points(run, pid);
+    let g = crate::ledger::primary(run);
+    let splittable = |a: &Account| {
+        a.account == "host_side"
+            || (a.account == "unexplained"
+                && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
+    };
+    let total_s: f64 = ledger.accounts.iter().filter(|a| splittable(a)).map(|a| a.seconds).sum();
+    if total_s <= 0.0 || pts.is_empty() {
+        return ledger;
+    }
+    let end = ledger.wall_s;
+    let (loop_s, _) = crate::ledger::loop_window(run);
+    let [lo, hi] = loop_s.unwrap_or([0.0, end]);
+    let mut apart: Vec<[f64; 2]> = run.data_waits_s.clone();
+    apart.extend(run.phases_s.iter().map(|p| p.1));
+    apart.extend(run.copies_s.iter().copied());
+    let apart = merged(apart, lo, hi);
+    let outside = |t: f64| {
+        let i = apart.partition_point(|s| s[1] <= t);
+        apart.get(i).is_some_and(|s| t >= s[0])
+    };
+    let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
+    let mut drains: HashMap<u32, f64> = HashMap::new();
+    for p in pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !outside(p.t_s)) {
+        let idle = match g {
+            Some(g) => match idle_share(g, p.t_s) {
+                Some(i) => i,
+                None => continue,
+            },
+            None => 1.0,
+        };
+        // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
+        // queue drains, so the idle time after it is the host's next work.
+        if p.class.state == ThreadState::GpuSync && g.is_some() {
+            if let Some(site) = super::site_frame(&run.stacks, p.stack) {
+                *drains.entry(site).or_default() += p.dur_s;
+            }
+            continue;
+        }
+        let part = parts.entry((p.class.state, p.class.domain)).or_default();
+        let w = idle * p.dur_s;
+        part.weight += w;
+        part.samples += 1;
+        if let Some(site) = super::site_frame(&run.stacks, p.stack) {
+            *part.sites.entry(site).or_default() += w;
+        }
+        if let Some(h) = p.gil_stack {
+            *part.holders.entry(h).or_default() += w;
+        }
+    }
+    let weight: f64 = parts.values().map(|p| p.weight).sum();
+    let samples: usize = parts.values().map(|p| p.samples).sum();
+    if samples < MIN_SAMPLES || weight <= 0.0 {
+        return ledger;
+    }
+    // The split replaces the accounts, and the generic findings that explained them.
+    let explained: Vec<(FindingId, Option<u32>)> =
+        ledger.accounts.iter().filter(|a| splittable(a)).filter_map(|a| Some((a.finding?, a.finding_gpu))).collect();
+    out.retain(|f| !explained.contains(&(f.id, f.gpu)));
+    ledger.accounts.retain(|a| !splittable(a));
+    let loop_len = (hi - lo).max(1e-9);
+    let drain = top(&drains).and_then(|f| run.stacks.frames.get(f as usize)).map(|f| f.site());
+    let mut ordered: Vec<((ThreadState, Option<Domain>), Part)> = parts.into_iter().collect();
+    ordered.sort_by(|a, b| b.1.weight.total_cmp(&a.1.weight).then(a.0.cmp(&b.0)));
+    let gpu = g.map(|g| g.gpu);
+    for ((state, domain), part) in ordered {
+        let seconds = total_s * part.weight / weight;
+        let share = seconds / end.max(1e-9);
+        let site = top(&part.sites).and_then(|f| run.stacks.frames.get(f as usize));
+        let holder = top(&part.holders).and_then(|s| site_text(&run.stacks, s));
+        let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
+        let label = label(state, domain, recompile, site.map(|f| f.site()).as_deref());
+        let how = if g.is_some() {
+            format!(
+                "the GPU's idle time inside the loop, split by {samples} samples of the main thread (PID {pid}), each weighed by the GPU's idle share of its poll"
+            )
+        } else {
+            format!("the job's loop time, split by {samples} samples of the main thread (PID {pid}); no GPU was read")
+        };
+        let id = state.finding();
+        let material = share >= MATERIAL;
+        ledger.accounts.push(Account {
+            account: state.account(),
+            label: label.clone(),
+            seconds: round(seconds, 3),
+            share: round(share, 4),
+            basis: Basis::Inferred,
+            evidence: how,
+            finding: material.then_some(id),
+            finding_gpu: if material { gpu } else { None },
+        });
+        if !material {
+            continue;
+        }
+        let loop_share = (seconds / loop_len).min(1.0);
+        let waits = if g.is_some() { "while the GPU waits" } else { "of the job's time" };
+        let mut title = match (state, holder.as_deref()) {
+            (ThreadState::GilWait, Some(h)) => {
+                format!(
+                    "The main thread waits for the GIL {waits}, {:.0}% of the wall time: another thread holds it at {h}",
+                    100.0 * share
+                )
+            }
+            _ => format!("{} {waits}, {:.0}% of the wall time", upper(&label), 100.0 * share),
+        };
+        if let Some(code) = site.and_then(|f| f.code.as_deref()) {
+            title.push_str(&format!(" (`{code}`)"));
+        }
+        let severity = if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
+        let mut f = Finding::new(id, severity, title)
+            .with("state", state.as_str())
+            .with("seconds", round(seconds, 1))
+            .with("samples", part.samples as u64)
+            .with("pid", u64::from(pid))
+            .costs(loop_share, "the ledger's seconds of the GPU's idle time in the loop with the main thread in this state, over the loop")
+            .inferred();
+        if let Some(d) = domain {
+            f = f.with("domain", d.as_str());
+        }
+        if let Some(site) = site {
+            f = f.with("site", site.site());
+        }
+        if let Some(h) = &holder {
+            f = f.with("gil_holder_site", h.as_str());
+        }
+        if let Some(d) = drain.as_deref().filter(|_| state == ThreadState::Python) {
+            f = f.with("gpu_drains_at", d);
+        }
+        if let Some(gpu) = gpu {
+            f = f.on_gpu(gpu);
+        }
+        if let Some(w) = loop_s {
+            f = f.over(w);
+        }
+        f.advice =
+            advice(state, domain, recompile, site.map(|s| s.site()).as_deref(), drain.as_deref(), holder.as_deref());
+        out.push(f);
+    }
+    ledger
+}
+
+fn upper(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// The account's name for people: the state, its library, its site.
+fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Option<&str>) -> String {
+    let what = match (state, domain) {
+        (ThreadState::Python, Some(Domain::Compile)) if recompile => {
+            "the main thread recompiling (torch.compile)".to_owned()
+        }
+        (ThreadState::Python, Some(d)) => format!("the main thread in {}", d.words()),
+        (s, Some(d)) => format!("the main thread {} in {}", s.words(), d.words()),
+        (s, None) => format!("the main thread {}", s.words()),
+    };
+    match site {
+        Some(site) => format!("{what} at {site}"),
+        None => what,
+    }
+}
+
+/// What to do, for the mechanism the samples name.
+fn advice(
+    state: ThreadState,
+    domain: Option<Domain>,
+    recompile: bool,
+    site: Option<&str>,
+    drain: Option<&str>,
+    holder: Option<&str>,
+) -> Vec<String> {
+    let at = site.map(|s| format!(" ({s})")).unwrap_or_default();
+    let mut out: Vec<String> = match (state, domain) {
+        (ThreadState::Python, Some(Domain::Compile)) if recompile => vec![
+            "torch.compile recompiles inside the loop: pad inputs to a few bucket sizes, or torch._dynamo.mark_dynamic(x, dim) on the dimension that varies".into(),
+            "TORCH_LOGS=recompiles names the guard that fails each time".into(),
+        ],
+        (ThreadState::Python, Some(Domain::Optimizer)) => vec![
+            "a fused or foreach optimizer steps on the GPU in a few kernels: torch.optim.AdamW(params, fused=True) (or foreach=True)".into(),
+            "keep the parameters and the optimizer's state on the GPU".into(),
+        ],
+        (ThreadState::Python, Some(Domain::HostMath)) => vec![format!(
+            "compute the metrics on the GPU (torch ops, torchmetrics), or less often: every N steps{at}"
+        )],
+        (ThreadState::Python, Some(Domain::Tokenize)) => vec![
+            "tokenize in the DataLoader's workers, or ahead of time (datasets.map(tokenize, batched=True)), with a fast tokenizer".into(),
+        ],
+        (ThreadState::Python, Some(Domain::Logging)) => {
+            vec![format!("log less often, and keep printing and formatting out of the step{at}")]
+        }
+        (ThreadState::Python, Some(Domain::Allocator)) => {
+            vec![format!("take torch.cuda.empty_cache() out of the loop{at}: the caching allocator reuses the memory")]
+        }
+        (ThreadState::Python, Some(Domain::DataLoader)) => vec![
+            "the DataLoader builds batches in the training process: num_workers > 0 moves it to worker processes".into(),
+        ],
+        (ThreadState::Python, Some(Domain::Checkpoint)) | (_, Some(Domain::Checkpoint)) => vec![
+            "save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often".into(),
+        ],
+        (ThreadState::Python, _) => vec![
+            format!("the host's Python{at} is the step's critical path: do more work per launch, with a larger batch or gradient accumulation"),
+            "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs".into(),
+        ],
+        (ThreadState::GilWait, _) => vec![format!(
+            "another thread holds the GIL{}: move its pure-Python work to a process (multiprocessing, a DataLoader worker), or make it release the GIL",
+            holder.map(|h| format!(" at {h}")).unwrap_or_default()
+        )],
+        (ThreadState::Sleep, _) => vec![format!("take the sleep out of the loop{at}")],
+        (ThreadState::Network, _) => vec![format!(
+            "overlap the network fetch with compute{at}: fetch in the DataLoader's workers or a background thread, a batch ahead, or cache the data locally"
+        )],
+        (ThreadState::Disk, _) => vec![format!(
+            "the main thread waits on storage{at}: read in the DataLoader's workers, keep the data on local disk or in memory, and write checkpoints asynchronously"
+        )],
+        (ThreadState::Ipc, Some(Domain::DataLoader)) => vec![
+            "the loop waits for its DataLoader's workers: more workers (num_workers), prefetch_factor, persistent_workers=True, or a faster __getitem__".into(),
+        ],
+        (ThreadState::Ipc, _) => vec![format!("the main thread waits for another process{at}: let that work run ahead, a batch in advance")],
+        (ThreadState::Lock, _) => vec![format!(
+            "the main thread waits for one of its own threads{at}: hand the work over through a queue a step ahead, or do it in a process"
+        )],
+        (ThreadState::GpuSync | ThreadState::Other, _) => vec![format!(
+            "py-spy dump --pid PID --native while it happens shows the native call{at}"
+        )],
+    };
+    if let Some(d) = drain.filter(|_| state == ThreadState::Python) {
+        out.push(format!(
+            "the GPU's queue drains at {d}: accumulate on the device (total += loss.detach()) and call .item() every N steps, so the host's next launches overlap the GPU's work"
+        ));
+    }
+    out
+}

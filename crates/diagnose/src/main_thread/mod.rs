@@ -1,0 +1,171 @@
+//! What the job's main thread did, sampled from outside, and what of the GPU's idle time it
+//! explains.
+//!
+//! Each sample is classified by mechanism (`classify.rs`). A process's profile is its states'
+//! shares of its sampled time, with their sites. The ledger's host-side time inside the loop
+//! (what `host_bound` or elimination put there, and the loop's unexplained idle) is split by
+//! what the main thread did while the GPU idled: each sample weighs the idle share of the GPU
+//! poll it falls in. A thread waiting on the device coincides with the GPU working, so it takes
+//! no idle time: it says where the GPU's queue drains.
+
+mod classify;
+mod findings;
+
+use std::collections::HashMap;
+
+use gpulse_model::{ProcessRole, Stacks};
+use serde::Serialize;
+
+pub use classify::{Class, Domain, ThreadState, classify, own_code, site_frame};
+
+use crate::{Run, round};
+
+/// One sample of a main thread, classified, at seconds since the run's start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Point {
+    pub t_s: f64,
+    /// How long it stands for: to the process's next sample, at most two median gaps.
+    pub dur_s: f64,
+    pub stack: u32,
+    /// The stack of the thread that held the GIL, when another did.
+    pub gil_stack: Option<u32>,
+    pub class: Class,
+}
+
+/// A process's samples, classified, in time order.
+pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
+    let st = &run.stacks;
+    let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
+    let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
+    let mut gaps: Vec<f64> = mine.windows(2).map(|w| t(w[1].t_us) - t(w[0].t_us)).filter(|g| *g > 0.0).collect();
+    gaps.sort_by(f64::total_cmp);
+    let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
+    mine.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let next = mine.get(i + 1).map_or(cap, |n| (t(n.t_us) - t(s.t_us)).clamp(0.0, cap));
+            let gil_stack = match s.gil {
+                gpulse_model::Gil::Other { stack } => Some(stack),
+                _ => None,
+            };
+            Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class: classify(st, s) }
+        })
+        .collect()
+}
+
+/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
+/// reads, else the main process sampled most.
+pub(crate) fn main_pid(run: &Run) -> Option<u32> {
+    let st = &run.stacks;
+    let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
+    let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
+    let holder = crate::ledger::primary(run)
+        .and_then(|g| mains.iter().copied().find(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))));
+    holder.or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
+}
+
+/// A site's share of a process's sampled time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteShare {
+    /// `path/file.py:LINE function`.
+    pub site: String,
+    pub share: f64,
+}
+
+/// A state's share of a process's sampled time, and where it was spent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateShare {
+    pub state: ThreadState,
+    pub share: f64,
+    pub seconds: f64,
+    /// The most sampled, at most five.
+    pub sites: Vec<SiteShare>,
+}
+
+/// What one sampled process's main thread did over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Profile {
+    pub pid: u32,
+    pub role: &'static str,
+    pub samples: usize,
+    pub rate_hz: f64,
+    pub states: Vec<StateShare>,
+    /// Why it could not be sampled, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// A site for people: the job's own line, and where it led when that is elsewhere.
+pub(crate) fn site_text(st: &Stacks, stack: u32) -> Option<String> {
+    let frame = st.frames.get(site_frame(st, stack)? as usize)?;
+    Some(frame.site())
+}
+
+/// Every sampled process's profile, the main process the ledger reads first, then the other
+/// main processes, then the workers; processes that refused are listed with why.
+pub fn profiles(run: &Run) -> Vec<Profile> {
+    let st = &run.stacks;
+    let first = main_pid(run);
+    let mut procs: Vec<&gpulse_model::SampledProcess> = st.processes.iter().collect();
+    procs.sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, p.pid));
+    let mut out: Vec<Profile> = procs
+        .into_iter()
+        .map(|p| {
+            let pts = points(run, p.pid);
+            let total: f64 = pts.iter().map(|x| x.dur_s).sum();
+            let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
+            for x in &pts {
+                let e = by.entry(x.class.state).or_default();
+                e.0 += x.dur_s;
+                if let Some(site) = site_text(st, x.stack) {
+                    *e.1.entry(site).or_default() += x.dur_s;
+                }
+            }
+            let mut states: Vec<StateShare> = by
+                .into_iter()
+                .map(|(state, (secs, sites))| {
+                    let mut sites: Vec<SiteShare> = sites
+                        .into_iter()
+                        .map(|(site, s)| SiteShare { site, share: round(s / total.max(1e-9), 3) })
+                        .collect();
+                    sites.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.site.cmp(&b.site)));
+                    sites.truncate(5);
+                    StateShare { state, share: round(secs / total.max(1e-9), 3), seconds: round(secs, 2), sites }
+                })
+                .collect();
+            states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
+            let span = pts.last().zip(pts.first()).map_or(0.0, |(l, f)| l.t_s - f.t_s);
+            let rate = st.rate_hz.iter().find(|r| r.0 == p.pid).map(|r| r.1).unwrap_or(if span > 0.0 {
+                (pts.len() - 1) as f64 / span
+            } else {
+                0.0
+            });
+            Profile {
+                pid: p.pid,
+                role: p.role.as_str(),
+                samples: pts.len(),
+                rate_hz: round(rate, 1),
+                states,
+                refused: None,
+            }
+        })
+        .collect();
+    for (pid, why) in &st.refusals {
+        if !out.iter().any(|p| p.pid == *pid) {
+            out.push(Profile {
+                pid: *pid,
+                role: "main",
+                samples: 0,
+                rate_hz: 0.0,
+                states: Vec::new(),
+                refused: Some(why.clone()),
+            });
+        }
+    }
+    out
+}
+
+pub(crate) use findings::split;
+
+#[cfg(test)]
+mod tests;

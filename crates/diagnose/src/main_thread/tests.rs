@@ -1,0 +1,149 @@
+use std::sync::Arc;
+
+use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, Stacks, ThreadSample};
+
+use super::*;
+use crate::rules::testing;
+use crate::{FindingId, Severity};
+
+fn frame(file: &str, line: u32, function: &str, code: &str) -> PyFrame {
+    PyFrame { file: file.into(), line, function: function.into(), code: Some(code.into()) }
+}
+
+/// Stacks: 0 syncs at train.py:41, 1 computes metrics in numpy called from train.py:52, 2
+/// sleeps at train.py:60; 3 runs the model's forward in torch.
+fn stacks() -> Stacks {
+    let main = frame("/w/train.py", 80, "main", "train(model)");
+    let frames = vec![
+        main,
+        frame("/w/train.py", 41, "train", "total += loss.item()"),
+        frame("/w/train.py", 52, "train", "acc = score(preds)"),
+        frame("/v/site-packages/numpy/core/fromnumeric.py", 88, "_wrapreduction", "return ufunc.reduce(obj)"),
+        frame("/w/train.py", 60, "train", "time.sleep(0.01)"),
+        frame("/w/train.py", 35, "train", "out = model(x)"),
+        frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args)"),
+    ];
+    Stacks {
+        frames,
+        stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6]],
+        processes: vec![SampledProcess {
+            pid: 7,
+            role: ProcessRole::Main,
+            python: "3.11.7".into(),
+            command: "python train.py".into(),
+        }],
+        ..Stacks::default()
+    }
+}
+
+fn sample(t_s: f64, stack: u32) -> ThreadSample {
+    let (state, syscall, wchan, gil) = match stack {
+        0 => ('R', None, None, Gil::Free),
+        1 | 3 => ('R', None, None, Gil::Held),
+        _ => ('S', Some(230), Some("hrtimer_nanosleep".to_owned()), Gil::Free),
+    };
+    ThreadSample { t_us: (t_s * 1e6) as i64, pid: 7, stack, kernel: KernelState { state, syscall, wchan }, gil }
+}
+
+/// 100 s, polled each second; the loop's steps marked from 10 to 90 s, its waits timed (none);
+/// GPU-Util `util` % in the loop. The main thread sampled at 100 Hz: in each second of the loop,
+/// `mix` gives how many of the 100 samples are in each stack, in order.
+fn run(util: f64, mix: &[(u32, usize)]) -> Run {
+    let u: Vec<f64> = (0..=100).map(|t| if (11..=90).contains(&t) { util } else { 0.0 }).collect();
+    let g = testing::with_processes(testing::gpu(0, 1.0, &u), vec![testing::holder(7, 1.0)]);
+    let mut r = testing::run(vec![g]);
+    r.steps = Some(crate::Steps {
+        pid: 7,
+        ranks: 1,
+        marked: 81,
+        timed: 80,
+        window_s: [10.0, 90.0],
+        step_s: Vec::new(),
+        data_wait_s: Vec::new(),
+        waited_s: Some(0.0),
+    });
+    let mut st = stacks();
+    for sec in 10..90 {
+        let mut i = 0;
+        for &(stack, n) in mix {
+            for _ in 0..n {
+                st.samples.push(sample(sec as f64 + i as f64 / 100.0 + 0.005, stack));
+                i += 1;
+            }
+        }
+    }
+    r.stacks = Arc::new(st);
+    r
+}
+
+#[test]
+fn the_host_side_time_is_split_by_what_the_main_thread_did() {
+    // GPU-Util 40 %: the loop's idle time is what the ledger leaves of its 80 s after the GPU's
+    // work. The main thread syncs 40 % of each second (the GPU works then), computes numpy
+    // metrics 30 % and sleeps 30 %: half the idle time each.
+    let r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let secs = |a: &str| ledger.seconds(a);
+    let idle = 80.0 - secs("gpu_work");
+    assert!(idle > 40.0, "{ledger:#?}");
+    assert!((secs("main_thread_python") - idle / 2.0).abs() < 0.5, "{ledger:#?}");
+    assert!((secs("main_thread_sleep") - idle / 2.0).abs() < 0.5, "{ledger:#?}");
+    assert_eq!(secs("host_side"), 0.0, "the split replaces the lump");
+    assert_eq!(secs("main_thread_gpu_sync"), 0.0, "waiting on the device is not the GPU's idle time");
+    let sum: f64 = ledger.accounts.iter().map(|a| a.seconds).sum();
+    assert!((sum - ledger.wall_s).abs() < 0.01, "every second in one account: {ledger:#?}");
+    let ids = testing::ids(&findings);
+    assert!(!ids.contains(&"host_bound") && !ids.contains(&"process_bound"), "{ids:?}");
+    let python = findings.iter().find(|f| f.id == FindingId::HostPython).expect("main_thread_python");
+    assert_eq!(python.evidence["site"], "w/train.py:52 train");
+    assert_eq!(python.evidence["domain"], "host_math");
+    assert_eq!(python.evidence["gpu_drains_at"], "w/train.py:41 train");
+    assert!(python.advice[0].contains("metrics on the GPU"), "{:?}", python.advice);
+    assert!(python.advice.iter().any(|a| a.contains(".item() every N steps")), "{:?}", python.advice);
+    let sleep = findings.iter().find(|f| f.id == FindingId::SleepInLoop).expect("sleep_in_loop");
+    assert_eq!(sleep.evidence["site"], "w/train.py:60 train");
+    assert!((sleep.lost_share.unwrap() - idle / 2.0 / 80.0).abs() < 0.01, "of the 80 s loop: {sleep:?}");
+    assert!(sleep.title.contains(&format!("{:.0}% of the wall time", idle / 2.0)), "{}", sleep.title);
+    assert_eq!(sleep.severity, Severity::Warning);
+}
+
+#[test]
+fn a_gpu_bound_loop_gets_no_host_side_finding() {
+    // GPU-Util 99 %, the main thread launching the model's forward and syncing: the 1 % idle is
+    // under a twentieth of the wall time.
+    let r = run(99.0, &[(3, 60), (0, 40)]);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let host: Vec<&str> = findings
+        .iter()
+        .filter(|f| matches!(f.id, FindingId::HostPython | FindingId::SleepInLoop | FindingId::HostBound))
+        .map(|f| f.id.as_str())
+        .collect();
+    assert!(host.is_empty(), "{host:?}");
+    assert!(ledger.seconds("main_thread_python") < 1.0, "{ledger:#?}");
+}
+
+#[test]
+fn too_few_samples_leave_the_lump_as_it_was() {
+    let mut r = run(40.0, &[(1, 50), (2, 50)]);
+    let mut st = (*r.stacks).clone();
+    st.samples.truncate(10);
+    r.stacks = Arc::new(st);
+    let (_, ledger) = crate::diagnose_with_ledger(&r);
+    assert!(ledger.seconds("host_side") > 40.0, "{ledger:#?}");
+    assert_eq!(ledger.seconds("main_thread_python"), 0.0);
+}
+
+#[test]
+fn a_profile_gives_each_state_its_share_and_sites() {
+    let r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
+    let p = profiles(&r);
+    assert_eq!(p.len(), 1);
+    assert_eq!((p[0].pid, p[0].role, p[0].samples), (7, "main", 8000));
+    let share = |s: ThreadState| p[0].states.iter().find(|x| x.state == s).map_or(0.0, |x| x.share);
+    assert!((share(ThreadState::Python) - 0.3).abs() < 0.01, "{p:#?}");
+    assert!((share(ThreadState::GpuSync) - 0.4).abs() < 0.01, "{p:#?}");
+    assert!((share(ThreadState::Sleep) - 0.3).abs() < 0.01, "{p:#?}");
+    assert_eq!(p[0].states[0].state, ThreadState::GpuSync, "largest first");
+    assert_eq!(p[0].states[0].sites[0].site, "w/train.py:41 train");
+    assert!((p[0].rate_hz - 100.0).abs() < 1.5, "{}", p[0].rate_hz);
+}
