@@ -106,6 +106,10 @@ impl Store for SqliteStore {
         Ok(self.0.event(event)?)
     }
 
+    fn stacks(&mut self, batch: &gpulse_model::StackBatch) -> Result<(), StoreError> {
+        Ok(self.0.stacks(batch)?)
+    }
+
     fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
         Ok(self.0.set_meta(key, value)?)
     }

@@ -11,6 +11,7 @@ mod poll;
 mod processes;
 mod read;
 pub mod schema;
+mod stacks;
 mod table;
 mod units;
 mod workloads;
@@ -23,6 +24,7 @@ pub use gpulse_model::ProcessRow;
 pub use gpulse_model::{Event, Marker, MarkerKind, RunData};
 pub use processes::read_process_rows;
 pub use read::{Recording, read, read_each};
+pub use stacks::CREATE_STACKS;
 pub use workloads::CREATE_WORKLOADS;
 pub use write::Writer;
 

@@ -127,10 +127,11 @@ fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot
     } else {
         Vec::new()
     };
-    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers, warnings: Vec::new() })
+    let stacks = crate::stacks::read(&conn, &name)?;
+    Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers, stacks, warnings: Vec::new() })
 }
 
-fn rows<T>(
+pub(crate) fn rows<T>(
     conn: &Connection,
     sql: &str,
     f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,

@@ -162,6 +162,7 @@ pub struct Writer {
     identities: HashMap<u32, Identity>,
     last_hires_ms: HashMap<u32, i64>,
     workloads: crate::workloads::Written,
+    stacks: crate::stacks::Written,
 }
 
 impl Writer {
@@ -216,6 +217,7 @@ impl Writer {
         conn.execute_batch(CREATE_MARKERS)?;
         conn.execute_batch(CREATE_GPU_FIELDS)?;
         conn.execute_batch(crate::workloads::CREATE_WORKLOADS)?;
+        conn.execute_batch(crate::stacks::CREATE_STACKS)?;
         let mut w = Self {
             conn,
             last_commit: Instant::now(),
@@ -228,6 +230,7 @@ impl Writer {
             identities: HashMap::new(),
             last_hires_ms: HashMap::new(),
             workloads: Default::default(),
+            stacks: Default::default(),
         };
         w.begin()?;
         let put = |k: &str, v: &str| w.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![k, v]);
@@ -596,9 +599,20 @@ impl Writer {
         self.commit_if_due()
     }
 
+    /// Appends samples of the job's Python threads. Frames, stacks and processes are written at
+    /// once; samples a second per process, when a later second is heard (or at [`Writer::finish`]),
+    /// so a crash loses at most the last second of them, as of the rest.
+    pub fn stacks(&mut self, batch: &gpulse_model::StackBatch) -> Result<(), RecordError> {
+        self.begin()?;
+        self.stacks.write(&self.conn, batch)?;
+        self.commit_if_due()
+    }
+
     /// Commits and closes the file. A finished recording leaves WAL mode: it is one
     /// self-contained file, and readers open it without creating `-wal` and `-shm` beside it.
     pub fn finish(mut self) -> Result<(), RecordError> {
+        self.begin()?;
+        self.stacks.finish(&self.conn)?;
         self.commit()?;
         self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         let mode: String = self.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
