@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gpulse_model::GpuProcessClass;
 
-use gpulse_report::text::{ledger_text, render_text, roofline_text, steps_line};
+use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_line};
 
 use crate::app::analyze::analyze;
 
@@ -35,6 +35,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     out += &steps_line(&analysis.run);
     out += &render_text(&analysis.findings);
     out += &ledger_text(&analysis.ledger);
+    out += &main_thread_text(&gpulse_diagnose::main_thread::profiles(&analysis.run));
     out += &roofline_text(&gpulse_diagnose::efficiency(&analysis.run));
     out += &gpu_holders(&analysis.run);
     out += &format!("recording: {}\n", path.display());

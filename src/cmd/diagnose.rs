@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use gpulse_report::Analysis;
-use gpulse_report::text::{ledger_text, render_text, roofline_text, steps_json, steps_line};
+use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line};
 
 use crate::app::analyze::analyze;
 use crate::cli::{DiagnoseArgs, ReportFormat};
@@ -12,6 +12,7 @@ use crate::output::Output;
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
     let Analysis { findings, ledger, gpus, samples, run, .. } = analyze(&args.input)?;
     let efficiency = gpulse_diagnose::efficiency(&run);
+    let stacks = gpulse_diagnose::main_thread::profiles(&run);
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
@@ -23,11 +24,16 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "findings": findings,
                 "ledger": ledger,
                 "efficiency": efficiency,
+                "stacks": stacks,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
         ReportFormat::Text => {
-            steps_line(&run) + &render_text(&findings) + &ledger_text(&ledger) + &roofline_text(&efficiency)
+            steps_line(&run)
+                + &render_text(&findings)
+                + &ledger_text(&ledger)
+                + &main_thread_text(&stacks)
+                + &roofline_text(&efficiency)
         }
     };
     Output::open(None)?.emit(&text)?;

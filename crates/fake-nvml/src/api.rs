@@ -446,7 +446,31 @@ pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
 
 /// The scripted processes alive on device `i` at time `t`.
 fn live_processes(w: &World, i: usize, t: f64) -> Vec<scenario::ProcessSpec> {
-    w.devices[i].spec.processes.iter().filter(|p| p.from_s <= t && p.until_s.is_none_or(|u| t < u)).cloned().collect()
+    w.devices[i]
+        .spec
+        .processes
+        .iter()
+        .filter(|p| p.from_s <= t && p.until_s.is_none_or(|u| t < u))
+        .filter_map(|p| match p.pid {
+            scenario::CHILD_PID => Some(scenario::ProcessSpec { pid: first_child()?, ..p.clone() }),
+            _ => Some(p.clone()),
+        })
+        .collect()
+}
+
+/// The first child of the process that loaded the library, from any of its threads' lists, that
+/// runs another program (a fork of the loader, gpulse's keeper of the job's stderr, is not the
+/// job): a scenario's `"pid": "child"`. `None` while it has none.
+fn first_child() -> Option<u32> {
+    let me = std::fs::read_link("/proc/self/exe").ok();
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut children: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|l| l.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect();
+    children.sort_unstable();
+    children.into_iter().find(|c| std::fs::read_link(format!("/proc/{c}/exe")).ok() != me)
 }
 
 /// NVML's two-call list protocol: report the count when the buffer is too small.

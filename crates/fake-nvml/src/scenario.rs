@@ -127,6 +127,9 @@ pub struct NvLinkSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessSpec {
+    /// A number, or `"child"`: the first child of the process that loaded the library (the job
+    /// `gpulse run` started), so a real job's samples line up with the stand-in GPU's.
+    #[serde(deserialize_with = "pid_or_child")]
     pub pid: u32,
     #[serde(default)]
     pub used_memory_mib: Option<u64>,
@@ -140,6 +143,24 @@ pub struct ProcessSpec {
     pub from_s: f64,
     #[serde(default)]
     pub until_s: Option<f64>,
+}
+
+/// The pid a scenario writes as `"child"`, resolved when the process list is read.
+pub const CHILD_PID: u32 = 0;
+
+fn pid_or_child<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Pid {
+        Number(u32),
+        Word(String),
+    }
+    match Pid::deserialize(d)? {
+        Pid::Number(0) => Err(serde::de::Error::custom("pid 0 is no process")),
+        Pid::Number(n) => Ok(n),
+        Pid::Word(w) if w == "child" => Ok(CHILD_PID),
+        Pid::Word(w) => Err(serde::de::Error::custom(format!("pid {w:?}: a number or \"child\""))),
+    }
 }
 
 /// A call that fails with `code` between `from_s` and `until_s`.

@@ -91,6 +91,30 @@ pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
     s + "\n"
 }
 
+/// What each sampled process's main thread did: its states' shares, largest first, each with its
+/// most sampled site; a process that could not be sampled says why.
+pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> String {
+    let mut s = String::new();
+    for p in profiles.iter().take(4) {
+        if let Some(why) = &p.refused {
+            let _ = writeln!(s, "main thread of PID {}: not sampled: {why}\n", p.pid);
+            continue;
+        }
+        if p.samples == 0 {
+            continue;
+        }
+        let role = if p.role == "worker" { "DataLoader worker" } else { "main thread" };
+        let _ = writeln!(s, "{role} of PID {} ({} samples at {:.0} Hz):", p.pid, p.samples, p.rate_hz);
+        for st in p.states.iter().filter(|st| st.share >= 0.005) {
+            let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");
+            let words = gpulse_diagnose::main_thread::ThreadState::words(st.state);
+            let _ = writeln!(s, "  {:>8.1} s {:>4.0}%  {words:<36} {site}", st.seconds, 100.0 * st.share);
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// Findings for a terminal: the primary cause in one line, then a headline each with evidence,
 /// advice and limits.
 pub fn render_text(findings: &[Finding]) -> String {
