@@ -11,6 +11,7 @@ mod poller;
 pub mod proc_info;
 pub mod profile;
 pub mod replay;
+pub mod stacks;
 pub mod workload;
 
 use gpulse_model::{DeviceInfo, Snapshot};

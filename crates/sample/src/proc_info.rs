@@ -179,6 +179,58 @@ pub fn environ(pid: u32) -> Option<Vec<u8>> {
     read_capped(&format!("/proc/{pid}/environ"), 64 * 1024)
 }
 
+/// The state letter of one thread (`/proc/PID/task/TID/stat`), read into a small buffer: the
+/// stack sampler asks it of a main thread at every sample.
+pub fn task_state(pid: u32, tid: u32) -> Option<char> {
+    let mut buf = [0u8; 512];
+    let line = read_small(&format!("/proc/{pid}/task/{tid}/stat"), &mut buf)?;
+    // `comm` may hold spaces and parentheses: the state is the first field after the last `)`.
+    let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
+    after.iter().find(|b| !b.is_ascii_whitespace()).map(|b| char::from(*b))
+}
+
+/// The system call a thread is blocked in (`/proc/PID/task/TID/syscall`'s first field: x86-64
+/// numbers there); `None` while it runs (`running`), between calls (`-1`), or unread (another
+/// user's thread, without the capability).
+pub fn task_syscall(pid: u32, tid: u32) -> Option<u32> {
+    let mut buf = [0u8; 256];
+    let text = read_small(&format!("/proc/{pid}/task/{tid}/syscall"), &mut buf)?;
+    let first = text.split(u8::is_ascii_whitespace).next()?;
+    std::str::from_utf8(first).ok()?.parse().ok()
+}
+
+/// The kernel function a thread waits in (`/proc/PID/task/TID/wchan`: `hrtimer_nanosleep`,
+/// `pipe_read`); `None` while it runs (`0`) or when the kernel hides it.
+pub fn task_wchan(pid: u32, tid: u32) -> Option<String> {
+    let mut buf = [0u8; 128];
+    let text = std::str::from_utf8(read_small(&format!("/proc/{pid}/task/{tid}/wchan"), &mut buf)?).ok()?.trim();
+    (!text.is_empty() && text != "0").then(|| text.to_owned())
+}
+
+/// The program a process runs (`/proc/PID/exe`); `None` when it is gone or not ours to read.
+pub fn exe(pid: u32) -> Option<std::path::PathBuf> {
+    fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// The link `/proc/PID/LINK` names (`root`, `cwd`, `ns/mnt`): where the process sees its files,
+/// as this process can open them, or its namespace's identity.
+pub fn link(pid: u32, link: &str) -> Option<std::path::PathBuf> {
+    fs::read_link(format!("/proc/{pid}/{link}")).ok()
+}
+
+/// Yama's `ptrace_scope` (0 classic, 1 descendants only, 2 admin only, 3 none); `None` without
+/// Yama, where ptrace follows the classic rules.
+pub fn yama_ptrace_scope() -> Option<u32> {
+    fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?.trim().parse().ok()
+}
+
+/// One read of a small `/proc` file into `buf`: no allocation besides the path.
+fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    use std::io::Read as _;
+    let n = fs::File::open(path).ok()?.read(buf).ok()?;
+    Some(&buf[..n])
+}
+
 fn read_capped(path: &str, max_bytes: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
     let mut buf = Vec::new();
@@ -294,6 +346,24 @@ mod tests {
         child.wait().unwrap();
         assert_eq!(exited(&[&mine, &h]), [false, true]);
         assert!(handle(u32::MAX).is_none() && exited(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_sleeping_thread_says_where_it_sleeps() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while task_syscall(pid, pid) != Some(230) {
+            assert!(std::time::Instant::now() < deadline, "never asleep: {:?}", task_syscall(pid, pid));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(task_state(pid, pid), Some('S'));
+        assert!(task_wchan(pid, pid).is_none_or(|w| w.contains("nanosleep")), "{:?}", task_wchan(pid, pid));
+        assert!(exe(pid).is_some_and(|e| e.ends_with("sleep")), "{:?}", exe(pid));
+        let _ = (child.kill(), child.wait());
+        let me = std::process::id();
+        assert_eq!(task_state(me, me), state(me), "read as procfs reads it");
+        assert_eq!((task_state(u32::MAX, 1), task_syscall(u32::MAX, 1), task_wchan(u32::MAX, 1)), (None, None, None));
     }
 
     #[test]

@@ -1,0 +1,255 @@
+//! What a job's Python main threads are doing, sampled from outside on a thread of its own:
+//! each sample is the main thread's stack (read with py-spy, never stopping the job), what the
+//! kernel says of the thread (state, system call, wait channel), and who holds the GIL.
+//!
+//! The sampler finds the job's Python processes itself (the tree under the root, looked at
+//! every second), and paces itself: jittered intervals on the monotonic clock, stretched so
+//! that its own CPU time stays within a budget. What a sample means is the diagnosis's to say.
+
+mod intern;
+mod pacing;
+mod target;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpulse_model::{ProcessRole, StackBatch};
+
+use intern::Interner;
+use pacing::{Jitter, Mean};
+use target::{Outcome, Target};
+
+/// How the sampler reads the job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackOptions {
+    /// Samples a second of each main process asked for (`--stacks-hz`); the budget may lower it.
+    pub rate_hz: f64,
+    /// The sampler's CPU time at most, as a share of one core (0.01: 1%).
+    pub budget: f64,
+    /// Whether DataLoader workers are sampled (at a fifth of the rate).
+    pub workers: bool,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        Self { rate_hz: DEFAULT_RATE_HZ, budget: 0.01, workers: true }
+    }
+}
+
+/// The rate asked for by default, and the range `--stacks-hz` takes.
+pub const DEFAULT_RATE_HZ: f64 = 50.0;
+pub const RATE_HZ: std::ops::RangeInclusive<f64> = 1.0..=200.0;
+
+/// How often the process tree is looked at for new Python processes.
+const DISCOVERY: Duration = Duration::from_secs(1);
+/// A worker is read this many times less often than a main process: enough for the slow line
+/// of a `__getitem__`, at a fifth of the cost.
+const WORKER_SLOWER: f64 = 5.0;
+/// Each interval is the period times a factor in 1 ± this.
+const JITTER: f64 = 0.2;
+
+/// A sampler running on its own thread until stopped (or dropped).
+pub struct StackSampler {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the sampling thread hands over.
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    stop: AtomicBool,
+}
+
+#[derive(Default)]
+struct Pending {
+    batch: StackBatch,
+    /// Each sampled process's rate now.
+    rates: HashMap<u32, f64>,
+}
+
+impl StackSampler {
+    /// Starts sampling the Python processes in the tree under `root` (itself included). A
+    /// thread that cannot be started means no samples, never an error.
+    pub fn spawn(root: u32, options: StackOptions) -> StackSampler {
+        let shared = Arc::new(Shared::default());
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("gpulse-stacks".into())
+            .spawn(move || Sampling::new(root, options, theirs).run())
+            .ok();
+        StackSampler { shared, thread }
+    }
+
+    /// Everything sampled since the last drain: the frames and stacks first seen since, the
+    /// processes first sampled, the samples, the rate of each process in them, the refusals.
+    pub fn drain(&self) -> StackBatch {
+        let mut pending = self.shared.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batch = std::mem::take(&mut pending.batch);
+        let mut pids: Vec<u32> = batch.samples.iter().map(|s| s.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        batch.rate_hz = pids.into_iter().filter_map(|p| pending.rates.get(&p).map(|r| (p, *r))).collect();
+        batch
+    }
+
+    /// Stops the sampler, and returns what it sampled since the last drain.
+    pub fn stop(mut self) -> StackBatch {
+        self.halt();
+        self.drain()
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StackSampler {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// The sampling thread's own state.
+struct Sampling {
+    root: u32,
+    options: StackOptions,
+    shared: Arc<Shared>,
+    targets: Vec<Target>,
+    interner: Interner,
+    jitter: Jitter,
+    /// The CPU one look at the process tree costs, averaged, and when the next is due.
+    discovery_cost: Mean,
+    discovery_at: Instant,
+    /// What this round found, handed over at its end.
+    out: StackBatch,
+    /// The rates set this round.
+    rates: HashMap<u32, f64>,
+}
+
+impl Sampling {
+    fn new(root: u32, options: StackOptions, shared: Arc<Shared>) -> Self {
+        let seed = u64::from(root) ^ crate::now_us().unsigned_abs();
+        Self {
+            root,
+            options,
+            shared,
+            targets: Vec::new(),
+            interner: Interner::default(),
+            jitter: Jitter::new(seed),
+            discovery_cost: Mean::default(),
+            discovery_at: Instant::now(),
+            out: StackBatch::default(),
+            rates: HashMap::new(),
+        }
+    }
+
+    fn run(mut self) {
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= self.discovery_at {
+                let before = pacing::thread_cpu();
+                self.discover(now);
+                self.discovery_cost.add((pacing::thread_cpu() - before).as_secs_f64());
+                self.discovery_at = now + DISCOVERY;
+            }
+            self.sample_due();
+            self.hand_over();
+            let next = self.targets.iter().filter(|t| t.is_sampling()).map(|t| t.next_at).min();
+            let wake = next.map_or(self.discovery_at, |n| n.min(self.discovery_at));
+            let now = Instant::now();
+            if wake > now {
+                std::thread::park_timeout(wake - now);
+            }
+        }
+    }
+
+    /// Looks at the tree under the root: new processes become targets, exited ones are
+    /// forgotten, and those due are opened.
+    fn discover(&mut self, now: Instant) {
+        let mut tree = vec![self.root];
+        let mut i = 0;
+        while i < tree.len() && tree.len() < 4096 {
+            let kids = crate::proc_info::children(tree[i]);
+            tree.extend(kids);
+            i += 1;
+        }
+        let mut alive: HashMap<u32, u64> = HashMap::with_capacity(tree.len());
+        for pid in tree {
+            if let Some(t) = crate::proc_info::start_ticks(pid) {
+                alive.insert(pid, t);
+            }
+        }
+        self.targets.retain(|t| alive.get(&t.pid) == Some(&t.start_ticks));
+        for (pid, ticks) in alive {
+            if !self.targets.iter().any(|t| t.pid == pid) {
+                self.targets.push(Target::new(pid, ticks, now));
+            }
+        }
+        for t in &mut self.targets {
+            t.open(now, &mut self.out);
+        }
+    }
+
+    /// Samples each process whose time has come, and sets its next time.
+    fn sample_due(&mut self) {
+        let stretch = pacing::stretch(
+            self.targets.iter().filter(|t| t.is_sampling()).map(|t| (t.cost.get(), self.period(t).as_secs_f64())),
+            self.discovery_cost.get() / DISCOVERY.as_secs_f64(),
+            self.options.budget,
+        );
+        let mut gone = Vec::new();
+        for i in 0..self.targets.len() {
+            let now = Instant::now();
+            if !self.targets[i].is_sampling() || self.targets[i].next_at > now {
+                continue;
+            }
+            let before = pacing::thread_cpu();
+            let outcome = self.targets[i].sample(&mut self.interner, self.options.workers, &mut self.out);
+            let cost = (pacing::thread_cpu() - before).as_secs_f64();
+            let period = self.period(&self.targets[i]).mul_f64(stretch).min(pacing::SLOWEST);
+            let t = &mut self.targets[i];
+            match outcome {
+                Outcome::Gone => gone.push(t.pid),
+                Outcome::Sampled => {
+                    t.cost.add(cost);
+                    self.rates.insert(t.pid, 1.0 / period.as_secs_f64());
+                }
+                Outcome::Skipped => {}
+            }
+            t.next_at = Instant::now() + period.mul_f64(self.jitter.factor(JITTER));
+        }
+        self.targets.retain(|t| !gone.contains(&t.pid));
+    }
+
+    /// The period asked for a target: the rate's, or a fifth of it for a worker.
+    fn period(&self, t: &Target) -> Duration {
+        let hz = self.options.rate_hz.clamp(*RATE_HZ.start(), *RATE_HZ.end());
+        let hz = if t.role == Some(ProcessRole::Worker) { hz / WORKER_SLOWER } else { hz };
+        Duration::from_secs_f64(1.0 / hz)
+    }
+
+    /// Hands this round's findings to the drainer.
+    fn hand_over(&mut self) {
+        let mut out = std::mem::take(&mut self.out);
+        self.interner.take_new(&mut out);
+        if out == StackBatch::default() && self.rates.is_empty() {
+            return;
+        }
+        let mut pending = self.shared.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let b = &mut pending.batch;
+        b.frames.append(&mut out.frames);
+        b.stacks.append(&mut out.stacks);
+        b.processes.append(&mut out.processes);
+        b.samples.append(&mut out.samples);
+        b.refusals.append(&mut out.refusals);
+        pending.rates.extend(self.rates.drain());
+    }
+}

@@ -1,0 +1,289 @@
+//! One process of the job as the sampler knows it: not yet readable, sampled, refused, or not
+//! Python at all; and one sample of its main thread.
+
+use std::time::{Duration, Instant};
+
+use gpulse_model::{Gil, KernelState, ProcessRole, SampledProcess, StackBatch, ThreadSample};
+use py_spy::config::LockingStrategy;
+use py_spy::{PythonSpy, StackTrace};
+
+use super::intern::{FileView, Interner};
+use crate::proc_info;
+
+/// Consecutive failed samples after which the reader is opened afresh: a starting interpreter
+/// moves its structures during its first second.
+const REOPEN_AFTER: u32 = 5;
+/// A process that did not open as Python this many times is looked at again only rarely.
+const TRIES: u32 = 3;
+/// ... more times where its program is named python: it may be still loading.
+const TRIES_PYTHON: u32 = 10;
+/// How long a process that is not Python waits before it is looked at again (it may `exec`).
+const NOT_PYTHON_RETRY: Duration = Duration::from_secs(30);
+
+/// What the sampler knows of one process of the tree.
+pub(super) struct Target {
+    pub pid: u32,
+    /// With the PID, names the process: a reused PID is another one.
+    pub start_ticks: u64,
+    pub phase: Phase,
+    /// Opening attempts so far.
+    tries: u32,
+    view: FileView,
+    /// The process's role, once its first stack said it.
+    pub role: Option<ProcessRole>,
+    /// Seconds of the sampler's CPU per sample, averaged.
+    pub cost: super::pacing::Mean,
+    /// When the next sample is due.
+    pub next_at: Instant,
+}
+
+pub(super) enum Phase {
+    /// To be opened at the next look (after `at`).
+    Opening {
+        at: Instant,
+    },
+    Sampling {
+        spy: Box<PythonSpy>,
+        failures: u32,
+    },
+    /// Not Python, as far as could be seen: looked at again after `at`, or when its program
+    /// changes.
+    NotPython {
+        at: Instant,
+        exe: Option<std::path::PathBuf>,
+    },
+    /// Never sampled: refused (and said so), a launcher, or a worker when workers are off.
+    Done,
+}
+
+/// What one sample did.
+pub(super) enum Outcome {
+    Sampled,
+    /// Nothing this time (a starting interpreter, no thread yet).
+    Skipped,
+    /// The process has exited.
+    Gone,
+}
+
+impl Target {
+    pub(super) fn new(pid: u32, start_ticks: u64, now: Instant) -> Self {
+        Self {
+            pid,
+            start_ticks,
+            phase: Phase::Opening { at: now },
+            tries: 0,
+            view: FileView::of(pid),
+            role: None,
+            cost: Default::default(),
+            next_at: now,
+        }
+    }
+
+    pub(super) fn is_sampling(&self) -> bool {
+        matches!(self.phase, Phase::Sampling { .. })
+    }
+
+    /// Opens the process's interpreter if it is time to; a refusal is added to `out` once.
+    pub(super) fn open(&mut self, now: Instant, out: &mut StackBatch) {
+        match &self.phase {
+            Phase::Opening { at } if *at <= now => {}
+            Phase::NotPython { at, exe } if *at <= now || proc_info::exe(self.pid) != *exe => {}
+            _ => return,
+        }
+        let config = py_spy::Config {
+            blocking: LockingStrategy::NonBlocking,
+            native: false,
+            // The sampler reads whole file names, and asks no thread names where 3.11+ gives
+            // each thread's OS id (see below).
+            full_filenames: true,
+            ..Default::default()
+        };
+        self.tries += 1;
+        match PythonSpy::new(self.pid as py_spy::Pid, &config) {
+            Ok(mut spy) => {
+                // 3.11+ names each thread's OS id, so the main thread is known without names.
+                if (spy.version.major, spy.version.minor) >= (3, 11) {
+                    spy.config.collect_thread_names = false;
+                }
+                self.phase = Phase::Sampling { spy: Box::new(spy), failures: 0 };
+                self.next_at = now;
+            }
+            Err(e) => {
+                if let Some(why) = refusal(self.pid, &e) {
+                    out.refusals.push((self.pid, why));
+                    self.phase = Phase::Done;
+                    return;
+                }
+                let exe = proc_info::exe(self.pid);
+                let named_python =
+                    exe.as_ref().and_then(|e| e.file_name()).is_some_and(|n| n.to_string_lossy().starts_with("python"))
+                        || proc_info::cmdline(self.pid).is_some_and(|c| c.contains("python"));
+                let tries = if named_python { TRIES_PYTHON } else { TRIES };
+                self.phase = if self.tries < tries {
+                    Phase::Opening { at: now + Duration::from_secs(1) }
+                } else {
+                    self.tries = 0;
+                    Phase::NotPython { at: now + NOT_PYTHON_RETRY, exe }
+                };
+            }
+        }
+    }
+
+    /// Samples the main thread into `out` (with, the first time, the process itself), interning
+    /// its stack. `workers`: whether DataLoader workers are sampled at all.
+    pub(super) fn sample(&mut self, interner: &mut Interner, workers: bool, out: &mut StackBatch) -> Outcome {
+        let Phase::Sampling { spy, failures } = &mut self.phase else { return Outcome::Skipped };
+        let pid = self.pid;
+        let t_us = crate::now_us();
+        let traces = match spy.get_stack_traces() {
+            Ok(t) => t,
+            Err(e) => {
+                if !proc_info::is_running(pid) || proc_info::start_ticks(pid) != Some(self.start_ticks) {
+                    return Outcome::Gone;
+                }
+                if let Some(why) = refusal(pid, &e) {
+                    out.refusals.push((pid, why));
+                    self.phase = Phase::Done;
+                    return Outcome::Skipped;
+                }
+                // `Bad address` and torn copies while the interpreter starts, or a stack
+                // that changed under the read: quiet, and a fresh reader after a few.
+                *failures += 1;
+                if *failures >= REOPEN_AFTER {
+                    self.phase = Phase::Opening { at: Instant::now() + Duration::from_millis(200) };
+                }
+                return Outcome::Skipped;
+            }
+        };
+        *failures = 0;
+        // The kernel's side, right after the stack: both describe the same moment as near as
+        // two reads can.
+        let kernel = KernelState {
+            state: proc_info::task_state(pid, pid).unwrap_or('?'),
+            syscall: proc_info::task_syscall(pid, pid),
+            wchan: proc_info::task_wchan(pid, pid),
+        };
+        let Some(main) = main_thread(&traces, pid) else { return Outcome::Skipped };
+        if self.role.is_none() {
+            if traces[main].frames.is_empty() {
+                return Outcome::Skipped;
+            }
+            match role(&traces[main]) {
+                Some(ProcessRole::Worker) if !workers => {
+                    self.phase = Phase::Done;
+                    return Outcome::Skipped;
+                }
+                Some(r) => {
+                    out.processes.push(SampledProcess {
+                        pid,
+                        role: r,
+                        python: spy.version.to_string(),
+                        command: proc_info::cmdline(pid).unwrap_or_default(),
+                    });
+                    self.role = Some(r);
+                }
+                None => {
+                    self.phase = Phase::Done;
+                    return Outcome::Skipped;
+                }
+            }
+        }
+        let owns_gil = traces[main].owns_gil;
+        let holder = traces.iter().position(|t| t.owns_gil);
+        let mut traces = traces;
+        let gil = match holder {
+            _ if owns_gil => Gil::Held,
+            Some(h) => Gil::Other { stack: interner.stack(std::mem::take(&mut traces[h].frames), &self.view) },
+            None => Gil::Free,
+        };
+        let stack = interner.stack(std::mem::take(&mut traces[main].frames), &self.view);
+        out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil });
+        Outcome::Sampled
+    }
+}
+
+/// Which of `traces` is the main thread: the one whose OS id is the PID (3.11+), else the one
+/// `threading` calls `MainThread`, else the last (py-spy lists the main thread last).
+fn main_thread(traces: &[StackTrace], pid: u32) -> Option<usize> {
+    traces
+        .iter()
+        .position(|t| t.os_thread_id == Some(u64::from(pid)))
+        .or_else(|| traces.iter().position(|t| t.thread_name.as_deref() == Some("MainThread")))
+        .or_else(|| traces.len().checked_sub(1))
+}
+
+/// What a process is to the job, from its main thread's stack; `None` for a process that only
+/// starts or serves others (a launcher, multiprocessing's helpers, compile workers).
+fn role(main: &StackTrace) -> Option<ProcessRole> {
+    let has = |pred: &dyn Fn(&py_spy::Frame) -> bool| main.frames.iter().any(pred);
+    if has(&|f| f.name == "_worker_loop" && f.filename.ends_with("torch/utils/data/_utils/worker.py")) {
+        return Some(ProcessRole::Worker);
+    }
+    let helper = |f: &py_spy::Frame| {
+        f.filename.contains("torch/distributed/elastic/")
+            || f.filename.ends_with("torch/distributed/run.py")
+            || f.filename.ends_with("multiprocessing/resource_tracker.py")
+            || f.filename.ends_with("multiprocessing/forkserver.py")
+            || f.filename.contains("torch/_inductor/compile_worker/")
+    };
+    if has(&helper) { None } else { Some(ProcessRole::Main) }
+}
+
+/// The line that says why `pid` cannot be sampled and what to change, for an error that will
+/// not pass by itself (a refused read, an unsupported Python); `None` for any other.
+fn refusal(pid: u32, e: &anyhow::Error) -> Option<String> {
+    if permission_denied(e) {
+        return Some(format!("cannot read the Python stacks of PID {pid}: the kernel refused ({})", ptrace_advice()));
+    }
+    let text = format!("{e:#}");
+    let at = text.find("Unsupported version of Python: ")?;
+    let version = text[at + "Unsupported version of Python: ".len()..].split([':', ' ', ',']).next().unwrap_or("");
+    Some(format!(
+        "cannot read the Python stacks of PID {pid}: Python {version} is not supported (py-spy 0.4.3 reads CPython 2.7 and 3.3 to 3.15); the rest of gpulse goes on"
+    ))
+}
+
+/// Whether the kernel refused a read of the process (`EPERM`, `EACCES`), anywhere in the chain.
+fn permission_denied(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied) || {
+            let text = cause.to_string();
+            text.contains("(os error 1)") || text.contains("(os error 13)")
+        }
+    })
+}
+
+/// What to change so that the kernel allows the read, for this machine's Yama scope.
+fn ptrace_advice() -> String {
+    match proc_info::yama_ptrace_scope() {
+        Some(1) => "Yama ptrace_scope=1 allows only gpulse's own descendants; run gpulse as the job's user with \
+                    /proc/sys/kernel/yama/ptrace_scope set to 0, or give it CAP_SYS_PTRACE"
+            .to_owned(),
+        Some(2) => {
+            "Yama ptrace_scope=2 allows only a process with CAP_SYS_PTRACE; give gpulse CAP_SYS_PTRACE".to_owned()
+        }
+        Some(s @ 3..) => format!("Yama ptrace_scope={s} allows no process to read another until reboot"),
+        // No Yama, or scope 0: the classic rules.
+        _ => "the job runs as another user or is not dumpable; run gpulse as the job's user, or give it \
+              CAP_SYS_PTRACE"
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_says_why_and_what_to_change() {
+        let io = std::io::Error::from_raw_os_error(libc::EPERM);
+        let e = anyhow::Error::new(io).context("Failed to copy PyThreadState");
+        let why = refusal(42, &e).unwrap();
+        assert!(why.starts_with("cannot read the Python stacks of PID 42: the kernel refused ("), "{why}");
+        assert!(why.contains("CAP_SYS_PTRACE"), "{why}");
+        let e = anyhow::anyhow!("Unsupported version of Python: 3.99.1");
+        let why = refusal(7, &e).unwrap();
+        assert!(why.contains("Python 3.99.1 is not supported"), "{why}");
+        assert!(refusal(7, &anyhow::anyhow!("Failed to copy memory: Bad address (os error 14)")).is_none());
+    }
+}
