@@ -41,6 +41,8 @@ pub struct LiveDiagnosis {
     /// GPUs whose oldest samples the window has dropped: their first sample's held readings
     /// (the energy counter's) were read before the window began.
     trimmed: BTreeSet<u32>,
+    /// The job's main threads: seconds in each state since the start, and what each does now.
+    main_thread: crate::main_thread::Totals,
 }
 
 /// What each GPU runs, for a view of the whole machine, where one job follows another: when a
@@ -81,6 +83,7 @@ impl LiveDiagnosis {
             efficiency: Vec::new(),
             workloads: None,
             trimmed: BTreeSet::new(),
+            main_thread: crate::main_thread::Totals::default(),
         }
     }
 
@@ -162,8 +165,16 @@ impl LiveDiagnosis {
     }
 
     /// The job's Python threads: their frames are kept for the run, their samples for the window.
-    pub fn push_stacks(&mut self, batch: gpulse_model::StackBatch) {
+    pub fn push_stacks(&mut self, mut batch: gpulse_model::StackBatch) {
+        let samples = std::mem::take(&mut batch.samples);
         self.window.stacks.add(batch);
+        self.main_thread.add(&self.window.stacks, &samples);
+        self.window.stacks.samples.extend(samples);
+    }
+
+    /// The job's main threads since the run began: seconds per state, and each one's latest.
+    pub fn main_thread(&self) -> &crate::main_thread::Totals {
+        &self.main_thread
     }
 
     pub fn push_event(&mut self, e: &Event) {

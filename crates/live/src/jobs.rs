@@ -35,6 +35,20 @@ pub struct JobStatus {
     pub data_wait_share: Option<f64>,
     /// What costs the job the most wall time, once its diagnosis has run.
     pub leading: Option<JobFinding>,
+    /// What the job's main thread does now, sampled from outside; absent when not sampled.
+    #[serde(default)]
+    pub main_thread: Option<MainThreadNow>,
+}
+
+/// A main thread's latest sample and its states' shares so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MainThreadNow {
+    pub pid: u32,
+    /// The state's name (`python`, `gpu_sync`...), as a newer gpulse may name one this one lacks.
+    pub state: String,
+    pub site: Option<String>,
+    /// Each state's share of the sampled time, largest first.
+    pub shares: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +183,7 @@ impl Registration {
             steps_per_s: None,
             data_wait_share: None,
             leading: None,
+            main_thread: None,
         };
         let r = Self { path: dir.join(file_name(me, ticks)), status };
         r.write()?;
@@ -203,6 +218,22 @@ impl Registration {
             gpu: f.gpu,
             lost_share: f.lost_share,
             time_to_oom_s: f.time_to_oom_s,
+        });
+        let totals = live.main_thread();
+        // The process sampled most: the job's training process.
+        let busiest =
+            totals.seconds.iter().fold(std::collections::BTreeMap::<u32, f64>::new(), |mut m, ((p, _), v)| {
+                *m.entry(*p).or_default() += v;
+                m
+            });
+        self.status.main_thread = busiest.iter().max_by(|a, b| a.1.total_cmp(b.1)).and_then(|(pid, _)| {
+            let (_, state, site) = totals.now.get(pid)?;
+            Some(MainThreadNow {
+                pid: *pid,
+                state: state.as_str().to_owned(),
+                site: site.clone(),
+                shares: totals.shares(*pid).into_iter().map(|(s, v)| (s.as_str().to_owned(), v)).collect(),
+            })
         });
         self.status.updated_unix_ms = unix_ms();
         let _ = self.write();
@@ -290,6 +321,7 @@ mod tests {
             steps_per_s: Some(3.0),
             data_wait_share: None,
             leading: None,
+            main_thread: None,
         }
     }
 

@@ -290,9 +290,16 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
             lost_share: None,
             time_to_oom_s: Some(600.0),
         }),
+        main_thread: Some(gpulse_live::jobs::MainThreadNow {
+            pid: 4242,
+            state: "sleep".into(),
+            site: Some("w/train.py:60 train\x1b[2J".into()),
+            shares: vec![("sleep".into(), 0.62), ("python".into(), 0.3), ("gpu_sync".into(), 0.08)],
+        }),
     }];
-    let s = screen(&a, 160, 40);
+    let s = screen(&a, 200, 40);
     let line = s.lines().find(|l| l.contains("job 4242")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains(r"main sleep w/train.py:60 train\x1b[2J (sleep 62%, python 30%)"), "{line}");
     assert!(line.contains("21.25 steps/s") && line.contains("data wait 72%"), "{line}");
     assert!(line.contains("memory_leak (OOM in 10m") && line.contains("grows without bound"), "{line}");
     assert!(line.contains("python3 train.py --epochs 3"), "the command on one line: {line}");

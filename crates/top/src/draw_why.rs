@@ -30,6 +30,16 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
     };
     let mut spans = vec![Span::styled(format!("job {:<7}", j.pid), BOLD), Span::raw(format!("{pace}  "))];
     let used = |spans: &[Span]| spans.iter().map(|s| s.width()).sum::<usize>();
+    // What its main thread does now, and where its time has gone: the site came from the
+    // job's memory, so it is escaped.
+    if let Some(m) = &j.main_thread {
+        let shares: Vec<String> =
+            m.shares.iter().take(2).map(|(s, v)| format!("{} {:.0}%", escape_control(s), 100.0 * v)).collect();
+        let site = m.site.as_deref().map(|s| format!(" {}", escape_control(s))).unwrap_or_default();
+        let room = width.saturating_sub(used(&spans) + 20).max(8);
+        let text = format!("main {}{site} ({})  ", escape_control(&m.state), shares.join(", "));
+        spans.push(Span::raw(clip(&text, room)));
+    }
     match &j.leading {
         Some(f) => {
             let cost = f.lost_share.map_or_else(String::new, |s| format!(" {:.0}%", s * 100.0));

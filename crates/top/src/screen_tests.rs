@@ -171,6 +171,7 @@ fn a_command_line_shows_whole_with_its_control_characters_escaped() {
         steps_per_s: None,
         data_wait_share: None,
         leading: None,
+        main_thread: None,
     }];
     let s = screen(&a, 200, 40);
     let line = s.lines().find(|l| l.contains("job 4711")).unwrap_or_else(|| panic!("{s}"));

@@ -169,3 +169,38 @@ pub(crate) use findings::split;
 
 #[cfg(test)]
 mod tests;
+
+/// A live run's main threads: seconds in each state since the run began (what a counter
+/// exports), and each process's latest sample.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    /// (PID, state) → seconds: a sample stands for the time to its process's next, at most
+    /// 0.5 s (a gap in sampling is not time in the state before it).
+    pub seconds: std::collections::BTreeMap<(u32, ThreadState), f64>,
+    /// PID → (when, in µs since the epoch, its state, its site) of its latest sample.
+    pub now: std::collections::BTreeMap<u32, (i64, ThreadState, Option<String>)>,
+}
+
+impl Totals {
+    /// Adds the samples of a batch whose frames and stacks `stacks` already holds.
+    pub fn add(&mut self, stacks: &Stacks, samples: &[gpulse_model::ThreadSample]) {
+        for s in samples {
+            let class = classify(stacks, s);
+            if let Some((t, state, _)) = self.now.get(&s.pid) {
+                let dt = ((s.t_us - t) as f64 / 1e6).clamp(0.0, 0.5);
+                *self.seconds.entry((s.pid, *state)).or_default() += dt;
+            }
+            self.now.insert(s.pid, (s.t_us, class.state, site_text(stacks, s.stack)));
+        }
+    }
+
+    /// The main processes' latest state and site, with each state's share of their time so far.
+    pub fn shares(&self, pid: u32) -> Vec<(ThreadState, f64)> {
+        let mine: Vec<(ThreadState, f64)> =
+            self.seconds.iter().filter(|((p, _), _)| *p == pid).map(|((_, s), v)| (*s, *v)).collect();
+        let total: f64 = mine.iter().map(|x| x.1).sum();
+        let mut out: Vec<(ThreadState, f64)> = mine.into_iter().map(|(s, v)| (s, v / total.max(1e-9))).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+}

@@ -218,6 +218,21 @@ fn job(e: &Exposition, out: &mut String) {
             );
         }
     }
+    let totals = live.main_thread();
+    if !totals.seconds.is_empty() {
+        let mut main = Family::new(
+            out,
+            "gpulse_job_main_thread_seconds_total",
+            "counter",
+            "Seconds the job's main thread spent in each state since the run began, sampled from outside.",
+        );
+        for ((pid, state), secs) in &totals.seconds {
+            main.sample(
+                &format!("{},{}", label("pid", &pid.to_string()), label("state", state.as_str())),
+                Value::Float(*secs),
+            );
+        }
+    }
     efficiency(live.efficiency(), out);
     let mut findings =
         Family::new(out, "gpulse_finding", "gauge", "A finding of the live diagnosis that holds now (always 1).");

@@ -326,3 +326,45 @@ fn the_live_ledger_is_exported_by_account() {
         .sum();
     assert!((total - ledger.wall_s).abs() < 0.01, "the accounts sum to the window: {total} of {}", ledger.wall_s);
 }
+
+/// The main thread's seconds per state since the start, a counter per job and state: 3 s of
+/// samples every 10 ms, the first 2 s asleep, the last 1 s in Python.
+#[test]
+fn the_main_threads_states_are_counters() {
+    use gpulse_model::{Gil, KernelState, PyFrame, StackBatch, ThreadSample};
+    let mut live = LiveDiagnosis::new(&[device(0)], false);
+    let frame = PyFrame { file: "/w/train.py".into(), line: 9, function: "main".into(), code: Some("f()".into()) };
+    let sample = |i: i64| {
+        let asleep = i < 200;
+        ThreadSample {
+            t_us: 1_000_000_000 + i * 10_000,
+            pid: 7,
+            stack: 0,
+            kernel: KernelState {
+                state: if asleep { 'S' } else { 'R' },
+                syscall: asleep.then_some(230),
+                wchan: asleep.then(|| "hrtimer_nanosleep".to_owned()),
+            },
+            gil: if asleep { Gil::Free } else { Gil::Held },
+        }
+    };
+    live.push_stacks(StackBatch {
+        frames: vec![(0, frame)],
+        stacks: vec![(0, vec![0])],
+        samples: (0..=300).map(sample).collect(),
+        ..StackBatch::default()
+    });
+    let text = render(&Exposition {
+        devices: &[device(0)],
+        poll: &Poll::default(),
+        hostname: "n",
+        host_label: "Hostname",
+        live: Some(&live),
+    });
+    assert!(text.contains("# TYPE gpulse_job_main_thread_seconds_total counter"), "{text}");
+    let secs = |state: &str| -> f64 {
+        value(&text, "gpulse_job_main_thread_seconds_total", &format!("state=\"{state}\"")).unwrap().parse().unwrap()
+    };
+    assert!((secs("sleep") - 2.0).abs() < 1e-6, "{text}");
+    assert!((secs("python") - 1.0).abs() < 1e-6, "{text}");
+}
