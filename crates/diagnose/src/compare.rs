@@ -25,6 +25,9 @@ pub struct Figures {
     pub steps_per_s: Option<f64>,
     /// Share of wall time the loop waited for data, percent, from the loop's marks.
     pub data_wait_pct: Option<f64>,
+    /// The main thread's states (of the process the ledger reads), percent of its sampled time;
+    /// empty where it was not sampled.
+    pub main_thread_pct: Vec<(crate::main_thread::ThreadState, f64)>,
 }
 
 impl Figures {
@@ -46,6 +49,11 @@ impl Figures {
             active_s: run.gpus.iter().map(crate::GpuSeries::active_s).fold(0.0, f64::max),
             steps_per_s: run.steps.as_ref().map(crate::Steps::per_s),
             data_wait_pct: run.steps.as_ref().and_then(crate::Steps::data_wait_share).map(|s| 100.0 * s),
+            main_thread_pct: crate::main_thread::profiles(run)
+                .into_iter()
+                .find(|p| p.samples > 0)
+                .map(|p| p.states.into_iter().map(|s| (s.state, 100.0 * s.share)).collect())
+                .unwrap_or_default(),
         }
     }
 }
@@ -168,7 +176,9 @@ fn words(id: FindingId) -> Words {
         | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | Throttling | IdleHolder | ForeignProcess
         | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError
         | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => PLAIN,
-        HostPython => Words { gone: Some("host-side Python removed"), gap: Some("host-side Python"), gap_says_new: true },
+        HostPython => {
+            Words { gone: Some("host-side Python removed"), gap: Some("host-side Python"), gap_says_new: true }
+        }
         GilContention => Words { gone: Some("GIL contention gone"), gap: Some("GIL contention"), ..PLAIN },
         SleepInLoop => Words { gone: Some("sleep in the loop gone"), gap: Some("a sleep in the loop"), ..PLAIN },
         NetworkWait => Words { gone: Some("network wait gone"), gap: Some("network waits"), ..PLAIN },

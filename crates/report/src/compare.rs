@@ -29,6 +29,17 @@ pub fn render(c: &Comparison) -> String {
     row(&mut s, "memory peak", &|f| f.memory_peak_gib, " GiB");
     row(&mut s, "power", &|f| f.power_w, " W");
     row(&mut s, "tree CPU", &|f| f.tree_cpu_pct, "%");
+    // The main thread's states, in either run: a state absent from one was not seen there (0 %),
+    // where the thread was sampled at all.
+    let sampled = |f: &Figures| !f.main_thread_pct.is_empty();
+    let mut states: Vec<gpulse_diagnose::main_thread::ThreadState> =
+        c.before.main_thread_pct.iter().chain(&c.after.main_thread_pct).map(|x| x.0).collect();
+    states.sort();
+    states.dedup();
+    for st in states {
+        let pct = |f: &Figures| sampled(f).then(|| f.main_thread_pct.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1));
+        row(&mut s, &format!("main: {}", st.as_str()), &pct, "%");
+    }
     let names = |ids: &[FindingId]| ids.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ");
     if !c.gone.is_empty() {
         let _ = writeln!(s, "  gone:  {}", names(&c.gone));
@@ -49,5 +60,36 @@ fn factor(r: f64) -> String {
     } else {
         let digits = (1 - r.log10().floor() as i32).max(1) as usize;
         format!("{r:.digits$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_diagnose::main_thread::ThreadState;
+
+    use super::*;
+
+    /// The main thread's states side by side: a state seen in one run only reads 0 % in the
+    /// other, and a run whose thread was not sampled has no figure.
+    #[test]
+    fn the_main_threads_states_before_and_after() {
+        let figures = |states: Vec<(ThreadState, f64)>| Figures { main_thread_pct: states, ..Figures::default() };
+        let c = Comparison {
+            before: figures(vec![(ThreadState::Sleep, 40.0), (ThreadState::Python, 60.0)]),
+            after: figures(vec![(ThreadState::Python, 100.0)]),
+            gpu_work_ratio: None,
+            gpu_work_basis: "steps/s",
+            gpu_work_noise: None,
+            gone: Vec::new(),
+            new: Vec::new(),
+            verdict: String::new(),
+        };
+        let text = render(&c);
+        let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{text}")).to_owned();
+        assert!(line("main: sleep").contains("40.0% → 0.0%") && line("main: sleep").contains("-40.0 pts"), "{text}");
+        assert!(line("main: python").contains("+40.0 pts"), "{text}");
+        let unsampled = Comparison { after: Figures::default(), ..c };
+        let text = render(&unsampled);
+        assert!(text.lines().any(|l| l.contains("main: sleep") && l.contains("40.0% → —")), "{text}");
     }
 }
