@@ -236,6 +236,23 @@ pub struct JobArgs {
     /// `gpulse serve --web-config` reads it; once, at the start.
     #[arg(long, value_name = "FILE", requires = "serve")]
     pub web_config: Option<PathBuf>,
+    /// Do not sample the job's Python main threads (their stacks, kernel state and who holds
+    /// the GIL), which say what the job did while the GPU waited.
+    #[arg(long)]
+    pub no_stacks: bool,
+    /// Samples a second of each Python main thread, 1 to 200 (DataLoader workers: a fifth). The
+    /// sampler slows itself down to stay within 1% of a core.
+    #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
+    pub stacks_hz: f64,
+}
+
+/// `--stacks-hz`: a rate the sampler takes, or one line saying which it takes.
+fn stacks_hz(s: &str) -> Result<f64, String> {
+    let range = gpulse_sample::stacks::RATE_HZ;
+    match s.trim().parse::<f64>() {
+        Ok(hz) if range.contains(&hz) => Ok(hz),
+        _ => Err(format!("samples a second, from {} to {}", range.start(), range.end())),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -425,6 +442,25 @@ mod tests {
             norm(&["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]),
             ["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]
         );
+    }
+
+    #[test]
+    fn the_stacks_rate_is_checked_and_sampling_can_be_turned_off() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+        let Some(Command::Run(r)) = parse(&["gpulse", "run", "--", "python3", "t.py"]).unwrap().command else {
+            panic!("not run")
+        };
+        assert_eq!((r.job.stacks_hz, r.job.no_stacks), (50.0, false));
+        let Some(Command::Attach(a)) =
+            parse(&["gpulse", "attach", "--no-stacks", "--stacks-hz", "200", "7"]).unwrap().command
+        else {
+            panic!("not attach")
+        };
+        assert_eq!((a.job.stacks_hz, a.job.no_stacks), (200.0, true));
+        for bad in ["0", "201", "fast", "NaN", "inf", "-5"] {
+            let e = parse(&["gpulse", "run", "--stacks-hz", bad, "--", "python3"]).unwrap_err().to_string();
+            assert!(e.contains("samples a second, from 1 to 200"), "{bad}: {e}");
+        }
     }
 
     #[test]

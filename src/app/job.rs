@@ -38,7 +38,9 @@ pub fn session(
         StatusMode::Auto if is_tty => StatusStyle::Row,
         StatusMode::Auto => StatusStyle::Lines,
     };
-    let options = Options { interval: args.interval, status, status_every: args.status_every, instrumented };
+    let stacks = (!args.no_stacks)
+        .then(|| gpulse_sample::stacks::StackOptions { rate_hz: args.stacks_hz, ..Default::default() });
+    let options = Options { interval: args.interval, status, status_every: args.status_every, instrumented, stacks };
     let mut views: Vec<Box<dyn gpulse_live::Sink + Send>> = Vec::new();
     if let Some(listen) = args.serve {
         // Serving is a view of the job: one that cannot start never keeps the job from running.

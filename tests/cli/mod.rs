@@ -24,6 +24,7 @@ mod serve_secrets;
 mod serve_tls;
 mod skips;
 mod snapshots;
+mod stacks_sampler;
 mod status;
 mod support;
 mod table;

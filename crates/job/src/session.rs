@@ -12,6 +12,7 @@ use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
 use gpulse_model::Event;
 use gpulse_sample::Poller;
+use gpulse_sample::stacks::{StackOptions, StackSampler};
 
 use crate::marks::{MarkReceiver, Received};
 use crate::signals;
@@ -27,6 +28,8 @@ pub struct Options {
     pub status_every: Duration,
     /// The job runs under `--instrument`.
     pub instrumented: bool,
+    /// How the job's Python main threads are sampled; `None` with `--no-stacks`.
+    pub stacks: Option<StackOptions>,
 }
 
 /// How the watch ended.
@@ -53,6 +56,7 @@ pub struct Session {
     events_rx: Receiver<Event>,
     marks: Option<MarkReceiver>,
     instrumented: bool,
+    stacks: Option<StackOptions>,
 }
 
 /// The live status on gpulse's stderr, and the notice when the recording stops.
@@ -117,6 +121,7 @@ impl Session {
             events_rx,
             marks,
             instrumented: options.instrumented,
+            stacks: options.stacks.clone(),
         }
     }
 
@@ -154,6 +159,8 @@ impl Session {
     pub fn watch(&mut self, child: Option<&mut Child>) -> JobEnd {
         let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
         let collector = Collector::spawn(poller, self.interval);
+        // The job's Python processes are read from the root down, on a thread of their own.
+        let sampler = self.root.zip(self.stacks.clone()).map(|(root, o)| StackSampler::spawn(root, o));
         let mut watch = JobWatch {
             child,
             root: self.root,
@@ -164,9 +171,14 @@ impl Session {
             events: &self.events_rx,
             job_stopped: false,
             stop_check_at: Instant::now(),
+            stacks: sampler.as_ref(),
+            stacks_at: Instant::now(),
         };
         let end = gpulse_live::drive(collector, &mut self.pipeline, &mut watch);
         drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
+        if let Some(s) = sampler {
+            hand_stacks(s.stop(), &self.term, &mut self.pipeline);
+        }
         self.pipeline.watch_ended();
         end
     }
@@ -223,6 +235,9 @@ struct JobWatch<'a> {
     /// Whether the job was stopped at the last look, and when to look again.
     job_stopped: bool,
     stop_check_at: Instant,
+    /// The job's Python main threads, and when their samples are next taken.
+    stacks: Option<&'a StackSampler>,
+    stacks_at: Instant,
 }
 
 impl gpulse_live::Watch for JobWatch<'_> {
@@ -255,6 +270,12 @@ impl gpulse_live::Watch for JobWatch<'_> {
         };
         if end.is_none() {
             drain(self.marks, self.events, pipeline);
+            if let Some(s) = self.stacks
+                && Instant::now() >= self.stacks_at
+            {
+                self.stacks_at = Instant::now() + STACKS_EVERY;
+                hand_stacks(s.drain(), self.term, pipeline);
+            }
         }
         end
     }
@@ -329,6 +350,22 @@ impl JobWatch<'_> {
             payload: serde_json::json!({ "pid": pid, "text": text }),
         });
     }
+}
+
+/// How often the sampled stacks go to the pipeline: the live diagnosis is at most this late,
+/// and the pipeline sees a few batches a second, not one a sample.
+const STACKS_EVERY: Duration = Duration::from_millis(250);
+
+/// Hands the job's sampled stacks to the pipeline (which records them, refusals included), and
+/// says each refusal once on stderr: the sampler tells each process's once.
+fn hand_stacks(batch: gpulse_model::StackBatch, term: &Terminal, pipeline: &mut Pipeline) {
+    if !batch.refusals.is_empty() {
+        term.clear();
+        for (_, why) in &batch.refusals {
+            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+        }
+    }
+    pipeline.stacks(batch);
 }
 
 /// Writes what arrived from the job's stderr and from its marks.

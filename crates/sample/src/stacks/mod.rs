@@ -125,8 +125,10 @@ struct Sampling {
     targets: Vec<Target>,
     interner: Interner,
     jitter: Jitter,
-    /// The CPU one look at the process tree costs, averaged, and when the next is due.
-    discovery_cost: Mean,
+    /// The CPU a second spent outside samples (looking at the process tree, opening
+    /// processes), averaged; what was spent since the last look, and when the next is due.
+    overhead: Mean,
+    overhead_since: Duration,
     discovery_at: Instant,
     /// What this round found, handed over at its end.
     out: StackBatch,
@@ -144,7 +146,8 @@ impl Sampling {
             targets: Vec::new(),
             interner: Interner::default(),
             jitter: Jitter::new(seed),
-            discovery_cost: Mean::default(),
+            overhead: Mean::default(),
+            overhead_since: Duration::ZERO,
             discovery_at: Instant::now(),
             out: StackBatch::default(),
             rates: HashMap::new(),
@@ -154,15 +157,21 @@ impl Sampling {
     fn run(mut self) {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            if now >= self.discovery_at {
-                let before = pacing::thread_cpu();
+            let before = pacing::thread_cpu();
+            let looked = now >= self.discovery_at;
+            if looked {
                 self.discover(now);
-                self.discovery_cost.add((pacing::thread_cpu() - before).as_secs_f64());
+                self.overhead.add(self.overhead_since.as_secs_f64() / DISCOVERY.as_secs_f64());
+                self.overhead_since = Duration::ZERO;
                 self.discovery_at = now + DISCOVERY;
             }
+            for t in &mut self.targets {
+                t.open(now, looked, &mut self.out);
+            }
+            self.overhead_since += pacing::thread_cpu() - before;
             self.sample_due();
             self.hand_over();
-            let next = self.targets.iter().filter(|t| t.is_sampling()).map(|t| t.next_at).min();
+            let next = self.targets.iter().filter_map(Target::wake_at).min();
             let wake = next.map_or(self.discovery_at, |n| n.min(self.discovery_at));
             let now = Instant::now();
             if wake > now {
@@ -172,7 +181,7 @@ impl Sampling {
     }
 
     /// Looks at the tree under the root: new processes become targets, exited ones are
-    /// forgotten, and those due are opened.
+    /// forgotten.
     fn discover(&mut self, now: Instant) {
         let mut tree = vec![self.root];
         let mut i = 0;
@@ -193,16 +202,13 @@ impl Sampling {
                 self.targets.push(Target::new(pid, ticks, now));
             }
         }
-        for t in &mut self.targets {
-            t.open(now, &mut self.out);
-        }
     }
 
     /// Samples each process whose time has come, and sets its next time.
     fn sample_due(&mut self) {
         let stretch = pacing::stretch(
             self.targets.iter().filter(|t| t.is_sampling()).map(|t| (t.cost.get(), self.period(t).as_secs_f64())),
-            self.discovery_cost.get() / DISCOVERY.as_secs_f64(),
+            self.overhead.get(),
             self.options.budget,
         );
         let mut gone = Vec::new();

@@ -83,11 +83,22 @@ impl Target {
         matches!(self.phase, Phase::Sampling { .. })
     }
 
+    /// When the sampler has something to do for this process: sample it, or try to open it.
+    pub(super) fn wake_at(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Sampling { .. } => Some(self.next_at),
+            Phase::Opening { at } => Some(at),
+            _ => None,
+        }
+    }
+
     /// Opens the process's interpreter if it is time to; a refusal is added to `out` once.
-    pub(super) fn open(&mut self, now: Instant, out: &mut StackBatch) {
+    /// `looked`: the tree was looked at this round, the time to ask whether a process that was
+    /// not Python has become so (`exec`).
+    pub(super) fn open(&mut self, now: Instant, looked: bool, out: &mut StackBatch) {
         match &self.phase {
             Phase::Opening { at } if *at <= now => {}
-            Phase::NotPython { at, exe } if *at <= now || proc_info::exe(self.pid) != *exe => {}
+            Phase::NotPython { at, exe } if looked && (*at <= now || proc_info::exe(self.pid) != *exe) => {}
             _ => return,
         }
         let config = py_spy::Config {
@@ -119,8 +130,10 @@ impl Target {
                     exe.as_ref().and_then(|e| e.file_name()).is_some_and(|n| n.to_string_lossy().starts_with("python"))
                         || proc_info::cmdline(self.pid).is_some_and(|c| c.contains("python"));
                 let tries = if named_python { TRIES_PYTHON } else { TRIES };
+                // A starting interpreter is tried again soon, then less and less often.
+                let wait = if named_python { Duration::from_millis(100) * self.tries } else { Duration::from_secs(1) };
                 self.phase = if self.tries < tries {
-                    Phase::Opening { at: now + Duration::from_secs(1) }
+                    Phase::Opening { at: now + wait.min(Duration::from_secs(1)) }
                 } else {
                     self.tries = 0;
                     Phase::NotPython { at: now + NOT_PYTHON_RETRY, exe }

@@ -1,0 +1,66 @@
+//! `gpulse run` samples the job's Python main thread into the recording: the stack at the exact
+//! line, what the kernel said of the thread; `--no-stacks` turns it off, and a bad
+//! `--stacks-hz` is one line.
+
+use std::path::Path;
+
+use gpulse_model::ProcessRole;
+
+use super::support::{fresh_dir, gpulse, run};
+
+fn gpulse_run(dir: &Path, extra: &[&str], cmd: &[&str]) -> (i32, String, String) {
+    let mut c = gpulse(None);
+    c.current_dir(dir).args(["run", "--status", "off", "--no-report"]).args(extra).arg("--").args(cmd);
+    run(&mut c)
+}
+
+/// Sleeps 50 ms at a time for about 2.5 s, then exits.
+const NAP: &str = "import time\ndef nap():\n    time.sleep(0.05)  # SLEEP\nfor _ in range(50):\n    nap()\n";
+
+#[test]
+fn run_records_where_the_main_thread_sleeps() {
+    let dir = fresh_dir("stacks", "run");
+    std::fs::write(dir.join("nap.py"), NAP).unwrap();
+    let (code, _, err) = gpulse_run(&dir, &["-o", "s.db"], &["python3", "nap.py"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("cannot read the Python stacks"), "{err}");
+    let rec = gpulse_record::read(&dir.join("s.db")).unwrap();
+    let stacks = &rec.stacks;
+    assert_eq!(stacks.processes.len(), 1, "{:?}", stacks.processes);
+    let p = &stacks.processes[0];
+    assert_eq!(p.role, ProcessRole::Main);
+    assert!(p.command.contains("nap.py"), "{p:?}");
+    let samples: Vec<_> = stacks.samples.iter().filter(|s| s.pid == p.pid).collect();
+    // About 2 s at 50 Hz, less whatever the budget took; the first second finds the process.
+    assert!(samples.len() >= 10, "{} samples", samples.len());
+    let line = NAP.lines().position(|l| l.contains("SLEEP")).unwrap() as u32 + 1;
+    let at_sleep = samples
+        .iter()
+        .filter(|s| {
+            let top = stacks.frames_of(s.stack).next_back().unwrap();
+            top.file.ends_with("nap.py") && top.line == line && top.function == "nap"
+        })
+        .count();
+    assert!(at_sleep * 10 >= samples.len() * 9, "{at_sleep} of {} at nap.py:{line}", samples.len());
+    let asleep = samples.iter().filter(|s| s.kernel.state == 'S' && s.kernel.syscall == Some(230)).count();
+    assert!(asleep * 10 >= samples.len() * 9, "{asleep} of {} in clock_nanosleep", samples.len());
+    let rate = stacks.rate_hz.iter().find(|r| r.0 == p.pid).map(|r| r.1);
+    assert!(rate.is_some_and(|r| (1.0..=50.0).contains(&r)), "{rate:?}");
+    assert!(stacks.refusals.is_empty(), "{:?}", stacks.refusals);
+}
+
+#[test]
+fn no_stacks_samples_nothing_and_a_bad_rate_is_one_line() {
+    let dir = fresh_dir("stacks", "off");
+    std::fs::write(dir.join("nap.py"), NAP.replace("range(50)", "range(30)")).unwrap();
+    let (code, _, err) = gpulse_run(&dir, &["-o", "n.db", "--no-stacks"], &["python3", "nap.py"]);
+    assert_eq!(code, 0, "{err}");
+    let rec = gpulse_record::read(&dir.join("n.db")).unwrap();
+    assert!(rec.stacks.samples.is_empty() && rec.stacks.processes.is_empty(), "{:?}", rec.stacks.processes);
+    for bad in ["0", "500", "often"] {
+        let (code, _, err) = gpulse_run(&dir, &["-o", "bad.db", "--stacks-hz", bad], &["python3", "nap.py"]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains("samples a second, from 1 to 200") && !err.contains("panicked"), "{err}");
+        assert!(!dir.join("bad.db").exists(), "nothing ran, nothing recorded");
+    }
+}
