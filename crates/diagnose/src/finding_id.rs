@@ -141,8 +141,10 @@ impl FindingId {
             InputBound | ProcessBound | HostBound | TransferBound | HostSaturated | UtilMisleading | GpuImbalance
             | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
-            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention
-            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => Concern::Job,
+            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython
+            | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => {
+                Concern::Job
+            }
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,

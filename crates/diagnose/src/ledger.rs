@@ -200,7 +200,8 @@ impl FindingId {
             | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
             | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost
             | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused
-            | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
+            | MainThreadBlocked => None,
         }
     }
 
@@ -217,7 +218,8 @@ impl FindingId {
             | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
             | EpochRestart | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding
             | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending
-            | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
+            | MainThreadBlocked => None,
         }
     }
 }

@@ -280,6 +280,10 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
             return Some(format!("The loop's '{name}' phase took {pct:.0}% of the wall time."));
         }
         EpochRestart => "Restarting the DataLoader's workers at each epoch",
+        // The mechanism and its site, without the title's figures.
+        HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => {
+            top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str())
+        }
         InputBound => "Waiting for data (inferred from the GPU's idle bursts)",
         ProcessBound => "The training process starving the GPU (data loading or Python overhead)",
         HostBound => "The host not feeding the GPU (launch overhead or synchronizations)",
@@ -290,7 +294,7 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
         | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | DataParallel
         | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid
-        | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => top.title.as_str(),
+        | GpuResetPending | NvlinkUnused => top.title.as_str(),
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.

@@ -64,6 +64,8 @@ fn idle_share(g: &crate::GpuSeries, t: f64) -> Option<f64> {
 #[derive(Default)]
 struct Part {
     weight: f64,
+    /// Of `weight`, the samples inside torch's own Python (a module's forward, say).
+    in_torch: f64,
     samples: usize,
     sites: HashMap<u32, f64>,
     holders: HashMap<u32, f64>,
@@ -123,6 +125,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let w = idle * p.dur_s;
         part.weight += w;
         part.samples += 1;
+        if run.stacks.frames_of(p.stack).any(|f| f.file.contains("/torch/")) {
+            part.in_torch += w;
+        }
         if let Some(site) = super::site_frame(&run.stacks, p.stack) {
             *part.sites.entry(site).or_default() += w;
         }
@@ -191,6 +196,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let severity = if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
         let mut f = Finding::new(id, severity, title)
             .with("state", state.as_str())
+            .with("mechanism", upper(&label))
             .with("seconds", round(seconds, 1))
             .with("samples", part.samples as u64)
             .with("pid", u64::from(pid))
@@ -214,8 +220,15 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(w) = loop_s {
             f = f.over(w);
         }
-        f.advice =
-            advice(state, domain, recompile, site.map(|s| s.site()).as_deref(), drain.as_deref(), holder.as_deref());
+        let launches = g.is_some() && part.in_torch >= part.weight / 2.0;
+        f.advice = advice(
+            (state, domain),
+            recompile,
+            launches,
+            site.map(|s| s.site()).as_deref(),
+            drain.as_deref(),
+            holder.as_deref(),
+        );
         out.push(f);
     }
     ledger
@@ -244,9 +257,9 @@ fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Opti
 
 /// What to do, for the mechanism the samples name.
 fn advice(
-    state: ThreadState,
-    domain: Option<Domain>,
+    (state, domain): (ThreadState, Option<Domain>),
     recompile: bool,
+    launches: bool,
     site: Option<&str>,
     drain: Option<&str>,
     holder: Option<&str>,
@@ -279,10 +292,14 @@ fn advice(
         (ThreadState::Python, Some(Domain::Checkpoint)) | (_, Some(Domain::Checkpoint)) => vec![
             "save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often".into(),
         ],
-        (ThreadState::Python, _) => vec![
-            format!("the host's Python{at} is the step's critical path: do more work per launch, with a larger batch or gradient accumulation"),
+        // Launches are the mechanism only where the time is in torch's own Python.
+        (ThreadState::Python, _) if launches => vec![
+            format!("launching the GPU's work{at} is the step's critical path: do more work per launch, with a larger batch or gradient accumulation"),
             "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs".into(),
         ],
+        (ThreadState::Python, _) => vec![format!(
+            "the job's own Python{at} is the step's critical path: make it tensor operations, run it every N steps, or move it to the DataLoader's workers"
+        )],
         (ThreadState::GilWait, _) => vec![format!(
             "another thread holds the GIL{}: move its pure-Python work to a process (multiprocessing, a DataLoader worker), or make it release the GIL",
             holder.map(|h| format!(" at {h}")).unwrap_or_default()

@@ -1,0 +1,140 @@
+//! The main thread end to end: `gpulse run` of a real Python loop on the stand-in GPU (which
+//! lists the job's process as holding it and never busy), then `diagnose` of the recording: the
+//! loop's idle time split by what its main thread did, against the loop's own timing.
+
+use std::path::{Path, PathBuf};
+
+use super::support::{gpulse, root, run};
+
+/// A folder removed with everything in it when the test ends, passed or not.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("gpulse-main-thread-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One idle H200 whose process list holds the job gpulse started.
+const SCENARIO: &str = r#"{
+  "devices": [{
+    "name": "NVIDIA H200",
+    "uuid": "GPU-00000000-0000-0000-0000-000000000038",
+    "pci_bus_id": "00000000:00:06.0",
+    "base": {"util_gpu_pct": 0, "util_mem_pct": 0, "memory_total_bytes": 150754820096, "memory_used_bytes": 1073741824},
+    "processes": [{"pid": "child", "used_memory_mib": 1024}]
+  }]
+}"#;
+
+/// Each step sleeps 30 ms (line 11) and runs 20 ms of pure Python (line 6), timing both itself;
+/// it marks its steps and writes its own figures at the end.
+const LOOP: &str = r#"import json, sys, time
+import gpulse
+def work(ms):
+    end = time.perf_counter() + ms / 1000
+    x = 0
+    while time.perf_counter() < end: x += 1
+    return x
+def step():
+    t0 = time.perf_counter()
+    slept = time.perf_counter()
+    time.sleep(0.03)
+    slept = time.perf_counter() - slept
+    work(20)
+    return slept
+gpulse.step()
+t0 = time.perf_counter()
+slept = 0.0
+while time.perf_counter() - t0 < float(sys.argv[2]):
+    slept += step()
+    gpulse.step()
+loop = time.perf_counter() - t0
+json.dump({"loop_s": loop, "sleep_s": slept}, open(sys.argv[1], "w"))
+"#;
+
+fn diagnose_json(rec: &Path) -> serde_json::Value {
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(rec));
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn a_sleep_in_the_loop_is_named_with_its_line_and_its_time() {
+    sleep_and_python("gpu", SCENARIO);
+}
+
+/// Without a driver, a CPU-only job's time gets the same breakdown.
+#[test]
+fn without_a_driver_the_breakdown_still_comes() {
+    sleep_and_python("nodriver", r#"{"init_error": 9, "devices": []}"#);
+}
+
+fn sleep_and_python(name: &str, scenario_json: &str) {
+    let dir = TempDir::new(name);
+    let scenario = dir.0.join("scenario.json");
+    std::fs::write(&scenario, scenario_json).unwrap();
+    let script = dir.0.join("train_loop.py");
+    std::fs::write(&script, LOOP).unwrap();
+    let truth = dir.0.join("truth.json");
+    let rec = dir.0.join("r.db");
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario).env("PYTHONPATH", root().join("python"));
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]);
+    cmd.arg(&rec).args(["--", "python3"]).arg(&script).arg(&truth).arg("8");
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.contains("recording the host only"), name == "nodriver", "{err}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&truth).unwrap()).unwrap();
+    let (loop_s, sleep_s) = (t["loop_s"].as_f64().unwrap(), t["sleep_s"].as_f64().unwrap());
+    let d = diagnose_json(&rec);
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let accounts = d["ledger"]["accounts"].as_array().unwrap();
+    let secs = |name: &str| -> f64 {
+        accounts.iter().filter(|a| a["account"] == name).map(|a| a["seconds"].as_f64().unwrap()).sum()
+    };
+    // The GPU never works: the loop's whole time is host-side, split by the main thread.
+    let truth_share = sleep_s / wall;
+    let share = secs("main_thread_sleep") / wall;
+    assert!(
+        (share - truth_share).abs() < 0.05,
+        "sleep: {share:.3} of the wall, the loop timed {truth_share:.3}: {d:#}"
+    );
+    let python_truth = (loop_s - sleep_s) / wall;
+    let python = secs("main_thread_python") / wall;
+    assert!((python - python_truth).abs() < 0.05, "python: {python:.3} against {python_truth:.3}: {d:#}");
+    assert_eq!(secs("host_side"), 0.0, "{d:#}");
+    assert!(!accounts.iter().any(|a| a["label"] == "unexplained: the GPU idle inside the loop"), "{d:#}");
+    // The finding names the mechanism and the exact line.
+    let findings = d["findings"].as_array().unwrap();
+    let sleep = findings.iter().find(|f| f["id"] == "sleep_in_loop").unwrap_or_else(|| panic!("{d:#}"));
+    let dir_name = dir.0.file_name().unwrap().to_string_lossy();
+    assert_eq!(sleep["evidence"]["site"], format!("{dir_name}/train_loop.py:11 step"), "{sleep:#}");
+    assert!(sleep["title"].as_str().unwrap().contains("time.sleep(0.03)"), "{sleep:#}");
+    assert!(sleep["advice"][0].as_str().unwrap().contains("take the sleep out"), "{sleep:#}");
+    let python = findings.iter().find(|f| f["id"] == "main_thread_python").unwrap_or_else(|| panic!("{d:#}"));
+    assert_eq!(python["evidence"]["site"], format!("{dir_name}/train_loop.py:6 work"), "{python:#}");
+    assert!(!findings.iter().any(|f| f["id"] == "host_bound" || f["id"] == "process_bound"), "{d:#}");
+    // The stacks list: the job's process first, with its states' shares of its sampled time.
+    let stacks = &d["stacks"][0];
+    assert_eq!(stacks["role"], "main", "{stacks:#}");
+    assert!(stacks["samples"].as_u64().unwrap() > 150, "{stacks:#}");
+    let state_share = |s: &str| {
+        stacks["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["state"] == s)
+            .map_or(0.0, |x| x["share"].as_f64().unwrap())
+    };
+    // Over the process's whole sampled time (start-up included) the sleep is most of it.
+    assert!(state_share("sleep") > 0.4, "{stacks:#}");
+}
