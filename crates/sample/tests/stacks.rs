@@ -277,3 +277,41 @@ deep(40)\n";
     assert!((1.0..20.0).contains(&rate), "{rate} Hz within 0.2% of a core");
     assert!(samples.len() as f64 <= rate * 2.0 * 1.5 + 3.0, "{} samples at {rate} Hz", samples.len());
 }
+
+/// What one sample costs: a 40-frame main thread among 8 threads, read at 200 Hz with no budget
+/// to hold it back, the CPU of this whole process divided by the samples. A measure, not a check:
+/// `cargo test --release -p gpulse-sample --test stacks -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measure, for --release"]
+fn cost_of_one_sample() {
+    let dir = TempDir::new("cost");
+    let script = "import threading, time\n\
+def idle():\n    while True: time.sleep(1)\n\
+for _ in range(7): threading.Thread(target=idle, daemon=True).start()\n\
+def deep(n):\n    if n == 0:\n        print('ready', flush=True)\n        while True: time.sleep(0.001)\n    deep(n - 1)\n\
+deep(38)\n";
+    let path = dir.write("deep.py", script);
+    let job = start(&path);
+    let pid = job.0.id();
+    let cpu = || {
+        // SAFETY: getrusage fills the zeroed struct it is given, a live local.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_SELF is always valid.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    // A first second opens the process; then the measure.
+    let sampler = StackSampler::spawn(pid, StackOptions { rate_hz: 200.0, budget: 1.0, workers: true });
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut stacks = Stacks::default();
+    stacks.add(sampler.drain());
+    let (before, n0) = (cpu(), stacks.samples.len());
+    std::thread::sleep(Duration::from_secs(5));
+    stacks.add(sampler.stop());
+    let (spent, n) = (cpu() - before, stacks.samples.len() - n0);
+    let depth = stacks.frames_of(stacks.samples.last().unwrap().stack).count();
+    let us = spent / n as f64 * 1e6;
+    println!("{n} samples of a {depth}-frame main thread among 8 threads: {us:.0} µs of CPU each");
+    println!("  so 1% of a core allows {:.1} Hz", 0.01 / (us / 1e6));
+}
