@@ -2,7 +2,10 @@
 //! rendered by Helm's own code (helm-python-sdk) and every rendered object validated strictly
 //! against the Kubernetes API's schemas (kubernetes-validate), the DaemonSet's least privilege
 //! read from the rendering, the alert rules by promtool; the Slurm unit by `systemd-analyze
-//! verify` and the scrape config, with its file SD, by `promtool check config`.
+//! verify` and the scrape config, with its file SD, by `promtool check config`. SYS_PTRACE, which
+//! the Python stacks of jobs gpulse did not start take, is in neither unless asked for: the
+//! chart's `stacks.ptrace` and the unit's drop-in `gpulse-serve-stacks.conf` add it and nothing
+//! else (`systemd-analyze security --offline` reads the unit with and without the drop-in).
 //! `GPULSE_REQUIRE_HELM` (CI) turns a missing tool into a failure; `GPULSE_HELM_PYTHON` names
 //! the Python that has the two packages (`.ci/run` makes a venv for them).
 
@@ -42,16 +45,29 @@ fn kind<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
     docs.iter().find(|d| d["kind"] == kind)
 }
 
-#[test]
-fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
-    let Some(python) = helm_python() else { return };
-    let out = fresh_dir("deploy", "helm");
+/// The chart linted and rendered (default values, the operator's objects, SYS_PTRACE for the
+/// stacks) into a fresh folder `name`, every object valid; with what the check printed. `None`
+/// where Helm's SDK is missing (skipped).
+fn render_chart(name: &str) -> Option<(PathBuf, String)> {
+    let python = helm_python()?;
+    let out = fresh_dir("deploy", name);
     let (code, stdout, stderr) = run(Command::new(&python)
         .arg(root().join("tests/deploy/check_chart.py"))
         .arg(root().join("deploy/helm/gpulse"))
         .arg(&out));
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert_eq!(stdout.matches(": valid (strict, v").count(), 6, "3 objects, 2 renderings: {stdout}");
+    assert_eq!(stdout.matches(": valid (strict, v").count(), 9, "3 objects, 3 renderings: {stdout}");
+    Some((out, stdout))
+}
+
+/// The DaemonSet's one container.
+fn container(docs: &[Value]) -> &Value {
+    &kind(docs, "DaemonSet").expect("a DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
+    let Some((out, _)) = render_chart("helm") else { return };
 
     let default = rendered(&out, "default");
     assert!(kind(&default, "ServiceMonitor").is_none() && kind(&default, "PrometheusRule").is_none());
@@ -124,6 +140,36 @@ fn the_helm_chart_lints_renders_valid_objects_and_asks_the_least_privilege() {
 }
 
 #[test]
+fn the_chart_adds_sys_ptrace_for_the_stacks_only_when_asked_and_still_drops_all() {
+    let Some((out, printed)) = render_chart("helm-stacks") else { return };
+    for rendering in ["default", "stacks"] {
+        assert!(printed.contains(&format!("schema {rendering}: DaemonSet gpulse: valid (strict, v")), "{printed}");
+    }
+    // By default: every capability dropped, none added (SYS_PTRACE reads any process's memory).
+    let default = rendered(&out, "default");
+    let sc = &container(&default)["securityContext"];
+    assert_eq!(sc["capabilities"], serde_json::json!({"drop": ["ALL"]}), "no SYS_PTRACE by default");
+    assert!(!serde_json::to_string(&default).unwrap().contains("PTRACE"), "SYS_PTRACE nowhere by default");
+    // stacks.ptrace: SYS_PTRACE exactly, `drop: [ALL]` kept, the rest of the hardening as it was.
+    let stacks = rendered(&out, "stacks");
+    let sc = &container(&stacks)["securityContext"];
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "ALL still dropped");
+    assert_eq!(sc["capabilities"]["add"], serde_json::json!(["SYS_PTRACE"]), "SYS_PTRACE and nothing else");
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    // The DaemonSet differs from the default one in that one field alone.
+    let mut with = kind(&stacks, "DaemonSet").unwrap().clone();
+    let caps = &mut with["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"];
+    caps.as_object_mut().unwrap().remove("add");
+    assert_eq!(&with, kind(&default, "DaemonSet").unwrap(), "stacks.ptrace changes nothing but capabilities.add");
+    // The value is documented where it is set, with what it grants.
+    let values = std::fs::read_to_string(root().join("deploy/helm/gpulse/values.yaml")).unwrap();
+    assert!(values.contains("stacks:\n  ptrace: false\n"), "off by default in values.yaml");
+    assert!(values.contains("memory of any process on the node"), "values.yaml says what SYS_PTRACE grants");
+}
+
+#[test]
 fn the_slurm_unit_verifies_and_the_scrape_config_with_its_file_sd_checks() {
     let dir = fresh_dir("deploy", "slurm");
     let slurm = root().join("deploy/slurm");
@@ -162,4 +208,72 @@ fn the_slurm_unit_verifies_and_the_scrape_config_with_its_file_sd_checks() {
     assert_eq!(code, 0, "{o}{e}");
     // promtool also parses every file the SD glob matches, and fails on one it cannot read.
     assert!(format!("{o}{e}").contains("SUCCESS: 1 rule files found"), "{o}{e}");
+}
+
+/// `systemd-analyze security --offline` of `unit`: each check's JSON field, whether the unit
+/// passes it and its exposure.
+fn security_checks(unit: &std::path::Path) -> std::collections::BTreeMap<String, Value> {
+    let (code, o, e) = run(Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--json=short", "--no-pager"])
+        .arg(unit));
+    assert_eq!(code, 0, "{o}{e}");
+    let checks: Vec<Value> = serde_json::from_str(&o).unwrap_or_else(|err| panic!("{err}: {o}"));
+    checks.into_iter().map(|c| (c["json_field"].as_str().unwrap().to_owned(), c.clone())).collect()
+}
+
+#[test]
+fn the_slurm_stacks_drop_in_verifies_and_gives_back_cap_sys_ptrace_alone() {
+    let slurm = root().join("deploy/slurm");
+    let unit = std::fs::read_to_string(slurm.join("gpulse-serve.service")).unwrap();
+    let drop_in = std::fs::read_to_string(slurm.join("gpulse-serve-stacks.conf")).unwrap();
+    // The unit drops CAP_SYS_PTRACE; the drop-in is one line that gives it back, and only it.
+    let bounding: Vec<&str> = unit.lines().filter(|l| l.starts_with("CapabilityBoundingSet=")).collect();
+    assert_eq!(bounding, ["CapabilityBoundingSet=CAP_SYSLOG"]);
+    assert!(unit.contains("gpulse-serve-stacks.conf"), "the unit points to the drop-in");
+    let settings: Vec<&str> = drop_in.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    assert_eq!(settings, ["[Service]", "CapabilityBoundingSet=CAP_SYS_PTRACE"]);
+    assert!(drop_in.contains("/etc/systemd/system/gpulse-serve.service.d/stacks.conf"));
+    assert!(drop_in.contains("secrets in memory"), "the drop-in says what CAP_SYS_PTRACE grants");
+    let Ok(version) = Command::new("systemd-analyze").arg("--version").output() else {
+        assert!(!required(), "systemd-analyze is required");
+        skipped("the Slurm unit's stacks drop-in (no systemd-analyze)");
+        return;
+    };
+    // Installed as systemd reads drop-ins: NAME.service.d/ beside the unit.
+    let bin = super::support::gpulse_bin();
+    let unit = unit.replace("/usr/local/bin/gpulse", bin.to_str().unwrap());
+    let (plain, with) = (fresh_dir("deploy", "slurm-plain"), fresh_dir("deploy", "slurm-stacks"));
+    for dir in [&plain, &with] {
+        std::fs::write(dir.join("gpulse-serve.service"), &unit).unwrap();
+    }
+    std::fs::create_dir_all(with.join("gpulse-serve.service.d")).unwrap();
+    std::fs::write(with.join("gpulse-serve.service.d/stacks.conf"), &drop_in).unwrap();
+    let path = with.join("gpulse-serve.service");
+    let (code, o, e) = run(Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&path));
+    assert_eq!(code, 0, "{o}{e}");
+    for file in ["gpulse-serve.service:", "stacks.conf:"] {
+        assert!(!e.contains(file), "systemd finds fault with {file} {e}");
+    }
+    // systemd's own reading of the unit, with and without: CAP_SYS_PTRACE differs, nothing else
+    // (a check's `set`, or its exposure where a setting is weakened without failing it).
+    // (`security --offline` came with systemd 250.)
+    let version = String::from_utf8_lossy(&version.stdout);
+    let major: u32 = version.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    if major < 250 {
+        assert!(!required(), "systemd-analyze security --offline (systemd 250) is required: {version}");
+        skipped("the Slurm unit's capabilities under systemd-analyze security (systemd before 250)");
+        return;
+    }
+    let (before, after) = (security_checks(&plain.join("gpulse-serve.service")), security_checks(&path));
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
+    let changed: Vec<&String> = before.iter().filter(|(k, v)| after[*k] != **v).map(|(k, _)| k).collect();
+    assert_eq!(changed, ["CapabilityBoundingSet_CAP_SYS_PTRACE"], "only CAP_SYS_PTRACE comes back");
+    let ptrace = |checks: &std::collections::BTreeMap<String, Value>| {
+        checks["CapabilityBoundingSet_CAP_SYS_PTRACE"]["set"].clone()
+    };
+    assert_eq!((ptrace(&before), ptrace(&after)), (Value::Bool(true), Value::Bool(false)), "dropped, then kept");
+    assert_eq!(
+        (&before["NoNewPrivileges"]["set"], &after["NoNewPrivileges"]["set"]),
+        (&Value::Bool(true), &Value::Bool(true))
+    );
 }
