@@ -6,6 +6,7 @@
 mod axis;
 mod chart;
 mod downsample;
+mod icicle;
 mod ledger;
 mod overlay;
 mod page;
@@ -33,14 +34,16 @@ const NEAR_TOTAL: f64 = 0.8;
 /// A heading and the SVG of each chart under it.
 struct Section {
     heading: String,
-    /// A line under the heading.
-    note: Option<String>,
+    /// Lines under the heading.
+    notes: Vec<String>,
     charts: Vec<String>,
 }
 
 /// The report's parts, drawn once for the page and the PNG.
 struct Layout {
     facts: Vec<(&'static str, String)>,
+    /// The main thread's icicle, after the summary and the ledger.
+    main_thread: Option<Section>,
     sections: Vec<Section>,
 }
 
@@ -184,11 +187,11 @@ fn layout(input: &str, a: &Analysis) -> Layout {
             steps.pid,
             if steps.ranks > 1 { format!(", one of {} ranks", steps.ranks) } else { String::new() }
         );
-        sections.push(Section { heading: "Training loop".into(), note: Some(note), charts: vec![draw(&chart)] });
+        sections.push(Section { heading: "Training loop".into(), notes: vec![note], charts: vec![draw(&chart)] });
     }
     for g in &run.gpus {
         let charts = gpu_charts(g).iter().filter(|c| c.has_data()).map(draw).collect();
-        sections.push(Section { heading: format!("GPU {}", g.gpu), note: None, charts });
+        sections.push(Section { heading: format!("GPU {}", g.gpu), notes: Vec::new(), charts });
     }
     let pairs = |v: &[(f64, f64)]| -> (Vec<f64>, Vec<Option<f64>>) { v.iter().map(|x| (x.0, Some(x.1))).unzip() };
     let (tc, cpu) = pairs(&run.host_cpu);
@@ -215,9 +218,11 @@ fn layout(input: &str, a: &Analysis) -> Layout {
     ];
     let charts: Vec<String> = host.iter().filter(|c| c.has_data()).map(draw).collect();
     if !charts.is_empty() {
-        sections.push(Section { heading: "Host".into(), note: None, charts });
+        sections.push(Section { heading: "Host".into(), notes: Vec::new(), charts });
     }
-    Layout { facts: summary::facts(input, a, time_span_s(run, &overlay)), sections }
+    let main_thread =
+        icicle::section(run).map(|(notes, charts)| Section { heading: "Main thread".into(), notes, charts });
+    Layout { facts: summary::facts(input, a, time_span_s(run, &overlay)), main_thread, sections }
 }
 
 /// How long the run lasted: its first to its last sample or event.
@@ -243,6 +248,9 @@ pub fn render(input: &str, a: &Analysis) -> String {
     s += &page::summary(&l.facts);
     s += &page::findings(&a.findings);
     s += &ledger::section(&a.ledger);
+    if let Some(sec) = &l.main_thread {
+        s += &section_html(sec);
+    }
     let mut sections = l.sections.iter().peekable();
     // The loop's chart first, then the events it lines up with, then each GPU and the host.
     if let Some(sec) = sections.next_if(|sec| sec.heading == "Training loop") {
@@ -259,7 +267,7 @@ pub fn render(input: &str, a: &Analysis) -> String {
 fn section_html(sec: &Section) -> String {
     let attr = sec.heading.strip_prefix("GPU ").map_or(String::new(), |g| format!(" data-gpu=\"{g}\""));
     let mut s = format!("<section{attr}><h2>{}</h2>", esc(&sec.heading));
-    if let Some(note) = &sec.note {
+    for note in &sec.notes {
         let _ = write!(s, "<p>{}</p>", esc(note));
     }
     sec.charts.iter().for_each(|c| s += c);
@@ -301,7 +309,7 @@ pub fn composite_svg(input: &str, a: &Analysis) -> (String, Vec<PlotArea>) {
             y += LINE_H;
         }
     }
-    for sec in &l.sections {
+    for sec in l.main_thread.iter().chain(&l.sections) {
         y += 8.0;
         let _ = write!(
             body,
@@ -310,6 +318,15 @@ pub fn composite_svg(input: &str, a: &Analysis) -> (String, Vec<PlotArea>) {
             esc(&sec.heading)
         );
         y += HEADING_H;
+        for line in sec.notes.iter().flat_map(|n| wrap(n, WRAP)) {
+            let _ = write!(
+                body,
+                r##"<text x="{MARGIN}" y="{:.1}" font-size="12" fill="#222">{}</text>"##,
+                y + 12.0,
+                esc(&line)
+            );
+            y += LINE_H;
+        }
         for c in &sec.charts {
             let h = svg_height(c);
             let _ = write!(body, r#"<g transform="translate({MARGIN} {y:.1})">{c}</g>"#);
