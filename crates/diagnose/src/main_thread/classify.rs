@@ -172,7 +172,7 @@ mod nr {
 
 /// Whether a file path lies in a package or module, by its path components.
 fn in_module(file: &str, module: &str) -> bool {
-    file.contains(&format!("/{module}")) || file.starts_with(module)
+    file.starts_with(module) || file.match_indices(module).any(|(i, _)| i > 0 && file.as_bytes()[i - 1] == b'/')
 }
 
 /// The frames' library, innermost first: the deepest frame in a known library names it.
@@ -257,6 +257,13 @@ fn thread_lock_frame(f: &PyFrame) -> bool {
         || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
 }
 
+/// Whether a frame's line reads a file: the calls that release the GIL around a read.
+fn reads_a_file(f: &PyFrame) -> bool {
+    const CALLS: [&str; 8] =
+        ["os.read(", ".read(", ".readinto(", ".readline(", "os.pread(", ".fromfile(", "np.load(", "torch.load("];
+    f.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+}
+
 fn ipc_frame(f: &PyFrame) -> bool {
     let p = f.file.as_str();
     in_module(p, "multiprocessing/")
@@ -284,6 +291,20 @@ pub fn classify(stacks: &Stacks, sample: &ThreadSample) -> Class {
     classify_frames(&frames, sample)
 }
 
+/// [`classify`] once per distinct stack and kernel state: a day's samples repeat a few thousand
+/// of them.
+#[derive(Debug, Default, Clone)]
+pub struct Classifier {
+    seen: std::collections::HashMap<(u32, gpulse_model::KernelState, std::mem::Discriminant<Gil>), Class>,
+}
+
+impl Classifier {
+    pub fn classify(&mut self, stacks: &Stacks, sample: &ThreadSample) -> Class {
+        let key = (sample.stack, sample.kernel.clone(), std::mem::discriminant(&sample.gil));
+        *self.seen.entry(key).or_insert_with(|| classify(stacks, sample))
+    }
+}
+
 /// [`classify`] on frames already looked up, outermost first.
 pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
     use ThreadState::*;
@@ -299,6 +320,15 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
         // The line is a copy to the host or a synchronize: spinning (R) or blocked, the thread
         // waits for the device.
         inferred(GpuSync)
+    } else if k.state == 'R'
+        && sample.gil != Gil::Held
+        && leaf.is_some_and(reads_a_file)
+        && !any(ipc_frame)
+        && !any(network_frame)
+    {
+        // A read releases the GIL for its system call: running without it on a line that reads
+        // a file, the thread is in the kernel copying the file's pages.
+        inferred(Disk)
     } else if matches!(k.state, 'R') {
         measured(Python)
     } else {
@@ -421,6 +451,9 @@ mod tests {
         assert_eq!(state(&queue, sample('S', Some(7), Some("do_sys_poll"), Gil::Free)), ThreadState::Ipc);
         let read = [train.clone(), frame("/w/data.py", "load", "buf = f.read()")];
         assert_eq!(state(&read, sample('D', Some(0), Some("folio_wait_bit_common"), Gil::Free)), ThreadState::Disk);
+        // Copying cached pages: running, the GIL released by the read.
+        assert_eq!(state(&read, sample('R', None, None, Gil::Free)), ThreadState::Disk);
+        assert_eq!(state(&read, sample('R', None, None, Gil::Held)), ThreadState::Python, "parsing what it read");
         let sync = [train.clone(), frame("/w/train.py", "step", "total += loss.item()")];
         assert_eq!(state(&sync, sample('R', None, None, Gil::Free)), ThreadState::GpuSync);
         assert_eq!(state(&sync, sample('S', Some(16), None, Gil::Free)), ThreadState::GpuSync);

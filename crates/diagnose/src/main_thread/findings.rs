@@ -85,6 +85,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let g = crate::ledger::primary(run);
     let splittable = |a: &Account| {
         a.account == "host_side"
+            || a.account == "input_inferred"
             || (a.account == "unexplained"
                 && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
     };
@@ -103,6 +104,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let i = apart.partition_point(|s| s[1] <= t);
         apart.get(i).is_some_and(|s| t >= s[0])
     };
+    // Per stack, once: its site's frame, and whether it runs in torch's own Python.
+    let mut known: HashMap<u32, (Option<u32>, bool)> = HashMap::new();
+    let mut facts = |stack: u32| {
+        *known.entry(stack).or_insert_with(|| {
+            let in_torch = run.stacks.frames_of(stack).any(|f| f.file.contains("/torch/"));
+            (super::site_frame(&run.stacks, stack), in_torch)
+        })
+    };
     let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
     let mut drains: HashMap<u32, f64> = HashMap::new();
     for p in pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !outside(p.t_s)) {
@@ -116,7 +125,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            if let Some(site) = super::site_frame(&run.stacks, p.stack) {
+            if let Some(site) = facts(p.stack).0 {
                 *drains.entry(site).or_default() += p.dur_s;
             }
             continue;
@@ -125,10 +134,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let w = idle * p.dur_s;
         part.weight += w;
         part.samples += 1;
-        if run.stacks.frames_of(p.stack).any(|f| f.file.contains("/torch/")) {
+        let (site, in_torch) = facts(p.stack);
+        if in_torch {
             part.in_torch += w;
         }
-        if let Some(site) = super::site_frame(&run.stacks, p.stack) {
+        if let Some(site) = site {
             *part.sites.entry(site).or_default() += w;
         }
         if let Some(h) = p.gil_stack {
@@ -180,18 +190,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             continue;
         }
         let loop_share = (seconds / loop_len).min(1.0);
-        let waits = if g.is_some() { "while the GPU waits" } else { "of the job's time" };
-        let mut title = match (state, holder.as_deref()) {
-            (ThreadState::GilWait, Some(h)) => {
-                format!(
-                    "The main thread waits for the GIL {waits}, {:.0}% of the wall time: another thread holds it at {h}",
-                    100.0 * share
-                )
-            }
-            _ => format!("{} {waits}, {:.0}% of the wall time", upper(&label), 100.0 * share),
-        };
-        if let Some(code) = site.and_then(|f| f.code.as_deref()) {
-            title.push_str(&format!(" (`{code}`)"));
+        let waits = if g.is_some() { " while the GPU waits" } else { "" };
+        let code = site.and_then(|f| f.code.as_deref()).map(|c| format!(" (`{c}`)")).unwrap_or_default();
+        let mut title = format!("{}{code}{waits}: {:.0}% of the wall time", upper(&label), 100.0 * share);
+        if let (ThreadState::GilWait, Some(h)) = (state, holder.as_deref()) {
+            title.push_str(&format!("; another thread holds the GIL at {h}"));
         }
         let severity = if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
         let mut f = Finding::new(id, severity, title)
@@ -242,9 +245,7 @@ fn upper(s: &str) -> String {
 /// The account's name for people: the state, its library, its site.
 fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Option<&str>) -> String {
     let what = match (state, domain) {
-        (ThreadState::Python, Some(Domain::Compile)) if recompile => {
-            "the main thread recompiling (torch.compile)".to_owned()
-        }
+        (_, Some(Domain::Compile)) if recompile => "the main thread recompiling (torch.compile)".to_owned(),
         (ThreadState::Python, Some(d)) => format!("the main thread in {}", d.words()),
         (s, Some(d)) => format!("the main thread {} in {}", s.words(), d.words()),
         (s, None) => format!("the main thread {}", s.words()),
@@ -266,7 +267,7 @@ fn advice(
 ) -> Vec<String> {
     let at = site.map(|s| format!(" ({s})")).unwrap_or_default();
     let mut out: Vec<String> = match (state, domain) {
-        (ThreadState::Python, Some(Domain::Compile)) if recompile => vec![
+        (_, Some(Domain::Compile)) if recompile => vec![
             "torch.compile recompiles inside the loop: pad inputs to a few bucket sizes, or torch._dynamo.mark_dynamic(x, dim) on the dimension that varies".into(),
             "TORCH_LOGS=recompiles names the guard that fails each time".into(),
         ],

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use gpulse_model::{ProcessRole, Stacks};
 use serde::Serialize;
 
-pub use classify::{Class, Domain, ThreadState, classify, own_code, site_frame};
+pub use classify::{Class, Classifier, Domain, ThreadState, classify, own_code, site_frame};
 
 use crate::{Run, round};
 
@@ -40,6 +40,7 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let mut gaps: Vec<f64> = mine.windows(2).map(|w| t(w[1].t_us) - t(w[0].t_us)).filter(|g| *g > 0.0).collect();
     gaps.sort_by(f64::total_cmp);
     let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
+    let mut classifier = Classifier::default();
     mine.iter()
         .enumerate()
         .map(|(i, s)| {
@@ -48,7 +49,7 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
                 gpulse_model::Gil::Other { stack } => Some(stack),
                 _ => None,
             };
-            Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class: classify(st, s) }
+            Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class: classifier.classify(st, s) }
         })
         .collect()
 }
@@ -113,12 +114,17 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
         .map(|p| {
             let pts = points(run, p.pid);
             let total: f64 = pts.iter().map(|x| x.dur_s).sum();
-            let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
+            // By stack first: a site's text is made once per stack, not once per sample.
+            let mut by_stack: HashMap<(ThreadState, u32), f64> = HashMap::new();
             for x in &pts {
-                let e = by.entry(x.class.state).or_default();
-                e.0 += x.dur_s;
-                if let Some(site) = site_text(st, x.stack) {
-                    *e.1.entry(site).or_default() += x.dur_s;
+                *by_stack.entry((x.class.state, x.stack)).or_default() += x.dur_s;
+            }
+            let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
+            for ((state, stack), secs) in by_stack {
+                let e = by.entry(state).or_default();
+                e.0 += secs;
+                if let Some(site) = site_text(st, stack) {
+                    *e.1.entry(site).or_default() += secs;
                 }
             }
             let mut states: Vec<StateShare> = by
@@ -174,6 +180,7 @@ mod tests;
 /// exports), and each process's latest sample.
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
+    classifier: Classifier,
     /// (PID, state) → seconds: a sample stands for the time to its process's next, at most
     /// 0.5 s (a gap in sampling is not time in the state before it).
     pub seconds: std::collections::BTreeMap<(u32, ThreadState), f64>,
@@ -185,7 +192,7 @@ impl Totals {
     /// Adds the samples of a batch whose frames and stacks `stacks` already holds.
     pub fn add(&mut self, stacks: &Stacks, samples: &[gpulse_model::ThreadSample]) {
         for s in samples {
-            let class = classify(stacks, s);
+            let class = self.classifier.classify(stacks, s);
             if let Some((t, state, _)) = self.now.get(&s.pid) {
                 let dt = ((s.t_us - t) as f64 / 1e6).clamp(0.0, 0.5);
                 *self.seconds.entry((s.pid, *state)).or_default() += dt;
