@@ -11,13 +11,31 @@ export PYTHONPATH=$PWD/python
 pip install --quiet --no-index carry/py_spy-*.whl 2>/dev/null || true
 PYSPY=$(command -v py-spy)
 tck=$(getconf CLK_TCK)
+# The newest process whose command line contains $1, or starts with it when $2 is "prefix" (no
+# pgrep on every machine).
+newest() { python3 - "$1" "${2:-}" <<'PY'
+import os, sys
+best = None
+for p in os.listdir("/proc"):
+    if not p.isdigit() or int(p) == os.getpid():
+        continue
+    try:
+        cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+    except OSError:
+        continue
+    hit = cmd.startswith(sys.argv[1]) if sys.argv[2] == "prefix" else sys.argv[1] in cmd
+    if hit and not cmd.startswith("python3 - "):
+        best = max(best or 0, int(p))
+print(best or "")
+PY
+}
 job() { TRUTH="$o/$1.truth.json" "$G" run --status off --no-report -o "$o/$1.db" "${@:2}" -- \
     python3 tools/device/main_thread_workloads.py deep "$secs" >"$o/$1.out" 2>&1; }
 rate() { python3 -c "import json;t=json.load(open('$o/$1.truth.json'));print(round(t['steps']/t['loop_s'],3))"; }
 # Ticks of gpulse's sampler thread, read each 0.5 s until the run ends: the last read stands.
 watch_sampler() {
     while sleep 0.5; do
-        gp=$(pgrep -n -f "gpulse run --status off --no-report -o $o/$1.db") || continue
+        gp=$(newest "run --status off --no-report -o $o/$1.db"); [ -n "$gp" ] || continue
         for t in /proc/$gp/task/*; do
             [ "$(cat "$t/comm" 2>/dev/null)" = gpulse-stacks ] || continue
             awk -v tck="$tck" '{sub(/.*\) /,""); print ($12+$13)/tck}' "$t/stat" >"$o/$1.sampler_cpu_s" 2>/dev/null
@@ -33,7 +51,7 @@ echo "gpulse: $n samples at $hz Hz, sampler thread $(cat "$o/gpulse.sampler_cpu_
 # py-spy at gpulse's own rate, on the same job, started as soon as the job's python is up.
 hzi=$(python3 -c "print(max(1, round($hz)))")
 ( job pyspy --no-stacks ) & r=$!
-pid=""; for _ in $(seq 100); do pid=$(pgrep -n -f "main_thread_workloads.py deep") && break; sleep 0.1; done
+pid=""; for _ in $(seq 100); do pid=$(newest "python3 tools/device/main_thread_workloads.py deep" prefix); [ -n "$pid" ] && break; sleep 0.1; done
 /usr/bin/time -f "%U %S" -o "$o/pyspy.time" "$PYSPY" record --nonblocking --rate "$hzi" -p "$pid" -f raw -o "$o/pyspy.raw" >"$o/pyspy.log" 2>&1
 wait $r
 pyn=$(awk '{n+=$NF} END {print n}' "$o/pyspy.raw" 2>/dev/null)
