@@ -3,6 +3,7 @@ mod deploy;
 mod diagnose;
 mod diagnosis_h200;
 mod docs;
+mod export_stacks;
 mod fake_nvml;
 mod fields;
 mod fleet;

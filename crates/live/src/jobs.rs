@@ -40,6 +40,23 @@ pub struct JobStatus {
     pub main_thread: Option<MainThreadNow>,
 }
 
+/// The main thread sampled most (the job's training process): what it does now, and its states'
+/// shares so far; `None` before any sample.
+pub fn main_thread_now(totals: &gpulse_diagnose::main_thread::Totals) -> Option<MainThreadNow> {
+    let mut by_pid = std::collections::BTreeMap::<u32, f64>::new();
+    for ((pid, _), secs) in &totals.seconds {
+        *by_pid.entry(*pid).or_default() += secs;
+    }
+    let (pid, _) = by_pid.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (_, state, site) = totals.now.get(&pid)?;
+    Some(MainThreadNow {
+        pid,
+        state: state.as_str().to_owned(),
+        site: site.clone(),
+        shares: totals.shares(pid).into_iter().map(|(s, v)| (s.as_str().to_owned(), v)).collect(),
+    })
+}
+
 /// A main thread's latest sample and its states' shares so far.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MainThreadNow {
@@ -219,22 +236,7 @@ impl Registration {
             lost_share: f.lost_share,
             time_to_oom_s: f.time_to_oom_s,
         });
-        let totals = live.main_thread();
-        // The process sampled most: the job's training process.
-        let busiest =
-            totals.seconds.iter().fold(std::collections::BTreeMap::<u32, f64>::new(), |mut m, ((p, _), v)| {
-                *m.entry(*p).or_default() += v;
-                m
-            });
-        self.status.main_thread = busiest.iter().max_by(|a, b| a.1.total_cmp(b.1)).and_then(|(pid, _)| {
-            let (_, state, site) = totals.now.get(pid)?;
-            Some(MainThreadNow {
-                pid: *pid,
-                state: state.as_str().to_owned(),
-                site: site.clone(),
-                shares: totals.shares(*pid).into_iter().map(|(s, v)| (s.as_str().to_owned(), v)).collect(),
-            })
-        });
+        self.status.main_thread = main_thread_now(live.main_thread());
         self.status.updated_unix_ms = unix_ms();
         let _ = self.write();
     }

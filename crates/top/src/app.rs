@@ -104,6 +104,8 @@ pub struct App {
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
     pub steps_per_s: Option<f64>,
     pub data_wait_share: Option<f64>,
+    /// The main thread of the job the pipeline samples (a replay's recording): now and so far.
+    pub main_thread: Option<gpulse_live::jobs::MainThreadNow>,
     /// The jobs `gpulse run` and `gpulse attach` watch on this machine, each with its own pace
     /// and leading finding (live only).
     pub jobs: Vec<gpulse_live::jobs::JobStatus>,
@@ -158,6 +160,7 @@ struct DiagnosisView {
     roofline: Vec<String>,
     steps_per_s: Option<f64>,
     data_wait_share: Option<f64>,
+    main_thread: Option<gpulse_live::jobs::MainThreadNow>,
     /// Each device's memory trend, in the devices' order.
     trend_gib_per_min: Vec<Option<f64>>,
 }
@@ -208,6 +211,7 @@ impl DiagnosisView {
             roofline: live.efficiency().iter().map(|e| e.brief()).collect(),
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
+            main_thread: gpulse_live::jobs::main_thread_now(live.main_thread()),
             trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
         }
     }
@@ -232,6 +236,7 @@ impl App {
             roofline: Vec::new(),
             steps_per_s: None,
             data_wait_share: None,
+            main_thread: None,
             jobs: Vec::new(),
             lineage: HashMap::new(),
             sort: Sort::default(),
@@ -293,6 +298,7 @@ impl App {
             self.roofline = d.roofline;
             self.steps_per_s = d.steps_per_s;
             self.data_wait_share = d.data_wait_share;
+            self.main_thread = d.main_thread;
             for (i, trend) in d.trend_gib_per_min.into_iter().enumerate().take(self.trend_gib_per_min.len()) {
                 self.trend_gib_per_min[i] = trend;
             }

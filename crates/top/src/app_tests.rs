@@ -525,3 +525,19 @@ fn the_why_panel_says_whether_the_diagnosis_waits_ended_or_found_nothing() {
     let s = screen(&idle, 200, 60);
     assert!(s.contains("nothing found") && !s.contains("starts after 30 s"), "{s}");
 }
+
+/// The main thread of a replay's recording, where no watched job shows one: its state now, its
+/// site escaped, and its states' shares.
+#[test]
+fn a_replayed_main_thread_is_shown_with_its_site_escaped() {
+    let mut a = App::new(vec![DeviceInfo { index: 0, name: "NVIDIA H200".into(), ..Default::default() }], None);
+    a.main_thread = Some(gpulse_live::jobs::MainThreadNow {
+        pid: 4243,
+        state: "network".into(),
+        site: Some("w/fetch.py:88 get\x1b[2J".into()),
+        shares: vec![("network".into(), 0.41), ("python".into(), 0.5)],
+    });
+    let s = screen(&a, 160, 40);
+    let line = s.lines().find(|l| l.contains("main thread 4243")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains(r"network w/fetch.py:88 get\x1b[2J (network 41%, python 50%)"), "{line}");
+}

@@ -30,15 +30,9 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
     };
     let mut spans = vec![Span::styled(format!("job {:<7}", j.pid), BOLD), Span::raw(format!("{pace}  "))];
     let used = |spans: &[Span]| spans.iter().map(|s| s.width()).sum::<usize>();
-    // What its main thread does now, and where its time has gone: the site came from the
-    // job's memory, so it is escaped.
     if let Some(m) = &j.main_thread {
-        let shares: Vec<String> =
-            m.shares.iter().take(2).map(|(s, v)| format!("{} {:.0}%", escape_control(s), 100.0 * v)).collect();
-        let site = m.site.as_deref().map(|s| format!(" {}", escape_control(s))).unwrap_or_default();
         let room = width.saturating_sub(used(&spans) + 20).max(8);
-        let text = format!("main {}{site} ({})  ", escape_control(&m.state), shares.join(", "));
-        spans.push(Span::raw(clip(&text, room)));
+        spans.push(Span::raw(clip(&format!("main {}  ", main_thread_text(m)), room)));
     }
     match &j.leading {
         Some(f) => {
@@ -59,6 +53,15 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
         spans.push(Span::styled(clip(&command, room), DIM));
     }
     Line::from(spans)
+}
+
+/// What a main thread does now, and where its time has gone: `sleep w/train.py:60 train (sleep
+/// 62%, python 30%)`. The site came from the job's memory, so it is escaped.
+fn main_thread_text(m: &gpulse_live::jobs::MainThreadNow) -> String {
+    let shares: Vec<String> =
+        m.shares.iter().take(2).map(|(s, v)| format!("{} {:.0}%", escape_control(s), 100.0 * v)).collect();
+    let site = m.site.as_deref().map(|s| format!(" {}", escape_control(s))).unwrap_or_default();
+    format!("{}{site} ({})", escape_control(&m.state), shares.join(", "))
 }
 
 /// What the panel says without findings: the diagnosis has not begun, will not in a replay that
@@ -86,6 +89,14 @@ struct Part {
 /// the first finding's title and advice wrap into what the others leave.
 pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = app.jobs.iter().take(job_rows.min(rows)).map(|j| job_line(j, width)).collect();
+    // The main thread the view's own pipeline samples (a replay's), where no job line shows one.
+    if let Some(m) = app.main_thread.as_ref().filter(|_| app.jobs.iter().all(|j| j.main_thread.is_none()))
+        && lines.len() < rows
+    {
+        let head = format!("main thread {:<7} ", m.pid);
+        let room = width.saturating_sub(head.chars().count());
+        lines.push(Line::from(vec![Span::styled(head, BOLD), Span::raw(clip(&main_thread_text(m), room))]));
+    }
     let mut parts = Vec::new();
     if app.findings.is_empty() {
         parts.push(Part { head: Vec::new(), text: waiting_text(app).into(), style: DIM });

@@ -9,6 +9,9 @@ use gpulse_model::{Marker, Poll, RunData};
 /// A recording as the polls it was taken as, with the loop's marks due by each.
 pub struct Replay {
     polls: Vec<(Poll, Vec<Marker>)>,
+    /// The recording's stack samples, handed over up to each poll played.
+    stacks: gpulse_model::Stacks,
+    stacks_sent: usize,
     next: usize,
     speed: f64,
     /// Wall clock and recording time of the latest poll played.
@@ -40,7 +43,9 @@ impl Replay {
                 (Poll { snapshot: Some(snap.clone()), host, tree, ..Poll::default() }, due)
             })
             .collect();
-        Self { polls, next: 0, speed, anchor: None }
+        let mut stacks = run.stacks.clone();
+        stacks.samples.sort_by_key(|x| x.t_us);
+        Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None }
     }
 
     pub fn len(&self) -> usize {
@@ -72,6 +77,35 @@ impl Replay {
         self.anchor = Some((now, t));
         self.next += 1;
         Some(self.polls[self.next - 1].clone())
+    }
+
+    /// The stack samples up to the last poll played (with every frame and stack the first
+    /// time), as a live sampler would have sent them by then.
+    pub fn stacks_due(&mut self) -> gpulse_model::StackBatch {
+        let Some(until) = self.next.checked_sub(1).map(|i| self.polls[i].0.host.timestamp_us) else {
+            return gpulse_model::StackBatch::default();
+        };
+        let end = self.stacks_sent + self.stacks.samples[self.stacks_sent..].partition_point(|x| x.t_us <= until);
+        let first = self.stacks_sent == 0 && end > 0;
+        let st = &self.stacks;
+        let batch = gpulse_model::StackBatch {
+            frames: if first {
+                st.frames.iter().cloned().enumerate().map(|(i, f)| (i as u32, f)).collect()
+            } else {
+                Vec::new()
+            },
+            stacks: if first {
+                st.stacks.iter().cloned().enumerate().map(|(i, s)| (i as u32, s)).collect()
+            } else {
+                Vec::new()
+            },
+            processes: if first { st.processes.clone() } else { Vec::new() },
+            samples: st.samples[self.stacks_sent..end].to_vec(),
+            rate_hz: if first { st.rate_hz.clone() } else { Vec::new() },
+            refusals: if first { st.refusals.clone() } else { Vec::new() },
+        };
+        self.stacks_sent = end;
+        batch
     }
 
     /// After a pause, the clock restarts from the poll shown.
@@ -147,5 +181,41 @@ mod tests {
         assert!(r.finished());
         let before_last = run.markers.iter().filter(|m| m.t_us <= run.snapshots.last().unwrap().timestamp_us).count();
         assert!(marks > 0 && marks <= before_last, "{marks} marks of {before_last}");
+    }
+
+    /// A replay hands the main thread's samples over up to each poll played, the frames with the
+    /// first, so the view's diagnosis shows the main thread as the recording saw it.
+    #[test]
+    fn a_replay_hands_the_stacks_over_as_it_plays() {
+        use gpulse_model::{Gil, KernelState, PyFrame, Snapshot, ThreadSample};
+        let mut run = RunData::default();
+        for s in 0..3i64 {
+            run.snapshots.push(Snapshot { timestamp_us: 1_000_000 * (s + 1), gpus: Vec::new() });
+        }
+        run.stacks.frames = vec![PyFrame { file: "/w/t.py".into(), line: 3, function: "f".into(), code: None }];
+        run.stacks.stacks = vec![vec![0]];
+        let sample = |t_us: i64| ThreadSample {
+            t_us,
+            pid: 7,
+            stack: 0,
+            kernel: KernelState { state: 'R', syscall: None, wchan: None },
+            gil: Gil::Held,
+        };
+        // Out of order, as a recording of two processes may read back.
+        run.stacks.samples = [2_500_000, 900_000, 1_000_000, 1_500_000].into_iter().map(sample).collect();
+        let mut r = Replay::new(&run, 1e6);
+        assert_eq!(r.stacks_due(), gpulse_model::StackBatch::default(), "nothing played yet");
+        let t0 = Instant::now();
+        r.due(t0, true).unwrap();
+        let first = r.stacks_due();
+        assert_eq!(first.frames.len(), 1);
+        assert_eq!(first.samples.iter().map(|x| x.t_us).collect::<Vec<_>>(), [900_000, 1_000_000]);
+        r.due(t0, true).unwrap();
+        let second = r.stacks_due();
+        assert!(second.frames.is_empty(), "frames are sent once");
+        assert_eq!(second.samples.iter().map(|x| x.t_us).collect::<Vec<_>>(), [1_500_000]);
+        r.due(t0, true).unwrap();
+        assert_eq!(r.stacks_due().samples.len(), 1);
+        assert_eq!(r.stacks_due(), gpulse_model::StackBatch::default());
     }
 }

@@ -153,6 +153,9 @@ pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc
                 was_paused = paused;
                 match feed.next(TICK, paused, shared.take_step()) {
                     Fed::Poll(p, marks) => {
+                        if let Feed::Replay(r) = &mut feed {
+                            pipeline.stacks(r.stacks_due());
+                        }
                         pipeline.marks(marks);
                         pipeline.poll(*p);
                     }
