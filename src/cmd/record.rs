@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gpulse_live::{Collector, Pipeline, Stopped, Until};
+use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
 
 use crate::cli::{GlobalArgs, RecordArgs};
 use crate::{recorder, signals};
@@ -26,8 +26,16 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let _ = writeln!(std::io::stderr(), "{}", starting_line(args, gpus));
     let start = Instant::now();
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
-    let mut watch = Until { stop: recorder::stop_on_signal, needs_recording: true };
-    let (reason, failed) = match gpulse_live::drive(collector, &mut pipeline, &mut watch) {
+    let until = Until { stop: recorder::stop_on_signal, needs_recording: true };
+    // The followed tree's Python main threads, as `run` samples a job's.
+    let stacks = (!args.no_stacks).then(|| gpulse_sample::stacks::StackOptions {
+        rate_hz: args.stacks_hz,
+        ..gpulse_sample::stacks::StackOptions::default()
+    });
+    let mut watch = WithStacks::new(until, args.pid.unwrap_or(0), stacks.filter(|_| args.pid.is_some()));
+    let end = gpulse_live::drive(collector, &mut pipeline, &mut watch);
+    watch.finish(&mut pipeline);
+    let (reason, failed) = match end {
         Stopped::Asked(r) => (r, false),
         Stopped::DurationReached => ("duration reached".to_owned(), false),
         Stopped::RootGone => (format!("process {} exited", args.pid.unwrap_or(0)), false),

@@ -138,3 +138,40 @@ fn sleep_and_python(name: &str, scenario_json: &str) {
     // Over the process's whole sampled time (start-up included) the sleep is most of it.
     assert!(state_share("sleep") > 0.4, "{stacks:#}");
 }
+
+/// `record --pid` samples the followed process's main thread as `run` does, and `--no-stacks`
+/// keeps it out.
+#[test]
+fn record_pid_samples_the_followed_python_process() {
+    let dir = TempDir::new("record");
+    let script = dir.0.join("nap.py");
+    std::fs::write(&script, "import time\nwhile True:\n    time.sleep(0.01)\n").unwrap();
+    let mut child = std::process::Command::new("python3").arg(&script).spawn().expect("python3 runs");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let pid = child.id().to_string();
+    let _kill = Kill(&mut child);
+    let record = |name: &str, extra: &[&str]| {
+        let rec = dir.0.join(name);
+        let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
+            .args(["record", "--duration", "3s", "--pid", &pid])
+            .args(extra)
+            .arg("-o")
+            .arg(&rec));
+        assert_eq!(code, 0, "{err}");
+        gpulse_record::read(&rec).unwrap_or_else(|e| panic!("{e}")).stacks
+    };
+    let stacks = record("with.db", &[]);
+    let at_sleep = stacks
+        .samples
+        .iter()
+        .filter(|s| stacks.frames_of(s.stack).last().is_some_and(|f| f.line == 3 && f.file.ends_with("nap.py")))
+        .count();
+    assert!(at_sleep >= 10, "{} samples, {at_sleep} at nap.py:3", stacks.samples.len());
+    assert!(record("without.db", &["--no-stacks"]).samples.is_empty());
+}

@@ -19,8 +19,10 @@ mod collector;
 mod drive;
 pub mod fold;
 pub mod jobs;
+mod stacks;
 mod pipeline;
 
 pub use collector::{Collected, Collector};
 pub use drive::{Stopped, Until, Watch, drive};
 pub use pipeline::{Frame, Lost, Pipeline, Sink, Store, StoreError};
+pub use stacks::WithStacks;
