@@ -147,3 +147,62 @@ fn a_profile_gives_each_state_its_share_and_sites() {
     assert_eq!(p[0].states[0].sites[0].site, "w/train.py:41 train");
     assert!((p[0].rate_hz - 100.0).abs() < 1.5, "{}", p[0].rate_hz);
 }
+
+/// A loop waiting for its DataLoader's result queue is named so, and the workers' own samples
+/// name the line of `__getitem__` to speed up.
+#[test]
+fn waiting_for_the_workers_names_the_workers_line() {
+    let mut r = run(10.0, &[(0, 100)]);
+    let mut st = (*r.stacks).clone();
+    let n = st.frames.len() as u32;
+    st.frames.push(frame(
+        "/v/site-packages/torch/utils/data/dataloader.py",
+        1300,
+        "_get_data",
+        "success, data = self._try_get_data()",
+    ));
+    st.frames.push(frame(
+        "/usr/lib/python3.11/multiprocessing/connection.py",
+        430,
+        "_recv",
+        "chunk = read(handle, remaining)",
+    ));
+    st.frames.push(frame(
+        "/v/site-packages/torch/utils/data/_utils/worker.py",
+        349,
+        "_worker_loop",
+        "data = fetcher.fetch(index)",
+    ));
+    st.frames.push(frame("/w/data.py", 21, "__getitem__", "img = decode(path)"));
+    st.stacks.push(vec![0, n, n + 1]);
+    st.stacks.push(vec![n + 2, n + 3]);
+    let (wait, work) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+    st.processes.push(SampledProcess {
+        pid: 8,
+        role: ProcessRole::Worker,
+        python: "3.11.7".into(),
+        command: "python train.py".into(),
+    });
+    for s in &mut st.samples {
+        s.stack = wait;
+        s.kernel = KernelState { state: 'S', syscall: Some(0), wchan: Some("anon_pipe_read".into()) };
+        s.gil = Gil::Free;
+    }
+    for i in 0..400 {
+        st.samples.push(ThreadSample {
+            t_us: 10_000_000 + i * 200_000,
+            pid: 8,
+            stack: work,
+            kernel: KernelState { state: 'R', syscall: None, wchan: None },
+            gil: Gil::Held,
+        });
+    }
+    st.samples.sort_by_key(|s| s.t_us);
+    r.stacks = Arc::new(st);
+    let (findings, _) = crate::diagnose_with_ledger(&r);
+    let ipc = findings.iter().find(|f| f.id == FindingId::IpcWait).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!(ipc.evidence["domain"], "dataloader");
+    assert_eq!(ipc.evidence["worker_site"], "w/data.py:21 __getitem__");
+    assert!(ipc.advice[0].contains("running Python on the host at w/data.py:21 __getitem__"), "{:?}", ipc.advice);
+    assert_eq!(findings[0].id, FindingId::IpcWait, "the first finding: {findings:#?}");
+}
