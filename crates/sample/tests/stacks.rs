@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpulse_model::{Gil, ProcessRole, Stacks, ThreadSample};
-use gpulse_sample::stacks::{StackOptions, StackSampler};
+use gpulse_sample::stacks::{Reader, StackOptions, StackSampler};
 
 /// Scripts written for one test, removed at its end.
 struct TempDir(PathBuf);
@@ -278,9 +278,69 @@ deep(40)\n";
     assert!(samples.len() as f64 <= rate * 2.0 * 1.5 + 3.0, "{} samples at {rate} Hz", samples.len());
 }
 
+#[test]
+fn the_direct_reader_reads_what_py_spy_reads() {
+    let dir = TempDir::new("direct");
+    // A recursion of known depth ending in a known line, and a thread that holds the GIL.
+    let script = "import sys, threading, time\n\
+def burn():\n    x = 0\n    while True: x += 1  # BURN\n\
+threading.Thread(target=burn, daemon=True).start()\n\
+class Deep:\n    def down(self, n):\n        if n == 0:\n            print('ready', flush=True)\n            while True: time.sleep(0.01)  # SLEEP\n        self.down(n - 1)  # DOWN\n\
+Deep().down(30)\n";
+    let path = dir.write("direct.py", script);
+    let job = start(&path);
+    let pid = job.0.id();
+    let read = |reader: Reader| {
+        let sampler = StackSampler::spawn(pid, StackOptions { reader, ..options() });
+        let mut stacks = Stacks::default();
+        std::thread::sleep(Duration::from_millis(1500));
+        stacks.add(sampler.drain());
+        let counts = sampler.read_counts();
+        stacks.add(sampler.stop());
+        (stacks, counts)
+    };
+    let frames = |stacks: &Stacks, stack: u32| -> Vec<String> {
+        stacks.frames_of(stack).map(|f| format!("{}:{} {}", f.file, f.line, f.function)).collect()
+    };
+    let (direct, counts) = read(Reader::Direct);
+    assert!(counts.direct >= 20 && counts.py_spy <= counts.direct / 10, "{counts:?}");
+    let (spied, counts) = read(Reader::PySpy);
+    assert!(counts.direct == 0 && counts.py_spy >= 20, "{counts:?}");
+    let main = |stacks: &Stacks| {
+        let samples = of(stacks, pid, 20);
+        mode(&samples, |s| frames(stacks, s.stack).join("\n"))
+    };
+    let ((a, a_share), (b, b_share)) = (main(&direct), main(&spied));
+    assert_eq!(a, b, "the main thread as each reader reads it");
+    assert!(a_share > 0.9 && b_share > 0.9, "{a_share} {b_share}");
+    let file = path.display();
+    let want: Vec<String> = std::iter::once(format!("{file}:{} <module>", script.lines().count()))
+        .chain(std::iter::repeat_n(format!("{file}:{} Deep.down", line_of(script, "DOWN")), 30))
+        .chain(std::iter::once(format!("{file}:{} Deep.down", line_of(script, "SLEEP"))))
+        .collect();
+    assert_eq!(a.lines().collect::<Vec<_>>(), want);
+    // The GIL's holder, another thread, with its stack.
+    let other = |stacks: &Stacks| {
+        let samples = of(stacks, pid, 20);
+        let held: Vec<&ThreadSample> = samples.into_iter().filter(|s| matches!(s.gil, Gil::Other { .. })).collect();
+        assert!(held.len() >= 10, "{} samples with the GIL another thread's", held.len());
+        mode(&held, |s| match s.gil {
+            Gil::Other { stack } => frames(stacks, stack).join("\n"),
+            _ => unreachable!(),
+        })
+    };
+    let ((a, a_share), (b, _)) = (other(&direct), other(&spied));
+    assert_eq!(a, b, "the GIL holder as each reader reads it");
+    assert!(a_share > 0.9, "{a_share}");
+    assert!(a.ends_with(&format!("{file}:{} burn", line_of(script, "BURN"))), "{a}");
+    let f = direct.frames.iter().find(|f| f.function == "burn").unwrap();
+    assert_eq!(f.code.as_deref(), Some("while True: x += 1  # BURN"));
+}
+
 /// What one sample costs: a 40-frame main thread among 8 threads, read at 200 Hz with no budget
-/// to hold it back, the CPU of this whole process divided by the samples. A measure, not a check:
-/// `cargo test --release -p gpulse-sample --test stacks -- --ignored --nocapture`.
+/// to hold it back, the CPU of this whole process divided by the samples; by each reader. A
+/// measure, not a check:
+/// `cargo test --release -p gpulse-sample --test stacks cost_of_one_sample -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measure, for --release"]
 fn cost_of_one_sample() {
@@ -301,17 +361,23 @@ deep(38)\n";
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         tv(u.ru_utime) + tv(u.ru_stime)
     };
-    // A first second opens the process; then the measure.
-    let sampler = StackSampler::spawn(pid, StackOptions { rate_hz: 200.0, budget: 1.0, workers: true });
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut stacks = Stacks::default();
-    stacks.add(sampler.drain());
-    let (before, n0) = (cpu(), stacks.samples.len());
-    std::thread::sleep(Duration::from_secs(5));
-    stacks.add(sampler.stop());
-    let (spent, n) = (cpu() - before, stacks.samples.len() - n0);
-    let depth = stacks.frames_of(stacks.samples.last().unwrap().stack).count();
-    let us = spent / n as f64 * 1e6;
-    println!("{n} samples of a {depth}-frame main thread among 8 threads: {us:.0} µs of CPU each");
-    println!("  so 1% of a core allows {:.1} Hz", 0.01 / (us / 1e6));
+    let mut costs = Vec::new();
+    for reader in [Reader::PySpy, Reader::Direct] {
+        // A first second opens the process; then the measure.
+        let sampler = StackSampler::spawn(pid, StackOptions { rate_hz: 200.0, budget: 1.0, workers: true, reader });
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut stacks = Stacks::default();
+        stacks.add(sampler.drain());
+        let (before, n0) = (cpu(), stacks.samples.len());
+        std::thread::sleep(Duration::from_secs(5));
+        let counts = sampler.read_counts();
+        stacks.add(sampler.stop());
+        let (spent, n) = (cpu() - before, stacks.samples.len() - n0);
+        let depth = stacks.frames_of(stacks.samples.last().unwrap().stack).count();
+        let us = spent / n as f64 * 1e6;
+        println!("{reader:?}: {n} samples of a {depth}-frame main thread among 8 threads: {us:.0} µs of CPU each");
+        println!("  so 1% of a core allows {:.1} Hz ({counts:?})", 0.01 / (us / 1e6));
+        costs.push(us);
+    }
+    println!("direct / py-spy: {:.2}", costs[1] / costs[0]);
 }

@@ -64,7 +64,12 @@ impl Interner {
     /// The id of the stack of `frames` (innermost first, as py-spy gives them), interning each
     /// frame; a new frame's source line is read through `view`.
     pub(super) fn stack(&mut self, frames: Vec<py_spy::Frame>, view: &FileView) -> u32 {
-        let mut ids: Vec<u32> = frames.into_iter().rev().map(|f| self.frame(f, view)).collect();
+        let ids: Vec<u32> = frames.into_iter().rev().map(|f| self.frame(f, view)).collect();
+        self.stack_of(ids)
+    }
+
+    /// The id of the stack of the interned frames `ids`, outermost first.
+    pub(super) fn stack_of(&mut self, mut ids: Vec<u32>) -> u32 {
         if let Some(id) = self.stacks.get(ids.as_slice()) {
             return *id;
         }
@@ -80,6 +85,19 @@ impl Interner {
         if let Some(id) = self.frames.get(&key) {
             return *id;
         }
+        self.new_frame(key, view)
+    }
+
+    /// The id of the frame at `file`:`line` in `function`, interning it if new.
+    pub(super) fn frame_id(&mut self, file: &str, line: u32, function: &str, view: &FileView) -> u32 {
+        let key = FrameKey { file: file.to_owned(), line, function: function.to_owned() };
+        if let Some(id) = self.frames.get(&key) {
+            return *id;
+        }
+        self.new_frame(key, view)
+    }
+
+    fn new_frame(&mut self, key: FrameKey, view: &FileView) -> u32 {
         let id = self.frames.len() as u32;
         let code = self.sources.line(view, &key.file, key.line);
         self.new_frames

@@ -1,5 +1,6 @@
 //! What a job's Python main threads are doing, sampled from outside on a thread of its own:
-//! each sample is the main thread's stack (read with py-spy, never stopping the job), what the
+//! each sample is the main thread's stack (read from outside, never stopping the job: by
+//! gpulse's own reader for CPython 3.11 to 3.13, by py-spy for the rest), what the
 //! kernel says of the thread (state, system call, wait channel), and who holds the GIL.
 //!
 //! The sampler finds the job's Python processes itself (the tree under the root, looked at
@@ -9,9 +10,10 @@
 mod intern;
 mod pacing;
 mod target;
+mod walk;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,12 +33,33 @@ pub struct StackOptions {
     pub budget: f64,
     /// Whether DataLoader workers are sampled (at a fifth of the rate).
     pub workers: bool,
+    /// What reads the stacks.
+    pub reader: Reader,
 }
 
 impl Default for StackOptions {
     fn default() -> Self {
-        Self { rate_hz: DEFAULT_RATE_HZ, budget: 0.01, workers: true }
+        Self { rate_hz: DEFAULT_RATE_HZ, budget: 0.01, workers: true, reader: Reader::default() }
     }
+}
+
+/// What reads a main thread's stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reader {
+    /// gpulse's own reader where the interpreter is CPython 3.11, 3.12 or 3.13: the main thread
+    /// alone (and the GIL holder's), each code object read once. py-spy reads other versions,
+    /// a sample the reader could not read, and a process where it keeps failing.
+    #[default]
+    Direct,
+    /// py-spy alone: every thread's whole stack at each sample (the measure to compare with).
+    PySpy,
+}
+
+/// How many samples each reader read so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadCounts {
+    pub direct: u64,
+    pub py_spy: u64,
 }
 
 /// The rate asked for by default, and the range `--stacks-hz` takes.
@@ -62,6 +85,8 @@ pub struct StackSampler {
 struct Shared {
     pending: Mutex<Pending>,
     stop: AtomicBool,
+    direct: AtomicU64,
+    py_spy: AtomicU64,
 }
 
 #[derive(Default)]
@@ -94,6 +119,14 @@ impl StackSampler {
         pids.dedup();
         batch.rate_hz = pids.into_iter().filter_map(|p| pending.rates.get(&p).map(|r| (p, *r))).collect();
         batch
+    }
+
+    /// How many samples gpulse's own reader and py-spy read so far.
+    pub fn read_counts(&self) -> ReadCounts {
+        ReadCounts {
+            direct: self.shared.direct.load(Ordering::Relaxed),
+            py_spy: self.shared.py_spy.load(Ordering::Relaxed),
+        }
     }
 
     /// Stops the sampler, and returns what it sampled since the last drain.
@@ -166,7 +199,7 @@ impl Sampling {
                 self.discovery_at = now + DISCOVERY;
             }
             for t in &mut self.targets {
-                t.open(now, looked, &mut self.out);
+                t.open(now, looked, self.options.reader == Reader::Direct, &mut self.out);
             }
             self.overhead_since += pacing::thread_cpu() - before;
             self.sample_due();
@@ -224,7 +257,9 @@ impl Sampling {
             let t = &mut self.targets[i];
             match outcome {
                 Outcome::Gone => gone.push(t.pid),
-                Outcome::Sampled => {
+                Outcome::Sampled { walked } => {
+                    let by = if walked { &self.shared.direct } else { &self.shared.py_spy };
+                    by.fetch_add(1, Ordering::Relaxed);
                     t.cost.add(cost);
                     self.rates.insert(t.pid, 1.0 / period.as_secs_f64());
                 }

@@ -8,11 +8,14 @@ use py_spy::config::LockingStrategy;
 use py_spy::{PythonSpy, StackTrace};
 
 use super::intern::{FileView, Interner};
+use super::walk::{WalkedGil, Walker};
 use crate::proc_info;
 
 /// Consecutive failed samples after which the reader is opened afresh: a starting interpreter
 /// moves its structures during its first second.
 const REOPEN_AFTER: u32 = 5;
+/// Consecutive failed walks after which a process is read by py-spy alone.
+const WALKER_GIVE_UP: u32 = 5;
 /// A process that did not open as Python this many times is looked at again only rarely.
 const TRIES: u32 = 3;
 /// ... more times where its program is named python: it may be still loading.
@@ -39,26 +42,26 @@ pub(super) struct Target {
 
 pub(super) enum Phase {
     /// To be opened at the next look (after `at`).
-    Opening {
-        at: Instant,
-    },
+    Opening { at: Instant },
     Sampling {
         spy: Box<PythonSpy>,
         failures: u32,
+        /// The direct reader of the main thread, where the version is one it reads and it has
+        /// not failed `WALKER_GIVE_UP` times in a row; else py-spy reads every sample.
+        walker: Option<Box<Walker>>,
+        walker_failures: u32,
     },
     /// Not Python, as far as could be seen: looked at again after `at`, or when its program
     /// changes.
-    NotPython {
-        at: Instant,
-        exe: Option<std::path::PathBuf>,
-    },
+    NotPython { at: Instant, exe: Option<std::path::PathBuf> },
     /// Never sampled: refused (and said so), a launcher, or a worker when workers are off.
     Done,
 }
 
 /// What one sample did.
 pub(super) enum Outcome {
-    Sampled,
+    /// `walked`: read by the walker, not py-spy.
+    Sampled { walked: bool },
     /// Nothing this time (a starting interpreter, no thread yet).
     Skipped,
     /// The process has exited.
@@ -95,7 +98,8 @@ impl Target {
     /// Opens the process's interpreter if it is time to; a refusal is added to `out` once.
     /// `looked`: the tree was looked at this round, the time to ask whether a process that was
     /// not Python has become so (`exec`).
-    pub(super) fn open(&mut self, now: Instant, looked: bool, out: &mut StackBatch) {
+    /// `walk`: whether the walker reads the versions it can (else py-spy reads all).
+    pub(super) fn open(&mut self, now: Instant, looked: bool, walk: bool, out: &mut StackBatch) {
         match &self.phase {
             Phase::Opening { at } if *at <= now => {}
             Phase::NotPython { at, exe } if looked && (*at <= now || proc_info::exe(self.pid) != *exe) => {}
@@ -116,7 +120,8 @@ impl Target {
                 if (spy.version.major, spy.version.minor) >= (3, 11) {
                     spy.config.collect_thread_names = false;
                 }
-                self.phase = Phase::Sampling { spy: Box::new(spy), failures: 0 };
+                let walker = if walk { Walker::new(&spy).map(Box::new) } else { None };
+                self.phase = Phase::Sampling { spy: Box::new(spy), failures: 0, walker, walker_failures: 0 };
                 self.next_at = now;
             }
             Err(e) => {
@@ -145,9 +150,50 @@ impl Target {
     /// Samples the main thread into `out` (with, the first time, the process itself), interning
     /// its stack. `workers`: whether DataLoader workers are sampled at all.
     pub(super) fn sample(&mut self, interner: &mut Interner, workers: bool, out: &mut StackBatch) -> Outcome {
-        let Phase::Sampling { spy, failures } = &mut self.phase else { return Outcome::Skipped };
+        let Phase::Sampling { spy, failures, walker, walker_failures } = &mut self.phase else {
+            return Outcome::Skipped;
+        };
         let pid = self.pid;
         let t_us = crate::now_us();
+        if let Some(w) = walker {
+            match w.sample() {
+                Ok(walked) => {
+                    *walker_failures = 0;
+                    *failures = 0;
+                    let kernel = kernel_state(pid);
+                    if self.role.is_none() {
+                        if walked.frames.is_empty() {
+                            return Outcome::Skipped;
+                        }
+                        let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
+                        let python = spy.version.to_string();
+                        match first_role(pid, names.into_iter(), python, workers, out) {
+                            Some(r) => self.role = Some(r),
+                            None => {
+                                self.phase = Phase::Done;
+                                return Outcome::Skipped;
+                            }
+                        }
+                    }
+                    let gil = match walked.gil {
+                        WalkedGil::Held => Gil::Held,
+                        WalkedGil::Free => Gil::Free,
+                        WalkedGil::Other(frames) => Gil::Other { stack: w.intern(&frames, interner, &self.view) },
+                    };
+                    let stack = w.intern(&walked.frames, interner, &self.view);
+                    out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil });
+                    return Outcome::Sampled { walked: true };
+                }
+                Err(_) => {
+                    // A torn read, a thread that moved: py-spy reads this sample; a walker
+                    // that keeps failing gives the process to py-spy.
+                    *walker_failures += 1;
+                    if *walker_failures >= WALKER_GIVE_UP {
+                        *walker = None;
+                    }
+                }
+            }
+        }
         let traces = match spy.get_stack_traces() {
             Ok(t) => t,
             Err(e) => {
@@ -169,32 +215,15 @@ impl Target {
             }
         };
         *failures = 0;
-        // The kernel's side, right after the stack: both describe the same moment as near as
-        // two reads can.
-        let kernel = KernelState {
-            state: proc_info::task_state(pid, pid).unwrap_or('?'),
-            syscall: proc_info::task_syscall(pid, pid),
-            wchan: proc_info::task_wchan(pid, pid),
-        };
+        let kernel = kernel_state(pid);
         let Some(main) = main_thread(&traces, pid) else { return Outcome::Skipped };
         if self.role.is_none() {
             if traces[main].frames.is_empty() {
                 return Outcome::Skipped;
             }
-            match role(&traces[main]) {
-                Some(ProcessRole::Worker) if !workers => {
-                    self.phase = Phase::Done;
-                    return Outcome::Skipped;
-                }
-                Some(r) => {
-                    out.processes.push(SampledProcess {
-                        pid,
-                        role: r,
-                        python: spy.version.to_string(),
-                        command: proc_info::cmdline(pid).unwrap_or_default(),
-                    });
-                    self.role = Some(r);
-                }
+            let names = traces[main].frames.iter().map(|f| (f.filename.as_str(), f.name.as_str()));
+            match first_role(pid, names, spy.version.to_string(), workers, out) {
+                Some(r) => self.role = Some(r),
                 None => {
                     self.phase = Phase::Done;
                     return Outcome::Skipped;
@@ -211,7 +240,41 @@ impl Target {
         };
         let stack = interner.stack(std::mem::take(&mut traces[main].frames), &self.view);
         out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil });
-        Outcome::Sampled
+        Outcome::Sampled { walked: false }
+    }
+}
+
+/// The kernel's side of the main thread, read right after its stack: both describe the same
+/// moment as near as two reads can.
+fn kernel_state(pid: u32) -> KernelState {
+    KernelState {
+        state: proc_info::task_state(pid, pid).unwrap_or('?'),
+        syscall: proc_info::task_syscall(pid, pid),
+        wchan: proc_info::task_wchan(pid, pid),
+    }
+}
+
+/// The role of a process from its first stack (`(file, function)` of each frame), said in `out`
+/// once; `None` for a process not to be sampled (a launcher, or a worker when workers are off).
+fn first_role<'a>(
+    pid: u32,
+    frames: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    python: String,
+    workers: bool,
+    out: &mut StackBatch,
+) -> Option<ProcessRole> {
+    match role(frames) {
+        Some(ProcessRole::Worker) if !workers => None,
+        Some(r) => {
+            out.processes.push(SampledProcess {
+                pid,
+                role: r,
+                python,
+                command: proc_info::cmdline(pid).unwrap_or_default(),
+            });
+            Some(r)
+        }
+        None => None,
     }
 }
 
@@ -225,19 +288,20 @@ fn main_thread(traces: &[StackTrace], pid: u32) -> Option<usize> {
         .or_else(|| traces.len().checked_sub(1))
 }
 
-/// What a process is to the job, from its main thread's stack; `None` for a process that only
-/// starts or serves others (a launcher, multiprocessing's helpers, compile workers).
-fn role(main: &StackTrace) -> Option<ProcessRole> {
-    let has = |pred: &dyn Fn(&py_spy::Frame) -> bool| main.frames.iter().any(pred);
-    if has(&|f| f.name == "_worker_loop" && f.filename.ends_with("torch/utils/data/_utils/worker.py")) {
+/// What a process is to the job, from its main thread's stack (`(file, function)` of each
+/// frame); `None` for a process that only starts or serves others (a launcher,
+/// multiprocessing's helpers, compile workers).
+fn role<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<ProcessRole> {
+    let has = |pred: &dyn Fn(&str, &str) -> bool| frames.clone().any(|(file, name)| pred(file, name));
+    if has(&|file, name| name == "_worker_loop" && file.ends_with("torch/utils/data/_utils/worker.py")) {
         return Some(ProcessRole::Worker);
     }
-    let helper = |f: &py_spy::Frame| {
-        f.filename.contains("torch/distributed/elastic/")
-            || f.filename.ends_with("torch/distributed/run.py")
-            || f.filename.ends_with("multiprocessing/resource_tracker.py")
-            || f.filename.ends_with("multiprocessing/forkserver.py")
-            || f.filename.contains("torch/_inductor/compile_worker/")
+    let helper = |file: &str, _: &str| {
+        file.contains("torch/distributed/elastic/")
+            || file.ends_with("torch/distributed/run.py")
+            || file.ends_with("multiprocessing/resource_tracker.py")
+            || file.ends_with("multiprocessing/forkserver.py")
+            || file.contains("torch/_inductor/compile_worker/")
     };
     if has(&helper) { None } else { Some(ProcessRole::Main) }
 }

@@ -1,0 +1,199 @@
+//! What the walker keeps of a code object, read once: its file, its name as py-spy gives it
+//! (`co_qualname`, else `co_name`), its first line and its line table; and the line of an
+//! instruction in it, computed from that table as py-spy does.
+
+use std::io;
+
+use super::layout::{self, Layout};
+use super::mem::{self, i32_at, u32_at, u64_at, usize_at};
+
+/// A string longer than this is not read (py-spy's limit).
+const MAX_STR: usize = 4096;
+/// A line table larger than this is not read (py-spy's limit).
+const MAX_TABLE: usize = 65536;
+
+/// The fields of a code object's header that name it: read with each sample (one read for all
+/// the code objects of a stack) and compared with the cached ones, so that a code object freed
+/// and another allocated at its address is not taken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Identity {
+    ob_type: usize,
+    filename: usize,
+    name: usize,
+    qualname: usize,
+    linetable: usize,
+    firstlineno: i32,
+}
+
+impl Identity {
+    pub(super) fn of(header: &[u8], l: &Layout) -> Identity {
+        Identity {
+            ob_type: usize_at(header, layout::OB_TYPE),
+            filename: usize_at(header, l.co_filename),
+            name: usize_at(header, l.co_name),
+            qualname: usize_at(header, l.co_qualname),
+            linetable: usize_at(header, l.co_linetable),
+            firstlineno: i32_at(header, l.co_firstlineno),
+        }
+    }
+}
+
+/// A code object, as cached.
+#[derive(Debug)]
+pub(super) struct Code {
+    pub identity: Identity,
+    pub filename: String,
+    pub name: String,
+    /// A shim (3.12+: no file, or `<shim>`): its frames are skipped, as py-spy does.
+    pub shim: bool,
+    table: Vec<u8>,
+    /// Lines already interned: (line, the interner's frame id).
+    pub frame_ids: Vec<(i32, u32)>,
+}
+
+impl Code {
+    /// Reads the code object whose header is `header`: its strings and line table.
+    pub(super) fn load(pid: u32, l: &Layout, header: &[u8]) -> io::Result<Code> {
+        let identity = Identity::of(header, l);
+        let filename = string(pid, l, identity.filename)?;
+        let name = string(pid, l, identity.qualname).or_else(|_| string(pid, l, identity.name))?;
+        let shim = filename.is_empty() || filename == "<shim>";
+        let table = if shim { Vec::new() } else { bytes(pid, identity.linetable)? };
+        Ok(Code { identity, filename, name, shim, table, frame_ids: Vec::new() })
+    }
+
+    /// The line of the instruction at byte `lasti` from the code object's start (py-spy's
+    /// `lasti`: the frame's instruction pointer less the code object's address).
+    pub(super) fn line(&self, l: &Layout, lasti: i32) -> i32 {
+        line_number(&self.table, self.identity.firstlineno, lasti - l.co_code_adaptive as i32)
+    }
+}
+
+/// A `str` of the target, as py-spy reads one.
+fn string(pid: u32, l: &Layout, addr: usize) -> io::Result<String> {
+    let mut head = [0u8; 80];
+    let head = &mut head[..l.str_compact_size.max(l.str_data_any + 8)];
+    mem::read(pid, addr, head)?;
+    let size = u64_at(head, layout::STR_LENGTH) as usize;
+    if size == 0 {
+        return Ok(String::new());
+    }
+    if size >= MAX_STR {
+        return Err(invalid("a string too long"));
+    }
+    let state = u32_at(head, layout::STR_STATE);
+    let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1 == 1, (state >> 6) & 1 == 1);
+    let data = match (compact, ascii) {
+        (false, _) => usize_at(head, l.str_data_any),
+        (true, true) => addr + l.str_ascii_size,
+        (true, false) => addr + l.str_compact_size,
+    };
+    let mut buf = vec![0u8; size * kind as usize];
+    mem::read(pid, data, &mut buf)?;
+    match (kind, ascii) {
+        (4, _) => buf
+            .chunks_exact(4)
+            .map(|c| char::from_u32(u32::from_ne_bytes([c[0], c[1], c[2], c[3]])).ok_or_else(|| invalid("UCS-4")))
+            .collect(),
+        (2, _) => {
+            let units: Vec<u16> = buf.chunks_exact(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
+            String::from_utf16(&units).map_err(|_| invalid("UTF-16"))
+        }
+        (1, true) => String::from_utf8(buf).map_err(|_| invalid("ASCII")),
+        (1, false) => Ok(buf.iter().map(|&b| b as char).collect()),
+        _ => Err(invalid("a string of an unknown kind")),
+    }
+}
+
+/// A `bytes` of the target.
+fn bytes(pid: u32, addr: usize) -> io::Result<Vec<u8>> {
+    let mut head = [0u8; layout::BYTES_DATA];
+    mem::read(pid, addr, &mut head)?;
+    let size = u64_at(&head, layout::BYTES_SIZE) as usize;
+    if size >= MAX_TABLE {
+        return Err(invalid("a line table too large"));
+    }
+    let mut buf = vec![0u8; size];
+    if size > 0 {
+        mem::read(pid, addr + layout::BYTES_DATA, &mut buf)?;
+    }
+    Ok(buf)
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
+}
+
+/// The line at instruction byte `offset` (from `co_code_adaptive`) in a 3.11+ location table
+/// (`Objects/locations.md`), exactly as py-spy 0.4.3 computes it: each entry covers
+/// `(first byte & 7) + 1` code units, its code (`(first byte >> 3) & 15`) says how the line
+/// moves; the line is the one of the first entry that ends past `offset`.
+pub(super) fn line_number(table: &[u8], first_line: i32, offset: i32) -> i32 {
+    let mut line = first_line;
+    let mut address: i32 = 0;
+    let mut i = 0;
+    while i < table.len() {
+        let byte = table[i];
+        i += 1;
+        address += ((byte & 7) as i32 + 1) * 2;
+        let delta = match (byte >> 3) & 15 {
+            15 => 0,
+            14 => {
+                let d = signed_varint(&mut i, table).unwrap_or(0);
+                varint(&mut i, table);
+                varint(&mut i, table);
+                varint(&mut i, table);
+                d
+            }
+            13 => signed_varint(&mut i, table).unwrap_or(0),
+            code @ 10..=12 => {
+                i += 2;
+                (code - 10) as isize
+            }
+            _ => {
+                i += 1;
+                0
+            }
+        };
+        line += delta as i32;
+        if address > offset {
+            break;
+        }
+    }
+    line
+}
+
+fn varint(i: &mut usize, table: &[u8]) -> Option<usize> {
+    let mut byte = *table.get(*i)?;
+    *i += 1;
+    let mut value = (byte & 63) as usize;
+    let mut shift = 0;
+    while byte & 64 != 0 {
+        byte = *table.get(*i)?;
+        *i += 1;
+        shift += 6;
+        value += ((byte & 63) as usize) << shift;
+    }
+    Some(value)
+}
+
+fn signed_varint(i: &mut usize, table: &[u8]) -> Option<isize> {
+    let v = varint(i, table)?;
+    Some(if v & 1 != 0 { -((v >> 1) as isize) } else { (v >> 1) as isize })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_follows_the_location_table() {
+        // Three entries of one code unit each: line +1 (code 11, two column bytes), no line
+        // (15), then a long form (13) of line -1.
+        let table = [0x80 | (11 << 3), 0, 0, 0x80 | (15 << 3), 0x80 | (13 << 3), 3];
+        assert_eq!(line_number(&table, 10, 0), 11);
+        assert_eq!(line_number(&table, 10, 2), 11, "no location: the line stays");
+        assert_eq!(line_number(&table, 10, 4), 10, "-1 in the signed varint's form (3)");
+        assert_eq!(line_number(&[], 7, 0), 7);
+    }
+}
