@@ -14,7 +14,10 @@ const MAX_TABLE: usize = 65536;
 
 /// The fields of a code object's header that name it: read with each sample (one read for all
 /// the code objects of a stack) and compared with the cached ones, so that a code object freed
-/// and another allocated at its address is not taken for it.
+/// and another allocated at its address is not taken for it. Pointers alone do not tell: a
+/// function compiled again lands where its predecessor's code, name and table were freed, so the
+/// strings' and table's bytes are compared too (`Code::raw`), and 3.12+ adds `co_version`, a
+/// number no two code objects of a process share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Identity {
     ob_type: usize,
@@ -23,6 +26,7 @@ pub(super) struct Identity {
     qualname: usize,
     linetable: usize,
     firstlineno: i32,
+    version: u32,
 }
 
 impl Identity {
@@ -34,6 +38,7 @@ impl Identity {
             qualname: usize_at(header, l.co_qualname),
             linetable: usize_at(header, l.co_linetable),
             firstlineno: i32_at(header, l.co_firstlineno),
+            version: l.co_version.map_or(0, |o| u32_at(header, o)),
         }
     }
 }
@@ -47,6 +52,9 @@ pub(super) struct Code {
     /// A shim (3.12+: no file, or `<shim>`): its frames are skipped, as py-spy does.
     pub shim: bool,
     table: Vec<u8>,
+    /// The file's, the name's and the line table's objects as read (address, bytes): what
+    /// makes the frames, compared at each sample.
+    pub raw: Vec<(usize, Vec<u8>)>,
     /// Lines already interned: (line, the interner's frame id).
     pub frame_ids: Vec<(i32, u32)>,
 }
@@ -55,11 +63,12 @@ impl Code {
     /// Reads the code object whose header is `header`: its strings and line table.
     pub(super) fn load(pid: u32, l: &Layout, header: &[u8]) -> io::Result<Code> {
         let identity = Identity::of(header, l);
-        let filename = string(pid, l, identity.filename)?;
-        let name = string(pid, l, identity.qualname).or_else(|_| string(pid, l, identity.name))?;
+        let mut raw = Vec::with_capacity(3);
+        let filename = string(pid, l, identity.filename, &mut raw)?;
+        let name = string(pid, l, identity.qualname, &mut raw).or_else(|_| string(pid, l, identity.name, &mut raw))?;
         let shim = filename.is_empty() || filename == "<shim>";
-        let table = if shim { Vec::new() } else { bytes(pid, identity.linetable)? };
-        Ok(Code { identity, filename, name, shim, table, frame_ids: Vec::new() })
+        let table = if shim { Vec::new() } else { bytes(pid, identity.linetable, &mut raw)? };
+        Ok(Code { identity, filename, name, shim, table, raw, frame_ids: Vec::new() })
     }
 
     /// The line of the instruction at byte `lasti` from the code object's start (py-spy's
@@ -69,13 +78,20 @@ impl Code {
     }
 }
 
-/// A `str` of the target, as py-spy reads one.
-fn string(pid: u32, l: &Layout, addr: usize) -> io::Result<String> {
+/// Whether `fresh`, read now where `cached` was read, holds the same object: the same bytes but
+/// for the reference count (`ob_refcnt`, the first 8) and the hash (8 at 24, computed late).
+pub(super) fn same(cached: &[u8], fresh: &[u8]) -> bool {
+    cached.len() == fresh.len() && cached.len() >= 32 && cached[8..24] == fresh[8..24] && cached[32..] == fresh[32..]
+}
+
+/// A `str` of the target, as py-spy reads one; its object's bytes are added to `raw`.
+fn string(pid: u32, l: &Layout, addr: usize, raw: &mut Vec<(usize, Vec<u8>)>) -> io::Result<String> {
     let mut head = [0u8; 80];
     let head = &mut head[..l.str_compact_size.max(l.str_data_any + 8)];
     mem::read(pid, addr, head)?;
     let size = u64_at(head, layout::STR_LENGTH) as usize;
     if size == 0 {
+        raw.push((addr, head[..l.str_ascii_size].to_vec()));
         return Ok(String::new());
     }
     if size >= MAX_STR {
@@ -90,6 +106,12 @@ fn string(pid: u32, l: &Layout, addr: usize) -> io::Result<String> {
     };
     let mut buf = vec![0u8; size * kind as usize];
     mem::read(pid, data, &mut buf)?;
+    // A compact string's characters follow its header: both are compared; else the header.
+    let mut bytes = head[..(if compact { data - addr } else { l.str_data_any + 8 })].to_vec();
+    if compact {
+        bytes.extend_from_slice(&buf);
+    }
+    raw.push((addr, bytes));
     match (kind, ascii) {
         (4, _) => buf
             .chunks_exact(4)
@@ -105,8 +127,8 @@ fn string(pid: u32, l: &Layout, addr: usize) -> io::Result<String> {
     }
 }
 
-/// A `bytes` of the target.
-fn bytes(pid: u32, addr: usize) -> io::Result<Vec<u8>> {
+/// A `bytes` of the target; its object's bytes are added to `raw`.
+fn bytes(pid: u32, addr: usize, raw: &mut Vec<(usize, Vec<u8>)>) -> io::Result<Vec<u8>> {
     let mut head = [0u8; layout::BYTES_DATA];
     mem::read(pid, addr, &mut head)?;
     let size = u64_at(&head, layout::BYTES_SIZE) as usize;
@@ -117,6 +139,9 @@ fn bytes(pid: u32, addr: usize) -> io::Result<Vec<u8>> {
     if size > 0 {
         mem::read(pid, addr + layout::BYTES_DATA, &mut buf)?;
     }
+    let mut bytes = head.to_vec();
+    bytes.extend_from_slice(&buf);
+    raw.push((addr, bytes));
     Ok(buf)
 }
 

@@ -51,6 +51,8 @@ pub(super) struct Layout {
     pub co_linetable: usize,
     pub co_code_adaptive: usize,
     pub co_len: usize,
+    /// 3.12+: `co_version` (a `uint32_t`), a number given to each code object as it is made.
+    pub co_version: Option<usize>,
     /// `sizeof(PyASCIIObject)` and `sizeof(PyCompactUnicodeObject)`: where a compact string's
     /// characters start; `PyUnicodeObject.data.any` for a string that is not compact.
     pub str_ascii_size: usize,
@@ -96,6 +98,7 @@ impl Layout {
                 co_linetable: 136,
                 co_code_adaptive: 184,
                 co_len: 144,
+                co_version: None,
                 str_ascii_size: 48,
                 str_compact_size: 72,
                 str_data_any: 72,
@@ -121,6 +124,7 @@ impl Layout {
                 co_linetable: 136,
                 co_code_adaptive: 192,
                 co_len: 144,
+                co_version: Some(92),
                 str_ascii_size: 40,
                 str_compact_size: 56,
                 str_data_any: 56,
@@ -146,6 +150,7 @@ impl Layout {
                 co_linetable: 136,
                 co_code_adaptive: 200,
                 co_len: 144,
+                co_version: Some(92),
                 str_ascii_size: 40,
                 str_compact_size: 56,
                 str_data_any: 56,

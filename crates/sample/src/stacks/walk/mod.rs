@@ -211,51 +211,89 @@ impl Walker {
         Ok(out)
     }
 
-    /// Reads the header of each code object of `pending` (one call for all), keeps the cached
-    /// ones whose header is the same, and reads the others afresh. A header that cannot be read
-    /// fails the sample (as in py-spy); a code object whose strings cannot be read (a torn read)
-    /// is left out of the cache and its frame skipped, as py-spy does.
+    /// Reads the header of each code object of `pending`, with, for one already cached, its
+    /// file's, name's and line table's objects (one call for all), keeps the cached ones that
+    /// read the same, and reads the others afresh. A header that cannot be read fails the sample
+    /// (as in py-spy); a code object whose strings cannot be read (a torn read) is left out of
+    /// the cache and its frame skipped, as py-spy does.
     fn check_codes(&mut self) -> io::Result<()> {
         let l = self.layout;
         let mut addrs: Vec<usize> = self.pending.iter().map(|p| p.0).collect();
         addrs.sort_unstable();
         addrs.dedup();
-        let mut headers = std::mem::take(&mut self.headers);
-        headers.resize(addrs.len() * l.co_len, 0);
-        let mut parts: Vec<(usize, &mut [u8])> = addrs.iter().copied().zip(headers.chunks_mut(l.co_len)).collect();
-        let got = mem::readv(self.pid, &mut parts);
-        let read = got.as_ref().map_or(0, |n| n / l.co_len);
         if self.codes.len() > MAX_CODES {
             self.codes.clear();
         }
-        let mut one = Vec::new();
+        // Each code object's pieces: its header, then its cached objects.
+        let mut spans = Vec::with_capacity(addrs.len());
+        let mut total = 0;
+        for addr in &addrs {
+            let cached: usize = self.codes.get(addr).map_or(0, |c| c.raw.iter().map(|r| r.1.len()).sum());
+            spans.push((total, l.co_len + cached));
+            total += l.co_len + cached;
+        }
+        let mut buf = std::mem::take(&mut self.headers);
+        buf.resize(total, 0);
+        let got = {
+            let mut parts: Vec<(usize, &mut [u8])> = Vec::with_capacity(addrs.len() * 4);
+            let mut rest = &mut buf[..];
+            for addr in &addrs {
+                let (head, tail) = rest.split_at_mut(l.co_len);
+                parts.push((*addr, head));
+                rest = tail;
+                if let Some(c) = self.codes.get(addr) {
+                    for (at, bytes) in &c.raw {
+                        let (piece, tail) = rest.split_at_mut(bytes.len());
+                        parts.push((*at, piece));
+                        rest = tail;
+                    }
+                }
+            }
+            mem::readv(self.pid, &mut parts).unwrap_or(0)
+        };
         let mut failed = None;
         for (i, &addr) in addrs.iter().enumerate() {
-            if i < read {
-                self.refresh(addr, &headers[i * l.co_len..(i + 1) * l.co_len]);
+            let (at, len) = spans[i];
+            if at + len <= got {
+                self.refresh(addr, &buf[at..at + len]);
                 continue;
             }
             // A short read stops at the first piece that failed: the rest one by one.
-            one.resize(l.co_len, 0);
+            let mut one = vec![0u8; l.co_len];
             match mem::read(self.pid, addr, &mut one) {
-                Ok(()) => self.refresh(addr, &one),
+                Ok(()) => {
+                    self.codes.remove(&addr);
+                    self.refresh(addr, &one);
+                }
                 Err(e) => {
                     self.codes.remove(&addr);
                     failed = Some(e);
                 }
             }
         }
-        self.headers = headers;
+        self.headers = buf;
         failed.map_or(Ok(()), Err)
     }
 
-    /// Keeps the cached code object at `addr` if `header` is still its own; else reads it.
-    fn refresh(&mut self, addr: usize, header: &[u8]) {
-        let id = Identity::of(header, &self.layout);
-        if self.codes.get(&addr).is_some_and(|c| c.identity == id) {
-            return;
+    /// Keeps the cached code object at `addr` if `read` (its header, then its cached objects)
+    /// is still its own; else reads it afresh.
+    fn refresh(&mut self, addr: usize, read: &[u8]) {
+        let l = self.layout;
+        let header = &read[..l.co_len];
+        let id = Identity::of(header, &l);
+        if let Some(c) = self.codes.get(&addr) {
+            let mut at = l.co_len;
+            let same = c.identity == id
+                && c.raw.iter().all(|(_, bytes)| {
+                    let fresh = &read[at..at + bytes.len()];
+                    at += bytes.len();
+                    code::same(bytes, fresh)
+                });
+            if same {
+                return;
+            }
         }
-        match Code::load(self.pid, &self.layout, header) {
+        match Code::load(self.pid, &l, header) {
             Ok(c) => {
                 self.codes.insert(addr, c);
             }
@@ -307,3 +345,6 @@ impl Walker {
         self.window.reads
     }
 }
+
+#[cfg(test)]
+mod tests;
