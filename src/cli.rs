@@ -297,8 +297,9 @@ pub struct ExportArgs {
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
     /// Output format: csv, optionally with noheader and nounits, as nvidia-smi's --format
-    /// (default: the format of an imported log, else csv).
-    #[arg(long, value_name = "csv[,noheader][,nounits]")]
+    /// (default: the format of an imported log, else csv); or the job's sampled Python stacks:
+    /// folded (`frame;frame COUNT` lines for flamegraph.pl and inferno) or speedscope (its JSON).
+    #[arg(long, value_name = "csv[,noheader][,nounits]|folded|speedscope")]
     pub format: Option<String>,
     /// GPU fields to write (default: the fields an imported log had, else a rich set).
     #[arg(long = "query-gpu", value_name = "FIELDS", conflicts_with = "query_apps")]

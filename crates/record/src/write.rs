@@ -212,6 +212,9 @@ impl Writer {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
+        // The schema and the run's facts in one transaction: each page goes to the log once (a
+        // commit per table wrote the growing schema page again each time).
+        conn.execute_batch("BEGIN")?;
         conn.execute_batch(CREATE)?;
         conn.execute_batch(&crate::schema::create_gpm_samples())?;
         conn.execute_batch(CREATE_MARKERS)?;
@@ -221,7 +224,7 @@ impl Writer {
         let mut w = Self {
             conn,
             last_commit: Instant::now(),
-            in_tx: false,
+            in_tx: true,
             state: Vec::new(),
             gpm: HashMap::new(),
             insert_gpm: insert_gpm(),
