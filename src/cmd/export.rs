@@ -1,4 +1,5 @@
-//! `gpulse export`: a recording as the CSV nvidia-smi would have written.
+//! `gpulse export`: a recording as the CSV nvidia-smi would have written, or its sampled Python
+//! stacks for flame-graph tools (`--format folded`, `--format speedscope`).
 
 use std::process::ExitCode;
 
@@ -9,32 +10,112 @@ use gpulse_smi::CsvFormat;
 use crate::cli::ExportArgs;
 use crate::cmd::Exit;
 use crate::output::{Output, destination, write_whole};
-use gpulse_input::{is_trace, load, with_recording};
+use gpulse_input::{is_recording, is_trace, load, with_recording};
 
 fn smi(e: gpulse_smi::QueryError) -> Exit {
     Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: false }
 }
 
+/// What `--format` asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stacks {
+    Folded,
+    Speedscope,
+}
+
+impl Stacks {
+    fn parse(format: Option<&str>) -> Option<Self> {
+        match format? {
+            "folded" => Some(Self::Folded),
+            "speedscope" => Some(Self::Speedscope),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Folded => "folded",
+            Self::Speedscope => "speedscope",
+        }
+    }
+}
+
+fn usage(message: String) -> Exit {
+    Exit { code: 2, message, to_stdout: false }
+}
+
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    if let Some(f) = &args.format {
-        CsvFormat::parse(f).map_err(smi)?;
+    let stacks = Stacks::parse(args.format.as_deref());
+    match (stacks, &args.format) {
+        (Some(kind), _) => {
+            let csv_only =
+                [("--query-gpu", args.query_gpu.is_some()), ("--query-compute-apps", args.query_apps.is_some())];
+            if let Some((flag, _)) = csv_only.iter().find(|f| f.1) {
+                let why =
+                    format!("--format {} writes the job's Python stacks; {flag} is for --format csv", kind.name());
+                return Err(usage(why).into());
+            }
+        }
+        (None, Some(f)) => {
+            CsvFormat::parse(f).map_err(smi)?;
+        }
+        (None, None) => {}
     }
     if let Some(out) = &args.output {
         // Refused before reading: the answer does not depend on the input's contents.
         destination(out, &[&args.input])?;
     }
-    let mut apps = None;
-    let recording = read_input(args, &mut apps)?;
-    let text = match apps {
-        Some(rows) => apps_csv(&recording, &rows, args.format.as_deref(), args.query_apps.clone().flatten().as_deref())
-            .map_err(smi)?,
-        None => gpu_csv(&recording, args.format.as_deref(), args.query_gpu.as_deref()).map_err(smi)?,
+    let text = match stacks {
+        Some(kind) => stacks_text(args, kind)?,
+        None => csv_text(args)?,
     };
     match &args.output {
         Some(path) => write_whole(path, &[&args.input], text.as_bytes())?,
         None => Output::open(None)?.emit(&text)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sampled stacks of a recording, folded or as speedscope's JSON; a recording without any
+/// says so.
+fn stacks_text(args: &ExportArgs, kind: Stacks) -> anyhow::Result<String> {
+    let shown = args.input.display();
+    let none = |why: String| Exit { code: 1, message: why, to_stdout: false };
+    if is_trace(&args.input)? || !is_recording(&args.input)? {
+        let why =
+            format!("{shown} is not a gpulse recording: an nvidia-smi log or a trace has no Python stack samples");
+        return Err(none(why).into());
+    }
+    let rec = with_recording(&args.input, &mut |db| Ok(gpulse_record::read_each(db, &mut |_| {})?))?;
+    if rec.stacks.is_empty() {
+        let why = match rec.stacks.refusals.first() {
+            Some((pid, text)) => {
+                format!("{shown} has no Python stack samples: process {pid} could not be sampled: {text}")
+            }
+            None => format!(
+                "{shown} has no Python stack samples (recorded without them: by a gpulse before they were sampled, with --no-stacks, or with no Python process in the job)"
+            ),
+        };
+        return Err(none(why).into());
+    }
+    Ok(match kind {
+        Stacks::Folded => gpulse_report::folded::folded(&rec.stacks),
+        Stacks::Speedscope => {
+            let name = args.input.file_name().map_or_else(|| shown.to_string(), |n| n.to_string_lossy().into_owned());
+            gpulse_report::speedscope::speedscope(&rec.stacks, &name, concat!("gpulse ", env!("CARGO_PKG_VERSION")))
+        }
+    })
+}
+
+/// The GPU samples or the process rows, as nvidia-smi's CSV.
+fn csv_text(args: &ExportArgs) -> anyhow::Result<String> {
+    let mut apps = None;
+    let recording = read_input(args, &mut apps)?;
+    Ok(match apps {
+        Some(rows) => apps_csv(&recording, &rows, args.format.as_deref(), args.query_apps.clone().flatten().as_deref())
+            .map_err(smi)?,
+        None => gpu_csv(&recording, args.format.as_deref(), args.query_gpu.as_deref()).map_err(smi)?,
+    })
 }
 
 /// Reads the input, and also the process rows of an imported compute-apps log when those are what

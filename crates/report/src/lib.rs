@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod folded;
 pub mod html;
 pub mod live;
 #[cfg(feature = "png")]
@@ -30,6 +31,7 @@ pub const NO_PNG: &str =
     "this gpulse was built without PNG output (build it with `--features png`); the HTML report has the same charts";
 pub mod prometheus;
 pub mod snapshot;
+pub mod speedscope;
 pub mod status;
 pub mod text;
 pub mod watch;
