@@ -196,6 +196,13 @@ pub struct RecordArgs {
     /// and tell its GPU processes from foreign ones.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+    /// With --pid: do not sample the tree's Python main threads (their stacks, kernel state and
+    /// who holds the GIL).
+    #[arg(long, requires = "pid")]
+    pub no_stacks: bool,
+    /// With --pid: samples a second of each Python main thread, 1 to 200, within 1% of a core.
+    #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
+    pub stacks_hz: f64,
 }
 
 /// How `run` and `attach` show the job as it goes.

@@ -10,6 +10,7 @@ mod fleet;
 mod hardware;
 mod health;
 mod logs;
+mod main_thread;
 mod markers;
 mod messages;
 mod python_clients;
