@@ -35,9 +35,10 @@ rate() { python3 -c "import json;t=json.load(open('$o/$1.truth.json'));print(rou
 # Ticks of gpulse's sampler thread, read each 0.5 s until the run ends: the last read stands.
 watch_sampler() {
     while sleep 0.5; do
-        gp=$(newest "run --status off --no-report -o $o/$1.db"); [ -n "$gp" ] || continue
-        for t in /proc/$gp/task/*; do
+        # gpulse and its forked keeper of the job's stderr share a command line: look in both.
+        for t in /proc/[0-9]*/task/*; do
             [ "$(cat "$t/comm" 2>/dev/null)" = gpulse-stacks ] || continue
+            grep -qa -- "-o $o/$1.db" "${t%/task/*}/cmdline" 2>/dev/null || continue
             awk -v tck="$tck" '{sub(/.*\) /,""); print ($12+$13)/tck}' "$t/stat" >"$o/$1.sampler_cpu_s" 2>/dev/null
         done
     done
