@@ -175,3 +175,40 @@ fn record_pid_samples_the_followed_python_process() {
     assert!(at_sleep >= 10, "{} samples, {at_sleep} at nap.py:3", stacks.samples.len());
     assert!(record("without.db", &["--no-stacks"]).samples.is_empty());
 }
+
+/// Two real H200 recordings (`tests/fixtures/h200-main-thread/`): a CUDA loop that fetches each
+/// step's data over a local socket is told so first, at its line, within 5 points of the loop's
+/// own timing of its `recv`s; a GPU-bound loop gets no host-side finding.
+#[test]
+fn on_the_h200_a_network_wait_leads_and_a_gpu_bound_loop_has_none() {
+    let dir = super::support::fixture("h200-main-thread");
+    let truth = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap()
+    };
+    let d = diagnose_json(&dir.join("network.db"));
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "network_wait", "{d:#}");
+    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:148 one_host_step");
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let mech = truth("network")["mech_s"].as_f64().unwrap() / wall;
+    let share = first["evidence"]["wall_share"].as_f64().unwrap();
+    assert!((share - mech).abs() < 0.05, "network: {share:.3} of the wall, the loop's recv took {mech:.3}");
+    let d = diagnose_json(&dir.join("gpu_bound.db"));
+    let ids: Vec<&str> = d["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"healthy"), "{ids:?}");
+    for host in [
+        "main_thread_python",
+        "gil_contention",
+        "sleep_in_loop",
+        "network_wait",
+        "disk_wait",
+        "ipc_wait",
+        "lock_wait",
+        "main_thread_blocked",
+        "host_bound",
+        "process_bound",
+    ] {
+        assert!(!ids.contains(&host), "{ids:?}");
+    }
+    assert!(d["stacks"][0]["samples"].as_u64().unwrap() > 300, "{:#}", d["stacks"]);
+}

@@ -38,7 +38,7 @@ watch_sampler() {
         # gpulse and its forked keeper of the job's stderr share a command line: look in both.
         for t in /proc/[0-9]*/task/*; do
             [ "$(cat "$t/comm" 2>/dev/null)" = gpulse-stacks ] || continue
-            grep -qa -- "-o $o/$1.db" "${t%/task/*}/cmdline" 2>/dev/null || continue
+            grep -qa -- "$o/$1.db" "${t%/task/*}/cmdline" 2>/dev/null || continue
             awk -v tck="$tck" '{sub(/.*\) /,""); print ($12+$13)/tck}' "$t/stat" >"$o/$1.sampler_cpu_s" 2>/dev/null
         done
     done
