@@ -19,8 +19,8 @@ mod collector;
 mod drive;
 pub mod fold;
 pub mod jobs;
-mod stacks;
 mod pipeline;
+mod stacks;
 
 pub use collector::{Collected, Collector};
 pub use drive::{Stopped, Until, Watch, drive};

@@ -150,7 +150,8 @@ impl Stacks {
         for (id, f) in batch.frames {
             let id = id as usize;
             if self.frames.len() <= id {
-                self.frames.resize(id + 1, PyFrame { file: String::new(), line: 0, function: String::new(), code: None });
+                self.frames
+                    .resize(id + 1, PyFrame { file: String::new(), line: 0, function: String::new(), code: None });
             }
             self.frames[id] = f;
         }
@@ -207,7 +208,11 @@ mod tests {
     fn batches_add_up_to_the_run() {
         let frame = |n: &str| PyFrame { file: "a.py".into(), line: 1, function: n.into(), code: None };
         let mut s = Stacks::default();
-        s.add(StackBatch { frames: vec![(0, frame("main")), (1, frame("step"))], stacks: vec![(0, vec![0, 1])], ..Default::default() });
+        s.add(StackBatch {
+            frames: vec![(0, frame("main")), (1, frame("step"))],
+            stacks: vec![(0, vec![0, 1])],
+            ..Default::default()
+        });
         s.add(StackBatch { frames: vec![(2, frame("sync"))], stacks: vec![(1, vec![0, 2])], ..Default::default() });
         let names: Vec<&str> = s.frames_of(1).map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["main", "sync"]);

@@ -130,7 +130,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             }
             continue;
         }
-        let part = parts.entry((p.class.state, p.class.domain)).or_default();
+        // Recompiling inside the loop is one mechanism, whether the thread traces Python,
+        // waits for its compile workers or reads their output: one account.
+        let state = match p.class.domain {
+            Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
+            _ => p.class.state,
+        };
+        let part = parts.entry((state, p.class.domain)).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
         part.samples += 1;

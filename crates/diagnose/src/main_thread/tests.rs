@@ -206,3 +206,48 @@ fn waiting_for_the_workers_names_the_workers_line() {
     assert!(ipc.advice[0].contains("running Python on the host at w/data.py:21 __getitem__"), "{:?}", ipc.advice);
     assert_eq!(findings[0].id, FindingId::IpcWait, "the first finding: {findings:#?}");
 }
+
+/// Recompiling inside the loop is one account and one finding, whether the main thread traced
+/// Python or waited for its compile workers.
+#[test]
+fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
+    let mut r = run(5.0, &[(0, 100)]);
+    let mut st = (*r.stacks).clone();
+    let n = st.frames.len() as u32;
+    st.frames.push(frame("/v/site-packages/torch/_dynamo/eval_frame.py", 600, "_fn", "return fn(*args, **kwargs)"));
+    st.frames.push(frame(
+        "/v/site-packages/torch/_inductor/async_compile.py",
+        300,
+        "wait",
+        "self._wait_futures(scope)",
+    ));
+    st.frames.push(frame(
+        "/usr/lib/python3.11/concurrent/futures/_base.py",
+        450,
+        "result",
+        "self._condition.wait(timeout)",
+    ));
+    st.stacks.push(vec![0, n]);
+    st.stacks.push(vec![0, n, n + 1, n + 2]);
+    let (tracing, waiting) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+    for (i, s) in st.samples.iter_mut().enumerate() {
+        if i % 2 == 0 {
+            s.stack = tracing;
+            s.kernel = KernelState { state: 'R', syscall: None, wchan: None };
+            s.gil = Gil::Held;
+        } else {
+            s.stack = waiting;
+            s.kernel = KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()) };
+            s.gil = Gil::Free;
+        }
+    }
+    r.stacks = Arc::new(st);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let host: Vec<&crate::Finding> =
+        findings.iter().filter(|f| f.id.is_trouble() && f.evidence.contains_key("state")).collect();
+    assert_eq!(host.len(), 1, "{findings:#?}");
+    assert_eq!(host[0].evidence["domain"], "compile");
+    assert!(host[0].title.starts_with("The main thread recompiling (torch.compile)"), "{}", host[0].title);
+    assert!(host[0].advice[0].contains("mark_dynamic"), "{:?}", host[0].advice);
+    assert_eq!(ledger.seconds("main_thread_lock"), 0.0, "{ledger:#?}");
+}
