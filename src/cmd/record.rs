@@ -32,7 +32,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         rate_hz: args.stacks_hz,
         ..gpulse_sample::stacks::StackOptions::default()
     });
-    let mut watch = WithStacks::new(until, args.pid.unwrap_or(0), stacks.filter(|_| args.pid.is_some()));
+    let mut watch = WithStacks::new(until, args.pid.zip(stacks));
     let end = gpulse_live::drive(collector, &mut pipeline, &mut watch);
     watch.finish(&mut pipeline);
     let (reason, failed) = match end {

@@ -72,6 +72,12 @@ pub(crate) fn merged(mut spans: Vec<[f64; 2]>, lo: f64, hi: f64) -> Spans {
     out
 }
 
+/// Whether `t` lies in one of `spans` (sorted, disjoint).
+pub(crate) fn covers(spans: &[[f64; 2]], t: f64) -> bool {
+    let i = spans.partition_point(|s| s[1] <= t);
+    spans.get(i).is_some_and(|s| t >= s[0])
+}
+
 /// `spans` less `taken`, both sorted and disjoint.
 fn minus(spans: &[[f64; 2]], taken: &[[f64; 2]]) -> Spans {
     let mut out = Vec::new();

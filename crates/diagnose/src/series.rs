@@ -169,10 +169,7 @@ impl Run {
     /// never blamed on anything else. `None` when no sample lies in a phase.
     pub fn outside_phases(&self) -> Option<Run> {
         let merged = crate::ledger::merged(self.phases_s.iter().map(|p| p.1).collect(), f64::MIN, f64::MAX);
-        let inside = |t: f64| {
-            let i = merged.partition_point(|s| s[1] <= t);
-            merged.get(i).is_some_and(|s| t >= s[0])
-        };
+        let inside = |t: f64| crate::ledger::covers(&merged, t);
         if !self.gpus.iter().any(|g| g.t_s.iter().any(|t| inside(*t))) {
             return None;
         }

@@ -12,7 +12,7 @@ use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
 use gpulse_model::Event;
 use gpulse_sample::Poller;
-use gpulse_sample::stacks::{StackOptions, StackSampler};
+use gpulse_sample::stacks::StackOptions;
 
 use crate::marks::{MarkReceiver, Received};
 use crate::signals;
@@ -159,9 +159,7 @@ impl Session {
     pub fn watch(&mut self, child: Option<&mut Child>) -> JobEnd {
         let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
         let collector = Collector::spawn(poller, self.interval);
-        // The job's Python processes are read from the root down, on a thread of their own.
-        let sampler = self.root.zip(self.stacks.clone()).map(|(root, o)| StackSampler::spawn(root, o));
-        let mut watch = JobWatch {
+        let watch = JobWatch {
             child,
             root: self.root,
             sampling: true,
@@ -171,14 +169,17 @@ impl Session {
             events: &self.events_rx,
             job_stopped: false,
             stop_check_at: Instant::now(),
-            stacks: sampler.as_ref(),
-            stacks_at: Instant::now(),
         };
+        // The job's Python processes are read from the root down, on a thread of their own; a
+        // refusal clears the status row before it is said.
+        let term = self.term.clone();
+        let mut watch = gpulse_live::WithStacks::new(watch, self.root.zip(self.stacks.clone())).telling(move |why| {
+            term.clear();
+            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+        });
         let end = gpulse_live::drive(collector, &mut self.pipeline, &mut watch);
+        watch.finish(&mut self.pipeline);
         drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
-        if let Some(s) = sampler {
-            hand_stacks(s.stop(), &self.term, &mut self.pipeline);
-        }
         self.pipeline.watch_ended();
         end
     }
@@ -235,9 +236,6 @@ struct JobWatch<'a> {
     /// Whether the job was stopped at the last look, and when to look again.
     job_stopped: bool,
     stop_check_at: Instant,
-    /// The job's Python main threads, and when their samples are next taken.
-    stacks: Option<&'a StackSampler>,
-    stacks_at: Instant,
 }
 
 impl gpulse_live::Watch for JobWatch<'_> {
@@ -270,12 +268,6 @@ impl gpulse_live::Watch for JobWatch<'_> {
         };
         if end.is_none() {
             drain(self.marks, self.events, pipeline);
-            if let Some(s) = self.stacks
-                && Instant::now() >= self.stacks_at
-            {
-                self.stacks_at = Instant::now() + STACKS_EVERY;
-                hand_stacks(s.drain(), self.term, pipeline);
-            }
         }
         end
     }
@@ -350,22 +342,6 @@ impl JobWatch<'_> {
             payload: serde_json::json!({ "pid": pid, "text": text }),
         });
     }
-}
-
-/// How often the sampled stacks go to the pipeline: the live diagnosis is at most this late,
-/// and the pipeline sees a few batches a second, not one a sample.
-const STACKS_EVERY: Duration = Duration::from_millis(250);
-
-/// Hands the job's sampled stacks to the pipeline (which records them, refusals included), and
-/// says each refusal once on stderr: the sampler tells each process's once.
-fn hand_stacks(batch: gpulse_model::StackBatch, term: &Terminal, pipeline: &mut Pipeline) {
-    if !batch.refusals.is_empty() {
-        term.clear();
-        for (_, why) in &batch.refusals {
-            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
-        }
-    }
-    pipeline.stacks(batch);
 }
 
 /// Writes what arrived from the job's stderr and from its marks.

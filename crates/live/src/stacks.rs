@@ -1,5 +1,5 @@
-//! A watch that also samples the Python main threads of the followed tree (`record --pid`),
-//! handing the samples to the pipeline between polls as a job's watch does.
+//! A watch that also samples the Python main threads of the followed tree (`run`, `attach`,
+//! `record --pid`), handing the samples to the pipeline between polls.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -9,50 +9,62 @@ use gpulse_sample::stacks::{StackOptions, StackSampler};
 
 use crate::{Lost, Pipeline, Watch};
 
-/// How often the samples go to the pipeline: a second's worth commits with the next poll.
+/// How often the samples go to the pipeline: the live diagnosis is at most this late, and the
+/// pipeline sees a few batches a second, not one a sample.
 const DRAIN_EVERY: Duration = Duration::from_millis(250);
 
-/// `inner`, with a stack sampler on `root` drained into the pipeline between polls.
+/// `inner`, with a stack sampler on a root drained into the pipeline between polls.
 pub struct WithStacks<W> {
     pub inner: W,
     sampler: Option<StackSampler>,
     next: Instant,
+    /// Says a refusal to the user: on stderr unless the caller draws there too.
+    tell: Box<dyn FnMut(&str)>,
 }
 
 impl<W> WithStacks<W> {
-    /// Samples `root`'s tree with `options`; `None` samples nothing (`--no-stacks`).
-    pub fn new(inner: W, root: u32, options: Option<StackOptions>) -> Self {
-        let sampler = options.map(|o| StackSampler::spawn(root, o));
-        Self { inner, sampler, next: Instant::now() + DRAIN_EVERY }
+    /// Samples the tree under the root with the options; `None` samples nothing (`--no-stacks`,
+    /// or no root).
+    pub fn new(inner: W, sampled: Option<(u32, StackOptions)>) -> Self {
+        let sampler = sampled.map(|(root, o)| StackSampler::spawn(root, o));
+        let tell = Box::new(|why: &str| {
+            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+        });
+        Self { inner, sampler, next: Instant::now() + DRAIN_EVERY, tell }
+    }
+
+    /// Says each refusal with `tell` (a job's watch clears its status row first).
+    pub fn telling(mut self, tell: impl FnMut(&str) + 'static) -> Self {
+        self.tell = Box::new(tell);
+        self
     }
 
     /// Stops the sampler and hands the rest of its samples to the pipeline.
     pub fn finish(mut self, pipeline: &mut Pipeline) -> W {
         if let Some(s) = self.sampler.take() {
-            hand_over(pipeline, s.stop());
+            let batch = s.stop();
+            self.hand_over(pipeline, batch);
         }
         self.inner
     }
-}
 
-/// Gives the pipeline a batch, and says each refusal once on stderr (the sampler tells each
-/// process's once).
-fn hand_over(pipeline: &mut Pipeline, batch: gpulse_model::StackBatch) {
-    for (_, why) in &batch.refusals {
-        let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+    /// Gives the pipeline a batch (which records it, refusals included), and says each refusal
+    /// once (the sampler tells each process's once).
+    fn hand_over(&mut self, pipeline: &mut Pipeline, batch: gpulse_model::StackBatch) {
+        for (_, why) in &batch.refusals {
+            (self.tell)(why);
+        }
+        pipeline.stacks(batch);
     }
-    pipeline.stacks(batch);
 }
 
 impl<W: Watch> Watch for WithStacks<W> {
     type End = W::End;
 
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<W::End> {
-        if let Some(s) = &self.sampler
-            && Instant::now() >= self.next
-        {
+        if let Some(batch) = self.sampler.as_ref().filter(|_| Instant::now() >= self.next).map(StackSampler::drain) {
             self.next = Instant::now() + DRAIN_EVERY;
-            hand_over(pipeline, s.drain());
+            self.hand_over(pipeline, batch);
         }
         self.inner.between(pipeline)
     }

@@ -186,6 +186,19 @@ impl Stacks {
         self.stacks.get(stack as usize).into_iter().flatten().filter_map(|f| self.frames.get(*f as usize))
     }
 
+    /// The PIDs that have samples, in the order the sampler first described them (the job's main
+    /// process first), then any it did not describe, in the order first sampled.
+    pub fn sampled_pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = Vec::new();
+        for s in &self.samples {
+            if !pids.contains(&s.pid) {
+                pids.push(s.pid);
+            }
+        }
+        pids.sort_by_key(|pid| self.processes.iter().position(|p| p.pid == *pid).unwrap_or(usize::MAX));
+        pids
+    }
+
     pub fn process(&self, pid: u32) -> Option<&SampledProcess> {
         self.processes.iter().find(|p| p.pid == pid)
     }

@@ -23,15 +23,7 @@ pub fn frame_name(f: &PyFrame) -> String {
 /// order first sampled, with any sampled process the sampler did not describe; where none of
 /// those has a sample (only DataLoader workers were sampled), every sampled process.
 pub fn chosen_pids(stacks: &Stacks) -> Vec<u32> {
-    let mut sampled: Vec<u32> = Vec::new();
-    for s in &stacks.samples {
-        if !sampled.contains(&s.pid) {
-            sampled.push(s.pid);
-        }
-    }
-    // The sampler's order (the job's main process first), then any it did not list.
-    let rank = |pid: &u32| stacks.processes.iter().position(|p| p.pid == *pid).unwrap_or(usize::MAX);
-    sampled.sort_by_key(rank);
+    let sampled = stacks.sampled_pids();
     let main: Vec<u32> = sampled
         .iter()
         .copied()

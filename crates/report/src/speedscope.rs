@@ -51,16 +51,8 @@ pub fn speedscope(stacks: &Stacks, name: &str, exporter: &str) -> String {
     let mut frame_index: HashMap<u32, usize> = HashMap::new();
     let mut stack_index: HashMap<u32, Vec<usize>> = HashMap::new();
     let start = stacks.samples.iter().map(|s| s.t_us).min().unwrap_or(0);
-    let mut pids: Vec<u32> = Vec::new();
-    for s in &stacks.samples {
-        if !pids.contains(&s.pid) {
-            pids.push(s.pid);
-        }
-    }
-    let rank = |pid: &u32| stacks.processes.iter().position(|p| p.pid == *pid).unwrap_or(usize::MAX);
-    pids.sort_by_key(rank);
     let mut profiles = Vec::new();
-    for pid in pids {
+    for pid in stacks.sampled_pids() {
         let mut mine: Vec<&ThreadSample> = stacks.samples.iter().filter(|s| s.pid == pid).collect();
         mine.sort_by_key(|s| s.t_us);
         let times: Vec<i64> = mine.iter().map(|s| s.t_us).collect();

@@ -4,14 +4,13 @@
 use std::collections::HashMap;
 
 use super::{Domain, ThreadState, main_pid, points, site_text};
-use crate::ledger::{Account, Ledger, merged};
+use crate::ledger::{Account, Ledger, covers, merged};
+use crate::rules::MATERIAL;
 use crate::{Basis, Finding, FindingId, Run, Severity, round};
 
 /// Samples below this in the idle time say too little to split it: the share of a state from
 /// n samples is known to ±0.5/√n at worst, ±11 points at 20.
 const MIN_SAMPLES: usize = 20;
-/// A part of the wall time worth a finding, as every inferred cause's (rules::MATERIAL).
-const MATERIAL: f64 = 0.05;
 /// Half the loop lost: fixing it would double the steps/s.
 const CRITICAL_LOOP_SHARE: f64 = 0.5;
 
@@ -100,10 +99,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     apart.extend(run.phases_s.iter().map(|p| p.1));
     apart.extend(run.copies_s.iter().copied());
     let apart = merged(apart, lo, hi);
-    let outside = |t: f64| {
-        let i = apart.partition_point(|s| s[1] <= t);
-        apart.get(i).is_some_and(|s| t >= s[0])
-    };
+
     // Per stack, once: its site's frame, and whether it runs in torch's own Python.
     let mut known: HashMap<u32, (Option<u32>, bool)> = HashMap::new();
     let mut facts = |stack: u32| {
@@ -114,7 +110,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     };
     let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
     let mut drains: HashMap<u32, f64> = HashMap::new();
-    for p in pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !outside(p.t_s)) {
+    for p in pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !covers(&apart, p.t_s)) {
         let idle = match g {
             Some(g) => match idle_share(g, p.t_s) {
                 Some(i) => i,
@@ -331,7 +327,7 @@ fn advice(
         (ThreadState::Python, Some(Domain::DataLoader)) => vec![
             "the DataLoader builds batches in the training process: num_workers > 0 moves it to worker processes".into(),
         ],
-        (ThreadState::Python, Some(Domain::Checkpoint)) | (_, Some(Domain::Checkpoint)) => vec![
+        (_, Some(Domain::Checkpoint)) => vec![
             "save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often".into(),
         ],
         // Launches are the mechanism only where the time is in torch's own Python.

@@ -201,7 +201,7 @@ impl Totals {
         }
     }
 
-    /// The main processes' latest state and site, with each state's share of their time so far.
+    /// Each state's share of `pid`'s sampled time so far, largest first.
     pub fn shares(&self, pid: u32) -> Vec<(ThreadState, f64)> {
         let mine: Vec<(ThreadState, f64)> =
             self.seconds.iter().filter(|((p, _), _)| *p == pid).map(|((_, s), v)| (*s, *v)).collect();

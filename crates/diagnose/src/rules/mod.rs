@@ -25,7 +25,7 @@ mod workers;
 use crate::{Basis, Finding, Ledger, Run, Severity};
 
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
-const MATERIAL: f64 = 0.05;
+pub(crate) const MATERIAL: f64 = 0.05;
 /// Windows shorter than this hold too few samples to judge a steady state.
 pub(crate) const MIN_ACTIVE_S: f64 = 10.0;
 
