@@ -174,8 +174,8 @@ fn words(id: FindingId) -> Words {
         GpuImbalance => Words { gap: Some("GPU imbalance"), ..PLAIN },
         ProcessBound | TransferBound | HostSaturated | Healthy | TensorIdle | MemoryPressure | MarkedPhase
         | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | Throttling | IdleHolder | ForeignProcess
-        | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError
-        | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => PLAIN,
+        | GpuShared | CpuOversubscribed | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
+        | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => PLAIN,
         HostPython => {
             Words { gone: Some("host-side Python removed"), gap: Some("host-side Python"), gap_says_new: true }
         }

@@ -77,6 +77,10 @@ finding_ids! {
     IdleHolder = "idle_holder",
     /// A process outside the watched job holds GPU memory.
     ForeignProcess = "foreign_process",
+    /// A process outside the job computes on the job's GPU: its kernels share the SMs.
+    GpuShared = "gpu_shared",
+    /// The job's DataLoader workers run more threads than the machine has cores.
+    CpuOversubscribed = "cpu_oversubscribed",
     /// One process drives several GPUs (nn.DataParallel).
     DataParallel = "data_parallel",
     /// A rank's memory on another rank's GPU.
@@ -142,9 +146,8 @@ impl FindingId {
             | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
             | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython
-            | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => {
-                Concern::Job
-            }
+            | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked
+            | GpuShared | CpuOversubscribed => Concern::Job,
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,
@@ -229,7 +232,7 @@ mod tests {
             assert_eq!(json, format!("\"{name}\""));
             assert_eq!(serde_json::from_str::<FindingId>(&json).unwrap(), id);
         }
-        assert_eq!(seen.len(), 40);
+        assert_eq!(seen.len(), 42);
         assert_eq!(format!("{:<16}|", FindingId::Oom), "oom             |", "padded as asked");
     }
 

@@ -15,7 +15,7 @@ use crate::{Basis, Finding, FindingId, Run, round};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Account {
     /// What kind of time: `phase`, `data_wait`, `startup_data_wait`, `startup_before_cuda`,
-    /// `startup_to_first_step`, `startup`, `stall`, `gpu_work`, `host_side`, `input_inferred`,
+    /// `startup_to_first_step`, `startup`, `stall`, `gpu_work`, `gpu_others`, `no_gpu`, `host_side`, `input_inferred`,
     /// `transfer`, `after_loop_data_wait`, `after_loop`, `unexplained`.
     pub account: &'static str,
     /// Its name for people: a phase's own name, a stall's cause.
@@ -163,32 +163,67 @@ pub(crate) fn end_s(run: &Run) -> f64 {
     gpu.chain(host).chain(marks).chain(steps).fold(0.0, f64::max)
 }
 
-/// The GPU the ledger reads: the busiest over the run (a data-parallel job's ranks are alike).
+/// The GPU the ledger reads: the job's busiest over the run (a data-parallel job's ranks are
+/// alike); none where the job used no GPU, however busy another process kept one.
 pub(crate) fn primary(run: &Run) -> Option<&crate::GpuSeries> {
+    let job = run.job_gpus();
     let busy = |g: &crate::GpuSeries| {
         let v = g.active_values(&g.util_pct);
         if v.is_empty() { -1.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
     };
-    run.gpus.iter().filter(|g| !g.t_s.is_empty()).max_by(|a, b| busy(a).total_cmp(&busy(b)))
+    run.gpus
+        .iter()
+        .filter(|g| !g.t_s.is_empty() && job.as_ref().is_none_or(|j| j.contains(&g.gpu)))
+        .max_by(|a, b| busy(a).total_cmp(&busy(b)))
 }
 
-/// Seconds of `spans` (sorted, disjoint) in which the GPU ran a kernel, by GPU-Util: a sample
-/// covers the interval since the one before it. Time no sample covers goes at the mean rate.
-fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<f64> {
-    let (mut busy, mut known) = (0.0, 0.0);
+/// The GPU's kernel time over some stretches: the job's own, and other processes'.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Busy {
+    /// Seconds in which the job's kernels ran.
+    pub job_s: f64,
+    /// Seconds in which another process's kernels ran, by its SM share.
+    pub others_s: f64,
+    /// Whether another process was listed computing beside the job where per-process SM use was
+    /// not given: its kernels are counted as the job's.
+    pub others_untold: bool,
+}
+
+/// How the GPU's time in `spans` (sorted, disjoint) went, by GPU-Util: a sample covers the
+/// interval since the one before it. Where a process outside the job shares the GPU, the job's
+/// part is its processes' SM share (NVML's per-process utilization). Time no sample covers goes
+/// at the mean rate.
+pub(crate) fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<Busy> {
+    use gpulse_model::GpuProcessClass::{Foreign, Tree};
+    let (mut b, mut known) = (Busy::default(), 0.0);
     let mut j = 0;
     for i in 1..g.t_s.len() {
         let Some(u) = g.util_pct[i] else { continue };
-        let (a, b) = (g.t_s[i - 1], g.t_s[i]);
+        let (a, e) = (g.t_s[i - 1], g.t_s[i]);
         while j < spans.len() && spans[j][1] <= a {
             j += 1;
         }
         let overlap: f64 =
-            spans[j..].iter().take_while(|s| s[0] < b).map(|s| (s[1].min(b) - s[0].max(a)).max(0.0)).sum();
-        busy += overlap * u / 100.0;
+            spans[j..].iter().take_while(|s| s[0] < e).map(|s| (s[1].min(e) - s[0].max(a)).max(0.0)).sum();
+        let listing = g.processes.get(i).map_or(&[][..], |l| l.as_slice());
+        let mut job = u;
+        if listing.iter().any(|p| p.class == Some(Foreign)) {
+            if listing.iter().all(|p| p.sm_util_pct.is_some()) {
+                let sm = |class| listing.iter().filter(move |p| p.class == Some(class)).filter_map(|p| p.sm_util_pct);
+                let (mine, theirs) = (sm(Tree).sum::<u32>() as f64, sm(Foreign).sum::<u32>() as f64);
+                job = mine.min(u);
+                b.others_s += overlap * theirs.min(u - job) / 100.0;
+            } else {
+                b.others_untold = true;
+            }
+        }
+        b.job_s += overlap * job / 100.0;
         known += overlap;
     }
-    (known > 0.0).then(|| busy * total(spans) / known)
+    (known > 0.0).then(|| {
+        let scale = total(spans) / known;
+        Busy { job_s: b.job_s * scale, others_s: b.others_s * scale, ..b }
+    })
 }
 
 impl FindingId {
@@ -199,15 +234,15 @@ impl FindingId {
         match self {
             InputBound => Some(("input_inferred", "waiting for data, by the GPU's pattern")),
             TransferBound => Some(("transfer", "copies between the host and the GPU")),
-            HostSaturated => Some(("host_saturated", "the host's CPU, taken by other processes")),
+            HostSaturated => Some(("host_saturated", "the GPU idle while the host's CPU was saturated")),
             ProcessBound => Some(("host_side", "the training process on the host (data loading or Python)")),
             HostBound => Some(("host_side", "host-side work in each step (launches, Python, synchronizations)")),
             UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
             | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
-            | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost
-            | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused
-            | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
-            | MainThreadBlocked => None,
+            | Throttling | IdleHolder | ForeignProcess | GpuShared | CpuOversubscribed | DataParallel
+            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
+            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 
@@ -220,12 +255,13 @@ impl FindingId {
             InputBound => measured.then_some("data_wait"),
             TransferBound => measured.then_some("transfer"),
             PeriodicStall => Some("stall"),
+            GpuShared => Some("gpu_others"),
             ProcessBound | HostBound | HostSaturated | UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom
             | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
-            | EpochRestart | Throttling | IdleHolder | ForeignProcess | DataParallel | DeviceMisbinding
-            | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending
-            | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
-            | MainThreadBlocked => None,
+            | EpochRestart | Throttling | IdleHolder | ForeignProcess | CpuOversubscribed | DataParallel
+            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
+            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 }
@@ -422,7 +458,8 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
         let mut working = rest.clone();
         working.extend(waits);
         let working = merged(working, first, last);
-        let busy_s = g.and_then(|g| busy_seconds(g, &working)).unwrap_or(0.0).min(rest_s);
+        let busy = g.and_then(|g| busy_seconds(g, &working)).unwrap_or_default();
+        let busy_s = busy.job_s.min(rest_s);
         // A finding that explains the idle time measures it its own way (the SMs' idle time under
         // copies): the larger estimate stands.
         let explained = g.and_then(|g| idle_account(findings, g.gpu));
@@ -430,13 +467,24 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
             Some(e) => (rest_s - busy_s).max(e.3 * rest_s).min(rest_s),
             None => rest_s - busy_s,
         };
+        let evidence = if busy.others_untold {
+            "GPU-Util over the loop's steps and waits, up to the steps' own time; it counts another process's kernels too, as NVML gave no per-process SM use"
+        } else if busy.others_s > 0.0 {
+            "the job's processes' SM share (NVML per-process utilization) over the loop's steps and waits"
+        } else {
+            "GPU-Util over the loop's steps and waits, up to the steps' own time"
+        };
+        book.add("gpu_work", "the loop's steps, the GPU running kernels", Basis::Measured, evidence, rest_s - idle_s);
+        // Another process's kernels on the job's GPU: the job's own time lost to sharing it.
+        let others_s = busy.others_s.min(idle_s);
         book.add(
-            "gpu_work",
-            "the loop's steps, the GPU running kernels",
+            "gpu_others",
+            "the GPU running another process's kernels",
             Basis::Measured,
-            "GPU-Util over the loop's steps and waits, up to the steps' own time",
-            rest_s - idle_s,
+            "the SM share of processes outside the job (NVML per-process utilization), inside the loop",
+            others_s,
         );
+        let idle_s = idle_s - others_s;
         match explained {
             Some((account, label, evidence, _, id)) => {
                 book.add(account, label, Basis::Inferred, &evidence, idle_s);
@@ -473,8 +521,29 @@ pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {
     let left = total(&minus(&[[0.0, end]], &book.taken));
     // Without a loop (a recording of the machine, a job that marks nothing) there is no
     // "outside" of it.
-    let label = if loop_s.is_some() { "unexplained: outside the loop" } else { "unexplained: no training loop seen" };
-    book.add("unexplained", label, Basis::Inferred, "no mark or sample places it", left);
+    match (loop_s, run.job_gpus()) {
+        (None, Some(j)) if j.is_empty() => book.add(
+            "no_gpu",
+            "the job used no GPU",
+            Basis::Measured,
+            "no process of the job in any GPU's process listing",
+            left,
+        ),
+        (Some(_), _) => book.add(
+            "unexplained",
+            "unexplained: outside the loop",
+            Basis::Inferred,
+            "no mark or sample places it",
+            left,
+        ),
+        (None, _) => book.add(
+            "unexplained",
+            "unexplained: no training loop seen",
+            Basis::Inferred,
+            "no mark or sample places it",
+            left,
+        ),
+    }
     let accounts = book
         .accounts
         .into_iter()
@@ -609,9 +678,9 @@ mod tests {
         assert_eq!(idle, ["input_bound", "process_bound", "host_bound", "transfer_bound", "host_saturated"]);
         assert_eq!(
             claiming(&|id| id.own_account(Basis::Measured).is_some()),
-            ["input_bound", "transfer_bound", "periodic_stall"]
+            ["input_bound", "transfer_bound", "periodic_stall", "gpu_shared"]
         );
-        assert_eq!(claiming(&|id| id.own_account(Basis::Inferred).is_some()), ["periodic_stall"]);
+        assert_eq!(claiming(&|id| id.own_account(Basis::Inferred).is_some()), ["periodic_stall", "gpu_shared"]);
         let all = claiming(&|id| id.idle_account().is_some() || id.own_account(Basis::Measured).is_some());
         assert!(all.iter().all(|n| n.parse::<FindingId>().is_ok_and(FindingId::is_trouble)), "{all:?}");
     }

@@ -292,9 +292,9 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         HostSaturated => "A saturated host CPU",
         // Their own title says it best.
         UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
-        | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | DataParallel
-        | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled | Xid
-        | GpuResetPending | NvlinkUnused => top.title.as_str(),
+        | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | GpuShared
+        | CpuOversubscribed | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout
+        | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => top.title.as_str(),
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.

@@ -247,6 +247,8 @@ pub fn efficiency(full: &Run) -> Vec<Efficiency> {
     let samples = samples_per_step(full);
     run.gpus
         .iter()
+        // The job's GPUs only: another process's work is not the job's efficiency.
+        .filter(|g| full.job_on(g.gpu))
         .filter(|g| g.busy() && g.active_values(&g.sm_pct).len() + g.active_values(&g.tensor_pct).len() > 0)
         .map(|g| {
             let whole = full.gpus.iter().find(|w| w.gpu == g.gpu).unwrap_or(g);

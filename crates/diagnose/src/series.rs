@@ -102,6 +102,9 @@ pub struct Run {
     pub has_gpm: bool,
     /// Whether processes were listed.
     pub has_processes: bool,
+    /// Whether the GPUs' process listings were read (gpulse's own recording, which reads the host
+    /// with them), so that an empty one means no process; a log may have no listing at all.
+    pub processes_read: bool,
     /// The watched tree's CPU, percent of one core, over time (seconds, value).
     pub tree_cpu: Vec<(f64, f64)>,
     /// Most processes the tree had at once.
@@ -111,6 +114,9 @@ pub struct Run {
     pub worker_cpu_mean: Option<f64>,
     /// Most DataLoader workers seen at once.
     pub worker_count: usize,
+    /// Most threads one DataLoader worker had, and the whole tree at once.
+    pub worker_threads_max: Option<u32>,
+    pub tree_threads_max: Option<u32>,
     /// At each tree sample (seconds): whether a process of the job holding the GPU (else the
     /// root) sat in D state, blocked in the kernel on I/O, and the share of the DataLoader
     /// workers that did.
@@ -154,6 +160,25 @@ pub struct Run {
 }
 
 impl Run {
+    /// The GPUs the watched job's processes were listed on, where the listings tell the job's
+    /// processes from others (`run`, `attach`, `record --pid`); `None` where they cannot. Empty
+    /// for a job that never used a GPU, whoever else did.
+    pub fn job_gpus(&self) -> Option<Vec<u32>> {
+        let classed = |g: &GpuSeries| g.processes.iter().any(|l| l.iter().any(|p| p.class.is_some()));
+        if !self.gpus.iter().any(classed) {
+            return None;
+        }
+        let job = |g: &&GpuSeries| {
+            g.processes.iter().any(|l| l.iter().any(|p| p.class == Some(gpulse_model::GpuProcessClass::Tree)))
+        };
+        Some(self.gpus.iter().filter(job).map(|g| g.gpu).collect())
+    }
+
+    /// Whether the job ran on GPU `gpu`, as far as the listings tell (`true` where they cannot).
+    pub fn job_on(&self, gpu: u32) -> bool {
+        self.job_gpus().is_none_or(|j| j.contains(&gpu))
+    }
+
     /// Mean CPU of the watched tree, percent of one core.
     pub fn tree_cpu_mean(&self) -> Option<f64> {
         crate::rules::mean(&self.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>())
@@ -356,6 +381,17 @@ impl RunBuilder {
             rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
         let worker_cpu_mean =
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
+        let worker_threads_max = rec
+            .trees
+            .iter()
+            .flat_map(|tr| tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.threads))
+            .max();
+        let tree_threads_max = rec
+            .trees
+            .iter()
+            .filter(|tr| tr.processes.iter().any(|p| p.threads.is_some()))
+            .map(|tr| tr.processes.iter().filter_map(|p| p.threads).sum::<u32>())
+            .max();
         let io_blocked = rec
             .trees
             .iter()
@@ -461,12 +497,15 @@ impl RunBuilder {
             tree_width,
             worker_cpu_mean,
             worker_count,
+            worker_threads_max,
+            tree_threads_max,
             io_blocked,
             host_iowait,
             compile_workers_s,
             tree_io,
             tree_pss,
             host_mem_total_bytes,
+            processes_read: !rec.host.is_empty(),
             host_cpu,
             cores,
             host_mem_used_pct,

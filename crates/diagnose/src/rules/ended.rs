@@ -16,7 +16,7 @@ use crate::{Finding, FindingId, Run, Severity, round};
 const HOST_MEM_FULL_PCT: f64 = 95.0;
 /// The kill frees the job's memory within milliseconds, so the peak is in the samples just
 /// before the end; a sample after it already reads empty.
-const BEFORE_END_S: f64 = 5.0;
+pub(super) const BEFORE_END_S: f64 = 5.0;
 
 /// `gpu_lost`: a GPU stopped answering NVML (`GPU_IS_LOST`), from the samples that found it lost
 /// or the recorder's `gpu_lost` event, whichever came first.

@@ -15,9 +15,17 @@ pub(crate) const DATA_WAIT_SHARE: f64 = 0.2;
 /// DataLoader workers at this share of a core each are busy all the time: the input pipeline is
 /// the limit, even when the GPU-Util it leaves is steady.
 pub(crate) const WORKERS_BUSY_PCT: f64 = 70.0;
-/// The first thing to do for a loop that waits for data and has no DataLoader workers.
-const ADD_WORKERS: &str =
-    "give the DataLoader worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)";
+/// The first thing to do for a loop that waits for data, where no DataLoader was seen: whether it
+/// uses one is not known.
+const ADD_WORKERS: &str = "if the loop reads a torch DataLoader, give it worker processes: num_workers = the cores you can spare (start near os.cpu_count() - 2)";
+
+/// Whether the job was seen using a torch DataLoader: its worker processes in the tree, or its
+/// frames in the sampled stacks.
+pub(crate) fn dataloader_seen(run: &Run) -> bool {
+    run.worker_count > 0
+        || run.stacks.processes.iter().any(|p| p.role == gpulse_model::ProcessRole::Worker)
+        || run.stacks.frames.iter().any(|f| f.file.contains("torch/utils/data/"))
+}
 /// What else helps any loop that waits for data.
 pub(crate) const INPUT_ADVICE: [&str; 3] = [
     "pin_memory=True, and .to(device, non_blocking=True) in the loop",
@@ -25,19 +33,57 @@ pub(crate) const INPUT_ADVICE: [&str; 3] = [
     "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
 ];
 
-/// Cores the job could give DataLoader workers: those neither other processes nor the training
-/// process itself use. `None` without the host's CPU and core count.
-fn free_cores(run: &Run) -> Option<f64> {
+/// Cores the job could give DataLoader workers: those idle, by the machine's CPU (the job's own
+/// busy cores are not free). `None` without the host's CPU and core count.
+pub(crate) fn free_cores(run: &Run) -> Option<f64> {
     if run.cores == 0 {
         return None;
     }
-    let cores = run.cores as f64;
     let host = run.host_cpu_mean()?;
-    let tree = run.tree_cpu_mean().unwrap_or(0.0) / 100.0;
-    let outside = (cores * host / 100.0 - tree).max(0.0);
-    // The training process keeps one core whatever it does now.
-    Some((cores - outside - 1.0).max(0.0))
+    Some((run.cores as f64 * (100.0 - host) / 100.0).max(0.0))
 }
+
+/// The job's DataLoader workers running more threads than the machine has cores, while the job
+/// itself keeps the machine busy: each worker's extra threads (BLAS, OpenMP) want a core of their
+/// own, and they time-slice instead.
+pub(crate) struct Oversubscribed {
+    pub workers: usize,
+    pub threads_per_worker: u32,
+    pub tree_threads: Option<u32>,
+    /// The tree's CPU, in cores.
+    pub tree_cores: f64,
+    pub cores: usize,
+}
+
+/// A worker above this share of a core runs more than one thread at once.
+const MULTITHREADED_WORKER_PCT: f64 = 100.0;
+/// The job's CPU at this share of the machine's cores fills it: nothing is left for a thread
+/// that wakes.
+const JOB_FILLS_PCT: f64 = 90.0;
+
+/// Whether the workers' threads oversubscribe the cores: more worker threads than cores, each
+/// worker busy above one core, and the tree's CPU filling the machine.
+pub(crate) fn oversubscribed(run: &Run) -> Option<Oversubscribed> {
+    let threads = run.worker_threads_max?;
+    let tree_cores = run.tree_cpu_mean()? / 100.0;
+    let fills = run.cores > 0 && tree_cores >= JOB_FILLS_PCT / 100.0 * run.cores as f64;
+    let multi = run.worker_cpu_mean.is_some_and(|w| w > MULTITHREADED_WORKER_PCT);
+    (run.worker_count > 0 && run.worker_count * threads as usize > run.cores && fills && multi).then_some(
+        Oversubscribed {
+            workers: run.worker_count,
+            threads_per_worker: threads,
+            tree_threads: run.tree_threads_max,
+            tree_cores,
+            cores: run.cores,
+        },
+    )
+}
+
+/// The advice for oversubscribed workers: fewer threads each, never more workers.
+pub(crate) const THREADS_ADVICE: [&str; 2] = [
+    "one thread per worker: torch.set_num_threads(1) in the DataLoader's worker_init_fn, or OMP_NUM_THREADS=1 (and MKL_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1) in the job's environment",
+    "do not add workers: each brings more threads to the same cores",
+];
 
 /// `num_workers` advice sized to the free cores, and fitted to what the workers do now.
 pub(crate) fn workers_advice(run: &Run) -> String {
@@ -50,7 +96,19 @@ pub(crate) fn workers_advice(run: &Run) -> String {
             100.0 * blocked
         );
     }
+    if let Some(o) = oversubscribed(run) {
+        return format!(
+            "the {} DataLoader workers run up to {} threads each on {} cores: {}",
+            o.workers, o.threads_per_worker, o.cores, THREADS_ADVICE[0]
+        );
+    }
     match (run.tree_width > 0, run.worker_count, free) {
+        (true, 0, Some(n)) if n > 0 && !dataloader_seen(run) => format!(
+            "if the loop reads a torch DataLoader, it loads every batch in the training process (no worker seen): num_workers={n} uses the {n} free core{} of {}",
+            if n == 1 { "" } else { "s" },
+            run.cores
+        ),
+        (true, 0, _) if !dataloader_seen(run) => ADD_WORKERS.to_owned(),
         (true, 0, Some(0)) => format!(
             "num_workers=0: the DataLoader loads every batch in the training process, and none of the {} cores is free: workers would only compete with it; free cores first (other processes take them), or make __getitem__ cheaper",
             run.cores
@@ -112,12 +170,21 @@ mod tests {
 
     #[test]
     fn workers_advice_is_sized_to_the_free_cores() {
-        // 16 cores, 50 % busy, the training process alone at 100 % of a core: 7 used outside it,
-        // 16 - 7 - 1 = 8 free.
+        // 16 cores, 50 % busy: 8 idle, whoever keeps the others busy.
         let mut r = loading(50.0, 100.0);
         r.worker_count = 0;
         r.tree_width = 1;
         assert_eq!(free_cores(&r), Some(8.0));
+        // No DataLoader seen: whether the loop has one is not known.
+        assert!(workers_advice(&r).starts_with("if the loop reads a torch DataLoader"), "{}", workers_advice(&r));
+        // Its frames in the sampled stacks: it loads in the training process.
+        let frame = gpulse_model::PyFrame {
+            file: "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py".into(),
+            line: 733,
+            function: "__next__".into(),
+            code: None,
+        };
+        r.stacks = std::sync::Arc::new(gpulse_model::Stacks { frames: vec![frame], ..Default::default() });
         assert!(workers_advice(&r).contains("num_workers=8 uses the 8 free cores of 16"), "{}", workers_advice(&r));
         // Four workers at 20 % of a core each keep up: no more workers.
         let r = loading(50.0, 80.0);
@@ -125,5 +192,35 @@ mod tests {
         // Four workers at 75 % each, cores free: raise toward what is free.
         let r = loading(50.0, 300.0);
         assert!(workers_advice(&r).contains("raise num_workers toward"), "{}", workers_advice(&r));
+    }
+
+    /// 8 workers of 16 threads each, the job at 1,600 % on 16 cores: oversubscribed, and the
+    /// advice is fewer threads, never more workers; the job's own busy cores are not free.
+    #[test]
+    fn workers_running_many_threads_on_a_full_machine_are_oversubscribed() {
+        let mut r = loading(100.0, 1600.0);
+        r.worker_count = 8;
+        r.worker_cpu_mean = Some(190.0);
+        r.worker_threads_max = Some(16);
+        assert_eq!(free_cores(&r), Some(0.0));
+        let o = oversubscribed(&r).expect("oversubscribed");
+        assert_eq!((o.workers, o.threads_per_worker, o.cores, o.tree_cores), (8, 16, 16, 16.0));
+        let advice = workers_advice(&r);
+        assert!(advice.contains("torch.set_num_threads(1)") && !advice.contains("raise num_workers"), "{advice}");
+        // One thread a worker: each worker has its core.
+        r.worker_threads_max = Some(2);
+        assert!(oversubscribed(&r).is_none(), "16 threads on 16 cores");
+        // Workers at one core each run one thread at a time, however many they have.
+        r.worker_threads_max = Some(16);
+        r.worker_cpu_mean = Some(100.0);
+        assert!(oversubscribed(&r).is_none());
+        // The job at half the machine leaves cores for its threads.
+        let mut r = loading(50.0, 800.0);
+        (r.worker_count, r.worker_cpu_mean, r.worker_threads_max) = (4, Some(190.0), Some(16));
+        assert!(oversubscribed(&r).is_none());
+        // An idle 2-core machine has 2 free cores.
+        let mut idle = loading(0.0, 0.0);
+        idle.cores = 2;
+        assert_eq!(free_cores(&idle), Some(2.0));
     }
 }

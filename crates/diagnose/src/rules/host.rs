@@ -90,6 +90,29 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     out
 }
 
+/// `cpu_oversubscribed`: the job's DataLoader workers run more threads than the machine has
+/// cores while the job fills it.
+pub fn oversubscribed(run: &Run) -> Vec<Finding> {
+    let Some(o) = super::feeding::oversubscribed(run) else { return Vec::new() };
+    let mut f = Finding::new(
+        FindingId::CpuOversubscribed,
+        Severity::Warning,
+        format!(
+            "{} DataLoader workers run up to {} threads each on {} cores: the job keeps {:.0} cores busy, its threads taking turns",
+            o.workers, o.threads_per_worker, o.cores, o.tree_cores
+        ),
+    )
+    .with("workers", o.workers as u64)
+    .with("threads_per_worker", o.threads_per_worker)
+    .with("cores", o.cores as u64)
+    .with("job_cpu_cores", round(o.tree_cores, 1))
+    .advise(&super::feeding::THREADS_ADVICE);
+    if let Some(t) = o.tree_threads {
+        f = f.with("job_threads", t);
+    }
+    vec![f]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;

@@ -6,6 +6,10 @@ use crate::{Finding, FindingId, GpuSeries, Run, Severity, round};
 /// Above this share of the usable memory, PyTorch's caching allocator runs out of headroom for
 /// fragmentation and new block sizes.
 const PRESSURE: f64 = 0.90;
+/// Memory within this share of the total is at the limit: the caching allocator fails a request
+/// only when the free memory is smaller than it, and the samples come up to an interval before
+/// the failing request, while the job still allocates.
+const AT_LIMIT: f64 = 0.95;
 /// A fall of this share of total memory from near the limit within a few seconds is a process
 /// dying and its memory being freed.
 const OOM_DROP: f64 = 0.20;
@@ -51,6 +55,28 @@ const OOM_ADVICE: [&str; 2] = [
     "find what grows before the crash (the memory_growth finding) or lower the peak: smaller batch, bf16 autocast, activation checkpointing",
     "torch.cuda.memory_summary() at the failing step shows what holds the memory",
 ];
+
+/// How the job ended, from the recording's `stop` event: a job that exited by itself with status 0
+/// did not run out of memory, whatever its memory did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Exit {
+    Clean,
+    /// Ended by a signal or a non-zero status, at this time.
+    Failed(f64),
+    /// No exit status: a log, a recording of the machine, an attached process.
+    Unknown,
+}
+
+impl Exit {
+    fn of(run: &Run) -> Self {
+        let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return Self::Unknown };
+        match (stop.get("exit_status").and_then(serde_json::Value::as_u64), stop.get("signal")) {
+            (Some(0), None) => Self::Clean,
+            (Some(_), _) | (None, Some(_)) => Self::Failed(*end),
+            (None, None) => Self::Unknown,
+        }
+    }
+}
 
 /// An `oom` event from a trace's own log, or `cuda_oom` from the job's stderr under `gpulse run`.
 fn is_oom_event(kind: &str) -> bool {
@@ -109,11 +135,15 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
             && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
     });
     let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
-    if let Some(total) = total {
+    let exit = Exit::of(run);
+    if let Some(total) = total
+        && oom_at.is_none()
+        && exit != Exit::Clean
+    {
         // A fall from near the limit: memory freed by a process that died.
         for w in g.t_s.iter().zip(&g.mem_used_bytes).collect::<Vec<_>>().windows(6) {
             let (Some(first), Some(last)) = (w[0].1, w[w.len() - 1].1) else { continue };
-            if oom_at.is_none() && *first >= 0.95 * total && first - last >= OOM_DROP * total {
+            if oom_at.is_none() && *first >= AT_LIMIT * total && first - last >= OOM_DROP * total {
                 // At the fall itself: the last sample before the steepest drop in the window, not
                 // the window's start up to five samples earlier.
                 let fall = w
@@ -123,23 +153,36 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                 oom_at = Some(fall.map_or(*w[0].0, |f| f.0));
             }
         }
-        if peak >= PRESSURE * total && oom_at.is_none() {
-            out.push(
-                Finding::new(
-                    FindingId::MemoryPressure,
-                    Severity::Warning,
-                    format!("GPU {}: memory peaked at {:.0}% of {:.0} GiB", g.gpu, 100.0 * peak / total, total / GIB),
-                )
-                .on_gpu(g.gpu)
-                .with("peak_gib", round(peak / GIB, 2))
-                .with("total_gib", round(total / GIB, 2))
-                .advise(&[
-                    "lower the batch size and keep the effective batch with gradient accumulation",
-                    "train in bf16 with torch.autocast; enable activation checkpointing for the largest blocks",
-                    "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation",
-                ]),
-            );
+        // A job that failed with its memory at the limit, read before the memory was freed.
+        if let (None, Exit::Failed(end)) = (oom_at, exit) {
+            let last = g.t_s.iter().zip(&g.mem_used_bytes).rev().find(|(t, m)| **t <= end && m.is_some());
+            if let Some((t, Some(m))) = last
+                && end - t <= super::ended::BEFORE_END_S
+                && *m >= AT_LIMIT * total
+            {
+                oom_at = Some(*t);
+            }
         }
+    }
+    if let Some(total) = total
+        && peak >= PRESSURE * total
+        && oom_at.is_none()
+    {
+        out.push(
+            Finding::new(
+                FindingId::MemoryPressure,
+                Severity::Warning,
+                format!("GPU {}: memory peaked at {:.0}% of {:.0} GiB", g.gpu, 100.0 * peak / total, total / GIB),
+            )
+            .on_gpu(g.gpu)
+            .with("peak_gib", round(peak / GIB, 2))
+            .with("total_gib", round(total / GIB, 2))
+            .advise(&[
+                "lower the batch size and keep the effective batch with gradient accumulation",
+                "train in bf16 with torch.autocast; enable activation checkpointing for the largest blocks",
+                "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation",
+            ]),
+        );
     }
     // Growth: the segment with the largest sustained rise.
     let scale = total.unwrap_or(peak.max(GIB));
@@ -167,14 +210,9 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         let (t, y) = (&t[start..], &y[start..]);
         let rise = y[y.len() - 1] - y[0];
         let span = t[t.len() - 1] - t[0];
-        // Growth that ends in a sudden fall of most of what it gained: the process died, most
-        // likely out of memory, even when the log has no memory.total to compare with.
-        if oom_at.is_none()
-            && let Some((_, next)) = segs.get(k + 1)
-            && next.first().is_some_and(|first| y[y.len() - 1] - first >= 0.5 * rise)
-        {
-            oom_at = Some(t[t.len() - 1]);
-        }
+        // Growth that ends in a sudden fall: a process ended and freed it. Without an error or
+        // memory at the limit that is no OOM, only where the growth stopped.
+        let fell_at = segs.get(k + 1).and_then(|next| next.0.first()).copied();
         // Growth worth a finding: 5 % of the GPU, over 10 s at least.
         if rise >= 0.05 * scale && span >= 10.0 {
             let limit = total.unwrap_or(f64::INFINITY);
@@ -191,9 +229,25 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                 "do not keep tensors that require grad in lists across steps; detach what you log",
                 "if memory is needed: smaller batch with gradient accumulation, torch.autocast(bf16), activation checkpointing",
             ]);
+            if let Some(at) = fell_at {
+                f = f.with("fell_at_s", round(at, 1));
+            }
+            // Fit the ramp itself, not the flat stretch (or model load) before it.
+            let from = y.iter().rposition(|v| *v <= y[0] + 0.1 * rise).unwrap_or(0).min(y.len().saturating_sub(3));
+            if let (Some(total), Some(_), None) = (total, fell_at, oom_at)
+                && let Some(fc) = crate::time_to_full(&t[from..], &y[from..], total)
+            {
+                // It stopped short of the limit: what it had left, at the rate it grew.
+                f.title += &format!(
+                    "; it stopped {:.0} GiB short of the limit, about {:.0} s from it at that rate",
+                    (total - y[y.len() - 1]) / GIB,
+                    fc.seconds
+                );
+                f = f
+                    .with("headroom_left_gib", round((total - y[y.len() - 1]) / GIB, 2))
+                    .with("would_fill_in_s", round(fc.seconds, 1));
+            }
             if k == last_seg && oom_at.is_none() {
-                // Fit the ramp itself, not the flat stretch (or model load) before it.
-                let from = y.iter().rposition(|v| *v <= y[0] + 0.1 * rise).unwrap_or(0).min(y.len().saturating_sub(3));
                 match (total, crate::time_to_full(&t[from..], &y[from..], limit)) {
                     (Some(_), Some(fc)) => {
                         f.title += &format!("; out of memory in about {:.0} s", fc.seconds);
@@ -227,7 +281,11 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
         if let Some(e) = oom_event {
             f = with_message(f, &e.2);
         } else {
-            f = f.limit("inferred from memory falling from the limit; `gpulse run` catches the CUDA out-of-memory message itself");
+            f = f.limit(if exit == Exit::Unknown {
+                "inferred from memory falling from its limit, with no exit status to confirm it; `gpulse run` catches the CUDA out-of-memory message itself"
+            } else {
+                "inferred from the job failing with its memory at the limit; `gpulse run` catches the CUDA out-of-memory message itself"
+            });
         }
         out.push(f);
     }
@@ -359,5 +417,58 @@ mod tests {
         let f = findings(&r);
         assert_eq!(ids(&f), ["oom"]);
         assert_eq!(f[0].evidence["peak_gib"], 50.0);
+    }
+
+    /// The job's `stop` event at `end_s`.
+    fn stopped(mut r: Run, end_s: f64, stop: serde_json::Value) -> Run {
+        r.events.push(("stop".into(), end_s, stop));
+        r
+    }
+
+    /// Memory that grew to 41 of 140 GiB and fell to nothing when the job ended: growth that
+    /// stopped short of the limit, whatever the exit, and never an OOM.
+    #[test]
+    fn growth_that_falls_below_the_limit_is_no_oom() {
+        let mut used: Vec<f64> = (0..=50).map(|i| 5.0 + 36.0 * f64::from(i) / 50.0).collect();
+        used.extend([0.5; 5]);
+        for stop in [None, Some(json!({"exit_status": 0})), Some(json!({"exit_status": 1}))] {
+            let r = match &stop {
+                Some(s) => stopped(mem(140.0, &used), 55.0, s.clone()),
+                None => mem(140.0, &used),
+            };
+            let f = findings(&r);
+            assert_eq!(ids(&f), ["memory_growth"], "{stop:?}");
+            assert!(f[0].title.contains("stopped 99 GiB short of the limit"), "{}", f[0].title);
+            assert_eq!(f[0].evidence["fell_at_s"], 51.0);
+            // 99 GiB at 0.72 GiB/s.
+            let fill = f[0].evidence["would_fill_in_s"].as_f64().unwrap();
+            assert!((fill - 99.0 / 0.72).abs() < 2.0, "{fill}");
+            assert_eq!(f[0].time_to_oom_s, None, "nothing left to forecast");
+        }
+    }
+
+    /// At the limit, then freed: an OOM when the job failed or its exit is unknown, and no OOM
+    /// when it exited with status 0.
+    #[test]
+    fn a_fall_from_the_limit_is_an_oom_unless_the_job_exited_cleanly() {
+        let edge = [96.0, 96.0, 96.0, 96.0, 96.0, 96.0, 10.0, 10.0];
+        assert_eq!(found(&mem(100.0, &edge)), ["oom"], "no exit status");
+        let failed = findings(&stopped(mem(100.0, &edge), 8.0, json!({"exit_status": 1})));
+        assert_eq!(ids(&failed), ["oom"]);
+        assert!(failed[0].limits[0].contains("failing with its memory at the limit"), "{:?}", failed[0].limits);
+        let clean = stopped(mem(100.0, &edge), 8.0, json!({"exit_status": 0}));
+        assert_eq!(found(&clean), ["memory_pressure"], "a clean exit frees its memory");
+    }
+
+    /// A job killed with its memory at the limit, before a sample saw it freed: an OOM at its last
+    /// reading; the same memory with a clean exit is pressure only.
+    #[test]
+    fn a_failed_exit_at_the_limit_is_an_oom() {
+        let at_limit = [50.0, 80.0, 96.0, 97.0];
+        let f = findings(&stopped(mem(100.0, &at_limit), 4.0, json!({"signal": "SIGABRT", "exit_status": 134})));
+        assert_eq!((ids(&f), &f[0].evidence["at_s"]), (vec!["oom"], &json!(3.0)));
+        assert_eq!(found(&stopped(mem(100.0, &at_limit), 4.0, json!({"exit_status": 0}))), ["memory_pressure"]);
+        let below = [50.0, 80.0, 90.0, 94.0];
+        assert_eq!(found(&stopped(mem(100.0, &below), 4.0, json!({"exit_status": 1}))), ["memory_pressure"]);
     }
 }

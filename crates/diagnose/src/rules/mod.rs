@@ -50,6 +50,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(utilization::findings(run, &stalls));
     out.extend(transfer::findings(run));
     out.extend(host::findings(run));
+    out.extend(host::oversubscribed(full));
     out.extend(tensor::findings(run));
     out.extend(startup::findings(full));
     out.extend(memory::findings(full));

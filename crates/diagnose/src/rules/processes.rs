@@ -9,21 +9,42 @@ use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Memory worth reclaiming: smaller contexts are CUDA's own overhead.
 const MIN_HELD_GIB: f64 = 1.0;
-/// A holder alone on a GPU that did nothing for this long, and the GPU's work only ever with
-/// another process listed: the work was never its (as long as the diagnosis's shortest window).
-const ALONE_IDLE_S: f64 = 10.0;
 
-/// What one process held over the run.
+/// A process alone on a GPU, or beside the job, that did nothing for this long: the diagnosis's
+/// shortest window to judge a steady state.
+const IDLE_MIN_S: f64 = super::MIN_ACTIVE_S;
+/// SM use at or below this is no work: NVML's per-process figure reads 0–1 % for a context
+/// that launches nothing.
+const IDLE_SM_PCT: u32 = 1;
+
+/// One process on one GPU, listing by listing: (sample index, memory, SM use).
 #[derive(Default)]
-struct Held {
-    /// Listings it appeared in.
-    count: usize,
-    /// Least and most memory it held, bytes.
-    lo: f64,
-    hi: f64,
-    sm: Option<u32>,
+struct Seen {
+    at: Vec<(usize, Option<f64>, Option<u32>)>,
     class: Option<GpuProcessClass>,
     name: Option<String>,
+}
+
+impl Seen {
+    fn hi(&self) -> f64 {
+        self.at.iter().filter_map(|x| x.1).fold(0.0, f64::max)
+    }
+
+    /// Its memory stayed within 2 % of its most.
+    fn flat(&self) -> bool {
+        let lo = self.at.iter().filter_map(|x| x.1).fold(f64::MAX, f64::min);
+        self.hi() - lo <= 0.02 * self.hi()
+    }
+}
+
+/// How a process ended its time on a GPU doing nothing: from when, holding how much.
+struct IdleTail {
+    since_s: f64,
+    until_s: f64,
+    held: f64,
+    /// How idleness was told: `sm` (its own SM use), `gpu` (the GPU did nothing), `beside`
+    /// (another process's memory moved with the GPU's work while this one's stayed).
+    how: &'static str,
 }
 
 pub fn findings(run: &Run) -> Vec<Finding> {
@@ -32,103 +53,211 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         return out;
     }
     for g in &run.gpus {
-        let listings: Vec<&Vec<gpulse_model::ProcessSample>> = g.processes.iter().map(|p| &**p).collect();
-        let n = listings.len() as f64;
         // By PID, so the findings come out in the same order every time.
-        let mut seen: BTreeMap<u32, Held> = BTreeMap::new();
-        for l in &listings {
-            for p in *l {
-                let e =
-                    seen.entry(p.pid).or_insert_with(|| Held { name: p.name.clone(), lo: f64::MAX, ..Held::default() });
-                e.count += 1;
+        let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+        for (i, l) in g.processes.iter().enumerate() {
+            for p in l.iter() {
+                let e = seen.entry(p.pid).or_insert_with(|| Seen { name: p.name.clone(), ..Seen::default() });
                 // A listing that cannot tell the memory says nothing of it.
-                if let Some(m) = p.used_memory_bytes.map(|b| b as f64) {
-                    e.lo = e.lo.min(m);
-                    e.hi = e.hi.max(m);
-                }
-                e.sm = e.sm.max(p.sm_util_pct);
+                e.at.push((i, p.used_memory_bytes.map(|b| b as f64), p.sm_util_pct));
                 e.class = e.class.or(p.class);
             }
         }
-        let flat = |h: &Held| h.hi - h.lo <= 0.02 * h.hi;
-        // Without per-process SM use, the GPU's own work must be someone else's: it did none, or
-        // another process's memory moved while this one's stayed. A lone process with flat
-        // memory on a busy GPU is a steady training, not an idle one.
-        let gpu_idle = {
-            let u: Vec<f64> = g.util_pct.iter().flatten().copied().collect();
-            !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= 1.0
-        };
-        // A worker is listed through much of the window: a short probe's context growing from
-        // nothing is not the GPU's work (a small training's may be under a GiB, and is).
+        // A worker is listed through much of the run, its memory moving: a short probe's context
+        // growing from nothing is not the GPU's work (a small training's may be under a GiB).
+        let n = g.processes.len() as f64;
         let moving: Vec<u32> =
-            seen.iter().filter(|(_, h)| !flat(h) && h.count as f64 >= 0.5 * n).map(|(p, _)| *p).collect();
-        // Each process's seconds alone on the GPU while it did nothing, and whether the GPU ever
-        // worked with it alone (a sample covers the interval since the one before).
-        let mut alone: BTreeMap<u32, (f64, bool)> = BTreeMap::new();
-        for (i, l) in listings.iter().enumerate().skip(1) {
-            let dt = g.t_s[i] - g.t_s[i - 1];
-            let [p] = l.as_slice() else { continue };
-            let Some(u) = g.util_pct[i] else { continue };
-            let e = alone.entry(p.pid).or_default();
-            if u <= 1.0 {
-                e.0 += dt;
-            } else {
-                e.1 = true;
-            }
-        }
+            seen.iter().filter(|(_, h)| !h.flat() && h.at.len() as f64 >= 0.5 * n).map(|(p, _)| *p).collect();
+        let job_here = seen.values().any(|h| h.class == Some(GpuProcessClass::Tree));
         for (&pid, h) in &seen {
-            let Held { count, lo: _, hi, sm, class, ref name } = *h;
-            if hi < MIN_HELD_GIB * GIB {
+            if h.hi() < MIN_HELD_GIB * GIB {
                 continue;
             }
-            let always = count as f64 >= 0.9 * n;
-            let alone_idle = alone.get(&pid).is_some_and(|a| a.0 >= ALONE_IDLE_S && !a.1);
-            let idle = match sm {
-                Some(s) => s <= 1,
-                None => gpu_idle || moving.iter().any(|&p| p != pid) || (alone_idle && seen.len() > 1),
+            let foreign = h.class == Some(GpuProcessClass::Foreign);
+            let tail = idle_tail(g, pid, h, &moving);
+            if foreign
+                && job_here
+                && let Some(f) = shared(g, pid, h)
+            {
+                out.push(f);
+                continue;
+            }
+            let Some(tail) = tail.filter(|t| {
+                let span = g.t_s[h.at[h.at.len() - 1].0] - g.t_s[h.at[0].0];
+                t.until_s - t.since_s >= IDLE_MIN_S && t.until_s - t.since_s >= 0.5 * span
+            }) else {
+                if foreign {
+                    out.push(busy_foreign(g, pid, h));
+                }
+                continue;
             };
-            let flat = flat(h);
-            let foreign = class == Some(GpuProcessClass::Foreign);
-            if !(foreign || (always && flat && idle)) {
-                continue;
-            }
-            let (id, what) =
-                if foreign { (FindingId::ForeignProcess, "outside the job") } else { (FindingId::IdleHolder, "idle") };
-            let mut f = Finding::new(id, Severity::Warning, format!("GPU {}: process {pid} holds {:.1} GiB {what}", g.gpu, hi / GIB))
-                .on_gpu(g.gpu)
-                .with("pid", pid)
-                .with("held_gib", round(hi / GIB, 2))
-                .with("present_share", round(count as f64 / n, 3))
-                .advise(&[
-                    "a forgotten notebook kernel or an old run holds this memory: end it, or in a notebook free it with del and torch.cuda.empty_cache()",
-                    "on a shared GPU, the memory it holds is memory your job cannot use",
-                ]);
-            if let Some(name) = name {
-                f = f.with("name", name.clone());
-            }
-            match sm {
-                Some(s) => f = f.with("sm_util_max_pct", s),
-                None if gpu_idle => {
-                    f = f.limit("per-process SM use unknown: judged idle because its memory never changed and the GPU did no work")
-                }
-                None if alone_idle && !moving.iter().any(|&p| p != pid) => {
-                    f = f.limit(
-                        "per-process SM use unknown: judged idle because the GPU did nothing while it was alone, and worked only beside another process",
-                    )
-                }
-                None => {
-                    f = f.limit(
-                        "per-process SM use unknown: judged idle because its memory never changed while another process's moved with the GPU's work",
-                    )
-                }
-            }
-            if class.is_none() {
-                f = f.limit("cannot tell whether it belongs to your job: record with `gpulse record --pid PID`");
-            }
-            out.push(f);
+            out.push(idle(g, pid, h, &tail, foreign));
         }
     }
     out
+}
+
+/// The stretch at the end of `h`'s listings in which it did nothing and its memory stayed at its
+/// last level; `None` when its last listing already worked.
+fn idle_tail(g: &crate::GpuSeries, pid: u32, h: &Seen, moving: &[u32]) -> Option<IdleTail> {
+    // Beside another process whose memory moved with the GPU's work, one whose memory never did
+    // is not the one working.
+    // So is one with which, alone, the GPU did nothing for a while and never worked, beside any
+    // other.
+    let alone = |i: usize| matches!(g.processes[i].as_slice(), [p] if p.pid == pid);
+    let alone_idle_s: f64 = h.at.iter().filter(|x| x.0 > 0 && alone(x.0)).map(|x| g.t_s[x.0] - g.t_s[x.0 - 1]).sum();
+    let never_alone_busy =
+        alone_idle_s >= IDLE_MIN_S && h.at.iter().all(|x| !alone(x.0) || g.util_pct[x.0].is_some_and(|u| u <= 1.0));
+    // Whichever sample the GPU worked at: a listing may lag the work by its own interval.
+    let other_moved = moving.iter().any(|&p| p != pid);
+    let beside = |i: usize| {
+        let mut others = g.processes[i].iter().filter(|p| p.pid != pid);
+        h.flat() && (other_moved || others.any(|_| never_alone_busy))
+    };
+    let held = h.at.iter().rev().find_map(|x| x.1)?;
+    let mut since: Option<(usize, &'static str)> = None;
+    let mut how = "sm";
+    for &(i, m, sm) in h.at.iter().rev() {
+        let flat = m.is_none_or(|m| (m - held).abs() <= 0.02 * held);
+        let idle = match sm {
+            Some(s) => Some(s <= IDLE_SM_PCT).map(|i| (i, "sm")),
+            None => match g.util_pct[i] {
+                Some(u) if u <= 1.0 => Some((true, "gpu")),
+                // Another process's memory moved with the GPU's work while this one's stayed.
+                Some(_) if beside(i) => Some((true, "beside")),
+                Some(_) => Some((false, "gpu")),
+                None => None,
+            },
+        };
+        match idle {
+            Some((true, by)) if flat => {
+                since = Some((i, by));
+                if how == "sm" || by == "beside" {
+                    how = by;
+                }
+            }
+            _ => break,
+        }
+    }
+    let (first, _) = since?;
+    let last = h.at[h.at.len() - 1].0;
+    // A sample covers the interval since the one before: a stretch after work began there.
+    let from = if first > h.at[0].0 { first - 1 } else { first };
+    Some(IdleTail { since_s: g.t_s[from], until_s: g.t_s[last], held, how })
+}
+
+const FORGOTTEN: [&str; 2] = [
+    "a forgotten notebook kernel or an old run holds this memory: end it, or in a notebook free it with del and torch.cuda.empty_cache()",
+    "on a shared GPU, the memory it holds is memory your job cannot use",
+];
+
+/// `idle_holder` (or `foreign_process` outside the job): memory held while doing nothing, named
+/// with its stretch.
+fn idle(g: &crate::GpuSeries, pid: u32, h: &Seen, tail: &IdleTail, foreign: bool) -> Finding {
+    let start = g.t_s[h.at[0].0];
+    let (id, whose) =
+        if foreign { (FindingId::ForeignProcess, " (outside the job)") } else { (FindingId::IdleHolder, "") };
+    let held_s = tail.until_s - tail.since_s;
+    let since = if tail.since_s <= start {
+        "idle from its first listing".to_owned()
+    } else {
+        format!("idle since {:.0} s after it appeared", tail.since_s - start)
+    };
+    let mut f = Finding::new(
+        id,
+        Severity::Warning,
+        format!("GPU {}: process {pid}{whose} {since}, holding {:.1} GiB for {held_s:.0} s", g.gpu, tail.held / GIB),
+    )
+    .on_gpu(g.gpu)
+    .over([round(tail.since_s, 1), round(tail.until_s, 1)])
+    .with("pid", pid)
+    .with("held_gib", round(tail.held / GIB, 2))
+    .with("idle_s", round(held_s, 1))
+    .advise(&FORGOTTEN);
+    if let Some(name) = &h.name {
+        f = f.with("name", name.clone());
+    }
+    match tail.how {
+        "sm" => f = f.with("sm_util_max_pct", IDLE_SM_PCT),
+        "gpu" => {
+            f = f.limit("per-process SM use unknown: judged idle because its memory stayed put while the GPU did no work")
+        }
+        _ => {
+            f = f.limit(
+                "per-process SM use unknown: judged idle because its memory stayed put while another process's moved with the GPU's work",
+            )
+        }
+    }
+    if h.class.is_none() {
+        f = f.limit("cannot tell whether it belongs to your job: record with `gpulse record --pid PID`");
+    }
+    f
+}
+
+/// `gpu_shared`: a process outside the job computing on the job's GPU, with its SM share while
+/// both were listed. `None` where it did no work, or its SM use is unknown.
+fn shared(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Option<Finding> {
+    let beside: Vec<(usize, u32)> =
+        h.at.iter()
+            .filter(|x| g.processes[x.0].iter().any(|p| p.class == Some(GpuProcessClass::Tree)))
+            .filter_map(|x| Some((x.0, x.2?)))
+            .collect();
+    let sm = beside.iter().map(|x| f64::from(x.1)).sum::<f64>() / beside.len().max(1) as f64;
+    if beside.is_empty() || sm <= f64::from(IDLE_SM_PCT) {
+        return None;
+    }
+    let span = [g.t_s[beside[0].0], g.t_s[beside[beside.len() - 1].0]];
+    let severity = if sm >= 100.0 * super::MATERIAL { Severity::Warning } else { Severity::Info };
+    let mut f = Finding::new(
+        FindingId::GpuShared,
+        severity,
+        format!("GPU {}: process {pid}, outside the job, computes beside it ({sm:.0}% of the SMs)", g.gpu),
+    )
+    .on_gpu(g.gpu)
+    .over([round(span[0], 1), round(span[1], 1)])
+    .with("pid", pid)
+    .with("sm_share_pct", round(sm, 1))
+    .with("held_gib", round(h.hi() / GIB, 2))
+    .advise(&[
+        "the GPU time-slices between the two processes' kernels: the job's steps wait while the other's run",
+        "run the job on a GPU of its own (CUDA_VISIBLE_DEVICES), or ask the other process's owner; `nvidia-smi pmon` shows who it is",
+    ]);
+    if let Some(name) = &h.name {
+        f = f.with("name", name.clone());
+    }
+    Some(f)
+}
+
+/// `foreign_process` that is not idle: memory held outside the job, with its work where NVML
+/// tells it. It does not share a GPU with the job (that is `gpu_shared`), so it costs the job
+/// only the memory.
+fn busy_foreign(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Finding {
+    let sm = h.at.iter().filter_map(|x| x.2).map(f64::from).collect::<Vec<_>>();
+    let busy = super::mean(&sm).filter(|m| *m > f64::from(IDLE_SM_PCT));
+    let title = match busy {
+        Some(m) => format!(
+            "GPU {}: process {pid} computes outside the job ({m:.0}% of the SMs), holding {:.1} GiB",
+            g.gpu,
+            h.hi() / GIB
+        ),
+        None => format!("GPU {}: process {pid} holds {:.1} GiB outside the job", g.gpu, h.hi() / GIB),
+    };
+    let severity = if busy.is_some() { Severity::Info } else { Severity::Warning };
+    let mut f = Finding::new(FindingId::ForeignProcess, severity, title)
+        .on_gpu(g.gpu)
+        .with("pid", pid)
+        .with("held_gib", round(h.hi() / GIB, 2))
+        .advise(&["on a shared GPU, the memory it holds is memory your job cannot use; `nvidia-smi pmon` shows whether it computes"]);
+    if let Some(m) = busy {
+        f = f.with("sm_mean_pct", round(m, 1));
+    }
+    if let Some(name) = &h.name {
+        f = f.with("name", name.clone());
+    }
+    if sm.is_empty() {
+        f = f.limit("per-process SM use unknown: whether it computes cannot be told");
+    }
+    f
 }
 
 #[cfg(test)]
@@ -136,10 +265,10 @@ mod tests {
     use super::super::testing::*;
     use super::*;
 
-    /// 10 listings of GPU 0; process 9 holds `gib[i]` in listing i (absent where `None`), with SM
-    /// use `sm` and class `class`.
+    /// Listings of GPU 0 every 2 s; process 9 holds `gib[i]` in listing i (absent where `None`),
+    /// with SM use `sm` and class `class`.
     fn held(gib: &[Option<f64>], sm: Option<u32>, class: Option<GpuProcessClass>) -> Run {
-        let mut g = steady(0, 90.0, gib.len());
+        let mut g = gpu(0, 2.0, &vec![90.0; gib.len()]);
         g.processes = gib
             .iter()
             .map(|m| {
@@ -158,22 +287,54 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_holder_holds_1_gib_in_nine_tenths_of_the_listings_without_changing() {
-        assert_eq!(flagged(&held(&[Some(1.0); 10], Some(0), None)), ["idle_holder"], "1 GiB");
+    fn an_idle_holder_holds_1_gib_idle_for_10_s_and_half_its_time() {
+        assert_eq!(flagged(&held(&[Some(1.0); 10], Some(0), None)), ["idle_holder"], "1 GiB for 18 s");
         assert!(flagged(&held(&[Some(0.999); 10], Some(0), None)).is_empty(), "under 1 GiB");
-        let mut nine = [Some(4.0); 10];
-        nine[0] = None;
-        assert_eq!(flagged(&held(&nine, Some(0), None)), ["idle_holder"], "9 of 10");
-        nine[1] = None;
-        assert!(flagged(&held(&nine, Some(0), None)).is_empty(), "8 of 10");
+        let mut late = [Some(4.0); 10];
+        late[..5].fill(None);
+        assert!(flagged(&held(&late, Some(0), None)).is_empty(), "listed for 8 s");
+        late[4] = Some(4.0);
+        assert_eq!(flagged(&held(&late, Some(0), None)), ["idle_holder"], "10 s");
+    }
+
+    /// Work, then 30 GiB held doing nothing: judged over the stretch at its end, which the title
+    /// names, however busy it was before.
+    #[test]
+    fn a_holder_is_judged_by_its_last_stretch() {
+        // Computes for 6 s at 90 % SM, then holds 30 GiB at 0 % for 18 s and the same again.
+        for (n, idle_s) in [(13, 18.0), (22, 36.0)] {
+            let mut r = held(&vec![Some(30.0); n], Some(0), None);
+            for (i, l) in r.gpus[0].processes.iter_mut().enumerate().take(4) {
+                let mut l2 = (**l).clone();
+                l2[1].sm_util_pct = Some(90);
+                l2[1].used_memory_bytes = Some(((20.0 + i as f64) * GIB) as u64);
+                *l = std::sync::Arc::new(l2);
+            }
+            let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+            assert_eq!(f.id, FindingId::IdleHolder);
+            assert_eq!(f.evidence["idle_s"], idle_s);
+            assert!(
+                f.title.contains(&format!("idle since 6 s after it appeared, holding 30.0 GiB for {idle_s:.0} s")),
+                "{}",
+                f.title
+            );
+        }
+        // Idle for 10 s after 14 s of work: under half its time.
+        let mut r = held(&[Some(30.0); 13], Some(0), None);
+        for l in r.gpus[0].processes.iter_mut().take(8) {
+            let mut l2 = (**l).clone();
+            l2[1].sm_util_pct = Some(90);
+            *l = std::sync::Arc::new(l2);
+        }
+        assert!(flagged(&r).is_empty());
     }
 
     #[test]
     fn idle_means_memory_within_2_percent_and_sm_at_most_1_percent() {
         let mut m = [Some(4.0); 10];
-        m[3] = Some(4.0 * 0.98);
+        m[8] = Some(4.0 * 0.98);
         assert_eq!(flagged(&held(&m, Some(1), None)), ["idle_holder"]);
-        m[3] = Some(4.0 * 0.979);
+        m[8] = Some(4.0 * 0.979);
         assert!(flagged(&held(&m, Some(1), None)).is_empty(), "its memory moved");
         assert!(flagged(&held(&[Some(4.0); 10], Some(2), None)).is_empty(), "it uses the SMs");
     }
@@ -184,9 +345,9 @@ mod tests {
     fn with_sm_use_unknown_the_gpus_work_must_be_anothers() {
         // Process 1 (30 GiB) and 9 (4 GiB) both flat on a GPU at 90 %: either could be the job.
         assert!(flagged(&held(&[Some(4.0); 10], None, None)).is_empty(), "a steady training is not idle");
-        let lone = run(vec![with_processes(steady(0, 90.0, 10), vec![holder(9, 20.0)])]);
+        let lone = run(vec![with_processes(steady(0, 90.0, 20), vec![holder(9, 20.0)])]);
         assert!(flagged(&lone).is_empty(), "alone on a busy GPU");
-        let quiet = run(vec![with_processes(steady(0, 0.0, 10), vec![holder(9, 20.0)])]);
+        let quiet = run(vec![with_processes(steady(0, 0.0, 20), vec![holder(9, 20.0)])]);
         let f = findings(&quiet);
         assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "an idle GPU, and said so: {f:?}");
         // Process 1 grows while 9 stays: the work is 1's.
@@ -230,7 +391,7 @@ mod tests {
             .collect();
         let r = run(vec![g.clone()]);
         assert_eq!(flagged(&r), ["idle_holder"]);
-        assert!(findings(&r)[0].limits[0].contains("while it was alone"), "{:?}", findings(&r)[0].limits);
+        assert!(findings(&r)[0].limits[0].contains("another process's moved"), "{:?}", findings(&r)[0].limits);
         // The GPU worked once with the holder alone: the work may be its own.
         g.util_pct[50] = Some(60.0);
         assert!(flagged(&run(vec![g.clone()])).is_empty());
@@ -251,7 +412,7 @@ mod tests {
             .rev()
             .map(|i| gpulse_model::ProcessSample { sm_util_pct: Some(0), ..holder(1000 + i * 7919 % 977, 2.0) })
             .collect();
-        let r = run(vec![with_processes(steady(0, 90.0, 10), listing)]);
+        let r = run(vec![with_processes(steady(0, 90.0, 20), listing)]);
         let pids: Vec<u64> = findings(&r).iter().map(|f| f.evidence["pid"].as_u64().unwrap()).collect();
         let mut sorted = pids.clone();
         sorted.sort_unstable();
@@ -269,5 +430,60 @@ mod tests {
             "busy and growing, still foreign"
         );
         assert!(flagged(&held(&[Some(0.999); 10], Some(0), Some(GpuProcessClass::Foreign))).is_empty());
+    }
+
+    /// 30 s at GPU-Util 97 %: the job's process 7 (when `job_sm` is given) and process 9 outside
+    /// the job at 57 % of the SMs, both listed throughout.
+    fn beside(job_sm: Option<u32>) -> Run {
+        let mut listing = vec![gpulse_model::ProcessSample {
+            sm_util_pct: Some(57),
+            class: Some(GpuProcessClass::Foreign),
+            ..holder(9, 20.0)
+        }];
+        if let Some(sm) = job_sm {
+            listing.push(gpulse_model::ProcessSample {
+                sm_util_pct: Some(sm),
+                class: Some(GpuProcessClass::Tree),
+                ..holder(7, 10.0)
+            });
+        }
+        let mut r = run(vec![with_processes(steady(0, 97.0, 31), listing)]);
+        r.tree_width = 1;
+        r
+    }
+
+    /// Another process computing beside the job is a competitor with its SM share, and the
+    /// ledger gives its kernels' time an account of their own, not the job's.
+    #[test]
+    fn a_busy_process_beside_the_job_shares_the_gpu() {
+        let (f, ledger) = crate::rules::all(&beside(Some(40)));
+        let shared = f.iter().find(|f| f.id == FindingId::GpuShared).expect("gpu_shared");
+        assert_eq!((shared.evidence["pid"].as_u64(), shared.evidence["sm_share_pct"].as_f64()), (Some(9), Some(57.0)));
+        assert!(!shared.advice.iter().any(|a| a.contains("forgotten")), "{:?}", shared.advice);
+        assert!(
+            !f.iter().any(|f| matches!(f.id, FindingId::ForeignProcess | FindingId::IdleHolder | FindingId::Healthy))
+        );
+        // 30 s of loop: the job's 40 % and the other's 57 %.
+        assert!((ledger.seconds("gpu_work") - 12.0).abs() < 0.01, "{ledger:?}");
+        assert!((ledger.seconds("gpu_others") - 17.1).abs() < 0.01, "{ledger:?}");
+        assert_eq!(shared.evidence["wall_share"], crate::round(ledger.share("gpu_others"), 3));
+    }
+
+    /// A job that never used the GPU, beside a process keeping it busy: no loop, nothing
+    /// healthy, no roofline, and the other process is not called forgotten.
+    #[test]
+    fn a_job_without_a_gpu_gets_nothing_of_anothers_work() {
+        let mut r = beside(None);
+        r.has_gpm = true;
+        for g in &mut r.gpus {
+            g.sm_pct = vec![Some(90.0); g.t_s.len()];
+        }
+        let (f, ledger) = crate::rules::all(&r);
+        assert_eq!(ids(&f), ["foreign_process"], "{f:?}");
+        assert!(f[0].advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f[0].advice);
+        assert_eq!(ledger.seconds("gpu_work"), 0.0);
+        assert_eq!((ledger.accounts[0].account, ledger.accounts[0].seconds), ("no_gpu", 30.0));
+        assert!(f[0].title.contains("computes outside the job (57% of the SMs)"), "{}", f[0].title);
+        assert!(crate::efficiency(&r).is_empty(), "no roofline for the job");
     }
 }

@@ -31,6 +31,12 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
         }
         let sm = mean(&g.active_values(&g.sm_pct));
         out.extend(misleading(g));
+        // No job to advise: gpulse's own recording (its listings read) with no tree, no step
+        // marks and no process on the GPU. What the GPU did is in the ledger.
+        if run.processes_read && run.tree_width == 0 && run.steps.is_none() && g.processes.iter().all(|l| l.is_empty())
+        {
+            continue;
+        }
         // Copies that fill the link, and a saturated host, have findings of their own.
         if mu >= LOW_UTIL_PCT || super::transfer::is_transfer_bound(g) || super::host::saturated(run, g) {
             continue;
@@ -253,14 +259,18 @@ fn job_gpus(run: &Run) -> Vec<&crate::GpuSeries> {
 /// Nothing wrong, and the GPU is busy, for as long as the other rules need to judge a steady
 /// state: a busy second in a run of idle ones is no evidence that nothing is wrong.
 pub fn healthy(run: &Run) -> Vec<Finding> {
-    let judged = run.gpus.iter().filter(|g| g.active_s() >= super::MIN_ACTIVE_S);
+    // Another process keeping a GPU busy says nothing of the job: a job that used no GPU is
+    // never healthy.
+    let judged = run.gpus.iter().filter(|g| g.active_s() >= super::MIN_ACTIVE_S && run.job_on(g.gpu));
     let best = judged.filter_map(|g| mean(&g.active_values(&g.util_pct))).fold(f64::MIN, f64::max);
     if best < 80.0 {
         return Vec::new();
     }
     let mut f = Finding::new(FindingId::Healthy, Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
     f = f.with("util_gpu_mean_pct", round(best, 1));
-    if let Some(sm) = run.gpus.iter().filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max) {
+    if let Some(sm) =
+        run.gpus.iter().filter(|g| run.job_on(g.gpu)).filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max)
+    {
         f = f.with("sm_active_mean_pct", round(sm, 1));
     } else {
         f = f.limit("no GPM data: SM activity unknown; record on Hopper or newer with gpulse to see it");
@@ -310,6 +320,19 @@ mod tests {
             limits(&stepped).contains("marked its steps but not its waits")
                 && !limits(&stepped).contains("no step markers")
         );
+    }
+
+    /// A recording of the machine with no job (no tree, no marks, no process on the GPU) gets no
+    /// per-step advice: there is no loop to give it to.
+    #[test]
+    fn no_job_no_loop_advice() {
+        let mut r = run(vec![steady(0, 40.0, 20)]);
+        r.host_cpu = (0..20).map(|t| (f64::from(t), 10.0)).collect();
+        assert_eq!(found(&r), ["host_bound"], "a log that cannot list processes");
+        r.processes_read = true;
+        assert!(found(&r).is_empty(), "listings read, none on the GPU");
+        r.gpus[0] = with_processes(steady(0, 40.0, 20), vec![holder(7, 2.0)]);
+        assert_eq!(found(&r), ["host_bound"], "a process on the GPU");
     }
 
     #[test]

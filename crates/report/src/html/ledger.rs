@@ -13,6 +13,7 @@ fn color(account: &str) -> &'static str {
         "gpu_work" => "#2ca02c",
         "data_wait" | "startup_data_wait" | "after_loop_data_wait" | "input_inferred" => "#d62728",
         "transfer" => "#9467bd",
+        "gpu_others" => "#8c564b",
         "host_side" => "#ff7f0e",
         "phase" => "#1f77b4",
         "stall" => "#e377c2",
