@@ -84,8 +84,14 @@ fn the_callbacks_measure_the_wait_for_data() {
     assert!((83.0..=93.0).contains(&share), "{share}");
     let steps_per_s = v["steps"]["steps_per_s"].as_f64().unwrap();
     assert!((steps_per_s / 24.51 - 1.0).abs() < 0.01, "truth 24.51/s: {steps_per_s}");
-    assert!(f["advice"][0].as_str().unwrap().starts_with("num_workers=0"), "{f}");
-    assert!(v["summary"].as_str().unwrap().starts_with("The loop waits for data 88% of the time"), "{}", v["summary"]);
+    // No worker and no sampled stack show the DataLoader: the advice says what it rests on.
+    let advice = f["advice"][0].as_str().unwrap();
+    assert!(advice.contains("loads every batch in the training process") && advice.contains("free core"), "{f}");
+    assert!(
+        v["summary"].as_str().unwrap().starts_with("The loop waits for data 88% of the loop's time"),
+        "{}",
+        v["summary"]
+    );
     // Hugging Face, 4 workers that keep up: a small measured wait, no input-bound verdict and
     // no advice for more workers.
     let (ids, v) = diagnosed("h200-diagnosis/hf.db");

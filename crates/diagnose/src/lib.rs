@@ -264,12 +264,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     let what = match top.id {
         InputBound if top.basis == Basis::Measured => {
             return Some(format!(
-                "The loop waits for data {of_loop:.0}% of the time: {gain} more steps/s if it did not."
+                "The loop waits for data {of_loop:.0}% of the loop's time: {gain} more steps/s if it did not."
             ));
         }
         TransferBound if top.basis == Basis::Measured => {
             return Some(format!(
-                "Copies to the GPU hold the loop up {of_loop:.0}% of the time: {gain} more steps/s if they did not."
+                "Copies to the GPU hold the loop up {of_loop:.0}% of its time: {gain} more steps/s if they did not."
             ));
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.

@@ -233,7 +233,7 @@ impl Registration {
             id: f.id.as_str().to_owned(),
             title: f.title.clone(),
             gpu: f.gpu,
-            lost_share: f.lost_share,
+            lost_share: f.wall_share(),
             time_to_oom_s: f.time_to_oom_s,
         });
         self.status.main_thread = main_thread_now(live.main_thread());

@@ -184,7 +184,8 @@ impl Update {
 
 impl DiagnosisView {
     fn new(live: &LiveDiagnosis, devices: &[DeviceInfo]) -> Self {
-        let mut findings: Vec<FindingView> = live
+        // In the analysis's order: by severity, then by the ledger's share of the wall time.
+        let findings: Vec<FindingView> = live
             .current()
             .iter()
             .map(|f| FindingView {
@@ -192,18 +193,12 @@ impl DiagnosisView {
                 gpu: f.gpu,
                 // A title may quote the job's stderr: escaped, like a command line.
                 title: escape_control(&f.title),
-                lost_share: f.lost_share,
+                // The ledger's share, as every other view gives it.
+                lost_share: f.wall_share(),
                 time_to_oom_s: f.time_to_oom_s,
                 advice: f.advice.first().map(|a| escape_control(a)),
             })
             .collect();
-        // What costs the most wall time first; a finding that cannot say keeps its rank after.
-        findings.sort_by(|a, b| match (a.lost_share, b.lost_share) {
-            (Some(x), Some(y)) => y.total_cmp(&x),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        });
         let steps = live.recent_steps();
         Self {
             findings,

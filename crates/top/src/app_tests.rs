@@ -333,9 +333,10 @@ fn the_periodic_stall_is_found_live_with_its_cost() {
         .iter()
         .find(|f| f.id == gpulse_diagnose::FindingId::PeriodicStall)
         .unwrap_or_else(|| panic!("{:?}", a.findings));
-    // 3 s idle in every ~11 s: about 27 % of the wall time.
+    // 3 s idle in every ~11 s: the log holds two such pauses, 6 s of its 42.6 s, and the view
+    // gives the ledger's share of the wall time as every other view does.
     let lost = stall.lost_share.unwrap();
-    assert!((0.18..=0.36).contains(&lost), "{lost}");
+    assert!((0.12..=0.17).contains(&lost), "{lost}");
     let s = screen(&a, 120, 40);
     assert!(s.contains("periodic_stall"), "{s}");
 }

@@ -77,7 +77,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
         for f in
             out.iter_mut().filter(|f| Some(f.id) == a.finding && f.gpu == a.finding_gpu && f.basis == Basis::Inferred)
         {
-            f.evidence.insert("wall_share".into(), crate::round(a.share, 3).into());
+            f.evidence.insert("wall_share".into(), a.share.into());
             if let Some(l) = loop_s.filter(|l| *l > 0.0) {
                 f.evidence.insert("loop_share".into(), crate::round((a.seconds / l).min(1.0), 3).into());
             }
@@ -90,7 +90,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     // every finding ranks by the time the ledger gives it.
     for f in &mut out {
         let Some(account) = f.id.own_account(f.basis) else { continue };
-        f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 3).into());
+        f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 4).into());
     }
     out.extend(phases::findings(full, &ledger));
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job

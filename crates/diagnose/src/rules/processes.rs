@@ -466,7 +466,11 @@ mod tests {
         // 30 s of loop: the job's 40 % and the other's 57 %.
         assert!((ledger.seconds("gpu_work") - 12.0).abs() < 0.01, "{ledger:?}");
         assert!((ledger.seconds("gpu_others") - 17.1).abs() < 0.01, "{ledger:?}");
-        assert_eq!(shared.evidence["wall_share"], crate::round(ledger.share("gpu_others"), 3));
+        assert_eq!(
+            shared.evidence["wall_share"],
+            crate::round(ledger.share("gpu_others"), 4),
+            "the account's share, rounded once as the ledger rounds it"
+        );
     }
 
     /// A job that never used the GPU, beside a process keeping it busy: no loop, nothing

@@ -178,7 +178,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             FindingId::PeriodicStall,
             severity,
             format!(
-                "GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of the run lost){why}",
+                "GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of its active time lost){why}",
                 g.gpu,
                 lost * 100.0
             ),

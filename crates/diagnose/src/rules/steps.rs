@@ -37,7 +37,7 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
         FindingId::InputBound,
         severity,
         format!(
-            "The loop waits for data {:.0}% of the time (measured in the loop, which marks no steps)",
+            "The loop waits for data {:.0}% of the loop's time (measured in the loop, which marks no steps)",
             100.0 * share
         ),
     )
@@ -89,7 +89,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         FindingId::InputBound,
         severity,
         format!(
-            "The loop waits for data {:.0}% of the time: {:.0} ms of each {:.0} ms step (measured in the loop)",
+            "The loop waits for data {:.0}% of the loop's time: {:.0} ms of each {:.0} ms step (measured in the loop)",
             100.0 * share,
             wait_ms,
             1000.0 * steps.mean_step_s()

@@ -101,7 +101,7 @@ fn measured(run: &Run) -> Option<Finding> {
         FindingId::TransferBound,
         if share >= 0.5 { Severity::Critical } else { Severity::Warning },
         format!(
-            "Copies to the GPU hold the loop up {:.0}% of the time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
+            "Copies to the GPU hold the loop up {:.0}% of its time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
             100.0 * share,
             copies.len()
         ),
