@@ -378,3 +378,57 @@ fn the_recorded_gpm_metrics_are_all_diagnosis_needs() {
         assert_eq!(json(&stripped), json(&full), "{} (GPM: {had_gpm})", db.display());
     }
 }
+
+/// Every recording and log among the fixtures: the warnings' lost shares are their ledger
+/// accounts' shares and so add up to at most the run; every finding that has one says the same
+/// share in `lost_share` and `wall_share`; and every inferred cause of the loop's idle time that
+/// holds 5 % of the run names the finding that explains it.
+#[test]
+fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
+    let mut inputs = Vec::new();
+    let mut dirs = vec![fixture("")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            match p.extension().and_then(|x| x.to_str()) {
+                _ if p.is_dir() => dirs.push(p),
+                Some("db") => inputs.push(p),
+                // nvidia-smi logs of the query kind diagnose alone; process logs go with them.
+                Some("csv") if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rich_")) => {
+                    inputs.push(p)
+                }
+                _ => {}
+            }
+        }
+    }
+    inputs.sort();
+    assert!(inputs.len() >= 40, "{inputs:?}");
+    const CAUSES: [&str; 5] = ["host_side", "input_inferred", "transfer", "host_saturated", "gpu_others"];
+    for input in inputs {
+        let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&input));
+        if code != 0 {
+            // A fixture of another kind (an empty or broken file kept to test refusals).
+            assert!(err.starts_with("gpulse: "), "{}: {err}", input.display());
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let ctx = input.display();
+        let mut sum = 0.0;
+        for f in v["findings"].as_array().unwrap() {
+            let e = &f["evidence"];
+            let Some(lost) = e["lost_share"].as_f64() else { continue };
+            assert_eq!(e["wall_share"].as_f64(), Some(lost), "{ctx}: {f}");
+            if f["severity"] != "info" {
+                sum += lost;
+            }
+        }
+        assert!(sum <= 1.0005, "{ctx}: warnings' lost shares sum to {sum}");
+        for a in v["ledger"]["accounts"].as_array().unwrap() {
+            let name = a["account"].as_str().unwrap();
+            let cause = CAUSES.contains(&name) || name.starts_with("main_thread_");
+            if cause && a["basis"] == "inferred" && a["share"].as_f64().unwrap() >= 0.05 {
+                assert!(a["finding"].is_string(), "{ctx}: {a}");
+            }
+        }
+    }
+}

@@ -243,14 +243,15 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     let top = findings
         .iter()
         .filter(|f| f.id.is_about_the_job())
-        .find(|f| f.severity <= Severity::Warning || f.lost_share.is_some())?;
-    let Some(lost) = top.lost_share.filter(|l| *l > 0.0) else {
+        .find(|f| f.severity <= Severity::Warning || f.lost_share.is_some() || f.evidence.contains_key("own_share"))?;
+    // The gain in steps/s comes from what the cause takes of the loop's time (its rule's own
+    // share); the share of the whole run is the ledger's.
+    let share = |key: &str| top.evidence.get(key).and_then(serde_json::Value::as_f64);
+    let Some(lost) = share("own_share").or(top.lost_share).filter(|l| *l > 0.0) else {
         return Some(format!("Primary finding: {}.", top.title));
     };
-    // The share of the whole run where the ledger gives it; the gain in steps/s from what the
-    // cause takes of the GPU's working time.
     let of_loop = 100.0 * lost;
-    let pct = 100.0 * top.evidence.get("wall_share").and_then(serde_json::Value::as_f64).unwrap_or(lost);
+    let pct = 100.0 * share("wall_share").unwrap_or(lost);
     // Past 20× the remaining time is too small a share to say how much.
     let gain = 1.0 / (1.0 - lost);
     let gain = if gain > 20.0 {

@@ -102,7 +102,9 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     assert!(python.advice.iter().any(|a| a.contains(".item() every N steps")), "{:?}", python.advice);
     let sleep = findings.iter().find(|f| f.id == FindingId::SleepInLoop).expect("sleep_in_loop");
     assert_eq!(sleep.evidence["site"], "w/train.py:60 train");
-    assert!((sleep.lost_share.unwrap() - idle / 2.0 / 80.0).abs() < 0.01, "of the 80 s loop: {sleep:?}");
+    let own = sleep.evidence["own_share"].as_f64().unwrap();
+    assert!((own - idle / 2.0 / 80.0).abs() < 0.01, "of the 80 s loop: {sleep:?}");
+    assert!((sleep.lost_share.unwrap() - idle / 2.0 / 100.0).abs() < 0.01, "of the 100 s run: {sleep:?}");
     assert!(sleep.title.contains(&format!("{:.0}% of the wall time", idle / 2.0)), "{}", sleep.title);
     assert_eq!(sleep.severity, Severity::Warning);
 }

@@ -67,8 +67,9 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(nvlink::unused(run));
     let ledger = crate::ledger(full, &out);
     // What the main thread did while the GPU idled names the host-side time by its mechanism.
-    let ledger = crate::main_thread::split(full, ledger, &mut out);
+    let mut ledger = crate::main_thread::split(full, ledger, &mut out);
     let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
+    out.extend(by_elimination(full, &mut ledger, loop_s));
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and
     // marked phases included; below a twentieth of the wall time, fixing it gains too little to
     // warn. Its `lost_share` stays over its GPU's active window, the same in a view of the whole
@@ -92,6 +93,19 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
         let Some(account) = f.id.own_account(f.basis) else { continue };
         f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 4).into());
     }
+    // The workers' restarts are part of the loop's measured data wait: their own seconds.
+    if let Some(l) = loop_s.filter(|l| *l > 0.0) {
+        for f in out.iter_mut().filter(|f| f.id == crate::FindingId::EpochRestart) {
+            let Some(own) = f.lost_share else { continue };
+            let share = (own * l / ledger.wall_s.max(1e-9)).min(ledger.share("data_wait"));
+            f.evidence.insert("wall_share".into(), crate::round(share, 4).into());
+        }
+    }
+    // Start-up is every start-up account of the ledger together.
+    let startup: f64 = ledger.accounts.iter().filter(|a| a.account.starts_with("startup")).map(|a| a.share).sum();
+    for f in out.iter_mut().filter(|f| f.id == crate::FindingId::Startup) {
+        f.evidence.insert("wall_share".into(), crate::round(startup, 4).into());
+    }
     out.extend(phases::findings(full, &ledger));
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.
@@ -99,7 +113,65 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     if !troubled {
         out.extend(utilization::healthy(run));
     }
+    for f in &mut out {
+        on_the_ledger(f);
+    }
     (out, ledger)
+}
+
+/// How a finding's `lost_share` is counted once the ledger is drawn.
+pub(crate) const LEDGER_SHARE: &str = "ledger: the seconds of the account it explains, over the wall time";
+
+/// A finding's `lost_share` becomes the share of the ledger account it explains, so that the
+/// findings' shares add up as the disjoint accounts do; what its rule measured on its own base
+/// stays in the evidence as `own_share` with `own_share_basis`. A finding that explains no
+/// account loses nothing the ledger can show.
+fn on_the_ledger(f: &mut Finding) {
+    if let Some(own) = f.lost_share.take() {
+        f.evidence.insert("own_share".into(), own.into());
+        if let Some(basis) = f.lost_share_basis.take() {
+            f.evidence.insert("own_share_basis".into(), basis.into());
+        }
+    }
+    if let Some(wall) = f.evidence.get("wall_share").and_then(serde_json::Value::as_f64) {
+        f.lost_share = Some(wall);
+        f.lost_share_basis = Some(LEDGER_SHARE);
+    }
+}
+
+/// `host_bound` for the host-side time the ledger books by elimination (the loop's timed steps
+/// less their timed waits, with the GPU idle) when no rule and no stack sample named it: an
+/// account of the run without a finding would be a cost nobody is told about.
+fn by_elimination(run: &Run, ledger: &mut Ledger, loop_s: Option<f64>) -> Option<Finding> {
+    let a = ledger.accounts.iter_mut().find(|a| a.account == "host_side" && a.finding.is_none())?;
+    if a.share < MATERIAL {
+        return None;
+    }
+    a.finding = Some(crate::FindingId::HostBound);
+    a.finding_gpu = crate::ledger::primary(run).map(|g| g.gpu);
+    let mut f = Finding::new(
+        crate::FindingId::HostBound,
+        Severity::Warning,
+        format!(
+            "Host-side work inside the steps: the GPU idle {:.0}% of the wall time between the loop's data waits",
+            100.0 * a.share
+        ),
+    )
+    .with("seconds", crate::round(a.seconds, 1))
+    .with("wall_share", a.share)
+    .advise(&[
+        "gpulse run samples the job's main thread (unless --no-stacks) and names the line and the mechanism of this time",
+        "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
+        "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs; do more work per launch with a larger batch",
+    ])
+    .limit("by elimination: the steps' time less their measured waits, with the GPU idle; what the host did is not known");
+    if let Some(l) = loop_s.filter(|l| *l > 0.0) {
+        f = f.with("loop_share", crate::round((a.seconds / l).min(1.0), 3));
+    }
+    if let Some(g) = a.finding_gpu {
+        f = f.on_gpu(g);
+    }
+    Some(f.inferred())
 }
 
 /// Mean of a slice; `None` when empty.

@@ -65,7 +65,8 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         .with("phase_s", round(a.seconds, 1))
         .with("count", spans.len() as u64)
         .with("mean_s", round(mean_s, 2))
-        .costs(share, "marked_phase: the seconds in the loop's own phase marks over the wall time");
+        .costs(share, "marked_phase: the seconds in the loop's own phase marks over the wall time")
+        .with("wall_share", round(share, 4));
         if let (Some(first), Some(last)) = (spans.first(), spans.last()) {
             f = f.over([first[0], last[1]]);
         }
@@ -114,6 +115,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             .with("written_gb", round(written / 1e9, 2))
             .with("seconds", round(secs, 1))
             .costs(writing, "storage_write: the ledger's seconds of bulk writes with the GPU idle, over the wall time")
+            .with("wall_share", round(writing, 4))
             .advise(&[
                 "save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
                 "save less often, or only the model's weights between full checkpoints; write to fast local disk",
@@ -141,6 +143,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             )
             .with("unexplained_s", round(ledger.seconds("unexplained"), 1))
             .costs(unexplained, "unexplained: the ledger's seconds no mark, sample or finding accounts for")
+            .with("wall_share", round(unexplained, 4))
             .advise(&[
                 "mark the loop: gpulse run --instrument times steps and data waits; with gpulse.phase(\"name\") around evaluation, logging or anything else, its time gets an account of its own",
             ])
