@@ -114,6 +114,9 @@ pub struct Run {
     pub worker_cpu_mean: Option<f64>,
     /// Most DataLoader workers seen at once.
     pub worker_count: usize,
+    /// When a new set of DataLoader workers replaced the last (none of its PIDs left): a fresh
+    /// iterator forking its workers again, seconds since the start.
+    pub worker_restarts_s: Vec<f64>,
     /// Most threads one DataLoader worker had, and the whole tree at once.
     pub worker_threads_max: Option<u32>,
     pub tree_threads_max: Option<u32>,
@@ -381,6 +384,18 @@ impl RunBuilder {
             rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
         let worker_cpu_mean =
             (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
+        let mut worker_restarts_s = Vec::new();
+        let mut last_set: Vec<u32> = Vec::new();
+        for tr in &rec.trees {
+            let set: Vec<u32> = tr.processes.iter().filter(|p| is_worker(p)).map(|p| p.pid).collect();
+            if set.is_empty() {
+                continue;
+            }
+            if !last_set.is_empty() && !set.iter().any(|p| last_set.contains(p)) {
+                worker_restarts_s.push(t(tr.timestamp_us));
+            }
+            last_set = set;
+        }
         let worker_threads_max = rec
             .trees
             .iter()
@@ -497,6 +512,7 @@ impl RunBuilder {
             tree_width,
             worker_cpu_mean,
             worker_count,
+            worker_restarts_s,
             worker_threads_max,
             tree_threads_max,
             io_blocked,
@@ -579,6 +595,49 @@ fn active_window(s: &GpuSeries) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
+    /// A fresh DataLoader iterator forks new workers: a set of new PIDs with none of the last
+    /// left is a restart, whether or not a listing without workers came between; one worker
+    /// replaced beside another that stays is not.
+    #[test]
+    fn workers_replaced_by_new_pids_are_restarts() {
+        use super::{Run, RunData};
+        use gpulse_model::{GpuSample, ProcessSample, Snapshot, TreeProcess, TreeSample};
+        // The training process 10 holds GPU 0; its workers are 11-12, then 21-22 from 5 s, and
+        // none between 9 and 10 s, then 31-32 from 10 s, 32 staying into 11 s beside 41.
+        let at = |s: i64| s * 1_000_000;
+        let sets: [(i64, &[u32]); 7] =
+            [(0, &[11, 12]), (4, &[11, 12]), (5, &[21, 22]), (9, &[]), (10, &[31, 32]), (11, &[32, 41]), (12, &[41])];
+        let proc = |pid: u32, ppid: u32| TreeProcess {
+            pid,
+            ppid,
+            cmdline: Some("python train.py".into()),
+            ..TreeProcess::default()
+        };
+        let rec = RunData {
+            snapshots: sets
+                .iter()
+                .map(|(t, _)| Snapshot {
+                    timestamp_us: at(*t),
+                    gpus: vec![GpuSample {
+                        processes: vec![ProcessSample { pid: 10, ..ProcessSample::default() }],
+                        ..GpuSample::default()
+                    }],
+                })
+                .collect(),
+            trees: sets
+                .iter()
+                .map(|(t, w)| TreeSample {
+                    timestamp_us: at(*t),
+                    root_pid: 10,
+                    processes: std::iter::once(proc(10, 1)).chain(w.iter().map(|p| proc(*p, 10))).collect(),
+                    ..TreeSample::default()
+                })
+                .collect(),
+            ..RunData::default()
+        };
+        assert_eq!(Run::from_recording(&rec).worker_restarts_s, [5.0, 10.0]);
+    }
+
     /// A collector thread or a server hands a run on: it must be `Send` (and shared, `Sync`).
     #[test]
     fn a_run_can_cross_threads() {

@@ -66,7 +66,9 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
         })
     };
     // A fresh DataLoader iterator as the pause begins: its first batch is what the loop waits for.
-    let fresh = marks_in(&|n| matches!(n, "epoch_start" | "loader_start"));
+    // Without marks, the tree shows it: a new set of workers replacing the last in the pause.
+    let fresh = marks_in(&|n| matches!(n, "epoch_start" | "loader_start"))
+        || run.worker_restarts_s.iter().any(|t| *t >= t0 && *t <= t1);
     if covered(run.data_waits_s.iter().copied(), t0, t1) >= COVERED * len {
         return if fresh { Cause::EpochRestart } else { Cause::DataWait };
     }
@@ -369,6 +371,20 @@ mod tests {
         r.events = vec![mark("loader_start", 10.0), mark("epoch_start", 25.1)];
         let f = stall(&r).unwrap();
         assert!(f.title.contains("each epoch start") && f.advice[0].contains("persistent_workers=True"), "{f:?}");
+    }
+
+    /// No marks: the tree's DataLoader workers replaced by new PIDs in each pause name it.
+    #[test]
+    fn workers_replaced_in_each_pause_are_an_epoch_restart() {
+        let mut r = two_pauses();
+        assert!(!stall(&r).unwrap().title.contains("each epoch start"));
+        r.worker_restarts_s = vec![10.5, 25.5];
+        let f = stall(&r).unwrap();
+        assert!(f.title.contains("each epoch start") && f.advice[0].contains("persistent_workers=True"), "{f:?}");
+        assert_eq!(f.evidence["cause"], "epoch_restart");
+        // Workers replaced between the pauses say nothing of them.
+        r.worker_restarts_s = vec![17.0];
+        assert!(!stall(&r).unwrap().title.contains("each epoch start"));
     }
 
     #[test]

@@ -20,13 +20,15 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let (Some(first), Some(last)) = (with_workers.first(), with_workers.last()) else { return Vec::new() };
     let span = last.0 - first.0;
     let grown = last.2 - first.2;
-    if span < MIN_SPAN_S || grown < GROWTH_BYTES {
-        return Vec::new();
-    }
-    // Still rising over the last quarter: a copy in progress, not a one-off load.
+    // Still rising over the last quarter: a copy in progress, whose pace says when the host runs
+    // out. Growth that stopped is still memory each worker took, and a fresh set of workers takes
+    // it again at each epoch.
     let quarter = last.0 - span / 4.0;
     let at_quarter = with_workers.iter().find(|x| x.0 >= quarter).map_or(first.2, |x| x.2);
     if last.2 - at_quarter < grown / 10.0 {
+        return leveled(run, &with_workers);
+    }
+    if span < MIN_SPAN_S || grown < GROWTH_BYTES {
         return Vec::new();
     }
     let rate = grown / span;
@@ -75,6 +77,48 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     vec![f]
 }
 
+/// Growth of a GiB or more over 10 s or more that then stopped: named with its stretch and what
+/// the workers hold now, without a forecast.
+fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Finding> {
+    let (first, last) = (with_workers[0], with_workers[with_workers.len() - 1]);
+    let Some(peak) = with_workers.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else { return Vec::new() };
+    let grown = peak.2 - first.2;
+    // Where it reached nine tenths of its rise: the growth's own span, not the flat after it.
+    let Some(top) = with_workers.iter().find(|x| x.2 - first.2 >= 0.9 * grown) else { return Vec::new() };
+    let span = top.0 - first.0;
+    if span < MIN_SPAN_S || grown < GROWTH_BYTES {
+        return Vec::new();
+    }
+    let gib = |b: f64| round(b / GIB, 2);
+    let epochs = if run.phases_s.is_empty() && !crate::rules::feeding::dataloader_seen(run) {
+        ""
+    } else {
+        "; without persistent_workers=True, each epoch's new workers take it again"
+    };
+    let f = Finding::new(
+        FindingId::WorkerMemory,
+        Severity::Warning,
+        format!(
+            "{} DataLoader workers' memory grew {:.1} GiB in {span:.0} s, then held it ({:.1} GiB beside the training process's {:.1} GiB){epochs}",
+            last.3,
+            grown / GIB,
+            last.2 / GIB,
+            last.1 / GIB
+        ),
+    )
+    .over([first.0, top.0])
+    .with("workers", last.3 as u64)
+    .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
+    .with("main_pss_gib", gib(last.1))
+    .with("leveled_at_s", round(top.0, 1))
+    .advise(&[
+        "hold the dataset in numpy arrays, torch tensors or a memory-mapped file rather than Python lists and dicts: reading them writes no reference counts, so the workers share one copy",
+        "persistent_workers=True keeps the workers, and what they hold, across epochs instead of building it again",
+        "fewer workers hold fewer copies, if the loader keeps up",
+    ]);
+    vec![f]
+}
+
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 #[cfg(test)]
@@ -106,14 +150,25 @@ mod tests {
     }
 
     #[test]
-    fn the_host_running_out_at_their_pace_is_critical_and_a_load_that_stops_is_not_a_copy() {
+    fn the_host_running_out_at_their_pace_is_critical_and_growth_that_stops_is_still_named() {
         // 64 GiB available at 0.1 GiB/s: 640 s, not critical; at 0.11 GiB/s: 582 s.
         assert_eq!(findings(&copying(60, 0.1))[0].severity, Severity::Warning);
         assert_eq!(findings(&copying(60, 0.11))[0].severity, Severity::Critical);
-        // Grew 3 GiB in its first 10 s, then flat for 50 s: loaded, not copying.
+        // Grew 3 GiB in its first 10 s, then flat for 50 s: memory taken, named with its stretch
+        // and no forecast.
         let mut r = copying(60, 0.0);
         for x in &mut r.tree_pss {
             x.2 += if x.0 >= 10.0 { 3.0 * GIB } else { 0.3 * x.0 * GIB };
+        }
+        let f = findings(&r);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].title.contains("grew 3.0 GiB in 10 s, then held it"), "{}", f[0].title);
+        assert_eq!((f[0].window_s, f[0].severity), (Some([0.0, 10.0]), Severity::Warning));
+        assert!(f[0].evidence.get("host_oom_in_s").is_none());
+        // The same over 5 s is workers starting.
+        let mut r = copying(60, 0.0);
+        for x in &mut r.tree_pss {
+            x.2 += if x.0 >= 5.0 { 3.0 * GIB } else { 0.6 * x.0 * GIB };
         }
         assert!(findings(&r).is_empty());
         assert!(findings(&copying(5, 1.0)).is_empty(), "5 s is workers starting");
