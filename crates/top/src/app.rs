@@ -96,6 +96,8 @@ pub struct App {
     pub times_s: Ring,
     pub proc_history: HashMap<u32, ProcHistory>,
     pub findings: Vec<FindingView>,
+    /// The findings are the final analysis of a replayed recording, not a live window's.
+    pub final_analysis: bool,
     /// The live diagnosis has run (its 30 s warm-up is over): no findings then means it found
     /// nothing.
     pub diagnosed: bool,
@@ -182,23 +184,27 @@ impl Update {
     }
 }
 
+/// Findings as the view shows them, in the analysis's order: by severity, then by the ledger's
+/// share of the wall time.
+pub fn finding_views(found: &[gpulse_diagnose::Finding]) -> Vec<FindingView> {
+    found
+        .iter()
+        .map(|f| FindingView {
+            id: f.id,
+            gpu: f.gpu,
+            // A title may quote the job's stderr: escaped, like a command line.
+            title: escape_control(&f.title),
+            // The ledger's share, as every other view gives it.
+            lost_share: f.wall_share(),
+            time_to_oom_s: f.time_to_oom_s,
+            advice: f.advice.first().map(|a| escape_control(a)),
+        })
+        .collect()
+}
+
 impl DiagnosisView {
     fn new(live: &LiveDiagnosis, devices: &[DeviceInfo]) -> Self {
-        // In the analysis's order: by severity, then by the ledger's share of the wall time.
-        let findings: Vec<FindingView> = live
-            .current()
-            .iter()
-            .map(|f| FindingView {
-                id: f.id,
-                gpu: f.gpu,
-                // A title may quote the job's stderr: escaped, like a command line.
-                title: escape_control(&f.title),
-                // The ledger's share, as every other view gives it.
-                lost_share: f.wall_share(),
-                time_to_oom_s: f.time_to_oom_s,
-                advice: f.advice.first().map(|a| escape_control(a)),
-            })
-            .collect();
+        let findings = finding_views(live.current());
         let steps = live.recent_steps();
         Self {
             findings,
@@ -227,6 +233,7 @@ impl App {
             times_s: Ring::new(HISTORY_LEN),
             proc_history: HashMap::new(),
             findings: Vec::new(),
+            final_analysis: false,
             diagnosed: false,
             roofline: Vec::new(),
             steps_per_s: None,
@@ -287,7 +294,7 @@ impl App {
         self.rows = rows;
         self.mark_jobs();
         self.track_processes();
-        if let Some(d) = diagnosis {
+        if let Some(d) = diagnosis.filter(|_| !self.final_analysis) {
             self.findings = d.findings;
             self.diagnosed = d.diagnosed;
             self.roofline = d.roofline;

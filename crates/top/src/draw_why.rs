@@ -160,10 +160,11 @@ pub fn draw_why(f: &mut Frame, area: Rect, app: &App, job_rows: usize) {
         (None, _) => " no steps (gpulse run --instrument marks them) ".into(),
     };
     // Both titles fit on one border line at 80 columns.
-    let title = if area.width >= 110 {
-        " why it is slow (live diagnosis, by the share of time each costs) "
-    } else {
-        " why it is slow "
+    let title = match (app.final_analysis, area.width >= 110) {
+        (true, true) => " why it is slow (whole recording, as gpulse diagnose reads it) ",
+        (true, false) => " why it is slow (whole recording) ",
+        (false, true) => " why it is slow (live, last ten minutes, by the time each costs) ",
+        (false, false) => " why it is slow (live window) ",
     };
     let block = Block::new()
         .borders(Borders::TOP)

@@ -16,6 +16,9 @@ pub struct Replay {
     speed: f64,
     /// Wall clock and recording time of the latest poll played.
     anchor: Option<(Instant, i64)>,
+    /// The analysis of the whole recording, as `gpulse diagnose` makes it: what the view shows
+    /// once the replay has played to its end.
+    final_findings: Vec<gpulse_diagnose::Finding>,
 }
 
 impl Replay {
@@ -45,11 +48,17 @@ impl Replay {
             .collect();
         let mut stacks = run.stacks.clone();
         stacks.samples.sort_by_key(|x| x.t_us);
-        Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None }
+        let final_findings = gpulse_diagnose::diagnose(run);
+        Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None, final_findings }
     }
 
     pub fn len(&self) -> usize {
         self.polls.len()
+    }
+
+    /// The whole recording's findings, in `gpulse diagnose`'s order.
+    pub fn final_findings(&self) -> &[gpulse_diagnose::Finding] {
+        &self.final_findings
     }
 
     pub fn is_empty(&self) -> bool {

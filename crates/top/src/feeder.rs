@@ -173,6 +173,12 @@ pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc
                         let mut a = lock(&app);
                         a.replay = Some(now.clone());
                         a.replay_ended = r.finished();
+                        // At its end, the whole recording's analysis replaces the live window's.
+                        if r.finished() && !a.final_analysis {
+                            a.findings = crate::app::finding_views(r.final_findings());
+                            a.final_analysis = true;
+                            a.diagnosed = true;
+                        }
                         drop(a);
                         label = Some(now);
                         changed();
@@ -227,6 +233,14 @@ mod tests {
         wait_for(&app, "the end", |a| a.replay.as_deref().is_some_and(|l| l.contains("the end")));
         assert_eq!(lock(&app).polls as usize, run.snapshots.len());
         assert!(!lock(&app).findings.is_empty(), "the diagnosis ran on the feed thread");
+        // At the end, the whole recording's analysis, as `gpulse diagnose` gives it: the same
+        // findings in the same order with the same shares.
+        let whole = gpulse_diagnose::diagnose(&run);
+        let a = lock(&app);
+        assert!(a.final_analysis);
+        let shown: Vec<_> = a.findings.iter().map(|f| (f.id, f.lost_share)).collect();
+        assert_eq!(shown, whole.iter().map(|f| (f.id, f.wall_share())).collect::<Vec<_>>());
+        drop(a);
         shared.stop.store(true, Ordering::Release);
         thread.join().unwrap();
     }
