@@ -104,10 +104,13 @@ fn top_replays_a_recording_in_a_terminal_sorts_and_quits_cleanly() {
     t.keys(&["?"]);
     t.wait_for("the help", |s| s.contains("gpulse top: keys"));
     t.keys(&["Escape"]);
-    // A smaller window is laid out again: at 80 columns the why panel takes its short title.
-    t.wait_for("the long title at 120 columns, the help closed", |s| s.contains("why it is slow (live diagnosis"));
+    // A smaller window is laid out again: at 80 columns the why panel takes its short title. The
+    // replay has ended: the panel shows the whole recording's analysis, and says so.
+    t.wait_for("the long title at 120 columns, the help closed", |s| {
+        s.contains("why it is slow (whole recording, as gpulse diagnose reads it)")
+    });
     t.cmd().args(["resize-window", "-t", "top", "-x", "80", "-y", "24"]).status().unwrap();
-    t.wait_for("the 80×24 layout", |s| s.contains(" why it is slow ─") && s.lines().count() <= 24);
+    t.wait_for("the 80×24 layout", |s| s.contains(" why it is slow (whole recording) ─") && s.lines().count() <= 24);
     t.keys(&["q"]);
     // The shell prints the status, then the terminal's mode: wait for both.
     let after = t.wait_for("the exit", |s| {

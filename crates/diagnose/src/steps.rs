@@ -120,6 +120,69 @@ impl Steps {
     }
 }
 
+/// One stretch of the loop at a level of its own: a loader that caches its items after the first
+/// epoch, a warm-up, a setting changed mid-run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Regime {
+    /// `[start, end]`, seconds since the run started.
+    pub window_s: [f64; 2],
+    pub steps: usize,
+    pub step_mean_s: f64,
+    pub wait_share: f64,
+}
+
+/// A side of a change holds at least this share of the marks: a few slow first steps are the
+/// loop starting, not a level.
+const MIN_REGIME_SHARE: f64 = 0.1;
+/// A change of level explains at least this share of the waits' variance about one mean: a step
+/// change does, spikes every epoch or noise do not.
+const MIN_EXPLAINED: f64 = 0.5;
+
+impl Steps {
+    /// The loop's waits split where their level changed and stayed changed, when it did: the one
+    /// split that leaves the least variance on either side, kept when each side lasts 10 s and a
+    /// tenth of the marks, the split explains half the variance, and the two sides' wait shares
+    /// differ twofold.
+    pub fn regimes(&self) -> Option<[Regime; 2]> {
+        let n = self.data_wait_s.len();
+        if n != self.step_s.len() || n < 2 * MIN_STEPS {
+            return None;
+        }
+        let w: Vec<f64> = self.data_wait_s.iter().map(|x| x.1).collect();
+        let (mut sum, mut sq) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+        for i in 0..n {
+            sum[i + 1] = sum[i] + w[i];
+            sq[i + 1] = sq[i] + w[i] * w[i];
+        }
+        let sse = |a: usize, b: usize| {
+            let k = (b - a) as f64;
+            (sq[b] - sq[a]) - (sum[b] - sum[a]).powi(2) / k
+        };
+        let least = ((n as f64 * MIN_REGIME_SHARE).ceil() as usize).max(MIN_STEPS);
+        let k = (least..=n - least).min_by(|&a, &b| (sse(0, a) + sse(a, n)).total_cmp(&(sse(0, b) + sse(b, n))))?;
+        let total = sse(0, n);
+        if total <= 0.0 || sse(0, k) + sse(k, n) > (1.0 - MIN_EXPLAINED) * total {
+            return None;
+        }
+        let side = |a: usize, b: usize| {
+            let from = if a == 0 { self.window_s[0] } else { self.step_s[a - 1].0 };
+            let to = self.step_s[b - 1].0;
+            let steps: f64 = self.step_s[a..b].iter().map(|x| x.1).sum();
+            let waited: f64 = w[a..b].iter().sum();
+            Regime {
+                window_s: [from, to],
+                steps: b - a,
+                step_mean_s: steps / (b - a) as f64,
+                wait_share: (waited / steps.max(1e-9)).clamp(0.0, 1.0),
+            }
+        };
+        let (a, b) = (side(0, k), side(k, n));
+        let lasting = |r: &Regime| r.window_s[1] - r.window_s[0] >= crate::rules::MIN_ACTIVE_S;
+        let twofold = a.wait_share.max(b.wait_share) >= 2.0 * a.wait_share.min(b.wait_share);
+        (lasting(&a) && lasting(&b) && twofold).then_some([a, b])
+    }
+}
+
 /// A named phase and its `[start, end]`, seconds since the run started.
 pub type NamedSpan = (String, [f64; 2]);
 
@@ -223,6 +286,29 @@ mod tests {
         assert!((s.data_wait_share().unwrap() - 0.5).abs() < 1e-9);
         assert!(s.step_s.iter().all(|x| (x.1 - 0.001).abs() < 1e-12), "per-step means: {:?}", s.step_s);
         assert!(s.data_wait_s.iter().all(|x| (x.1 - 0.0005).abs() < 1e-12));
+    }
+
+    /// 40 steps of 1 s: the first 15 wait 0.8 s each (the first epoch, reading from storage),
+    /// the rest 0.05 s (cached): two stretches with their own shares. Spikes of the same size
+    /// every tenth step are no change of level.
+    #[test]
+    fn a_loop_whose_wait_changes_level_has_two_regimes() {
+        let steps = |wait: &dyn Fn(usize) -> f64| Steps {
+            pid: 1,
+            ranks: 1,
+            marked: 41,
+            timed: 40,
+            window_s: [0.0, 40.0],
+            step_s: (1..=40).map(|i| (i as f64, 1.0)).collect(),
+            data_wait_s: (1..=40).map(|i| (i as f64, wait(i))).collect(),
+            waited_s: Some((1..=40).map(wait).sum()),
+        };
+        let [a, b] = steps(&|i| if i <= 15 { 0.8 } else { 0.05 }).regimes().expect("two regimes");
+        assert_eq!((a.window_s, a.steps, b.window_s, b.steps), ([0.0, 15.0], 15, [15.0, 40.0], 25));
+        assert!((a.wait_share - 0.8).abs() < 1e-9 && (b.wait_share - 0.05).abs() < 1e-9, "{a:?} {b:?}");
+        assert!(steps(&|i| if i % 10 == 0 { 0.8 } else { 0.05 }).regimes().is_none(), "spikes");
+        assert!(steps(&|i| if i <= 3 { 0.8 } else { 0.05 }).regimes().is_none(), "a slow start");
+        assert!(steps(&|i| if i <= 15 { 0.3 } else { 0.2 }).regimes().is_none(), "under twofold");
     }
 
     #[test]
