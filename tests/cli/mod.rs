@@ -7,6 +7,7 @@ mod export_stacks;
 mod fake_nvml;
 mod fields;
 mod fleet;
+mod foreign_work;
 mod hardware;
 mod health;
 mod logs;
