@@ -120,7 +120,14 @@ fn idle_tail(g: &crate::GpuSeries, pid: u32, h: &Seen, moving: &[u32]) -> Option
     for &(i, m, sm) in h.at.iter().rev() {
         let flat = m.is_none_or(|m| (m - held).abs() <= 0.02 * held);
         let idle = match sm {
-            Some(s) => Some(s <= IDLE_SM_PCT).map(|i| (i, "sm")),
+            // NVML's per-process figure reads 0–1 % for tiny kernels too: a GPU that worked while
+            // no other process claimed the SMs worked for this one.
+            Some(s) => {
+                let gpu_worked = g.util_pct[i].is_some_and(|u| u > 1.0);
+                let other_claims =
+                    g.processes[i].iter().any(|p| p.pid != pid && p.sm_util_pct.is_some_and(|s| s > IDLE_SM_PCT));
+                Some(s <= IDLE_SM_PCT && (!gpu_worked || other_claims)).map(|i| (i, "sm"))
+            }
             None => match g.util_pct[i] {
                 Some(u) if u <= 1.0 => Some((true, "gpu")),
                 // Another process's memory moved with the GPU's work while this one's stayed.
@@ -272,7 +279,8 @@ mod tests {
         g.processes = gib
             .iter()
             .map(|m| {
-                let mut l = vec![holder(1, 30.0)];
+                // Process 1 computes: where SM use is read, it claims the GPU's work.
+                let mut l = vec![gpulse_model::ProcessSample { sm_util_pct: sm.map(|_| 90), ..holder(1, 30.0) }];
                 if let Some(m) = m {
                     l.push(gpulse_model::ProcessSample { sm_util_pct: sm, class, ..holder(9, *m) });
                 }
@@ -412,7 +420,7 @@ mod tests {
             .rev()
             .map(|i| gpulse_model::ProcessSample { sm_util_pct: Some(0), ..holder(1000 + i * 7919 % 977, 2.0) })
             .collect();
-        let r = run(vec![with_processes(steady(0, 90.0, 20), listing)]);
+        let r = run(vec![with_processes(steady(0, 0.0, 20), listing)]);
         let pids: Vec<u64> = findings(&r).iter().map(|f| f.evidence["pid"].as_u64().unwrap()).collect();
         let mut sorted = pids.clone();
         sorted.sort_unstable();
@@ -489,5 +497,18 @@ mod tests {
         assert_eq!((ledger.accounts[0].account, ledger.accounts[0].seconds), ("no_gpu", 30.0));
         assert!(f[0].title.contains("computes outside the job (57% of the SMs)"), "{}", f[0].title);
         assert!(crate::efficiency(&r).is_empty(), "no roofline for the job");
+    }
+
+    /// Tiny kernels read 0–1 % of the SMs per process on the H200: a process alone on a GPU that
+    /// works is the one working, whatever its figure; beside a process that claims the SMs, it is
+    /// idle.
+    #[test]
+    fn a_low_sm_figure_on_a_working_gpu_that_nobody_else_claims_is_work() {
+        let alone = |util: f64| {
+            let p = gpulse_model::ProcessSample { sm_util_pct: Some(1), ..holder(9, 4.0) };
+            run(vec![with_processes(steady(0, util, 20), vec![p])])
+        };
+        assert!(flagged(&alone(22.0)).is_empty(), "GPU-Util 22 %, nobody else");
+        assert_eq!(flagged(&alone(0.0)), ["idle_holder"], "the GPU did nothing");
     }
 }
