@@ -210,9 +210,14 @@ pub(crate) fn busy_seconds(g: &crate::GpuSeries, spans: &[[f64; 2]]) -> Option<B
         if listing.iter().any(|p| p.class == Some(Foreign)) {
             if listing.iter().all(|p| p.sm_util_pct.is_some()) {
                 let sm = |class| listing.iter().filter(move |p| p.class == Some(class)).filter_map(|p| p.sm_util_pct);
+                // GPU-Util split by the processes' SM figures: those read tiny kernels as 0–1 %,
+                // so only their ratio says whose the time was; another process at that floor
+                // took none of it.
                 let (mine, theirs) = (sm(Tree).sum::<u32>() as f64, sm(Foreign).sum::<u32>() as f64);
-                job = mine.min(u);
-                b.others_s += overlap * theirs.min(u - job) / 100.0;
+                if theirs > 1.0 {
+                    job = u * mine / (mine + theirs);
+                    b.others_s += overlap * (u - job) / 100.0;
+                }
             } else {
                 b.others_untold = true;
             }

@@ -511,4 +511,23 @@ mod tests {
         assert!(flagged(&alone(22.0)).is_empty(), "GPU-Util 22 %, nobody else");
         assert_eq!(flagged(&alone(0.0)), ["idle_holder"], "the GPU did nothing");
     }
+
+    /// The job's tiny kernels read 2 % of the SMs beside an idle process outside it at 0 %:
+    /// GPU-Util's 22 % is the job's work, all of it.
+    #[test]
+    fn the_jobs_work_is_its_share_of_gpu_util_not_its_sm_figure() {
+        let listing = vec![
+            gpulse_model::ProcessSample {
+                sm_util_pct: Some(0),
+                class: Some(GpuProcessClass::Foreign),
+                ..holder(9, 20.0)
+            },
+            gpulse_model::ProcessSample { sm_util_pct: Some(2), class: Some(GpuProcessClass::Tree), ..holder(7, 10.0) },
+        ];
+        let mut r = run(vec![with_processes(steady(0, 22.0, 31), listing)]);
+        r.tree_width = 1;
+        let ledger = crate::ledger(&r, &[]);
+        assert!((ledger.seconds("gpu_work") - 0.22 * 30.0).abs() < 0.01, "{ledger:?}");
+        assert_eq!(ledger.seconds("gpu_others"), 0.0);
+    }
 }
