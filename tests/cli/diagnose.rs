@@ -9,15 +9,11 @@ const SCENARIOS: [&str; 6] = ["dl_bound", "dl_tuned", "tiny", "leak", "healthy",
 
 /// The finding ids `gpulse diagnose --format json` reports for `inputs` (imported together).
 fn ids(inputs: &[PathBuf]) -> (Vec<String>, serde_json::Value) {
+    let dir = fresh_dir("diag", "import");
     let input = if inputs.len() == 1 {
         inputs[0].clone()
     } else {
-        let db = std::env::temp_dir().join(format!(
-            "gpulse-diag-{}-{}.db",
-            std::process::id(),
-            inputs[0].file_name().unwrap().to_string_lossy()
-        ));
-        let _ = std::fs::remove_file(&db);
+        let db = dir.join("imported.db");
         let (code, _, err) = run(gpulse(None).arg("import").args(inputs).arg("-o").arg(&db));
         assert_eq!(code, 0, "{err}");
         db
@@ -85,7 +81,8 @@ fn the_oom_is_forecast_from_half_the_ramp() {
     let text = std::fs::read_to_string(fixture("h200-2026-11-29/rich_leak.csv")).unwrap();
     let cut = "2026/11/29 14:45:47.800";
     let half: Vec<&str> = text.lines().take_while(|l| l.starts_with("timestamp") || l[..23] < *cut).collect();
-    let path = std::env::temp_dir().join(format!("gpulse-half-leak-{}.csv", std::process::id()));
+    let dir = fresh_dir("diag", "half-leak");
+    let path = dir.join("half-leak.csv");
     std::fs::write(&path, half.join("\n") + "\n").unwrap();
     let last = half.last().unwrap();
     let (_, v) = ids(&[path]);
@@ -119,15 +116,8 @@ fn gpu_util_that_misleads_is_caught_on_a_real_trace() {
 
 /// Records `secs` of a scenario through the stand-in NVML library and diagnoses the recording.
 fn record_and_diagnose(scenario: &std::path::Path, secs: &str) -> Vec<String> {
-    // Named after the scenario's folder too: scenario_file() names every file scenario.json, and
-    // two tests recording at once must not share a recording.
-    let folder = scenario.parent().and_then(|p| p.file_name()).unwrap().to_string_lossy();
-    let db = std::env::temp_dir().join(format!(
-        "gpulse-diag-rec-{}-{folder}-{}.db",
-        std::process::id(),
-        scenario.file_stem().unwrap().to_string_lossy()
-    ));
-    let _ = std::fs::remove_file(&db);
+    let dir = fresh_dir("diag", "rec");
+    let db = dir.join("rec.db");
     let (code, _, err) = run(gpulse(None)
         .env("GPULSE_FAKE_NVML_SCENARIO", scenario)
         .args(["record", "--interval", "100ms", "--duration", secs, "-o"])

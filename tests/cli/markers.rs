@@ -148,8 +148,7 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
 
 #[test]
 fn the_report_draws_step_time_and_data_wait_and_lists_caught_errors() {
-    let dir = std::env::temp_dir().join(format!("gpulse-markers-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = super::support::fresh_dir("markers", "report");
     let report = |name: &str| {
         let out = dir.join(format!("{name}.html"));
         let (code, _, err) = super::support::run(

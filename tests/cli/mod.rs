@@ -9,6 +9,7 @@ mod fields;
 mod fleet;
 mod hardware;
 mod health;
+mod hygiene;
 mod logs;
 mod main_thread;
 mod markers;

@@ -123,7 +123,7 @@ fn top_replays_a_recording_in_a_terminal_sorts_and_quits_cleanly() {
 /// and the terminal is restored.
 #[test]
 fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal() {
-    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut child = KillOnDrop::spawn(Command::new("sleep").arg("60"));
     let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
         .unwrap()
         .replace(r#""util_gpu_pct": 0,"#, r#""util_gpu_pct": 97,"#)
@@ -238,14 +238,14 @@ fn top_finds_a_gpulse_run_job_and_shows_its_pace() {
     t.wait_for("the first frame", |s| s.contains("cuda:0") || s.contains("H200"));
     // 50 ms a step, 10 of it waiting for data: 20 steps/s at most, a 20 % wait at least.
     let script = "import gpulse, time\nfor i in range(240):\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    time.sleep(0.04)\n    gpulse.step()\n";
-    let mut job = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
-        .env("PYTHONPATH", root().join("python"))
-        .env("GPULSE_JOBS_DIR", &jobs)
-        .current_dir(&dir)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut job = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json"))
+            .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
+            .env("PYTHONPATH", root().join("python"))
+            .env("GPULSE_JOBS_DIR", &jobs)
+            .current_dir(&dir)
+            .stderr(std::process::Stdio::null()),
+    );
     let s =
         t.wait_for("the job's line with its pace", |s| s.lines().any(|l| l.contains("job ") && l.contains("steps/s")));
     let line = s.lines().find(|l| l.contains("job ") && l.contains("steps/s")).unwrap().to_owned();
