@@ -91,8 +91,10 @@ pub struct TopArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Where to listen. Binding beyond loopback needs auth on (it is, unless --no-auth).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]
+    /// Where to listen: HOST:PORT, with a name (`localhost:9400`), an address, an IPv6 one in
+    /// brackets (`[::1]:9400`), or `:PORT` for every address. Binding beyond loopback needs auth
+    /// on (it is, unless --no-auth).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9400", value_parser = listen_addr)]
     pub listen: std::net::SocketAddr,
     /// How often to sample.
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
@@ -235,9 +237,9 @@ pub struct JobArgs {
     #[arg(long)]
     pub no_report: bool,
     /// Also serve the job live, as `gpulse serve` does (metrics with its steps/s and data wait,
-    /// the dashboard), on ADDR such as 127.0.0.1:9400. The token is GPULSE_TOKEN, or is generated
-    /// and printed once.
-    #[arg(long, value_name = "ADDR")]
+    /// the dashboard), on HOST:PORT as `serve --listen` takes it (`localhost:9400`). The token
+    /// is GPULSE_TOKEN, or is generated and printed once.
+    #[arg(long, value_name = "HOST:PORT", value_parser = listen_addr)]
     pub serve: Option<std::net::SocketAddr>,
     /// TLS and basic auth for --serve, from a Prometheus exporter web config, read and checked as
     /// `gpulse serve --web-config` reads it; once, at the start.
@@ -251,6 +253,46 @@ pub struct JobArgs {
     /// sampler slows itself down to stay within 1% of a core.
     #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
     pub stacks_hz: f64,
+}
+
+/// `--listen` and `--serve`: `HOST:PORT` as Prometheus exporters take it (node_exporter's
+/// `--web.listen-address`): a name that resolves, an address, an IPv6 address in brackets, or
+/// `:PORT` for every IPv4 address. A name that resolves to both families listens on IPv4, as
+/// `localhost:9400` does for Go's exporters.
+fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    let text = s.trim();
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("{text:?} has no port (try localhost:9400, 0.0.0.0:9400 or [::1]:9400)"));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("{port:?} is not a port (try localhost:9400, 0.0.0.0:9400 or [::1]:9400)"));
+    };
+    if host.is_empty() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(format!("an IPv6 address takes brackets: [{host}]:{port}"));
+    }
+    let found: Vec<SocketAddr> =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?.collect();
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} resolves to no address"))
+}
+
+/// `watch --count`: how many samples, one at least (none would print nothing at all).
+fn sample_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{:?} is not a number of samples (1 or more)", s.trim())),
+    }
 }
 
 /// `--stacks-hz`: a rate the sampler takes, or one line saying which it takes.
@@ -372,8 +414,8 @@ pub struct WatchArgs {
     /// Time between samples (at least 50ms): `1s`, `200ms`, or plain seconds.
     #[arg(allow_hyphen_values = true, short = 'i', long = "interval", value_name = "DURATION", default_value = "1", value_parser = duration::watch_interval)]
     pub interval: Duration,
-    /// Stop after this many samples.
-    #[arg(short = 'n', long = "count", value_name = "N")]
+    /// Stop after this many samples (1 or more).
+    #[arg(short = 'n', long = "count", value_name = "N", value_parser = sample_count)]
     pub count: Option<u64>,
 }
 
@@ -469,6 +511,19 @@ mod tests {
             let e = parse(&["gpulse", "run", "--stacks-hz", bad, "--", "python3"]).unwrap_err().to_string();
             assert!(e.contains("samples a second, from 1 to 200"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn listen_takes_names_addresses_and_bracketed_ipv6() {
+        let addr = |s: &str| listen_addr(s).map(|a| a.to_string());
+        assert_eq!(addr("127.0.0.1:9400").unwrap(), "127.0.0.1:9400");
+        assert_eq!(addr("localhost:9400").unwrap(), "127.0.0.1:9400");
+        assert_eq!(addr("[::1]:9400").unwrap(), "[::1]:9400");
+        assert_eq!(addr(":9400").unwrap(), "0.0.0.0:9400");
+        assert!(addr("localhost").unwrap_err().contains("has no port"));
+        assert!(addr("localhost:http").unwrap_err().contains("is not a port"));
+        assert_eq!(addr("::1:9400").unwrap_err(), "an IPv6 address takes brackets: [::1]:9400");
+        assert!(addr("no-such-host.invalid:9400").unwrap_err().starts_with("cannot resolve \"no-such-host.invalid\""));
     }
 
     #[test]

@@ -1,3 +1,4 @@
+mod as_typed;
 mod container;
 mod deploy;
 mod diagnose;

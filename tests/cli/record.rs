@@ -145,7 +145,7 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("signal 15"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("; stopped by SIGTERM\n"));
     assert_eq!(python_sql(&db2, "select kind from events"), "[('stop',)]");
     // The write-ahead log was folded back: one self-contained file.
     assert!(!dir.join("b.db-wal").exists() || std::fs::metadata(dir.join("b.db-wal")).unwrap().len() == 0);

@@ -154,7 +154,7 @@ fn a_job_killed_by_sigkill_is_reported_killed() {
     let dir = tmp("sigkill");
     let (code, _, err) = run(&mut gpulse_run(&dir, &["-o", "k.db"], &["sh", "-c", "kill -KILL $$"]));
     assert_eq!(code, 128 + 9, "a shell's status for SIGKILL: {err}");
-    assert!(err.contains("command killed by SIGKILL (exit status 137)"), "the summary: {err}");
+    assert!(err.contains("command killed by SIGKILL, exit status 137"), "the summary: {err}");
     let rec = read(&dir.join("k.db"));
     let stop = rec.events.iter().find(|e| e.kind == "stop").expect("the stop event");
     assert_eq!(stop.payload["reason"], "command killed by SIGKILL");

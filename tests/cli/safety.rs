@@ -245,7 +245,7 @@ fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
         assert_eq!(o.status.code(), Some(0), "{name}: {err}");
         let rec = gpulse_record::read(&dir.join(name)).unwrap();
         let stop = rec.events.iter().find(|e| e.kind == "stop").expect("closed cleanly");
-        assert_eq!(stop.payload["reason"], "signal 1", "{name}");
+        assert_eq!(stop.payload["reason"], "stopped by SIGHUP", "{name}");
         for side in ["-wal", "-shm"] {
             assert!(!dir.join(format!("{name}{side}")).exists(), "{name}{side} left behind");
         }
