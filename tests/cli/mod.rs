@@ -1,4 +1,5 @@
 mod as_typed;
+mod causes;
 mod container;
 mod deploy;
 mod diagnose;
