@@ -19,19 +19,32 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Options every command that reads GPUs understands.
+/// Options every command that opens NVML understands: on those commands, and before any command
+/// (for the default `status`). Commands that read files (diagnose, report, export, compare,
+/// import, demo) do not list them.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
     /// Load this NVML library instead of the driver's libnvidia-ml.so.1.
-    #[arg(long, global = true, env = "GPULSE_NVML_LIB", value_name = "PATH")]
+    #[arg(long, env = "GPULSE_NVML_LIB", value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
     /// Do not read GPM performance counters (they can disturb DCGM profiling).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_gpm: bool,
     /// How long each GPM window spans (at least 100ms). Closing one costs about 3 ms of CPU on an
     /// H200; samples in between report the latest window. Default: 1s, or 100ms for one-shot views.
-    #[arg(allow_hyphen_values = true, long, global = true, value_name = "DURATION", value_parser = duration::gpm_window)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration::gpm_window)]
     pub gpm_interval: Option<Duration>,
+}
+
+impl GlobalArgs {
+    /// These options as given on the command, else as given before it.
+    pub fn or(&self, before: &GlobalArgs) -> GlobalArgs {
+        GlobalArgs {
+            nvml_lib: self.nvml_lib.clone().or_else(|| before.nvml_lib.clone()),
+            no_gpm: self.no_gpm || before.no_gpm,
+            gpm_interval: self.gpm_interval.or(before.gpm_interval),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,6 +100,8 @@ pub struct TopArgs {
     /// Never send a signal: I, T and K are off.
     #[arg(long)]
     pub readonly: bool,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -126,6 +141,8 @@ pub struct ServeArgs {
     /// the API; addresses, `localhost` and the machine's own name always are. Repeatable
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -163,6 +180,7 @@ pub struct CompareArgs {
     /// The run after it.
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
+    /// text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }
@@ -179,6 +197,7 @@ pub struct DiagnoseArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
+    /// text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }
@@ -205,6 +224,8 @@ pub struct RecordArgs {
     /// With --pid: samples a second of each Python main thread, 1 to 200, within 1% of a core.
     #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
     pub stacks_hz: f64,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 /// How `run` and `attach` show the job as it goes.
@@ -312,6 +333,8 @@ pub struct RunArgs {
     /// change to the script.
     #[arg(long)]
     pub instrument: bool,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
     /// The command and its arguments, after `--`.
     #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -324,6 +347,8 @@ pub struct AttachArgs {
     pub pid: u32,
     #[command(flatten)]
     pub job: JobArgs,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -387,6 +412,8 @@ pub struct QueryArgs {
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -401,11 +428,13 @@ pub struct StatusArgs {
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 impl Default for StatusArgs {
     fn default() -> Self {
-        Self { json: false, wait: Duration::from_millis(100), id: None }
+        Self { json: false, wait: Duration::from_millis(100), id: None, nvml: GlobalArgs::default() }
     }
 }
 
@@ -417,6 +446,8 @@ pub struct WatchArgs {
     /// Stop after this many samples (1 or more).
     #[arg(short = 'n', long = "count", value_name = "N", value_parser = sample_count)]
     pub count: Option<u64>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]

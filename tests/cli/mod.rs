@@ -8,6 +8,7 @@ mod docs;
 mod export_stacks;
 mod fake_nvml;
 mod fields;
+mod flags;
 mod fleet;
 mod hardware;
 mod health;
