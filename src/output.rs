@@ -38,6 +38,16 @@ impl Output {
     }
 }
 
+/// The columns text for a reader wraps at: the terminal's, where `fd` is one (at least 40),
+/// else 80, as for a pipe or a file.
+pub fn text_width(fd: libc::c_int) -> usize {
+    // SAFETY: an all-zero winsize is a valid value of this plain C struct.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which outlives the call.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 { usize::from(ws.ws_col).max(40) } else { 80 }
+}
+
 /// Whether an I/O error means the reader went away.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)

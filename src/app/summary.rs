@@ -46,6 +46,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
             Err(e) => out += &format!("report:    not written: {}\n", crate::app::describe(&e)),
         }
     }
+    let out = gpulse_report::text::wrap(&out, crate::output::text_width(libc::STDERR_FILENO));
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
 

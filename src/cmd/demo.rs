@@ -84,6 +84,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         recording.snapshots.push(s);
     }
     out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;
-    out.emit(&gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording)))?;
+    let findings = gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording));
+    out.emit(&gpulse_report::text::wrap(&findings, crate::output::text_width(libc::STDOUT_FILENO)))?;
     Ok(ExitCode::SUCCESS)
 }

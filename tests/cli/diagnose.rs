@@ -181,13 +181,18 @@ fn a_real_recording_with_its_process_tree_names_the_busy_workers_and_the_foreign
     assert!(f.get("limits").is_none_or(|l| !l.to_string().contains("no host data")), "{f}");
 }
 
+/// The verdict: compare's last paragraph, as one line whatever the width it was wrapped at.
+fn last_paragraph(out: &str) -> String {
+    out.trim_end().rsplit("\n\n").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
 fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     // From the nvidia-smi logs alone: GPU-Util is the only measure of work.
     let h = |s: &str| fixture(&format!("h200-2026-11-29/rich_{s}.csv"));
     let (code, out, err) = run(gpulse(None).arg("compare").arg(h("dl_bound")).arg(h("dl_tuned")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
     // With GPM (the gpm_* traces): SM activity measures the work. The truth is the loop's own
@@ -200,7 +205,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let truth_ratio = truth("dl_tuned") / truth("dl_bound");
     let (code, out, err) = run(gpulse(None).arg("compare").arg(g("dl_bound")).arg(g("dl_tuned")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("× (by SM activity); remaining gap: host overhead"), "{out}");
     let said = numbers(verdict.split("throughput up ~").nth(1).unwrap())[0];
@@ -214,7 +219,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     // A file against itself: unchanged, within the noise the comparison states.
     let (code, out, err) = run(gpulse(None).arg("compare").arg(g("healthy")).arg(g("healthy")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.contains("throughput unchanged by SM activity (within ±") && !verdict.contains('×'), "{out}");
     let changed = |l: &str| l.trim_start().starts_with("gone:") || l.trim_start().starts_with("new:");
     assert!(!out.lines().any(changed), "healthy is no finding that comes or goes: {out}");

@@ -34,5 +34,6 @@ mod stacks_sampler;
 mod status;
 mod support;
 mod table;
+mod text_width;
 mod top;
 mod web_config;
