@@ -24,8 +24,9 @@ pub struct Cli {
 /// import, demo) do not list them.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
-    /// Load this NVML library instead of the driver's libnvidia-ml.so.1.
-    #[arg(long, env = "GPULSE_NVML_LIB", value_name = "PATH")]
+    /// Load this NVML library instead of the driver's libnvidia-ml.so.1 (default: the
+    /// GPULSE_NVML_LIB environment variable, when set).
+    #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
     /// Do not read GPM performance counters (they can disturb DCGM profiling).
     #[arg(long)]
@@ -37,10 +38,12 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
-    /// These options as given on the command, else as given before it.
+    /// These options as given on the command, else as given before it, else (the library) from
+    /// the environment: a flag typed on either side wins over GPULSE_NVML_LIB.
     pub fn or(&self, before: &GlobalArgs) -> GlobalArgs {
+        let env = || std::env::var_os("GPULSE_NVML_LIB").filter(|v| !v.is_empty()).map(PathBuf::from);
         GlobalArgs {
-            nvml_lib: self.nvml_lib.clone().or_else(|| before.nvml_lib.clone()),
+            nvml_lib: self.nvml_lib.clone().or_else(|| before.nvml_lib.clone()).or_else(env),
             no_gpm: self.no_gpm || before.no_gpm,
             gpm_interval: self.gpm_interval.or(before.gpm_interval),
         }
@@ -107,7 +110,7 @@ pub struct TopArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Where to listen: HOST:PORT, with a name (`localhost:9400`), an address, an IPv6 one in
-    /// brackets (`[::1]:9400`), or `:PORT` for every address. Binding beyond loopback needs auth
+    /// brackets (`[::1]:9400`), or `:PORT` for every IPv4 address. Binding beyond loopback needs auth
     /// on (it is, unless --no-auth).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9400", value_parser = listen_addr)]
     pub listen: std::net::SocketAddr,

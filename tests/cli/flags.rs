@@ -36,3 +36,15 @@ fn a_file_reading_command_refuses_an_nvml_flag_and_nvml_commands_take_it_either_
         assert!(out.contains("(GPM off: --no-gpm)"), "{args:?}: {out}");
     }
 }
+
+/// `--nvml-lib` typed before the command or on it wins over GPULSE_NVML_LIB (which the tests set
+/// to the stand-in).
+#[test]
+fn a_typed_nvml_lib_wins_over_the_environment_on_either_side() {
+    for args in [&["--nvml-lib", "/no/such/libnvml.so", "status"][..], &["status", "--nvml-lib", "/no/such/libnvml.so"]]
+    {
+        let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json")).args(args));
+        assert_eq!(code, 9, "{args:?}: {err}");
+        assert!(err.starts_with("gpulse: cannot load the NVML library /no/such/libnvml.so: "), "{args:?}: {err}");
+    }
+}
