@@ -32,10 +32,16 @@ fn watch_refuses_a_count_of_none() {
     }
 }
 
-/// A server started with `args` (its `--listen` or `--serve` among them) and the address it says.
+/// A server started with `args` (its `--listen` or `--serve` among them) in `dir`, and the
+/// address it says. Its temporary files are in `dir` too: killed, it cannot remove them.
 fn served(args: &[&str], dir: &std::path::Path) -> Serving {
     Serving::from_child(KillOnDrop::spawn(
-        gpulse(Some(SCENARIO)).current_dir(dir).args(args).env("GPULSE_TOKEN", TOKEN).stderr(Stdio::piped()),
+        gpulse(Some(SCENARIO))
+            .current_dir(dir)
+            .env("TMPDIR", dir)
+            .args(args)
+            .env("GPULSE_TOKEN", TOKEN)
+            .stderr(Stdio::piped()),
     ))
 }
 

@@ -529,6 +529,7 @@ fn run_serve_exports_the_jobs_steps_per_second() {
     let script = "import gpulse, time\nf = open('truth.txt', 'w', buffering=1)\nfor i in range(200):\n    t0 = time.monotonic()\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    t1 = time.monotonic()\n    time.sleep(0.04)\n    gpulse.step()\n    f.write(f'{t0} {t1} {time.monotonic()}\\n')\n";
     let child = KillOnDrop::spawn(
         gpulse(Some(SCENARIO))
+            .env("TMPDIR", &dir)
             .args([
                 "run",
                 "--serve",
