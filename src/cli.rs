@@ -183,7 +183,7 @@ pub struct CompareArgs {
     /// The run after it.
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
-    /// text to read, or json for scripts (every field, under its key).
+    /// Text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }
@@ -200,7 +200,7 @@ pub struct DiagnoseArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
-    /// text to read, or json for scripts (every field, under its key).
+    /// Text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }

@@ -243,6 +243,8 @@ fn top_finds_a_gpulse_run_job_and_shows_its_pace() {
             .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
             .env("PYTHONPATH", root().join("python"))
             .env("GPULSE_JOBS_DIR", &jobs)
+            // Killed at the end of the test: its marks socket goes in the test's folder.
+            .env("TMPDIR", &dir)
             .current_dir(&dir)
             .stderr(std::process::Stdio::null()),
     );
