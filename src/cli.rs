@@ -19,19 +19,35 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Options every command that reads GPUs understands.
+/// Options every command that opens NVML understands: on those commands, and before any command
+/// (for the default `status`). Commands that read files (diagnose, report, export, compare,
+/// import, demo) do not list them.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
-    /// Load this NVML library instead of the driver's libnvidia-ml.so.1.
-    #[arg(long, global = true, env = "GPULSE_NVML_LIB", value_name = "PATH")]
+    /// Load this NVML library instead of the driver's libnvidia-ml.so.1 (default: the
+    /// GPULSE_NVML_LIB environment variable, when set).
+    #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
     /// Do not read GPM performance counters (they can disturb DCGM profiling).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_gpm: bool,
     /// How long each GPM window spans (at least 100ms). Closing one costs about 3 ms of CPU on an
     /// H200; samples in between report the latest window. Default: 1s, or 100ms for one-shot views.
-    #[arg(allow_hyphen_values = true, long, global = true, value_name = "DURATION", value_parser = duration::gpm_window)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration::gpm_window)]
     pub gpm_interval: Option<Duration>,
+}
+
+impl GlobalArgs {
+    /// These options as given on the command, else as given before it, else (the library) from
+    /// the environment: a flag typed on either side wins over GPULSE_NVML_LIB.
+    pub fn or(&self, before: &GlobalArgs) -> GlobalArgs {
+        let env = || std::env::var_os("GPULSE_NVML_LIB").filter(|v| !v.is_empty()).map(PathBuf::from);
+        GlobalArgs {
+            nvml_lib: self.nvml_lib.clone().or_else(|| before.nvml_lib.clone()).or_else(env),
+            no_gpm: self.no_gpm || before.no_gpm,
+            gpm_interval: self.gpm_interval.or(before.gpm_interval),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,12 +103,16 @@ pub struct TopArgs {
     /// Never send a signal: I, T and K are off.
     #[arg(long)]
     pub readonly: bool,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Where to listen. Binding beyond loopback needs auth on (it is, unless --no-auth).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]
+    /// Where to listen: HOST:PORT, with a name (`localhost:9400`), an address, an IPv6 one in
+    /// brackets (`[::1]:9400`), or `:PORT` for every IPv4 address. Binding beyond loopback needs auth
+    /// on (it is, unless --no-auth).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9400", value_parser = listen_addr)]
     pub listen: std::net::SocketAddr,
     /// How often to sample.
     #[arg(allow_hyphen_values = true, long, value_name = "DURATION", default_value = "1s", value_parser = duration::interval)]
@@ -124,6 +144,8 @@ pub struct ServeArgs {
     /// the API; addresses, `localhost` and the machine's own name always are. Repeatable
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -161,6 +183,7 @@ pub struct CompareArgs {
     /// The run after it.
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
+    /// Text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }
@@ -177,6 +200,7 @@ pub struct DiagnoseArgs {
     /// A recording, or an nvidia-smi CSV log.
     #[arg(value_name = "FILE")]
     pub input: PathBuf,
+    /// Text to read, or json for scripts (every field, under its key).
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 }
@@ -203,6 +227,8 @@ pub struct RecordArgs {
     /// With --pid: samples a second of each Python main thread, 1 to 200, within 1% of a core.
     #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
     pub stacks_hz: f64,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 /// How `run` and `attach` show the job as it goes.
@@ -235,9 +261,9 @@ pub struct JobArgs {
     #[arg(long)]
     pub no_report: bool,
     /// Also serve the job live, as `gpulse serve` does (metrics with its steps/s and data wait,
-    /// the dashboard), on ADDR such as 127.0.0.1:9400. The token is GPULSE_TOKEN, or is generated
-    /// and printed once.
-    #[arg(long, value_name = "ADDR")]
+    /// the dashboard), on HOST:PORT as `serve --listen` takes it (`localhost:9400`). The token
+    /// is GPULSE_TOKEN, or is generated and printed once.
+    #[arg(long, value_name = "HOST:PORT", value_parser = listen_addr)]
     pub serve: Option<std::net::SocketAddr>,
     /// TLS and basic auth for --serve, from a Prometheus exporter web config, read and checked as
     /// `gpulse serve --web-config` reads it; once, at the start.
@@ -251,6 +277,46 @@ pub struct JobArgs {
     /// sampler slows itself down to stay within 1% of a core.
     #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
     pub stacks_hz: f64,
+}
+
+/// `--listen` and `--serve`: `HOST:PORT` as Prometheus exporters take it (node_exporter's
+/// `--web.listen-address`): a name that resolves, an address, an IPv6 address in brackets, or
+/// `:PORT` for every IPv4 address. A name that resolves to both families listens on IPv4, as
+/// `localhost:9400` does for Go's exporters.
+fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    let text = s.trim();
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("{text:?} has no port (try localhost:9400, 0.0.0.0:9400 or [::1]:9400)"));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("{port:?} is not a port (try localhost:9400, 0.0.0.0:9400 or [::1]:9400)"));
+    };
+    if host.is_empty() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(format!("an IPv6 address takes brackets: [{host}]:{port}"));
+    }
+    let found: Vec<SocketAddr> =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?.collect();
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} resolves to no address"))
+}
+
+/// `watch --count`: how many samples, one at least (none would print nothing at all).
+fn sample_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{:?} is not a number of samples (1 or more)", s.trim())),
+    }
 }
 
 /// `--stacks-hz`: a rate the sampler takes, or one line saying which it takes.
@@ -270,6 +336,8 @@ pub struct RunArgs {
     /// change to the script.
     #[arg(long)]
     pub instrument: bool,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
     /// The command and its arguments, after `--`.
     #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -282,6 +350,8 @@ pub struct AttachArgs {
     pub pid: u32,
     #[command(flatten)]
     pub job: JobArgs,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -345,6 +415,8 @@ pub struct QueryArgs {
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -359,11 +431,13 @@ pub struct StatusArgs {
     /// Only these GPUs: indices, UUIDs or PCI bus ids, comma-separated.
     #[arg(short = 'i', long = "id", value_name = "ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 impl Default for StatusArgs {
     fn default() -> Self {
-        Self { json: false, wait: Duration::from_millis(100), id: None }
+        Self { json: false, wait: Duration::from_millis(100), id: None, nvml: GlobalArgs::default() }
     }
 }
 
@@ -372,9 +446,11 @@ pub struct WatchArgs {
     /// Time between samples (at least 50ms): `1s`, `200ms`, or plain seconds.
     #[arg(allow_hyphen_values = true, short = 'i', long = "interval", value_name = "DURATION", default_value = "1", value_parser = duration::watch_interval)]
     pub interval: Duration,
-    /// Stop after this many samples.
-    #[arg(short = 'n', long = "count", value_name = "N")]
+    /// Stop after this many samples (1 or more).
+    #[arg(short = 'n', long = "count", value_name = "N", value_parser = sample_count)]
     pub count: Option<u64>,
+    #[command(flatten)]
+    pub nvml: GlobalArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -469,6 +545,19 @@ mod tests {
             let e = parse(&["gpulse", "run", "--stacks-hz", bad, "--", "python3"]).unwrap_err().to_string();
             assert!(e.contains("samples a second, from 1 to 200"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn listen_takes_names_addresses_and_bracketed_ipv6() {
+        let addr = |s: &str| listen_addr(s).map(|a| a.to_string());
+        assert_eq!(addr("127.0.0.1:9400").unwrap(), "127.0.0.1:9400");
+        assert_eq!(addr("localhost:9400").unwrap(), "127.0.0.1:9400");
+        assert_eq!(addr("[::1]:9400").unwrap(), "[::1]:9400");
+        assert_eq!(addr(":9400").unwrap(), "0.0.0.0:9400");
+        assert!(addr("localhost").unwrap_err().contains("has no port"));
+        assert!(addr("localhost:http").unwrap_err().contains("is not a port"));
+        assert_eq!(addr("::1:9400").unwrap_err(), "an IPv6 address takes brackets: [::1]:9400");
+        assert!(addr("no-such-host.invalid:9400").unwrap_err().starts_with("cannot resolve \"no-such-host.invalid\""));
     }
 
     #[test]

@@ -35,20 +35,20 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command.unwrap_or(Command::Status(cli::StatusArgs::default())) {
-        Command::Query(args) => cmd::query::run(&cli.global, &args),
-        Command::Status(args) => cmd::status::run(&cli.global, &args),
-        Command::Watch(args) => cmd::watch::run(&cli.global, &args),
-        Command::Record(args) => cmd::record::run(&cli.global, &args),
-        Command::Run(args) => cmd::run::run(&cli.global, &args),
-        Command::Attach(args) => cmd::attach::run(&cli.global, &args),
+        Command::Query(args) => cmd::query::run(&args.nvml.or(&cli.global), &args),
+        Command::Status(args) => cmd::status::run(&args.nvml.or(&cli.global), &args),
+        Command::Watch(args) => cmd::watch::run(&args.nvml.or(&cli.global), &args),
+        Command::Record(args) => cmd::record::run(&args.nvml.or(&cli.global), &args),
+        Command::Run(args) => cmd::run::run(&args.nvml.or(&cli.global), &args),
+        Command::Attach(args) => cmd::attach::run(&args.nvml.or(&cli.global), &args),
         Command::Import(args) => cmd::import::run(&args),
         Command::Export(args) => cmd::export::run(&args),
         Command::Diagnose(args) => cmd::diagnose::run(&args),
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
-        Command::Serve(args) => cmd::serve::run(&cli.global, &args),
-        Command::Top(args) => cmd::top::run(&cli.global, &args),
+        Command::Serve(args) => cmd::serve::run(&args.nvml.or(&cli.global), &args),
+        Command::Top(args) => cmd::top::run(&args.nvml.or(&cli.global), &args),
     };
     let code = match result {
         Ok(code) => code,

@@ -38,6 +38,16 @@ impl Output {
     }
 }
 
+/// The columns text for a reader wraps at: the terminal's, where `fd` is one (at least 40),
+/// else 80, as for a pipe or a file.
+pub fn text_width(fd: libc::c_int) -> usize {
+    // SAFETY: an all-zero winsize is a valid value of this plain C struct.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which outlives the call.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 { usize::from(ws.ws_col).max(40) } else { 80 }
+}
+
 /// Whether an I/O error means the reader went away.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
@@ -289,16 +299,14 @@ fn follow_links(path: &Path) -> io::Result<Hop> {
 mod tests {
     use super::*;
 
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("gpulse-output-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
+    fn dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("gpulse-output-{name}-")).tempdir().unwrap()
     }
 
     #[test]
     fn follows_relative_and_chained_links() {
-        let d = dir("links");
+        let d_tmp = dir("links");
+        let d = d_tmp.path();
         fs::write(d.join("real.csv"), "old").unwrap();
         std::os::unix::fs::symlink("real.csv", d.join("a")).unwrap();
         std::os::unix::fs::symlink(d.join("a"), d.join("b")).unwrap();
@@ -314,7 +322,8 @@ mod tests {
 
     #[test]
     fn refuses_inputs_recordings_and_directories() {
-        let d = dir("refuse");
+        let d_tmp = dir("refuse");
+        let d = d_tmp.path();
         let input = d.join("in.csv");
         fs::write(&input, "keep").unwrap();
         fs::hard_link(&input, d.join("same")).unwrap();
@@ -325,7 +334,7 @@ mod tests {
         let e = write_whole(&db, &[], b"x").unwrap_err().to_string();
         assert!(e.contains("is a recording"), "{e}");
         assert!(fs::read(&db).unwrap().starts_with(SQLITE_MAGIC));
-        assert!(write_whole(&d, &[], b"x").unwrap_err().to_string().contains("directory"));
+        assert!(write_whole(d, &[], b"x").unwrap_err().to_string().contains("directory"));
         // Other regular files are replaced, keeping their mode.
         let other = d.join("other.csv");
         fs::write(&other, "old").unwrap();
@@ -336,12 +345,13 @@ mod tests {
             std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&other).unwrap().permissions()) & 0o777,
             0o640
         );
-        assert_eq!(fs::read_dir(&d).unwrap().count(), 4, "no temporary file left behind");
+        assert_eq!(fs::read_dir(d).unwrap().count(), 4, "no temporary file left behind");
     }
 
     #[test]
     fn a_recordings_log_and_journal_are_never_replaced() {
-        let d = dir("side");
+        let d_tmp = dir("side");
+        let d = d_tmp.path();
         fs::write(d.join("r.db"), [SQLITE_MAGIC, b"rest"].concat()).unwrap();
         // Named beside the recording, whatever they hold (an empty -shm, a log not yet written).
         for side in ["r.db-wal", "r.db-shm", "r.db-journal"] {
@@ -364,14 +374,16 @@ mod tests {
         for s in ["/dev/stdout", "/dev/./stdout", "//dev/stdout", "/proc/self/fd/1", "/dev/fd/1"] {
             assert_eq!(destination(Path::new(s), &[]).unwrap(), Dest::Descriptor(1), "{s}");
         }
-        let d = dir("stdout-link");
+        let d_tmp = dir("stdout-link");
+        let d = d_tmp.path();
         std::os::unix::fs::symlink("/dev/stdout", d.join("out")).unwrap();
         assert_eq!(destination(&d.join("out"), &[]).unwrap(), Dest::Descriptor(1));
     }
 
     #[test]
     fn publish_never_replaces() {
-        let d = dir("publish");
+        let d_tmp = dir("publish");
+        let d = d_tmp.path();
         fs::write(d.join("a"), "a").unwrap();
         fs::write(d.join("b"), "b").unwrap();
         assert!(publish_new(&d.join("a"), &d.join("b")).is_err());

@@ -80,9 +80,9 @@ pub fn create(
     Writer::create_claimed(output, &meta, poller.devices()).with_context(|| format!("cannot create {shown}"))
 }
 
-/// Asks to stop on a stop signal.
+/// Asks to stop on a stop signal, saying which: `stopped by Ctrl-C (SIGINT)`.
 pub fn stop_on_signal() -> Option<String> {
-    crate::signals::received().map(|sig| format!("signal {sig}"))
+    crate::signals::received().map(gpulse_job::child::stopped_by)
 }
 
 /// The recording as the pipeline keeps a run: the pipeline decides what, the writer writes.

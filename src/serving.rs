@@ -10,13 +10,38 @@ use gpulse_serve::{Config, Server, SharedWebConfig, WebConfig, check_token, rand
 
 use crate::cli::ServeArgs;
 
-/// Starts the server and says where it is, with the token in the URL only when gpulse made it up
-/// (`shown`): a token the user gave is their secret. Returns the sink that feeds it.
+/// The dashboard's token, as the line that says where gpulse serves names it.
+pub enum TokenShown<'a> {
+    /// gpulse made it up: printed once, in the URL.
+    Generated(&'a str),
+    /// The user's, from where they keep it (`--token-file`'s path, or GPULSE_TOKEN): named, never
+    /// printed, so that the line says how to open the dashboard without giving the secret away.
+    Given(String),
+    /// No token (`--no-auth`).
+    Open,
+}
+
+impl TokenShown<'_> {
+    /// From `serve`'s or the job's token: `generated` by gpulse, else given by `--token-file`
+    /// (when `file` is set) or GPULSE_TOKEN; none with `--no-auth`.
+    pub fn of<'a>(token: Option<&'a str>, generated: bool, file: Option<&Path>) -> TokenShown<'a> {
+        match (token, generated, file) {
+            (None, _, _) => TokenShown::Open,
+            (Some(t), true, _) => TokenShown::Generated(t),
+            (Some(_), false, Some(f)) => TokenShown::Given(format!("the token in {}", f.display())),
+            (Some(_), false, None) => TokenShown::Given("the token in GPULSE_TOKEN".to_owned()),
+        }
+    }
+}
+
+/// Starts the server and says where it is, with the token in the URL only when gpulse made it up:
+/// a token the user gave is their secret, so the line says where it is instead. Returns the sink
+/// that feeds the server.
 pub fn start(
     config: Config,
     devices: &[gpulse_model::DeviceInfo],
     host_label: &'static str,
-    shown: Option<&str>,
+    shown: TokenShown,
 ) -> anyhow::Result<gpulse_serve::ServeSink> {
     let listen = config.listen;
     let scheme = if config.web.is_tls() { "https" } else { "http" };
@@ -24,8 +49,13 @@ pub fn start(
     let hostname = hostname();
     let addr = server.local_addr();
     match shown {
-        Some(t) => eprintln!("gpulse: serving on {scheme}://{addr}/?token={t}"),
-        None => eprintln!("gpulse: serving on {scheme}://{addr}/"),
+        TokenShown::Generated(t) => eprintln!("gpulse: serving on {scheme}://{addr}/?token={t}"),
+        TokenShown::Given(which) => {
+            eprintln!(
+                "gpulse: serving on {scheme}://{addr}/; the dashboard opens as {scheme}://{addr}/?token=TOKEN with {which}"
+            )
+        }
+        TokenShown::Open => eprintln!("gpulse: serving on {scheme}://{addr}/"),
     }
     eprintln!("gpulse: Prometheus scrapes {scheme}://{addr}/metrics");
     if scheme == "http" && !addr.ip().is_loopback() {

@@ -40,7 +40,7 @@ fn calls(lib: &std::path::Path, name: &str) -> u64 {
 /// One GPU whose energy counter, power limit and process utilization change every scenario
 /// second; scenario time runs 100 times faster than the clock. PCIe link generation is missing,
 /// as on an older driver.
-fn scenario() -> PathBuf {
+fn scenario() -> tempfile::TempDir {
     let me = std::process::id();
     let json = format!(
         r#"{{"driver_version": "580.159.04", "cuda_driver_version": 13000, "speed": 100.0,
@@ -59,9 +59,9 @@ fn scenario() -> PathBuf {
                        {{"t_s": 3, "energy_j": 1900.0}}],
           "processes": [{{"pid": {me}, "used_memory_mib": 100, "sm_util_pct": 42, "mem_util_pct": 7}}]}}]}}"#
     );
-    let path = std::env::temp_dir().join(format!("gpulse-cadence-{me}.json"));
-    std::fs::write(&path, json).unwrap();
-    path
+    let dir = tempfile::Builder::new().prefix("gpulse-cadence-").tempdir().unwrap();
+    std::fs::write(dir.path().join("scenario.json"), json).unwrap();
+    dir
 }
 
 fn polls(source: &mut NvmlSource, n: usize) -> Vec<Snapshot> {
@@ -71,8 +71,9 @@ fn polls(source: &mut NvmlSource, n: usize) -> Vec<Snapshot> {
 #[test]
 fn the_recorder_reads_slow_fields_on_their_cadence_and_holds_what_it_read() {
     let lib = fake_lib();
+    let scenario = scenario();
     // SAFETY: this test binary has this one test, so no other thread reads the environment.
-    unsafe { std::env::set_var("GPULSE_FAKE_NVML_SCENARIO", scenario()) };
+    unsafe { std::env::set_var("GPULSE_FAKE_NVML_SCENARIO", scenario.path().join("scenario.json")) };
     let open = |cadence: Cadence| {
         let options = NvmlOptions {
             lib_path: Some(lib.clone()),

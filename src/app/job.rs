@@ -100,7 +100,7 @@ fn serve_sink(
         limits: Default::default(),
         web: std::sync::Arc::new(gpulse_serve::SharedWebConfig::new(web)),
     };
-    crate::serving::start(config, devices, "Hostname", generated.then_some(token.as_str()))
+    crate::serving::start(config, devices, "Hostname", crate::serving::TokenShown::of(Some(&token), generated, None))
 }
 
 /// Names, claims and creates the recording of a job. Failing that, the job runs unrecorded, with

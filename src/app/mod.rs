@@ -65,5 +65,21 @@ pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions, one_shot: bool) 
     options.gpm &= !global.no_gpm;
     let default_ms = if one_shot { 100 } else { 1000 };
     options.gpm_every = global.gpm_interval.unwrap_or(std::time::Duration::from_millis(default_ms));
-    Ok(NvmlSource::open(options)?)
+    match NvmlSource::open(options) {
+        Ok(source) => Ok(source),
+        Err(e @ SampleError::NoDriver { .. }) => Err(stand_in_scenario_unreadable().unwrap_or_else(|| e.into())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The stand-in NVML library (README, "Without a GPU") reads its scenario from the file that
+/// `GPULSE_FAKE_NVML_SCENARIO` names, and answers as a machine without a driver when it cannot:
+/// a mistyped path is named as what it is, not as a missing driver.
+fn stand_in_scenario_unreadable() -> Option<anyhow::Error> {
+    let path = std::path::PathBuf::from(std::env::var_os("GPULSE_FAKE_NVML_SCENARIO").filter(|p| !p.is_empty())?);
+    let why = std::fs::File::open(&path).err()?;
+    Some(anyhow::anyhow!(
+        "cannot read the stand-in NVML's scenario {} (GPULSE_FAKE_NVML_SCENARIO): {why}",
+        path.display()
+    ))
 }

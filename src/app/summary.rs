@@ -46,16 +46,18 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
             Err(e) => out += &format!("report:    not written: {}\n", crate::app::describe(&e)),
         }
     }
+    let out = gpulse_report::text::wrap(&out, crate::output::text_width(libc::STDERR_FILENO));
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
 
-/// "command killed by SIGKILL (exit status 137)", from the recording's stop event, when a signal
+/// "command killed by SIGKILL, exit status 137", from the recording's stop event, when a signal
 /// ended the job; nothing when it exited by itself (its status is gpulse's own).
 fn ended_line(run: &gpulse_diagnose::Run) -> String {
     let Some((_, _, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return String::new() };
     let Some(sig) = stop.get("signal").and_then(serde_json::Value::as_str) else { return String::new() };
+    let sig = gpulse_job::child::signal_words(sig);
     match stop.get("exit_status").and_then(serde_json::Value::as_u64) {
-        Some(code) => format!("command killed by {sig} (exit status {code})\n\n"),
+        Some(code) => format!("command killed by {sig}, exit status {code}\n\n"),
         None => format!("command killed by {sig}\n\n"),
     }
 }
@@ -130,7 +132,7 @@ mod tests {
             |p: serde_json::Value| gpulse_diagnose::Run { events: vec![("stop".into(), 1.0, p)], ..Default::default() };
         let killed =
             stop(serde_json::json!({"reason": "command killed by SIGKILL", "signal": "SIGKILL", "exit_status": 137}));
-        assert_eq!(ended_line(&killed), "command killed by SIGKILL (exit status 137)\n\n");
+        assert_eq!(ended_line(&killed), "command killed by SIGKILL, exit status 137\n\n");
         assert_eq!(
             ended_line(&stop(serde_json::json!({"reason": "command exited with status 1", "exit_status": 1}))),
             ""

@@ -32,7 +32,11 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.watch(None) {
         JobEnd::RootGone => format!("process {pid} exited"),
-        JobEnd::Signal(s) => format!("signal {s}"),
+        JobEnd::Signal(s) => {
+            let reason = gpulse_job::child::stopped_by(s);
+            eprintln!("gpulse: {reason}; process {pid} goes on");
+            reason
+        }
         JobEnd::Exited(_) => "exited".to_owned(),
     };
     job::finish(session, &output, &reason, serde_json::Map::new(), !args.job.no_report);

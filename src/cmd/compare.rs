@@ -21,7 +21,10 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             }
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
-        ReportFormat::Text => format!("before: {b}\nafter:  {a}\n\n{}", gpulse_report::compare::render(&c)),
+        ReportFormat::Text => gpulse_report::text::wrap(
+            &format!("before: {b}\nafter:  {a}\n\n{}", gpulse_report::compare::render(&c)),
+            crate::output::text_width(libc::STDOUT_FILENO),
+        ),
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)

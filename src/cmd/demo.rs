@@ -76,7 +76,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     replay.sample()?;
     let snap = replay.sample()?;
     out.emit("\nStatus 30 s into the run:\n")?;
-    out.emit(&gpulse_report::status::render(replay.devices(), &[0], &snap))?;
+    out.emit(&gpulse_report::status::render(replay.devices(), &[0], &snap, false))?;
     // The diagnosis of the whole recording, every 200 ms sample of it.
     let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 0.2)?;
     let mut recording = gpulse_record::Recording { devices: replay.devices().to_vec(), ..Default::default() };
@@ -84,6 +84,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         recording.snapshots.push(s);
     }
     out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;
-    out.emit(&gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording)))?;
+    let findings = gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording));
+    out.emit(&gpulse_report::text::wrap(&findings, crate::output::text_width(libc::STDOUT_FILENO)))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,11 +3,11 @@
 use std::process::ExitCode;
 
 use gpulse_report::Analysis;
-use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line};
+use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line, wrap};
 
 use crate::app::analyze::analyze;
 use crate::cli::{DiagnoseArgs, ReportFormat};
-use crate::output::Output;
+use crate::output::{Output, text_width};
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
     let Analysis { findings, ledger, gpus, samples, run, .. } = analyze(&args.input)?;
@@ -28,13 +28,14 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
-        ReportFormat::Text => {
-            steps_line(&run)
+        ReportFormat::Text => wrap(
+            &(steps_line(&run)
                 + &render_text(&findings)
                 + &ledger_text(&ledger)
                 + &main_thread_text(&stacks)
-                + &roofline_text(&efficiency)
-        }
+                + &roofline_text(&efficiency)),
+            text_width(libc::STDOUT_FILENO),
+        ),
     };
     Output::open(None)?.emit(&text)?;
     Ok(ExitCode::SUCCESS)

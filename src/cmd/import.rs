@@ -9,6 +9,16 @@ use crate::output::publish_new;
 
 pub fn run(args: &ImportArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.output.exists(), "{} already exists; import into a new file", args.output.display());
+    // A recording given as a log: it needs no import, and is not a malformed CSV.
+    for log in &args.logs {
+        if gpulse_input::is_recording(log).unwrap_or(false) {
+            anyhow::bail!(
+                "{0} is already a recording, not an nvidia-smi log; diagnose, report and export read it as it is \
+                 (gpulse diagnose {0})",
+                log.display()
+            );
+        }
+    }
     // Written beside the target and renamed at the end: the recording appears whole or not at all.
     let tmp = TempPath::beside(&args.output);
     let summary = import_logs(&args.logs, args.fields.as_deref(), &tmp.0)

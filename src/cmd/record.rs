@@ -2,7 +2,6 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
 
@@ -22,11 +21,20 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let recording = recorder::create(claim, &poller, args.interval, args.pid, None, &[])?;
     let gpus = poller.devices().len();
     let mut pipeline = Pipeline::new(Some(recorder::store(recording)), None);
+    let span = Span::default();
+    pipeline.add_sink(Box::new(span.clone()));
     signals::catch_stop_signals();
     let _ = writeln!(std::io::stderr(), "{}", starting_line(args, gpus));
-    let start = Instant::now();
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
-    let until = Until { stop: recorder::stop_on_signal, needs_recording: true };
+    // The followed process's end is looked for between polls, so that the recording stops
+    // within a tick of it (with a closing poll), not at the next poll an interval later.
+    let stop = || {
+        recorder::stop_on_signal().or_else(|| {
+            let pid = args.pid?;
+            (!gpulse_sample::proc_info::is_running(pid)).then(|| format!("process {pid} exited"))
+        })
+    };
+    let until = Until { stop, needs_recording: true };
     // The followed tree's Python main threads, as `run` samples a job's.
     let stacks = (!args.no_stacks).then(|| gpulse_sample::stacks::StackOptions {
         rate_hz: args.stacks_hz,
@@ -50,13 +58,33 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     // After SIGHUP the terminal may be gone: a failed write must not turn a clean stop into a panic.
     let _ = writeln!(
         std::io::stderr(),
-        "recorded {polls} sample{} of {gpus} GPU{} over {:.1} s to {} ({reason})",
+        "recorded {polls} sample{} of {gpus} GPU{} over {:.1} s to {}; {reason}",
         if polls == 1 { "" } else { "s" },
         if gpus == 1 { "" } else { "s" },
-        start.elapsed().as_secs_f64(),
+        span.seconds(),
         args.output.display()
     );
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The time the recording spans, from its first poll to its last: what `diagnose` of the file
+/// accounts for, not the time gpulse took to start and to close it.
+#[derive(Clone, Default)]
+struct Span(std::sync::Arc<std::sync::Mutex<Option<(i64, i64)>>>);
+
+impl Span {
+    fn seconds(&self) -> f64 {
+        self.0.lock().map_or(0.0, |s| s.map_or(0.0, |(first, last)| (last - first) as f64 / 1e6))
+    }
+}
+
+impl gpulse_live::Sink for Span {
+    fn frame(&mut self, frame: &gpulse_live::Frame) {
+        let t = frame.poll.host.timestamp_us;
+        if let Ok(mut s) = self.0.lock() {
+            *s = Some(s.map_or((t, t), |(first, _)| (first, t)));
+        }
+    }
 }
 
 /// What is recorded, where, how often, and how it stops: the first thing a user sees.

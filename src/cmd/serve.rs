@@ -41,7 +41,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let label = if args.lowercase_hostname { "hostname" } else { "Hostname" };
     // The token is printed once, and only when gpulse made it up: a given one is the user's secret.
-    let sink = serving::start(config, poller.devices(), label, generated.then_some(token.as_deref()).flatten())?;
+    let shown = serving::TokenShown::of(token.as_deref(), generated, args.token_file.as_deref());
+    let sink = serving::start(config, poller.devices(), label, shown)?;
     let mut pipeline = Pipeline::new(
         recording.map(recorder::store),
         Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()),

@@ -72,7 +72,7 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         let doc = serde_json::json!({ "timestamp_us": snap.timestamp_us, "devices": devices, "gpus": gpus });
         format!("{}\n", serde_json::to_string_pretty(&doc)?)
     } else {
-        gpulse_report::status::render(source.devices(), &chosen, &snap)
+        gpulse_report::status::render(source.devices(), &chosen, &snap, global.no_gpm)
     };
     Output::open(None)?.emit(&text)?;
     // The process exits now: skipping nvmlShutdown saves its teardown, as a one-shot query does.

@@ -40,6 +40,10 @@ pub fn stream(source: &mut dyn Source, pace: Duration, count: Option<u64>, out: 
         }
         out.emit(&text)?;
         k += 1;
+        // The last sample asked for ends it at once, not an interval later.
+        if count == Some(k) {
+            break;
+        }
         if let Some(wait) = pace.saturating_mul(k as u32).checked_sub(start.elapsed()) {
             std::thread::sleep(wait);
         }

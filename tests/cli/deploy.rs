@@ -48,7 +48,7 @@ fn kind<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
 /// The chart linted and rendered (default values, the operator's objects, SYS_PTRACE for the
 /// stacks) into a fresh folder `name`, every object valid; with what the check printed. `None`
 /// where Helm's SDK is missing (skipped).
-fn render_chart(name: &str) -> Option<(PathBuf, String)> {
+fn render_chart(name: &str) -> Option<(super::support::Temp, String)> {
     let python = helm_python()?;
     let out = fresh_dir("deploy", name);
     let (code, stdout, stderr) = run(Command::new(&python)

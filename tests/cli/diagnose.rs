@@ -9,15 +9,11 @@ const SCENARIOS: [&str; 6] = ["dl_bound", "dl_tuned", "tiny", "leak", "healthy",
 
 /// The finding ids `gpulse diagnose --format json` reports for `inputs` (imported together).
 fn ids(inputs: &[PathBuf]) -> (Vec<String>, serde_json::Value) {
+    let dir = fresh_dir("diag", "import");
     let input = if inputs.len() == 1 {
         inputs[0].clone()
     } else {
-        let db = std::env::temp_dir().join(format!(
-            "gpulse-diag-{}-{}.db",
-            std::process::id(),
-            inputs[0].file_name().unwrap().to_string_lossy()
-        ));
-        let _ = std::fs::remove_file(&db);
+        let db = dir.join("imported.db");
         let (code, _, err) = run(gpulse(None).arg("import").args(inputs).arg("-o").arg(&db));
         assert_eq!(code, 0, "{err}");
         db
@@ -94,7 +90,8 @@ fn the_oom_is_forecast_from_half_the_ramp() {
     let text = std::fs::read_to_string(fixture("h200-2026-11-29/rich_leak.csv")).unwrap();
     let cut = "2026/11/29 14:45:47.800";
     let half: Vec<&str> = text.lines().take_while(|l| l.starts_with("timestamp") || l[..23] < *cut).collect();
-    let path = std::env::temp_dir().join(format!("gpulse-half-leak-{}.csv", std::process::id()));
+    let dir = fresh_dir("diag", "half-leak");
+    let path = dir.join("half-leak.csv");
     std::fs::write(&path, half.join("\n") + "\n").unwrap();
     let last = half.last().unwrap();
     let (_, v) = ids(&[path]);
@@ -128,15 +125,8 @@ fn gpu_util_that_misleads_is_caught_on_a_real_trace() {
 
 /// Records `secs` of a scenario through the stand-in NVML library and diagnoses the recording.
 fn record_and_diagnose(scenario: &std::path::Path, secs: &str) -> Vec<String> {
-    // Named after the scenario's folder too: scenario_file() names every file scenario.json, and
-    // two tests recording at once must not share a recording.
-    let folder = scenario.parent().and_then(|p| p.file_name()).unwrap().to_string_lossy();
-    let db = std::env::temp_dir().join(format!(
-        "gpulse-diag-rec-{}-{folder}-{}.db",
-        std::process::id(),
-        scenario.file_stem().unwrap().to_string_lossy()
-    ));
-    let _ = std::fs::remove_file(&db);
+    let dir = fresh_dir("diag", "rec");
+    let db = dir.join("rec.db");
     let (code, _, err) = run(gpulse(None)
         .env("GPULSE_FAKE_NVML_SCENARIO", scenario)
         .args(["record", "--interval", "100ms", "--duration", secs, "-o"])
@@ -200,13 +190,18 @@ fn a_real_recording_with_its_process_tree_names_the_busy_workers_and_the_foreign
     assert!(f.get("limits").is_none_or(|l| !l.to_string().contains("no host data")), "{f}");
 }
 
+/// The verdict: compare's last paragraph, as one line whatever the width it was wrapped at.
+fn last_paragraph(out: &str) -> String {
+    out.trim_end().rsplit("\n\n").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
 fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     // From the nvidia-smi logs alone: GPU-Util is the only measure of work.
     let h = |s: &str| fixture(&format!("h200-2026-11-29/rich_{s}.csv"));
     let (code, out, err) = run(gpulse(None).arg("compare").arg(h("dl_bound")).arg(h("dl_tuned")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("remaining gap: host overhead"), "{out}");
     // With GPM (the gpm_* traces): SM activity measures the work. The truth is the loop's own
@@ -219,7 +214,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let truth_ratio = truth("dl_tuned") / truth("dl_bound");
     let (code, out, err) = run(gpulse(None).arg("compare").arg(g("dl_bound")).arg(g("dl_tuned")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.starts_with("input bottleneck removed; util 9% → 53%; throughput up ~"), "{out}");
     assert!(verdict.ends_with("× (by SM activity); remaining gap: host overhead"), "{out}");
     let said = numbers(verdict.split("throughput up ~").nth(1).unwrap())[0];
@@ -233,7 +228,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     // A file against itself: unchanged, within the noise the comparison states.
     let (code, out, err) = run(gpulse(None).arg("compare").arg(g("healthy")).arg(g("healthy")));
     assert_eq!(code, 0, "{err}");
-    let verdict = out.lines().last().unwrap();
+    let verdict = &last_paragraph(&out);
     assert!(verdict.contains("throughput unchanged by SM activity (within ±") && !verdict.contains('×'), "{out}");
     let changed = |l: &str| l.trim_start().starts_with("gone:") || l.trim_start().starts_with("new:");
     assert!(!out.lines().any(changed), "healthy is no finding that comes or goes: {out}");

@@ -176,7 +176,7 @@ fn readme_verbs(before: &str) -> Vec<String> {
 fn without_a_driver_each_command_exits_as_the_readme_says() {
     let missing = root().join("no-such-libnvidia-ml.so");
     // The fewest arguments each command needs to start.
-    let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let mut sleeper = KillOnDrop::spawn(std::process::Command::new("sleep").arg("30"));
     let sleeper_pid = sleeper.id();
     let dir = fresh_dir("docs", "no_driver");
     let args = |verb: &str| -> Vec<String> {

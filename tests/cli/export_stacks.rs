@@ -104,7 +104,6 @@ fn folded_writes_one_line_per_stack_of_the_main_thread() {
     assert_ne!(code, 0);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(std::fs::read(&db).unwrap(), before);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -125,7 +124,6 @@ fn folded_names_the_process_when_several_main_processes_were_sampled() {
         "process 100;<module> (/job/train.py:120);step (/job/train.py:41) 1\n\
          process 101;<module> (/job/train.py:120);step (/job/train.py:41) 2\n"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -169,7 +167,6 @@ fn speedscope_writes_a_profile_per_process_with_shared_frames() {
     assert_eq!(worker["samples"].as_array().unwrap().len(), 10);
     assert!(worker["samples"].as_array().unwrap().iter().all(|s| *s == json!([4, 5])));
     assert!((worker["startValue"].as_f64().unwrap() - 0.005).abs() < 1e-9);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -201,5 +198,4 @@ fn stack_formats_refuse_csv_flags_and_recordings_without_stacks() {
     // An unknown format is still nvidia-smi's words.
     let (code, _, err) = run(gpulse(None).args(["export", "--format=flame"]).arg(&db));
     assert_eq!(code, 2, "{err}");
-    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -20,20 +20,11 @@ fn capture(file: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-const SCENARIO: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-83cef610-6e26-95a5-7ecf-c4ac2594206b",
-  "pci_bus_id":"00000000:00:06.0","serial":"1653724057407",
-  "base":{"util_gpu_pct":37,"util_mem_pct":12,"memory_total_bytes":150754820096,"memory_reserved_bytes":644939776,
-  "memory_used_mib":20480,"temperature_gpu_c":45,"temperature_memory_c":41,"power_w":321.5,"power_limit_w":700,
-  "clock_sm_mhz":1755,"clock_mem_mhz":3201,"pstate":0,"persistence_mode":true,"compute_mode":0,"ecc_enabled":true,
-  "ecc_uncorrected_volatile":0,"cuda_cc":[9,0]},
-  "processes":[{"pid":4242,"name":"python3","used_memory_mib":20000}]}]}"#;
+const SCENARIO: &str = include_str!("../fixtures/scenarios/fields.json");
 
 fn scenario() -> Command {
-    // Written once: tests run at the same time, and a rewrite could be read half-written.
-    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let mut cmd = gpulse(None);
-    cmd.env("GPULSE_FAKE_NVML_SCENARIO", FILE.get_or_init(|| scenario_file("fields", SCENARIO)));
-    cmd
+    // Read from the fixture itself: a file written for it would outlive every test.
+    gpulse(Some("scenarios/fields.json"))
 }
 
 #[test]
@@ -83,19 +74,19 @@ fn static_fields_the_stand_in_answers_match_the_h200() {
     }
 }
 
-/// A PATH whose `nvidia-smi` is gpulse.
-fn smi_path(test: &str) -> std::ffi::OsString {
+/// A PATH whose `nvidia-smi` is gpulse, and the folder that holds it until dropped.
+fn smi_path(test: &str) -> (std::ffi::OsString, Temp) {
     let dir = fresh_dir("fields", test);
     std::os::unix::fs::symlink(gpulse_bin(), dir.join("nvidia-smi")).unwrap();
-    let mut path = dir.into_os_string();
+    let mut path = dir.as_os_str().to_owned();
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
-    path
+    (path, dir)
 }
 
 #[test]
 fn called_as_nvidia_smi_it_answers_queries_and_lists_gpus() {
-    let path = smi_path("as-smi");
+    let (path, _dir) = smi_path("as-smi");
     let smi = || {
         let mut c = scenario();
         c.env("PATH", &path);
@@ -128,7 +119,7 @@ fn called_as_nvidia_smi_it_answers_queries_and_lists_gpus() {
 }
 
 fn client(py: &str, script: &str) -> String {
-    let path = smi_path(&script.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>());
+    let (path, _dir) = smi_path(&script.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>());
     let mut c = scenario();
     let envs: Vec<_> = c.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))).collect();
     c = Command::new(py);
@@ -193,7 +184,8 @@ fn static_fields_read_through_the_stand_in_match_the_h200_capture() {
         "mig.mode.pending",
     ];
     let mut cmd = gpulse(None);
-    cmd.env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("fields-h200", H200_CALLS));
+    let sc = scenario_file("fields-h200", H200_CALLS);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", &sc);
     let (code, out, err) = run(cmd.arg(format!("--query-gpu={}", names.join(","))).arg("--format=csv,noheader"));
     assert_eq!(code, 0, "{err}");
     let h200 = capture("fields_gpu.tsv");
@@ -203,7 +195,8 @@ fn static_fields_read_through_the_stand_in_match_the_h200_capture() {
     }
     // A call the scenario does not name is NOT_SUPPORTED, which nvidia-smi prints as `[N/A]`.
     let mut cmd = gpulse(None);
-    cmd.env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("fields-none", SCENARIO));
+    let sc = scenario_file("fields-none", SCENARIO);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", &sc);
     let (_, out, _) = run(cmd.args(["--query-gpu=vbios_version,power.min_limit", "--format=csv,noheader"]));
     assert_eq!(out, "[N/A], [N/A]\n");
 }

@@ -4,14 +4,14 @@
 //! Unix sockets, `gpulse serve` on the stand-in NVML, and a real Prometheus summing by pod.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpulse_cluster::proto::Container;
 use gpulse_cluster::testing::{Answers, Node, container, pod_with_gpus, serve as serve_node};
 
 use super::serve::{free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config};
-use super::support::{fresh_dir, skipped};
+use super::support::{KillOnDrop, fresh_dir, skipped};
 
 const UID_A: &str = "1858680e-b044-4fd5-9dd4-f137e30e2180";
 const ID_A: &str = "e275d1a37782ab30008aa3ae6666cccefe53b3a14a2ab5a8dc459939107c8c01";
@@ -109,18 +109,8 @@ fn scenario_and_cri(dir: &Path, scenario: &str, containers: Vec<Container>) -> (
     (path, serve_node(&dir.join("cri.sock"), Answers { containers, ..Answers::default() }))
 }
 
-struct Killed(Vec<Child>);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = (c.kill(), c.wait());
-        }
-    }
-}
-
-fn sleeper(env: &[(&str, &str)]) -> Child {
-    Command::new("sleep").arg("600").envs(env.iter().copied()).spawn().unwrap()
+fn sleeper(env: &[(&str, &str)]) -> KillOnDrop {
+    KillOnDrop::spawn(Command::new("sleep").arg("600").envs(env.iter().copied()))
 }
 
 #[test]
@@ -153,13 +143,13 @@ fn prometheus_sums_a_shared_gpu_by_pod_and_by_slurm_job() {
         assert!(!required, "cannot make cgroups: {:?}", made.err());
         return skipped("cgroup attribution (cannot make cgroups; needs root)");
     };
-    let mut procs = Killed(vec![
+    let procs = [
         sleeper(&[]),
         sleeper(&[]),
         sleeper(&[]),
         sleeper(&[("SLURM_JOB_ID", "4711"), ("SLURM_JOB_USER", "ada"), ("SLURM_JOB_NAME", "train")]),
-    ]);
-    let pids: Vec<u32> = procs.0.iter().map(Child::id).collect();
+    ];
+    let pids: Vec<u32> = procs.iter().map(|p| p.id()).collect();
     cg_a.enter(pids[0]).unwrap();
     cg_a.enter(pids[1]).unwrap();
     cg_b.enter(pids[2]).unwrap();
@@ -233,7 +223,7 @@ fn prometheus_sums_a_shared_gpu_by_pod_and_by_slurm_job() {
     }
     let port = free_port();
     scrape_config(&dir, &s.addr, false);
-    let mut prom = Killed(vec![prometheus(&dir, port)]);
+    let _prom = prometheus(&dir, port);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = Vec::new();
     let by_pod = loop {
@@ -267,8 +257,6 @@ fn prometheus_sums_a_shared_gpu_by_pod_and_by_slurm_job() {
     let jobs = prometheus_query(port, "sum by (hpc_job) (gpulse_process_sm_ratio{hpc_job!=\"\"})");
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     assert_eq!((jobs[0].0.get("hpc_job").map(String::as_str), jobs[0].1), (Some("4711"), 0.5));
-    drop(prom.0.pop());
-    drop(procs.0.drain(..));
 }
 
 fn serve_with_sockets(scenario: &str, cri: &str, kubelet: &str) -> super::serve::Serving {
@@ -287,8 +275,8 @@ fn record_keeps_each_processs_pod_and_slurm_job() {
     let n = std::process::id();
     let rels = [format!("kubepods/burstable/pod{UID_R}/{ID_R}"), format!("slurm/uid_{n}/job_4712/step_batch/task_0")];
     let Some([cg_pod, cg_job]) = made_or_skipped("recorded attribution", rels) else { return };
-    let procs = Killed(vec![sleeper(&[]), sleeper(&[("SLURM_JOB_ID", "4712"), ("SLURM_JOB_USER", "ada")])]);
-    let pids: Vec<u32> = procs.0.iter().map(Child::id).collect();
+    let procs = [sleeper(&[]), sleeper(&[("SLURM_JOB_ID", "4712"), ("SLURM_JOB_USER", "ada")])];
+    let pids: Vec<u32> = procs.iter().map(|p| p.id()).collect();
     cg_pod.enter(pids[0]).unwrap();
     cg_job.enter(pids[1]).unwrap();
     let dir = fresh_dir("fleet", "record");
@@ -339,8 +327,8 @@ fn record_keeps_each_processs_pod_and_slurm_job() {
 fn a_process_moved_to_another_pods_cgroup_is_relabelled_in_metrics() {
     let rels = [0, 1].map(|i| format!("kubepods/besteffort/pod{}/{}", UID_M[i], ID_M[i]));
     let Some([cg_from, cg_to]) = made_or_skipped("re-attribution of a moved process", rels) else { return };
-    let procs = Killed(vec![sleeper(&[])]);
-    let pid = procs.0[0].id();
+    let procs = sleeper(&[]);
+    let pid = procs.id();
     cg_from.enter(pid).unwrap();
     let dir = fresh_dir("fleet", "moved");
     let scenario = format!(

@@ -7,9 +7,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::serve::{
-    KillOnDrop, free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config, serve_scenario,
-};
+use super::serve::{free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config, serve_scenario};
+use super::support::KillOnDrop;
 use super::support::{fixture, fresh_dir, gpulse, run, skipped};
 
 const SCENARIO: &str = "scenarios/health_xid_nvlink.json";
@@ -52,13 +51,13 @@ fn serve_exports_the_xid_nvlink_and_what_nvml_cannot_give_not_at_all() {
         skipped("promtool check metrics on the Xid and NVLink series (no prometheus; CI installs it)");
         return;
     };
-    let mut lint = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lint = KillOnDrop::spawn(
+        Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
     let out = lint.wait_with_output().unwrap();
     let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -81,8 +80,7 @@ fn prometheus_alerts_on_the_xid_the_stand_in_raised() {
     let dir = fresh_dir("health", "prometheus");
     let port = free_port();
     scrape_config(&dir, &s.addr, true);
-    let mut prom = prometheus(&dir, port);
-    let _kill = KillOnDrop(&mut prom);
+    let _prom = prometheus(&dir, port);
     let deadline = Instant::now() + Duration::from_secs(60);
     let firing = loop {
         let alerts = std::panic::catch_unwind(|| {

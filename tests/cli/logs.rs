@@ -12,7 +12,7 @@ const RICH_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilization
 const SEED_FIELDS: &str = "timestamp,utilization.gpu,memory.used";
 const APPS_FIELDS: &str = "timestamp,gpu_uuid,pid,process_name,used_memory";
 
-fn tmp(name: &str) -> PathBuf {
+fn tmp(name: &str) -> super::support::Temp {
     fresh_dir("logs", name)
 }
 

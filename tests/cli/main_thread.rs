@@ -2,25 +2,16 @@
 //! lists the job's process as holding it and never busy), then `diagnose` of the recording: the
 //! loop's idle time split by what its main thread did, against the loop's own timing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::support::{gpulse, root, run};
 
 /// A folder removed with everything in it when the test ends, passed or not.
-struct TempDir(PathBuf);
+struct TempDir(super::support::Temp);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("gpulse-main-thread-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Self(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        Self(super::support::fresh_dir("main-thread", name))
     }
 }
 
@@ -146,16 +137,8 @@ fn record_pid_samples_the_followed_python_process() {
     let dir = TempDir::new("record");
     let script = dir.0.join("nap.py");
     std::fs::write(&script, "import time\nwhile True:\n    time.sleep(0.01)\n").unwrap();
-    let mut child = std::process::Command::new("python3").arg(&script).spawn().expect("python3 runs");
-    struct Kill<'a>(&'a mut std::process::Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
+    let child = super::support::KillOnDrop::spawn(std::process::Command::new("python3").arg(&script));
     let pid = child.id().to_string();
-    let _kill = Kill(&mut child);
     let record = |name: &str, extra: &[&str]| {
         let rec = dir.0.join(name);
         let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))

@@ -25,11 +25,11 @@ fn record_says_where_it_writes_how_often_and_how_it_stops() {
         )
     );
     // Following a process: it stops with that process.
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut sleeper = KillOnDrop::spawn(Command::new("sleep").arg("30"));
     let out = dir.join("p.db");
     let mut rec = gpulse(Some("scenarios/h200_idle.json"));
     rec.args(["record", "--pid", &sleeper.id().to_string(), "-o"]).arg(&out).stderr(std::process::Stdio::piped());
-    let mut child = rec.spawn().unwrap();
+    let mut child = KillOnDrop::spawn(&mut rec);
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stderr.as_mut().unwrap()), &mut line).unwrap();
     let _ = sleeper.kill();

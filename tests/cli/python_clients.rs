@@ -13,22 +13,20 @@ const SCENARIO: &str = r#"{"devices":[{"name":"NVIDIA H200","uuid":"GPU-11111111
   "ecc_enabled":true,"ecc_uncorrected_volatile":0},
   "processes":[{"pid":4242,"name":"python3","used_memory_mib":20000}]}]}"#;
 
-/// A command that loads the stand-in library as the system's NVML.
-fn client(program: &str) -> Command {
-    let dir = std::env::temp_dir().join(format!("gpulse-pylib-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join("libnvidia-ml.so.1");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(fake_lib(), &link).unwrap();
+/// A command that loads the stand-in library as the system's NVML, from `dir`, which holds it
+/// and the scenario until dropped.
+fn client(program: &str, dir: &Temp) -> Command {
+    std::os::unix::fs::symlink(fake_lib(), dir.join("libnvidia-ml.so.1")).unwrap();
+    std::fs::write(dir.join("scenario.json"), SCENARIO).unwrap();
     let mut cmd = Command::new(program);
-    cmd.env("LD_LIBRARY_PATH", &dir).env("GPULSE_FAKE_NVML_SCENARIO", scenario_file("py", SCENARIO));
+    cmd.env("LD_LIBRARY_PATH", dir.path()).env("GPULSE_FAKE_NVML_SCENARIO", dir.join("scenario.json"));
     cmd
 }
 
 #[test]
 fn gpustat_prints_the_scenario() {
     let Some(py) = python_with("gpustat", "against the stand-in library") else { return };
-    let (code, out, err) = run(client(py).args(["-m", "gpustat", "--json"]));
+    let (code, out, err) = run(client(py, &fresh_dir("py", "gpustat")).args(["-m", "gpustat", "--json"]));
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(v["driver_version"], "580.159.04");
@@ -50,7 +48,7 @@ fn nvitop_prints_the_scenario() {
     let script = "from nvitop import Device\n\
         d = Device.all()[0]\n\
         print(d.name(), d.uuid(), d.bus_id(), d.gpu_utilization(), d.memory_used(), d.temperature(), d.power_usage(), d.power_limit(), d.sm_clock(), d.fan_speed(), d.persistence_mode(), d.performance_state(), sorted(d.processes()))";
-    let (code, out, err) = run(client(py).args(["-c", script]));
+    let (code, out, err) = run(client(py, &fresh_dir("py", "nvsmi")).args(["-c", script]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out.trim(),
@@ -59,7 +57,7 @@ fn nvitop_prints_the_scenario() {
             20480u64 * 1024 * 1024
         )
     );
-    let (code, out, err) = run(client(py).args(["-m", "nvitop", "-1"]));
+    let (code, out, err) = run(client(py, &fresh_dir("py", "nvitop")).args(["-m", "nvitop", "-1"]));
     assert_eq!(code, 0, "{err}");
     // nvitop rounds 321.5 W to whole watts.
     assert!(out.contains("45C") && out.contains("322W / 700W") && out.contains("37%"), "{out}");

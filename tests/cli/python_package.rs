@@ -33,7 +33,7 @@ fn python_reads_the_schema_the_recorder_writes_and_refuses_a_newer_one_as_the_cl
         "python/gpulse/_load.py's SCHEMA_VERSION must be gpulse_record::schema::SCHEMA_VERSION"
     );
     // A recording this gpulse just wrote: Python reads its schema.
-    let dir = scenario_file("schema", "{}").parent().unwrap().to_path_buf();
+    let dir = fresh_dir("python", "schema");
     let db = dir.join("fresh.db");
     let _ = std::fs::remove_file(&db);
     let (code, _, err) =
@@ -100,7 +100,7 @@ fn python_load(path: &std::path::Path, site: bool) -> String {
 
 #[test]
 fn a_damaged_recording_gets_the_same_words_from_python_as_from_the_cli() {
-    let dir = scenario_file("damaged", "{}").parent().unwrap().to_path_buf();
+    let dir = fresh_dir("python", "damaged");
     let whole = std::fs::read(fixture("h200-gpulse/training_workers.db")).unwrap();
     let cases: [(&str, &[u8]); 2] = [("half.db", &whole[..whole.len() / 2]), ("header.db", &whole[..60])];
     for (name, bytes) in cases {

@@ -164,12 +164,13 @@ fn compute_apps_list_processes_like_nvidia_smi() {
 
 #[test]
 fn loop_ms_keeps_printing_rows_under_one_header() {
-    let out_file = std::env::temp_dir().join(format!("gpulse-loop-{}.csv", std::process::id()));
-    let mut child = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["--query-gpu=timestamp,index", "--format=csv", "-lms", "100", "-f"])
-        .arg(&out_file)
-        .spawn()
-        .unwrap();
+    let dir = fresh_dir("query", "loop");
+    let out_file = dir.join("loop.csv");
+    let mut child = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json"))
+            .args(["--query-gpu=timestamp,index", "--format=csv", "-lms", "100", "-f"])
+            .arg(&out_file),
+    );
     let rows = || std::fs::read_to_string(&out_file).unwrap_or_default().lines().count();
     wait_until(60, "a header and four rows", || rows() >= 5);
     child.kill().unwrap();

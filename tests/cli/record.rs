@@ -1,12 +1,12 @@
 //! `gpulse record`, `import` and `export`, against the stand-in NVML library and real logs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::support::*;
 
-fn tmp(name: &str) -> PathBuf {
+fn tmp(name: &str) -> super::support::Temp {
     fresh_dir("rec", name)
 }
 
@@ -20,7 +20,7 @@ fn python_sql(db: &Path, sql: &str) -> String {
 
 /// A scenario whose GPU processes are a PID in the watched tree, a live foreign PID, and a PID
 /// that does not exist.
-fn tree_scenario(tree_pid: u32, foreign_pid: u32) -> PathBuf {
+fn tree_scenario(tree_pid: u32, foreign_pid: u32) -> super::support::Temp {
     let json = format!(
         r#"{{"devices":[{{"name":"NVIDIA H200","uuid":"GPU-aaaaaaaa-0000-0000-0000-000000000000","pci_bus_id":"00000000:19:00.0",
         "base":{{"util_gpu_pct":9,"util_mem_pct":2,"memory_total_mib":143771,"memory_used_mib":28522,"memory_reserved_mib":615,
@@ -38,9 +38,8 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
     let db = dir.join("run.db");
     // The "training": a shell with two children, like a script and its DataLoader workers.
     // In a group of its own, so that ending it ends its children too.
-    use std::os::unix::process::CommandExt;
-    let mut job = Command::new("sh").args(["-c", "sleep 30 & sleep 30 & wait"]).process_group(0).spawn().unwrap();
-    let mut foreign = Command::new("sleep").arg("30").spawn().unwrap();
+    let job = KillOnDrop::group(Command::new("sh").args(["-c", "sleep 30 & sleep 30 & wait"]));
+    let foreign = KillOnDrop::spawn(Command::new("sleep").arg("30"));
     let children = || {
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", job.id()))
             .unwrap_or_default()
@@ -55,9 +54,6 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
         .arg(job.id().to_string())
         .arg("-o")
         .arg(&db));
-    // SAFETY: kill(2) on a process (or group) this test started.
-    unsafe { libc::kill(-(job.id() as i32), libc::SIGKILL) };
-    let _ = (foreign.kill(), job.wait(), foreign.wait());
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("recorded") && err.contains("duration reached"), "{err}");
     let classes = python_sql(&db, "select pid, class from gpu_processes group by pid order by class");
@@ -93,7 +89,8 @@ fn record_follows_the_tree_and_flags_foreign_processes() {
 /// recorded, not the 1 s between the first two samples.
 #[test]
 fn a_recordings_duration_is_the_span_its_samples_and_ledger_cover() {
-    let db = tmp("duration").join("d.db");
+    let dir = tmp("duration");
+    let db = dir.join("d.db");
     let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
         .args(["record", "--interval", "1s", "--duration", "2s", "-o"])
         .arg(&db));
@@ -122,7 +119,7 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
     let dir = tmp("stop");
     let db = dir.join("a.db");
     // Not waited for until gpulse is done: the exited child stays a zombie, which counts as gone.
-    let mut job = Command::new("sleep").arg("0.5").spawn().unwrap();
+    let mut job = KillOnDrop::spawn(Command::new("sleep").arg("0.5"));
     let (code, _, err) = run(gpulse(Some("scenarios/h200_idle.json"))
         .args(["record", "--interval", "100ms", "--pid"])
         .arg(job.id().to_string())
@@ -132,12 +129,12 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(&format!("process {} exited", job.id())), "{err}");
     let db2 = dir.join("b.db");
-    let child = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["record", "--interval", "100ms", "-o"])
-        .arg(&db2)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json"))
+            .args(["record", "--interval", "100ms", "-o"])
+            .arg(&db2)
+            .stderr(Stdio::piped()),
+    );
     // Python's sqlite3 reads the file while gpulse is still writing it.
     wait_until(60, "samples in the recording", || {
         let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(*) from gpu_samples').fetchone()[0])";
@@ -148,7 +145,7 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("signal 15"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("; stopped by SIGTERM\n"));
     assert_eq!(python_sql(&db2, "select kind from events"), "[('stop',)]");
     // The write-ahead log was folded back: one self-contained file.
     assert!(!dir.join("b.db-wal").exists() || std::fs::metadata(dir.join("b.db-wal")).unwrap().len() == 0);
@@ -158,11 +155,9 @@ fn record_stops_when_the_process_exits_and_on_sigterm() {
 fn kill_9_loses_at_most_the_last_second() {
     let dir = tmp("kill");
     let db = dir.join("run.db");
-    let mut child = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["record", "--interval", "100ms", "-o"])
-        .arg(&db)
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json")).args(["record", "--interval", "100ms", "-o"]).arg(&db),
+    );
     // Wait for what a reader can see to pass 12 samples; a commit is once a second, so how long
     // that takes is the machine's business, and what was committed must survive the kill.
     let count = || -> i64 {

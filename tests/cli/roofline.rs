@@ -89,7 +89,8 @@ fn a_known_pipe_activity_at_a_known_clock_gives_a_known_rate_through_the_live_pa
         .replace(r#""fp32": 0.0"#, r#""fp32": 5.0"#);
     assert!(json.contains(r#""hmma": 60.0"#) && json.contains("1830"), "the scenario was edited");
     let sc = scenario_file("roofline-hmma60", &json);
-    let db = fresh_dir("roofline", "live").join("hmma60.db");
+    let dir = fresh_dir("roofline", "live");
+    let db = dir.join("hmma60.db");
     let (code, _, err) = run(gpulse(None)
         .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
         .args(["record", "--interval", "100ms", "--gpm-interval", "100ms", "--duration", "2s", "-o"])

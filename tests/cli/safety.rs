@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::support::KillOnDrop;
 use super::support::{fixture, fresh_dir, gpulse, run};
 
-fn tmp(name: &str) -> PathBuf {
+fn tmp(name: &str) -> super::support::Temp {
     fresh_dir("safety", name)
 }
 
@@ -187,7 +188,7 @@ fn a_full_disk_still_gives_the_summary_of_what_was_written() {
             Ok(())
         });
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = KillOnDrop::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()));
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut err = String::new();
     while !err.contains("stopped recording to r.db") {
@@ -226,19 +227,16 @@ fn wait_for_samples(db: &Path) {
 #[test]
 fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
     let dir = tmp("hup");
-    let mut job = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut job = KillOnDrop::spawn(Command::new("sleep").arg("60"));
     let job_pid = job.id().to_string();
     let cases: [(&str, Vec<&str>); 2] = [
         ("rec.db", vec!["record", "--interval", "100ms", "-o", "rec.db"]),
         ("att.db", vec!["attach", &job_pid, "--status", "off", "--no-report", "--interval", "100ms", "-o", "att.db"]),
     ];
     for (name, args) in cases {
-        let child = gpulse(Some("scenarios/h200_idle.json"))
-            .current_dir(&dir)
-            .args(&args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = KillOnDrop::spawn(
+            gpulse(Some("scenarios/h200_idle.json")).current_dir(&dir).args(&args).stderr(Stdio::piped()),
+        );
         wait_for_samples(&dir.join(name));
         // SAFETY: signalling a child this test started and has not reaped.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
@@ -247,7 +245,7 @@ fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
         assert_eq!(o.status.code(), Some(0), "{name}: {err}");
         let rec = gpulse_record::read(&dir.join(name)).unwrap();
         let stop = rec.events.iter().find(|e| e.kind == "stop").expect("closed cleanly");
-        assert_eq!(stop.payload["reason"], "signal 1", "{name}");
+        assert_eq!(stop.payload["reason"], "stopped by SIGHUP", "{name}");
         for side in ["-wal", "-shm"] {
             assert!(!dir.join(format!("{name}{side}")).exists(), "{name}{side} left behind");
         }
@@ -255,12 +253,12 @@ fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
     let _ = (job.kill(), job.wait());
     // Under `run`, the job gets the hangup and decides.
     let script = "trap 'echo got HUP; exit 5' HUP; echo ready; while :; do sleep 0.05; done";
-    let mut child = gpulse(None)
-        .current_dir(&dir)
-        .args(["run", "--status", "off", "--no-report", "-o", "run.db", "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop::spawn(
+        gpulse(None)
+            .current_dir(&dir)
+            .args(["run", "--status", "off", "--no-report", "-o", "run.db", "--", "sh", "-c", script])
+            .stdout(Stdio::piped()),
+    );
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
@@ -370,11 +368,9 @@ fn errors_name_what_is_wrong_once_and_never_a_temporary_file() {
     // A recording copied while it was written, without its -wal: said so, and reading it leaves
     // no side files of its own.
     let live = dir.join("live.db");
-    let mut rec = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["record", "--interval", "100ms", "-o"])
-        .arg(&live)
-        .spawn()
-        .unwrap();
+    let mut rec = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json")).args(["record", "--interval", "100ms", "-o"]).arg(&live),
+    );
     wait_for_samples(&live);
     std::fs::copy(&live, dir.join("copy.db")).unwrap();
     rec.kill().unwrap();

@@ -3,18 +3,18 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::support::{fixture, fresh_dir, gpulse, root, skipped};
+use super::support::{KillOnDrop, fixture, fresh_dir, gpulse, root, skipped};
 
 pub(super) const SCENARIO: &str = "scenarios/serve_three_gpus.json";
 pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// A running `gpulse serve` (or `run --serve`) on a free loopback port; killed when dropped.
 pub(super) struct Serving {
-    pub(super) child: Child,
+    pub(super) child: KillOnDrop,
     pub(super) addr: String,
     /// Up to the line that says where it serves.
     pub(super) stderr: String,
@@ -25,7 +25,7 @@ pub(super) struct Serving {
 impl Serving {
     /// Reads `child`'s stderr (piped) until it says where it serves (http or https), then keeps
     /// gathering it, so the server never blocks on it.
-    pub(super) fn from_child(mut child: Child) -> Self {
+    pub(super) fn from_child(mut child: KillOnDrop) -> Self {
         let mut lines = BufReader::new(child.stderr.take().unwrap());
         let mut stderr = String::new();
         let addr = loop {
@@ -54,13 +54,6 @@ impl Serving {
     }
 }
 
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `gpulse serve` with `args` and waits until it has a sample.
 pub(super) fn serve(args: &[&str]) -> Serving {
     let s = serve_started(args);
@@ -80,14 +73,14 @@ pub(super) fn serve_scenario(scenario: &str, args: &[&str]) -> Serving {
 
 /// As [`serve_scenario`], with `env` set for the server.
 pub(super) fn serve_scenario_env(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Serving {
-    let child = gpulse(Some(scenario))
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .args(args)
-        .envs(env.iter().copied())
-        .env("GPULSE_TOKEN", TOKEN)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = KillOnDrop::spawn(
+        gpulse(Some(scenario))
+            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env("GPULSE_TOKEN", TOKEN)
+            .stderr(Stdio::piped()),
+    );
     Serving::from_child(child)
 }
 
@@ -205,16 +198,17 @@ pub(super) fn have_prometheus(what: &str) -> bool {
 /// A real Prometheus with `dir/prometheus.yml`, its data in `dir/data`, its API on `port`.
 /// A Prometheus on `port` with `dir`'s `prometheus.yml`, its data in `dir` and its log in
 /// `dir/prometheus.log` (for a test's failure message).
-pub(super) fn prometheus(dir: &std::path::Path, port: u16) -> Child {
+/// Prometheus on `port`, configured by `dir/prometheus.yml`; killed when dropped.
+pub(super) fn prometheus(dir: &std::path::Path, port: u16) -> KillOnDrop {
     let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    KillOnDrop::spawn(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log),
+    )
 }
 
 /// Writes `dir/prometheus.yml`: `target` scraped every second, and with `alerts` the documented
@@ -269,8 +263,7 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
     let dir = fresh_dir("serve", "prometheus");
     let port = free_port();
     scrape_config(&dir, &s.addr, true);
-    let mut prom = prometheus(&dir, port);
-    let _kill = KillOnDrop(&mut prom);
+    let _prom = prometheus(&dir, port);
     let deadline = Instant::now() + Duration::from_secs(60);
     while {
         let up = std::panic::catch_unwind(|| prometheus_query(port, "DCGM_FI_DEV_GPU_TEMP"));
@@ -334,15 +327,6 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
     assert_eq!(names, [("GpuLost", "2")]);
 }
 
-pub(super) struct KillOnDrop<'a>(pub(super) &'a mut Child);
-
-impl Drop for KillOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// promtool lints the whole exposition: gpulse's own series pass clean; what it reports on the
 /// DCGM series is only what dcgm-exporter's own names carry (camelCase labels, counters without
 /// `_total`), which gpulse keeps so that dashboards work unchanged.
@@ -355,13 +339,13 @@ fn promtool_finds_nothing_but_dcgm_exporters_own_naming() {
     };
     let s = serve(&[]);
     let (_, _, metrics) = get(&s.addr, "/metrics", &[]);
-    let mut lint = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lint = KillOnDrop::spawn(
+        Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
     let out = lint.wait_with_output().unwrap();
     let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -543,27 +527,28 @@ fn run_serve_exports_the_jobs_steps_per_second() {
     let dir = fresh_dir("serve", "run");
     // The loop writes its own step times and data waits: the truth the metrics are held to.
     let script = "import gpulse, time\nf = open('truth.txt', 'w', buffering=1)\nfor i in range(200):\n    t0 = time.monotonic()\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    t1 = time.monotonic()\n    time.sleep(0.04)\n    gpulse.step()\n    f.write(f'{t0} {t1} {time.monotonic()}\\n')\n";
-    let child = gpulse(Some(SCENARIO))
-        .args([
-            "run",
-            "--serve",
-            "127.0.0.1:0",
-            "--status",
-            "off",
-            "--no-report",
-            "-o",
-            "r.db",
-            "--",
-            "python3",
-            "-c",
-            script,
-        ])
-        .env("PYTHONPATH", root().join("python"))
-        .env("GPULSE_TOKEN", TOKEN)
-        .current_dir(&dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = KillOnDrop::spawn(
+        gpulse(Some(SCENARIO))
+            .env("TMPDIR", &dir)
+            .args([
+                "run",
+                "--serve",
+                "127.0.0.1:0",
+                "--status",
+                "off",
+                "--no-report",
+                "-o",
+                "r.db",
+                "--",
+                "python3",
+                "-c",
+                script,
+            ])
+            .env("PYTHONPATH", root().join("python"))
+            .env("GPULSE_TOKEN", TOKEN)
+            .current_dir(&dir)
+            .stderr(Stdio::piped()),
+    );
     let mut s = Serving::from_child(child);
     let addr = s.addr.clone();
     // The loop's own steps: (start, data ready, end) in seconds.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
-use super::serve::{KillOnDrop, TOKEN, free_port, have_prometheus, prometheus, prometheus_query, serve_started};
+use super::serve::{TOKEN, free_port, have_prometheus, prometheus, prometheus_query, serve_started};
 use super::support::{fresh_dir, skipped, wait_until};
 
 pub(super) const USER: &str = "prometheus";
@@ -192,8 +192,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
     );
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     let port = free_port();
-    let mut prom = prometheus(&dir, port);
-    let _kill = KillOnDrop(&mut prom);
+    let _prom = prometheus(&dir, port);
     let deadline = Instant::now() + Duration::from_secs(60);
     let util = loop {
         let scraped = std::panic::catch_unwind(|| {

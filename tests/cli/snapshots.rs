@@ -8,9 +8,9 @@
 //! Commands run in the repository root with relative fixture paths, so the paths they print are
 //! the same on every machine. Filters hide only what varies between two runs: each says why.
 
-use std::path::PathBuf;
 use std::process::Command;
 
+use super::support::KillOnDrop;
 use super::support::{fixture, gpulse, gpulse_bin, root, run};
 
 /// The stand-in GPU used for the live views: one idle H200.
@@ -130,7 +130,7 @@ fn export_of_a_recording_with_the_default_fields() {
 }
 
 /// The idle scenario with one process that NVML lists on GPU 0 (`process` is its JSON object).
-fn idle_with_process(name: &str, process: &str) -> PathBuf {
+fn idle_with_process(name: &str, process: &str) -> super::support::Temp {
     let bus = r#""pci_bus_id": "00000000:00:06.0","#;
     let json = std::fs::read_to_string(fixture(IDLE)).unwrap();
     assert!(json.contains(bus));
@@ -181,11 +181,8 @@ fn html_report_of_a_recording() {
 }
 
 /// A fresh directory for a job's recording, so `-o x.db` prints a relative path.
-fn job_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-snap-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn job_dir(name: &str) -> super::support::Temp {
+    super::support::fresh_dir("snap", name)
 }
 
 #[test]
@@ -209,19 +206,19 @@ fn run_summary_on_stderr() {
 fn attach_summary_names_the_gpus_the_job_held() {
     // The job is `sleep 30`, ended once attach watches it (however long a loaded machine takes to
     // start attach); the stand-in lists it on GPU 0, as NVML lists a training process.
-    let mut job = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut job = KillOnDrop::spawn(Command::new("sleep").arg("30"));
     let pid = job.id().to_string();
     let sc = idle_with_process("snap-attach", &format!(r#"{{"pid": {pid}, "used_memory_mib": 20000}}"#));
     let dir = job_dir("attach");
     let args = ["attach", "--interval", "0.1", "-o", "x.db", &pid];
-    let mut attach = gpulse(None)
-        .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
-        .current_dir(&dir)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut attach = KillOnDrop::spawn(
+        gpulse(None)
+            .env("GPULSE_FAKE_NVML_SCENARIO", &sc)
+            .current_dir(&dir)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     // Its first line says it watches; a few polls later the job ends.
     let mut err = String::new();
     let mut lines = std::io::BufReader::new(attach.stderr.take().unwrap());

@@ -26,7 +26,8 @@ fn status_shows_sm_activity_and_process_command_lines() {
     let exe = std::env::current_exe().unwrap();
     assert!(row.contains(exe.file_name().unwrap().to_str().unwrap()), "command line from /proc: {row}");
     // A command line with newlines (a `python3 -c` script) stays on its row.
-    let mut script = std::process::Command::new("sh").args(["-c", "sleep 30\n\tsleep 1", "x\ny"]).spawn().unwrap();
+    // In a group of its own: the shell's `sleep 30` ends with it.
+    let mut script = KillOnDrop::group(std::process::Command::new("sh").args(["-c", "sleep 30\n\tsleep 1", "x\ny"]));
     let multi = json.replace(&format!(r#""pid": {me}"#), &format!(r#""pid": {}"#, script.id()));
     let sc2 = scenario_file("status-multiline", &multi);
     let (code, out, _) = run(gpulse(None).env("GPULSE_FAKE_NVML_SCENARIO", &sc2).arg("status"));

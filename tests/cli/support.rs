@@ -72,21 +72,133 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
     (status.code().unwrap_or(-1), String::from_utf8_lossy(&stdout).into(), String::from_utf8_lossy(&stderr).into())
 }
 
+/// A temporary directory, or a file in one, removed with everything under it when dropped
+/// (a failed assertion's unwinding included). It derefs to its path.
+pub struct Temp {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Temp {
+    /// A fresh directory under the system's temporary one, named `gpulse-{label}-…`.
+    fn dir(label: &str) -> Temp {
+        let dir = tempfile::Builder::new().prefix(&format!("gpulse-{label}-")).tempdir().unwrap();
+        Temp { path: dir.path().to_owned(), _dir: dir }
+    }
+
+    /// `name` in this directory (which it keeps).
+    fn file(self, name: &str, bytes: &[u8]) -> Temp {
+        let path = self.path.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        Temp { path, _dir: self._dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl std::ops::Deref for Temp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+// Taken by reference only: one given away by value to `Command::arg` or `env` would be removed
+// before the command runs.
+impl AsRef<Path> for &Temp {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for &Temp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
 /// An empty directory of its own for one test: `area` names the test file, `name` the test.
-pub fn fresh_dir(area: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-{area}-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+pub fn fresh_dir(area: &str, name: &str) -> Temp {
+    Temp::dir(&format!("{area}-{name}"))
 }
 
 /// Writes a scenario to a fresh temporary directory and returns its path.
-pub fn scenario_file(name: &str, json: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("scenario.json");
-    std::fs::write(&path, json).unwrap();
-    path
+pub fn scenario_file(name: &str, json: &str) -> Temp {
+    Temp::dir(&format!("test-{name}")).file("scenario.json", json.as_bytes())
+}
+
+/// A child process killed and reaped when dropped (a failed assertion's unwinding included),
+/// with its process group when [`KillOnDrop::group`] started it. It derefs to the child.
+pub struct KillOnDrop {
+    child: std::process::Child,
+    group: bool,
+}
+
+impl KillOnDrop {
+    /// Takes a child already started.
+    pub fn new(child: std::process::Child) -> KillOnDrop {
+        KillOnDrop { child, group: false }
+    }
+
+    /// Spawns `cmd`.
+    pub fn spawn(cmd: &mut Command) -> KillOnDrop {
+        KillOnDrop::new(cmd.spawn().expect("the command starts"))
+    }
+
+    /// Spawns `cmd` in a process group of its own, so that dropping it also ends what it started
+    /// (a shell's `sleep`, a job's workers).
+    pub fn group(cmd: &mut Command) -> KillOnDrop {
+        use std::os::unix::process::CommandExt;
+        KillOnDrop { child: cmd.process_group(0).spawn().expect("the command starts"), group: true }
+    }
+
+    /// As [`std::process::Child::wait_with_output`]: what it wrote to piped stdout and stderr,
+    /// once it has ended.
+    pub fn wait_with_output(mut self) -> std::io::Result<Output> {
+        use std::io::Read;
+        let err = self.child.stderr.take();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut e) = err {
+                let _ = e.read_to_end(&mut bytes);
+            }
+            bytes
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            o.read_to_end(&mut stdout)?;
+        }
+        let stderr = reader.join().expect("the reader of stderr ends");
+        let status = self.child.wait()?;
+        Ok(Output { status, stdout, stderr })
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.child
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.group {
+            // The group keeps its id while any member lives, so this reaches only what it started.
+            // SAFETY: killpg takes plain integers and touches no memory of ours.
+            unsafe { libc::killpg(self.child.id() as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Cells of a CSV line as nvidia-smi separates them.
@@ -109,7 +221,7 @@ pub fn is_smi_timestamp(s: &str) -> bool {
 
 /// A copy of the stand-in library in which `symbols` cannot be found by `dlsym`, as in an older
 /// driver: each name is renamed in the dynamic string table, so lookups of it fail.
-pub fn lib_without(symbols: &[&str]) -> PathBuf {
+pub fn lib_without(symbols: &[&str]) -> Temp {
     let mut bytes = std::fs::read(fake_lib()).unwrap();
     for sym in symbols {
         let needle: Vec<u8> = [&[0u8][..], sym.as_bytes(), &[0u8][..]].concat();
@@ -124,11 +236,7 @@ pub fn lib_without(symbols: &[&str]) -> PathBuf {
         }
         assert!(hits > 0, "{sym} is not exported");
     }
-    let dir = std::env::temp_dir().join(format!("gpulse-oldlib-{}-{}", std::process::id(), symbols.join("-")));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("libnvidia-ml.so.1");
-    std::fs::write(&path, bytes).unwrap();
-    path
+    Temp::dir("oldlib").file("libnvidia-ml.so.1", &bytes)
 }
 
 /// The loop's own data-wait share and steps/s in `steps_<name>.jsonl`, over the window gpulse
@@ -205,7 +313,7 @@ pub fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
 
 /// A child's stdout, gathered by a thread of its own as it comes.
 pub struct Gathered {
-    pub child: std::process::Child,
+    pub child: KillOnDrop,
     text: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -213,7 +321,7 @@ impl Gathered {
     /// Spawns `cmd` with its stdout piped here.
     pub fn spawn(cmd: &mut Command) -> Gathered {
         use std::io::Read;
-        let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().expect("the command starts");
+        let mut child = KillOnDrop::spawn(cmd.stdout(std::process::Stdio::piped()));
         let mut out = child.stdout.take().unwrap();
         let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = std::sync::Arc::clone(&text);

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use gpulse_model::{Absence, TABLE};
 
 use super::serve::{get, serve_scenario};
-use super::support::{cells, fresh_dir, gpulse, run, scenario_file};
+use super::support::KillOnDrop;
+use super::support::{Temp, cells, fresh_dir, gpulse, run, scenario_file};
 
 /// The value the stand-in gives row `i` on GPU 0.
 fn known(i: usize) -> i64 {
@@ -16,7 +17,7 @@ fn known(i: usize) -> i64 {
 }
 
 /// Two GPUs: GPU 0 answers every table field (by key), GPU 1 none of them.
-fn scenario() -> String {
+fn scenario() -> Temp {
     let fields: Vec<String> = TABLE.iter().enumerate().map(|(i, m)| format!("\"{}\": {}", m.key, known(i))).collect();
     let gpu = |n: u32, fields: &str| {
         format!(
@@ -26,13 +27,13 @@ fn scenario() -> String {
         )
     };
     let json = format!(r#"{{"devices": [{}, {}]}}"#, gpu(0, &fields.join(", ")), gpu(1, ""));
-    scenario_file("table", &json).display().to_string()
+    scenario_file("table", &json)
 }
 
 #[test]
 fn every_table_metric_reaches_query_with_its_absence_spelled_as_absent() {
     let names: Vec<&str> = TABLE.iter().map(|m| m.smi[0]).collect();
-    let (code, out, err) = run(gpulse(Some(&scenario()))
+    let (code, out, err) = run(gpulse(Some(scenario().to_str().unwrap()))
         .arg("query")
         .arg(format!("--query-gpu=index,{}", names.join(",")))
         .arg("--format=csv,noheader,nounits"));
@@ -49,8 +50,8 @@ fn every_table_metric_is_recorded_and_read_back() {
     let dir = fresh_dir("table", "record");
     let db = dir.join("run.db");
     // The job ends on its own; the recording stops with it.
-    let mut job = Command::new("sleep").arg("1").spawn().unwrap();
-    let (code, _, err) = run(gpulse(Some(&scenario()))
+    let mut job = KillOnDrop::spawn(Command::new("sleep").arg("1"));
+    let (code, _, err) = run(gpulse(Some(scenario().to_str().unwrap()))
         .args(["record", "--interval", "100ms", "--pid"])
         .arg(job.id().to_string())
         .arg("-o")
@@ -69,7 +70,8 @@ fn every_table_metric_is_recorded_and_read_back() {
 
 #[test]
 fn every_table_metric_with_a_dcgm_name_is_exported() {
-    let s = serve_scenario(&scenario(), &[]);
+    let sc = scenario();
+    let s = serve_scenario(sc.to_str().unwrap(), &[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while get(&s.addr, "/ready", &[]).0 != 200 {
         assert!(Instant::now() < deadline, "never ready");

@@ -126,7 +126,7 @@ fn top_replays_a_recording_in_a_terminal_sorts_and_quits_cleanly() {
 /// and the terminal is restored.
 #[test]
 fn top_shows_the_stand_ins_values_live_and_a_stop_signal_restores_the_terminal() {
-    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut child = KillOnDrop::spawn(Command::new("sleep").arg("60"));
     let json = std::fs::read_to_string(fixture("scenarios/h200_idle.json"))
         .unwrap()
         .replace(r#""util_gpu_pct": 0,"#, r#""util_gpu_pct": 97,"#)
@@ -241,14 +241,16 @@ fn top_finds_a_gpulse_run_job_and_shows_its_pace() {
     t.wait_for("the first frame", |s| s.contains("cuda:0") || s.contains("H200"));
     // 50 ms a step, 10 of it waiting for data: 20 steps/s at most, a 20 % wait at least.
     let script = "import gpulse, time\nfor i in range(240):\n    with gpulse.phase('data'):\n        time.sleep(0.01)\n    time.sleep(0.04)\n    gpulse.step()\n";
-    let mut job = gpulse(Some("scenarios/h200_idle.json"))
-        .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
-        .env("PYTHONPATH", root().join("python"))
-        .env("GPULSE_JOBS_DIR", &jobs)
-        .current_dir(&dir)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut job = KillOnDrop::spawn(
+        gpulse(Some("scenarios/h200_idle.json"))
+            .args(["run", "--status", "off", "--no-report", "-o", "r.db", "--", "python3", "-c", script])
+            .env("PYTHONPATH", root().join("python"))
+            .env("GPULSE_JOBS_DIR", &jobs)
+            // Killed at the end of the test: its marks socket goes in the test's folder.
+            .env("TMPDIR", &dir)
+            .current_dir(&dir)
+            .stderr(std::process::Stdio::null()),
+    );
     let s =
         t.wait_for("the job's line with its pace", |s| s.lines().any(|l| l.contains("job ") && l.contains("steps/s")));
     let line = s.lines().find(|l| l.contains("job ") && l.contains("steps/s")).unwrap().to_owned();
@@ -265,4 +267,60 @@ fn top_finds_a_gpulse_run_job_and_shows_its_pace() {
     t.wait_for("the line gone with the job", |s| !s.contains(&format!("job {pid}")));
     assert_eq!(std::fs::read_dir(&jobs).unwrap().count(), 0, "the job's file is removed at its end");
     t.keys(&["q"]);
+}
+
+/// A replay of a run made under `--instrument`, before its first step: the loop has no pace yet,
+/// and the view does not ask for the `--instrument` it was run with.
+#[test]
+fn top_replaying_an_instrumented_run_before_its_first_step_says_no_steps_yet() {
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let args = format!("--replay {} --speed 0.01", fixture.display());
+    let Some(t) = Tmux::start("no-steps-yet", 120, 40, &shell("TZ=UTC", &args)) else { return };
+    let s = t.wait_for("the first poll", |s| s.contains("why it is slow"));
+    assert!(s.contains("loop: no steps yet"), "{s}");
+    assert!(!s.contains("--instrument"), "{s}");
+}
+
+/// A terminal smaller than the layout gets one line saying the size it needs, and the view once
+/// it is large enough.
+#[test]
+fn top_in_a_terminal_too_small_says_the_size_it_needs() {
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let args = format!("--replay {} --speed 1", fixture.display());
+    let Some(t) = Tmux::start("too-small", 40, 10, &shell("TZ=UTC", &args)) else { return };
+    let s = t.wait_for("the notice", |s| s.contains("gpulse top needs"));
+    let first = s.lines().next().unwrap_or_default();
+    assert_eq!(first.trim_end(), "gpulse top needs 60×13; this is 40×10", "{s}");
+    assert_eq!(s.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line:\n{s}");
+    t.cmd().args(["resize-window", "-t", "top", "-x", "80", "-y", "24"]).status().unwrap();
+    t.wait_for("the view at 80×24", |s| s.contains(" why it is slow (") && !s.contains("gpulse top needs"));
+}
+
+/// A terminal that says it is 0×0 (a pty nobody sized) is refused in one line, not drawn blank.
+#[test]
+fn top_on_a_terminal_of_no_size_says_so_in_one_line() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes the two descriptors it opens; the names and sizes may be null.
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "a pty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (_master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let fixture = fixture("h200-gpulse-run/dl_bound.db");
+    let child = KillOnDrop::spawn(
+        gpulse(None)
+            .args(["top", "--replay"])
+            .arg(&fixture)
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave)
+            .stderr(std::process::Stdio::piped()),
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "gpulse: gpulse top cannot draw: this terminal says it is 0×0; give it a size (`stty rows 24 cols 80`)\n"
+    );
 }

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use super::serve::{SCENARIO, Serving, TOKEN, serve_started};
 use super::serve_tls::{PASSWORD, TestCa, USER, private, tls_get, web_config, write_web_yml};
+use super::support::KillOnDrop;
 use super::support::{fresh_dir, gpulse, http_get, run, wait_until};
 
 /// The job `run` starts here: it waits for a file `stop` beside it.
@@ -16,14 +17,14 @@ const WAIT_FOR_STOP: &str = "while [ ! -e stop ]; do sleep 0.05; done";
 fn run_serves_its_job_over_tls_with_basic_auth_and_nothing_less() {
     let dir = fresh_dir("web-config", "run");
     let (web, ca) = web_config(&dir);
-    let child = gpulse(Some(SCENARIO))
-        .current_dir(&dir)
-        .args(["run", "--serve", "127.0.0.1:0", "--web-config", web.to_str().unwrap()])
-        .args(["--status", "off", "--no-report", "-o", "r.db", "--", "sh", "-c", WAIT_FOR_STOP])
-        .env("GPULSE_TOKEN", TOKEN)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = KillOnDrop::spawn(
+        gpulse(Some(SCENARIO))
+            .current_dir(&dir)
+            .args(["run", "--serve", "127.0.0.1:0", "--web-config", web.to_str().unwrap()])
+            .args(["--status", "off", "--no-report", "-o", "r.db", "--", "sh", "-c", WAIT_FOR_STOP])
+            .env("GPULSE_TOKEN", TOKEN)
+            .stderr(Stdio::piped()),
+    );
     let mut s = Serving::from_child(child);
     assert!(s.stderr.contains(&format!("serving on https://{}/", s.addr)), "{}", s.stderr);
     let right = format!("{USER}:{PASSWORD}");
@@ -56,7 +57,7 @@ fn a_bad_web_config_stops_run_and_attach_before_anything_starts_in_serves_words(
         (yml("hash.yml", "basic_auth_users:\n  prometheus: hunter2\n"), "not a bcrypt hash"),
         (yml("unknown.yml", "tls_config:\n  cert_file: server.pem\n"), "unknown field"),
     ];
-    let mut target = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut target = KillOnDrop::spawn(Command::new("sleep").arg("60"));
     let pid = target.id().to_string();
     for (file, why) in cases {
         let (code, _, serve_err) =

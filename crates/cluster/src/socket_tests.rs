@@ -10,10 +10,11 @@ use gpulse_sample::workload::Directory;
 
 const ID_A: &str = "3baf66ee56a52a8765c3deb2444315411a888fa3e2f8f7ddd75e9ded3c34425e";
 
-fn socket(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-cluster-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("api.sock")
+/// A socket's path in a directory of the test's own, which is removed when dropped.
+fn socket(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new().prefix(&format!("gpulse-cluster-{name}-")).tempdir().unwrap();
+    let path = dir.path().join("api.sock");
+    (dir, path)
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -22,8 +23,9 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn containers_and_gpus_come_back_named() {
+    let (_dir, path) = socket("named");
     let node = serve(
-        &socket("named"),
+        &path,
         Answers {
             containers: vec![container(ID_A, "u-1", "team-a", "train-0", "main")],
             pods: vec![
@@ -49,7 +51,8 @@ fn containers_and_gpus_come_back_named() {
 
 #[test]
 fn an_unknown_method_is_its_status_and_a_slow_server_a_timeout() {
-    let node = serve(&socket("slow"), Answers { delay: Duration::from_secs(5), ..Answers::default() });
+    let (_dir, path) = socket("slow");
+    let node = serve(&path, Answers { delay: Duration::from_secs(5), ..Answers::default() });
     let rt = rt();
     let e = rt.block_on(unary(&node.path, "/nope.Service/Nope", &[], Duration::from_secs(2), 1024)).unwrap_err();
     assert!(matches!(e, GrpcError::Status { code: 12, .. }), "{e}");
@@ -57,14 +60,16 @@ fn an_unknown_method_is_its_status_and_a_slow_server_a_timeout() {
     let e = rt.block_on(list_containers(&node.path)).unwrap_err();
     assert!(matches!(e, GrpcError::Timeout(_)), "{e}");
     assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
-    let e = rt.block_on(list_containers(&socket("absent").with_file_name("none.sock"))).unwrap_err();
+    let (_absent, path) = socket("absent");
+    let e = rt.block_on(list_containers(&path.with_file_name("none.sock"))).unwrap_err();
     assert!(matches!(e, GrpcError::Connect(..)), "{e}");
 }
 
 #[test]
 fn an_answer_past_the_limit_is_refused() {
     let many = (0..200).map(|i| container(&format!("{i:064x}"), "u", "ns", "p", &"c".repeat(100))).collect();
-    let node = serve(&socket("big"), Answers { containers: many, ..Answers::default() });
+    let (_dir, path) = socket("big");
+    let node = serve(&path, Answers { containers: many, ..Answers::default() });
     let e =
         rt().block_on(unary(&node.path, crate::proto::LIST_CONTAINERS, &[], Duration::from_secs(2), 4096)).unwrap_err();
     assert!(matches!(e, GrpcError::Malformed(_)), "{e}");
@@ -74,7 +79,8 @@ fn an_answer_past_the_limit_is_refused() {
 /// when told a new container appeared.
 #[test]
 fn the_directory_never_waits_on_the_socket() {
-    let node = serve(&socket("dir"), Answers::default());
+    let (_dir, path) = socket("dir");
+    let node = serve(&path, Answers::default());
     let cluster = Cluster::start(Sockets { cri: Some(node.path.clone()), pod_resources: None }).unwrap();
     let wait = |n: usize| {
         let t = Instant::now();

@@ -159,7 +159,9 @@ impl Efficiency {
         let lead = match (self.bound, math) {
             (Some(Bound::Math), Some(m)) => format!("math-bound: {} {:.0}% busy{clock}", m.pipe.label(), m.active_pct),
             (Some(Bound::Memory), _) => format!("memory-bound: DRAM {:.0}% busy", self.dram_active_pct.unwrap_or(0.0)),
-            (Some(Bound::Neither), _) => "neither roof: the time goes to latency, launches or waits".to_owned(),
+            (Some(Bound::Neither), _) => {
+                "bound by neither math nor memory: the time goes to latency, launches or waits".to_owned()
+            }
             (None, Some(m)) => format!("{} {:.0}% busy{clock}", m.pipe.label(), m.active_pct),
             (_, None) => "no roofline: GPM gave no pipe activity".to_owned(),
         };

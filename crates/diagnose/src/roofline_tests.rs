@@ -71,7 +71,11 @@ fn dram_at_80_percent_is_memory_bound_and_light_work_is_neither() {
     let e = one(h200(30, 1980.0, &[("fp32", 10.0), ("tensor", 1.0), ("dram", 5.0)]));
     assert_eq!(e.bound, Some(Bound::Neither));
     assert_eq!(e.headroom(), Some(10.0));
-    assert!(e.line().contains("neither roof") && e.line().contains("headroom ≤ 10.0×"), "{}", e.line());
+    assert!(
+        e.line().contains("bound by neither math nor memory") && e.line().contains("headroom ≤ 10.0×"),
+        "{}",
+        e.line()
+    );
 }
 
 #[test]

@@ -58,7 +58,7 @@ pub fn ended(
     fields.insert("exit_status".into(), code.into());
     let reason = match killed_by(status) {
         Some(sig) => {
-            let reason = format!("command killed by {sig}");
+            let reason = format!("command killed by {}", signal_words(&sig));
             fields.insert("signal".into(), sig.into());
             reason
         }
@@ -85,6 +85,18 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 /// The signal that ended the job, by name (`SIGKILL`), when a signal ended it.
 pub fn killed_by(status: ExitStatus) -> Option<String> {
     status.signal().map(signal_name)
+}
+
+/// A signal named (`SIGINT`) as every stop message says it: `Ctrl-C (SIGINT)` for the one a
+/// terminal's Ctrl-C sends, the name alone for the rest.
+pub fn signal_words(name: &str) -> String {
+    if name == "SIGINT" { "Ctrl-C (SIGINT)".to_owned() } else { name.to_owned() }
+}
+
+/// Why a watch stopped on signal `sig`, as `record`, `attach` and `serve` say it:
+/// `stopped by Ctrl-C (SIGINT)`.
+pub fn stopped_by(sig: i32) -> String {
+    format!("stopped by {}", signal_words(&signal_name(sig)))
 }
 
 /// A signal's name as `kill -l` gives it, with the `SIG` prefix; `signal N` for the rest.

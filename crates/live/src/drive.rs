@@ -147,4 +147,10 @@ impl<F: FnMut() -> Option<String>> Watch for Until<F> {
     fn recording_lost(&mut self, lost: &Lost) -> Option<Stopped> {
         self.needs_recording.then(|| Stopped::WriteFailed(lost.clone()))
     }
+
+    /// A stop asked for (Ctrl-C, SIGTERM, the followed process gone) keeps one more poll, taken
+    /// at once: the recording reaches the moment it stopped, not the poll an interval before.
+    fn closing_poll(&self) -> bool {
+        true
+    }
 }

@@ -48,9 +48,8 @@ mod tests {
 
     #[test]
     fn a_name_is_claimed_once_and_released_unused() {
-        let dir = std::env::temp_dir().join(format!("gpulse-claim-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new().prefix("gpulse-claim-").tempdir().unwrap();
+        let dir = tmp.path();
         let p = dir.join("a.db");
         let first = claim(&p).unwrap();
         assert!(matches!(claim(&p), Err(RecordError::Exists(_))));

@@ -11,10 +11,9 @@ fn fixture() -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpulse-damaged-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A directory of the test's own, removed with what is in it when dropped.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("gpulse-damaged-{name}-")).tempdir().unwrap()
 }
 
 fn side_files(dir: &Path) -> Vec<String> {
@@ -27,7 +26,8 @@ fn side_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_recording_cut_short_is_damaged_not_foreign() {
-    let dir = scratch("cut");
+    let dir_tmp = scratch("cut");
+    let dir = dir_tmp.path();
     let bytes = fixture();
     let p = dir.join("half.db");
     std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
@@ -39,12 +39,13 @@ fn a_recording_cut_short_is_damaged_not_foreign() {
     assert!(gpulse_record::read(&p).unwrap_err().to_string().contains("ends inside its header"));
     std::fs::write(&p, b"not a database at all").unwrap();
     assert!(matches!(gpulse_record::read(&p).unwrap_err(), RecordError::NotARecording(_)));
-    assert!(side_files(&dir).is_empty());
+    assert!(side_files(dir).is_empty());
 }
 
 #[test]
 fn corrupt_pages_are_said_once() {
-    let dir = scratch("corrupt");
+    let dir_tmp = scratch("corrupt");
+    let dir = dir_tmp.path();
     let mut bytes = fixture();
     // Every page after the first two (the schema's) overwritten.
     for b in &mut bytes[8192..] {
@@ -71,12 +72,13 @@ fn wal_recording(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_copy_without_its_wal_says_so_and_leaves_nothing_behind() {
-    let dir = scratch("wal");
-    let copy = wal_recording(&dir);
-    let before = side_files(&dir);
+    let dir_tmp = scratch("wal");
+    let dir = dir_tmp.path();
+    let copy = wal_recording(dir);
+    let before = side_files(dir);
     let e = gpulse_record::read(&copy).unwrap_err();
     assert!(e.to_string().contains("-wal file is missing"), "{e}");
-    assert_eq!(side_files(&dir), before, "no -wal or -shm made by reading");
+    assert_eq!(side_files(dir), before, "no -wal or -shm made by reading");
 }
 
 proptest! {
@@ -84,7 +86,8 @@ proptest! {
 
     #[test]
     fn damage_never_panics(cut in 0usize..90_000, flips in prop::collection::vec((0usize..90_000, any::<u8>()), 0..40)) {
-        let dir = scratch("prop");
+        let dir_tmp = scratch("prop");
+        let dir = dir_tmp.path();
         let mut bytes = fixture();
         for (at, v) in flips {
             if let Some(b) = bytes.get_mut(at) {
@@ -95,13 +98,14 @@ proptest! {
         let p = dir.join("d.db");
         std::fs::write(&p, &bytes).unwrap();
         let _ = gpulse_record::read(&p).map(|r| r.snapshots.len());
-        prop_assert!(side_files(&dir).is_empty());
+        prop_assert!(side_files(dir).is_empty());
     }
 }
 
 #[test]
 fn a_core_that_could_not_be_read_stays_unknown() {
-    let dir = scratch("cores");
+    let dir_tmp = scratch("cores");
+    let dir = dir_tmp.path();
     let p = dir.join("cores.db");
     let _ = std::fs::remove_file(&p);
     let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };

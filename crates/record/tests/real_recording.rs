@@ -45,9 +45,8 @@ fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
 /// and a newer one is refused by name.
 #[test]
 fn schema_versions_read_and_refused() {
-    let dir = std::env::temp_dir().join(format!("gpulse-schema-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("gpulse-schema-").tempdir().unwrap();
+    let dir = tmp.path();
     let p = dir.join("new.db");
     let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };
     let mut w = gpulse_record::Writer::create(&p, &meta, &[]).unwrap();

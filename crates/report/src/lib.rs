@@ -27,8 +27,7 @@ pub mod png {
 pub const PNG: bool = cfg!(feature = "png");
 
 /// What a build without the `png` feature says when asked for one.
-pub const NO_PNG: &str =
-    "this gpulse was built without PNG output (build it with `--features png`); the HTML report has the same charts";
+pub const NO_PNG: &str = "this gpulse was built without PNG output (build it with the default features, or `--features png`); the HTML report has the same charts";
 pub mod prometheus;
 pub mod snapshot;
 pub mod speedscope;

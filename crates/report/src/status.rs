@@ -12,8 +12,9 @@ fn pct1(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_owned(), |v| format!("{v:.1}%"))
 }
 
-/// The whole status text for the devices at positions `chosen`.
-pub fn render(devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot) -> String {
+/// The whole status text for the devices at positions `chosen`; `gpm_off` when the user turned
+/// GPM off (`--no-gpm`), so that its absence is not blamed on the GPU.
+pub fn render(devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot, gpm_off: bool) -> String {
     let mut s = String::new();
     let first = devices.first();
     let n = devices.len();
@@ -27,12 +28,12 @@ pub fn render(devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot) -> Stri
         gpulse_smi::timestamp::format_local(snap.timestamp_us)
     );
     for &i in chosen {
-        gpu_block(&mut s, &devices[i], &snap.gpus[i]);
+        gpu_block(&mut s, &devices[i], &snap.gpus[i], gpm_off);
     }
     s
 }
 
-fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
+fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample, gpm_off: bool) {
     let cuda = d.cuda_index.map(|c| format!(" (cuda:{c})")).unwrap_or_default();
     let _ = writeln!(s, "\nGPU {}{}  {}  {}  {}", d.index, cuda, d.name, d.uuid, d.pci_bus_id.as_deref().unwrap_or(""));
     if g.status == DeviceStatus::Lost {
@@ -48,6 +49,7 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
             pct1(m.any_tensor_util_pct),
             pct1(m.dram_bw_util_pct)
         ),
+        None if gpm_off => "SM active — (GPM off: --no-gpm)".to_owned(),
         None if d.gpm_supported == Some(true) => "SM active — (GPM off)".to_owned(),
         None => "SM active — (no GPM on this GPU)".to_owned(),
     };
@@ -109,12 +111,12 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample) {
     }
     let _ = writeln!(s, "  {:>8}  {:<10} {:>10}  {:>4}  COMMAND", "PID", "USER", "GPU MEM", "SM%");
     for p in &g.processes {
-        let cmd = one_line(p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("?"), 80);
+        let cmd = one_line(p.cmdline.as_deref().or(p.name.as_deref()).unwrap_or("—"), 80);
         let _ = writeln!(
             s,
             "  {:>8}  {:<10} {:>10}  {:>4}  {}",
             p.pid,
-            p.user.as_deref().unwrap_or("?"),
+            p.user.as_deref().unwrap_or("—"),
             opt(p.used_memory_bytes.map(gpulse_smi::render_mib), " MiB"),
             opt(p.sm_util_pct, ""),
             cmd

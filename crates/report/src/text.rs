@@ -136,8 +136,10 @@ pub fn render_text(findings: &[Finding]) -> String {
             gpulse_diagnose::Basis::Inferred => " (inferred)",
         };
         let _ = writeln!(s, "{tag:<8} {}  [{}]{basis}", f.title, f.id);
-        let evidence: Vec<String> = f.all_evidence().iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(s, "         evidence: {}", evidence.join(", "));
+        let evidence = evidence_words(&f.all_evidence());
+        if !evidence.is_empty() {
+            let _ = writeln!(s, "         evidence: {evidence}");
+        }
         for a in &f.advice {
             let _ = writeln!(s, "         - {a}");
         }
@@ -147,6 +149,208 @@ pub fn render_text(findings: &[Finding]) -> String {
         s.push('\n');
     }
     s
+}
+
+/// A finding's evidence as a reader takes it in: short `name value` pairs in words, with units
+/// (`SM active mean 88.4%`, `window 8.0–26.5 s`). What only a program reads stays in the JSON:
+/// the basis of a share (`*_basis`), `wall_share` where `lost_share` says it, and the long texts a finding carries whole (a message, a
+/// command line) are cut to their start.
+pub fn evidence_words(evidence: &serde_json::Map<String, serde_json::Value>) -> String {
+    evidence
+        .iter()
+        .filter(|(k, _)| !k.ends_with("_basis"))
+        // The same share as `lost_share` since the ledger gives both: said once.
+        .filter(|(k, v)| !(k.as_str() == "wall_share" && evidence.get("lost_share") == Some(*v)))
+        .filter_map(|(k, v)| {
+            let (name, unit) = name_and_unit(k);
+            let value = value_words(v, unit)?;
+            // Held together by no-break spaces, which [`wrap`] never breaks at: a pair (and the
+            // dot after it) stays on one line.
+            Some(format!("{name} {value}").replace(' ', NBSP))
+        })
+        .collect::<Vec<_>>()
+        .join(&format!("{NBSP}· "))
+}
+
+/// Joins what [`wrap`] keeps on one line; it is a space again in what `wrap` returns.
+const NBSP: &str = "\u{a0}";
+
+/// A key's words and its unit: `sm_active_mean_pct` is "SM active mean" in percent.
+fn name_and_unit(key: &str) -> (String, Unit) {
+    let units = [
+        ("_gib_per_min", Unit::Suffix(" GiB/min")),
+        ("_gb_per_s", Unit::Suffix(" GB/s")),
+        ("_per_s", Unit::Suffix("/s")),
+        ("_share_pct", Unit::Suffix("%")),
+        ("_pct", Unit::Suffix("%")),
+        ("_share", Unit::Share),
+        ("_ms", Unit::Suffix(" ms")),
+        ("_gib", Unit::Suffix(" GiB")),
+        ("_mib", Unit::Suffix(" MiB")),
+        ("_w", Unit::Suffix(" W")),
+        ("_hz", Unit::Suffix(" Hz")),
+        ("_s", Unit::Suffix(" s")),
+    ];
+    let (stem, unit) = units
+        .iter()
+        .find_map(|(suffix, unit)| key.strip_suffix(suffix).filter(|s| !s.is_empty()).map(|s| (s, *unit)))
+        .unwrap_or((key, Unit::None));
+    // A share is named one: `loop_share` is the loop's share, not the loop.
+    let stem = if key.ends_with("_share") || key.ends_with("_share_pct") { key.trim_end_matches("_pct") } else { stem };
+    let unit = match key {
+        "pauses" => Unit::Suffix(" s"),
+        k if k.starts_with("speedup") => Unit::Suffix("×"),
+        _ => unit,
+    };
+    let stem = stem.replace("util_gpu", "gpu_util");
+    let words: Vec<String> = stem
+        .split('_')
+        .map(|w| match w {
+            "gpu" | "cpu" | "sm" | "oom" | "cuda" | "gpm" | "dram" | "pid" | "cv" | "nvlink" | "hbm" => {
+                w.to_uppercase()
+            }
+            "pcie" => "PCIe".to_owned(),
+            "util" => "utilization".to_owned(),
+            _ => w.to_owned(),
+        })
+        .collect();
+    (words.join(" "), unit)
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    None,
+    /// Written after the number.
+    Suffix(&'static str),
+    /// A fraction, written as a percentage.
+    Share,
+}
+
+/// A value in words; `None` for what says nothing in text (an empty list, a null).
+fn value_words(v: &serde_json::Value, unit: Unit) -> Option<String> {
+    use serde_json::Value;
+    let number = |x: f64| {
+        let x = if matches!(unit, Unit::Share) { 100.0 * x } else { x };
+        let text = if x == x.trunc() && x.abs() < 1e15 { format!("{x:.0}") } else { format!("{x:.1}") };
+        match unit {
+            Unit::None => text,
+            Unit::Suffix(u) => format!("{text}{u}"),
+            Unit::Share => format!("{text}%"),
+        }
+    };
+    // A span as `8.0–26.5 s`; a list of spans, the first three and how many more.
+    let span = |v: &Value| -> Option<String> {
+        let pair = v.as_array().filter(|a| a.len() == 2)?;
+        let (a, b) = (pair[0].as_f64()?, pair[1].as_f64()?);
+        let u = if let Unit::Suffix(u) = unit { u } else { "" };
+        Some(format!("{a:.1}–{b:.1}{u}"))
+    };
+    match v {
+        Value::Null => None,
+        Value::Bool(b) => Some(if *b { "yes" } else { "no" }.to_owned()),
+        Value::Number(n) => n.as_f64().map(number),
+        Value::String(t) => Some(clip_words(t, 36)),
+        Value::Array(items) if items.is_empty() => None,
+        Value::Array(items) => {
+            if let Some(one) = span(v) {
+                return Some(one);
+            }
+            let shown: Vec<String> = items
+                .iter()
+                .take(3)
+                .filter_map(|i| {
+                    span(i).or_else(|| i.as_f64().map(number)).or_else(|| i.as_str().map(|t| clip_words(t, 24)))
+                })
+                .collect();
+            let more = items.len().saturating_sub(3);
+            Some(if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") })
+        }
+        // An object (an error message with its facts): its text, cut short.
+        Value::Object(o) => o.get("text").and_then(Value::as_str).map(|t| clip_words(t, 36)),
+    }
+}
+
+/// `text` on one line, quoted when it has spaces, cut to `max` characters with an ellipsis.
+fn clip_words(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max - 1).collect::<String>())
+    } else {
+        flat
+    };
+    if cut.contains(' ') { format!("\"{cut}\"") } else { cut }
+}
+
+/// `text` with each line longer than `width` columns wrapped at spaces. A wrapped line goes on
+/// under where its text starts: past its indent, a list's `- ` or `? `, a finding's severity
+/// column and an `evidence: ` label. A word longer than the width (a path) stays whole.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        if body.chars().count() <= width {
+            out += line;
+            continue;
+        }
+        let hang = hanging_indent(body);
+        let body = code_held_together(body);
+        let mut col = 0;
+        let mut first = true;
+        for word in body.split(' ') {
+            let w = word.chars().count();
+            if first {
+                out += word;
+                col = w;
+                first = false;
+            } else if col + 1 + w > width && col > hang {
+                // The spaces before a wrap (a double space before a tag) end no line.
+                while out.ends_with(' ') {
+                    out.pop();
+                }
+                out.push('\n');
+                out.extend(std::iter::repeat_n(' ', hang));
+                out += word;
+                col = hang + w;
+            } else {
+                out.push(' ');
+                out += word;
+                col += 1 + w;
+            }
+        }
+        out += newline;
+    }
+    out.replace(NBSP, " ")
+}
+
+/// `line` with the spaces inside each `code span` made no-break ones, so that a command to type
+/// stays on one line.
+fn code_held_together(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut in_code = false;
+    for c in line.chars() {
+        if c == '`' {
+            in_code = !in_code;
+        }
+        if c == ' ' && in_code { out += NBSP } else { out.push(c) }
+    }
+    // An unclosed backtick holds nothing together.
+    if in_code { line.to_owned() } else { out }
+}
+
+/// Where the continuation of a wrapped `line` starts.
+fn hanging_indent(line: &str) -> usize {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let rest = &line[indent..];
+    // A ledger's line (`  23.7 s   45%  waiting for data`): under its label.
+    if rest.starts_with(|c: char| c.is_ascii_digit())
+        && let Some(at) = rest.find("%  ").filter(|at| *at < 16)
+    {
+        return indent + rest[..at].chars().count() + 3;
+    }
+    let marker = ["- ", "? ", "evidence: "].iter().find(|m| rest.starts_with(**m)).map_or(0, |m| m.len());
+    // A finding's headline: `CRITICAL`, `WARNING ` or `INFO    ` and a space.
+    let severity = ["CRITICAL ", "WARNING  ", "INFO     "].iter().any(|t| rest.starts_with(*t));
+    if severity { indent + 9 } else { indent + marker }
 }
 
 #[cfg(test)]
@@ -178,6 +382,53 @@ mod tests {
         assert_eq!(
             steps_line(&with_steps([3.0, 30.0], 77)),
             "steps: 78 marked, 2.85/s over the 77 after the first mark (351 ms each)\n\n"
+        );
+    }
+
+    #[test]
+    fn evidence_reads_as_words_with_units_and_leaves_the_basis_to_json() {
+        let evidence = serde_json::json!({
+            "sm_active_mean_pct": 88.4,
+            "loop_share": 0.684,
+            "window_s": [8.0, 26.5],
+            "pauses": [[13.0, 16.0], [20.5, 23.5]],
+            "lost_share_basis": "pauses: the seconds the GPU stood idle in them over the active window",
+            "message": {"cut": true, "gpu": 0, "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 200.00 GiB"},
+            "pcie_gb_per_s": 7.05,
+            "steps": 538,
+        });
+        assert_eq!(
+            evidence_words(evidence.as_object().unwrap()).replace(NBSP, " "),
+            "loop share 68.4% · message \"torch.OutOfMemoryError: CUDA out of…\" · pauses 13.0–16.0 s, \
+             20.5–23.5 s · PCIe 7.0 GB/s · SM active mean 88.4% · steps 538 · window 8.0–26.5 s"
+        );
+    }
+
+    #[test]
+    fn long_lines_wrap_under_where_their_text_starts() {
+        let text = "WARNING  the data loader keeps the GPU waiting most of the time  [input_bound]\n\
+                    \x20        - raise num_workers to the cores the job has left\nshort\n";
+        assert_eq!(
+            wrap(text, 40),
+            "WARNING  the data loader keeps the GPU\n         waiting most of the time\n         [input_bound]\n\
+             \x20        - raise num_workers to the\n           cores the job has left\nshort\n"
+        );
+        assert_eq!(wrap("a/very/long/path/that/does/not/fit here", 10), "a/very/long/path/that/does/not/fit\nhere");
+        // A command to type stays whole; a ledger's label goes on under itself.
+        assert_eq!(
+            wrap("         ? record with `gpulse record --pid PID` to see it", 40),
+            "         ? record with\n           `gpulse record --pid PID` to\n           see it"
+        );
+        assert_eq!(
+            wrap("      11.0 s   21%  start-up before the CUDA context (imports)  (measured)", 60),
+            "      11.0 s   21%  start-up before the CUDA context\n                    (imports)  (measured)"
+        );
+        // Evidence breaks between its pairs, never inside one.
+        let evidence = serde_json::json!({"data_wait_mean_ms": 307.3, "lost_share": 0.869, "steps_per_s": 2.83});
+        let line = format!("         evidence: {}", evidence_words(evidence.as_object().unwrap()));
+        assert_eq!(
+            wrap(&line, 50),
+            "         evidence: data wait mean 307.3 ms ·\n                   lost share 86.9% · steps 2.8/s"
         );
     }
 }

@@ -17,10 +17,11 @@ use crate::{Auth, Config, Server, SharedWebConfig, WebConfig};
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 const TLS: &str = "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n";
 
-/// A server with `yaml` as its web configuration, beside a fresh PKI in `dir`.
-fn start(name: &str, yaml: &str) -> (SocketAddr, Pki) {
-    let (addr, pki, _) = start_shared(name, yaml);
-    (addr, pki)
+/// A server with `yaml` as its web configuration, beside a fresh PKI in a directory of its own
+/// (removed when the last value is dropped).
+fn start(name: &str, yaml: &str) -> (SocketAddr, Pki, tempfile::TempDir) {
+    let (addr, pki, _, dir) = start_shared(name, yaml);
+    (addr, pki, dir)
 }
 
 /// `web.yml` in `dir`, holding `yaml`, loaded.
@@ -30,10 +31,10 @@ fn load(dir: &std::path::Path, yaml: &str) -> WebConfig {
 }
 
 /// As [`start`], with the configuration the server reads, to replace.
-fn start_shared(name: &str, yaml: &str) -> (SocketAddr, Pki, Arc<SharedWebConfig>) {
+fn start_shared(name: &str, yaml: &str) -> (SocketAddr, Pki, Arc<SharedWebConfig>, tempfile::TempDir) {
     let dir = fresh_dir(name);
-    let pki = pki(&dir);
-    let web = Arc::new(SharedWebConfig::new(load(&dir, yaml)));
+    let pki = pki(dir.path());
+    let web = Arc::new(SharedWebConfig::new(load(dir.path(), yaml)));
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         auth: Arc::new(Auth::new(Some(TOKEN.into()), false)),
@@ -47,7 +48,7 @@ fn start_shared(name: &str, yaml: &str) -> (SocketAddr, Pki, Arc<SharedWebConfig
     let addr = server.local_addr();
     // The server lives on its thread for the rest of the test process.
     std::mem::forget(server);
-    (addr, pki, web)
+    (addr, pki, web, dir)
 }
 
 /// The whole answer to `GET path` over TLS trusting the test CA, presenting the client
@@ -87,7 +88,7 @@ fn tls_get_cert(addr: SocketAddr, pki: &Pki, client: bool, path: &str) -> Option
 
 #[test]
 fn https_is_served_plain_http_is_told_and_the_cookie_is_secure() {
-    let (addr, pki) = start("https", TLS);
+    let (addr, pki, _dir) = start("https", TLS);
     let health = tls_get(addr, &pki, false, "/healthz").unwrap_or_default();
     assert!(health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"), "{health:?}");
     let plain = get(addr, "/healthz").unwrap_or_default();
@@ -99,7 +100,7 @@ fn https_is_served_plain_http_is_told_and_the_cookie_is_secure() {
 
 #[test]
 fn a_client_that_opens_and_sends_nothing_or_half_a_handshake_is_closed() {
-    let (addr, pki) = start("idle", TLS);
+    let (addr, pki, _dir) = start("idle", TLS);
     let mut idle = TcpStream::connect(addr).unwrap();
     // A TLS record's header announcing a ClientHello that never comes.
     let mut half = TcpStream::connect(addr).unwrap();
@@ -112,7 +113,7 @@ fn a_client_that_opens_and_sends_nothing_or_half_a_handshake_is_closed() {
 #[test]
 fn client_certificates_are_verified_when_the_file_requires_them() {
     let yaml = format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n");
-    let (addr, pki) = start("client-auth", &yaml);
+    let (addr, pki, _dir) = start("client-auth", &yaml);
     let with = tls_get(addr, &pki, true, "/healthz").unwrap_or_default();
     assert!(with.starts_with("HTTP/1.1 200"), "{with:?}");
     assert_eq!(tls_get(addr, &pki, false, "/healthz"), None, "no client certificate, no answer");
@@ -120,15 +121,15 @@ fn client_certificates_are_verified_when_the_file_requires_them() {
 
 #[test]
 fn a_replaced_certificate_is_presented_from_the_next_connection() {
-    let (addr, old, web) = start_shared("rotate", TLS);
+    let (addr, old, web, _dir) = start_shared("rotate", TLS);
     let cert = |p: &std::path::Path| CertificateDer::from_pem_file(p.with_file_name("cert.pem")).unwrap();
     let (health, presented) = tls_get_cert(addr, &old, false, "/healthz").unwrap();
     assert!(health.starts_with("HTTP/1.1 200"), "{health:?}");
     assert_eq!(presented, cert(&old.ca));
     // A new CA and certificate, as a renewal brings.
     let dir = fresh_dir("rotate-new");
-    let new = pki(&dir);
-    web.replace(load(&dir, TLS)).unwrap();
+    let new = pki(dir.path());
+    web.replace(load(dir.path(), TLS)).unwrap();
     let (health, presented) = tls_get_cert(addr, &new, false, "/healthz").unwrap();
     assert!(health.starts_with("HTTP/1.1 200"), "{health:?}");
     assert_eq!(presented, cert(&new.ca));

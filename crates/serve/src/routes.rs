@@ -121,7 +121,8 @@ fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer")],
-        "gpulse: this needs the token: open the URL `gpulse serve` printed, or send `Authorization: Bearer TOKEN`\n",
+        "gpulse: this needs the token: open the URL gpulse printed, or add ?token=TOKEN to this one, or send \
+         `Authorization: Bearer TOKEN`\n",
     )
         .into_response()
 }

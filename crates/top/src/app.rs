@@ -103,6 +103,9 @@ pub struct App {
     pub diagnosed: bool,
     /// Each GPU's roofline in brief from the rolling diagnosis (`gpulse_diagnose::Efficiency::brief`).
     pub roofline: Vec<String>,
+    /// The feed is a run made under `--instrument` (a replay of one): before its first step, the
+    /// loop has no pace yet, and `--instrument` is not what it lacks.
+    pub instrumented: bool,
     /// The loop's pace and its data-wait share, from the marks of `gpulse run --instrument`.
     pub steps_per_s: Option<f64>,
     pub data_wait_share: Option<f64>,
@@ -226,6 +229,7 @@ impl App {
             trend_gib_per_min: vec![None; n],
             devices,
             poll: None,
+            instrumented: false,
             rows: Vec::new(),
             host_cpu_pct: Ring::new(HISTORY_LEN),
             host_mem_pct: Ring::new(HISTORY_LEN),

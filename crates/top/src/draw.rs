@@ -16,9 +16,25 @@ const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 const WARN: Style = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
 const BAD: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
 
-/// Draws the whole screen for `app`.
+/// The fewest columns the main screen is laid out in: the GPU line and the table's columns.
+pub const MIN_WIDTH: u16 = 60;
+
+/// The fewest rows the main screen is laid out in with `gpus` GPUs: the header, a line a GPU,
+/// the host's three, why it is slow, a few processes and the key line.
+pub fn min_height(gpus: usize) -> u16 {
+    12 + gpus.clamp(1, 64) as u16
+}
+
+/// Draws the whole screen for `app`; on a terminal too small for it, one line that says so.
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
+    let (w, h) = (MIN_WIDTH, min_height(app.devices.len()));
+    if area.width < w || area.height < h {
+        // Short, so that it fits the terminals it is for; what it says first matters most.
+        let text = format!("gpulse top needs {w}×{h}; this is {}×{}", area.width, area.height);
+        f.render_widget(Paragraph::new(Line::styled(text, WARN)), area);
+        return;
+    }
     match &app.screen {
         Screen::Help => return crate::draw_table::help(f, area, app),
         Screen::Process(pid) => return crate::draw_table::process(f, area, app, *pid),

@@ -156,6 +156,7 @@ pub fn draw_why(f: &mut Frame, area: Rect, app: &App, job_rows: usize) {
     let pace = match (app.steps_per_s, app.data_wait_share) {
         (Some(s), w) => format!(" loop {s:.2} steps/s · data wait {} ", fmt::pct(w.map(|w| w * 100.0), 0)),
         (None, _) if !app.jobs.is_empty() => format!(" {} watched by gpulse ", plural(app.jobs.len(), "job")),
+        (None, _) if app.instrumented => " loop: no steps yet ".into(),
         (None, _) if area.width >= 110 => " loop: no steps (run the job under `gpulse run --instrument`) ".into(),
         (None, _) => " no steps (gpulse run --instrument marks them) ".into(),
     };

@@ -36,10 +36,15 @@ use feeder::live_diagnosis;
 
 /// Why `top` cannot start here, if it cannot: it draws on a terminal only.
 pub fn check_terminal() -> Result<(), String> {
-    if std::io::stdout().is_terminal() {
-        Ok(())
-    } else {
-        Err("gpulse top needs a terminal: standard output is not one (for lines, use `gpulse watch`)".into())
+    if !std::io::stdout().is_terminal() {
+        return Err("gpulse top needs a terminal: standard output is not one (for lines, use `gpulse watch`)".into());
+    }
+    // A terminal that says it has no size (a serial console, a pty nobody sized) draws nothing.
+    match terminal::size() {
+        Ok((w, h)) if w > 0 && h > 0 => Ok(()),
+        _ => {
+            Err("gpulse top cannot draw: this terminal says it is 0×0; give it a size (`stty rows 24 cols 80`)".into())
+        }
     }
 }
 
@@ -75,7 +80,9 @@ pub struct Options {
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
 /// This thread draws and answers keys; the feed thread ([`feeder`]) collects and diagnoses.
 pub fn run(feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
-    let app = Arc::new(Mutex::new(App::new(options.devices.clone(), options.no_signals)));
+    let mut app = App::new(options.devices.clone(), options.no_signals);
+    app.instrumented = options.instrumented;
+    let app = Arc::new(Mutex::new(app));
     let shared = Arc::new(feeder::Shared::default());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -92,7 +92,9 @@ threading.Thread(target=burn, daemon=True).start()\n\
 def deep(n):\n    if n == 0:\n        print('ready', flush=True)\n        while True: time.sleep(0.001)\n    deep(n - 1)\n\
 deep(25)\n";
     let job = start("deep", script);
-    let (w, seen) = agree(job.0.id(), 200, 0.0);
+    // Both readers read the running process without stopping it, one after the other: the GIL
+    // may pass between them twice running, once in a hundred rounds on a loaded machine.
+    let (w, seen) = agree(job.0.id(), 200, 0.01);
     assert!(seen.iter().all(|s| s.0.len() == 27), "{:?}", seen[0].0);
     assert!(seen.iter().filter(|s| s.1.is_some()).count() > 100, "the GIL elsewhere");
     // Frames lie side by side: far fewer page reads than frames.
