@@ -37,3 +37,24 @@ for a in v.get("ledger", {}).get("accounts", []):
 print("   efficiency", len(v.get("efficiency") or []))
 PY
 done
+
+# First contact on the real driver: watch's count and timing, --listen with a host name,
+# record --pid ending with its process, status --no-gpm's words.
+{
+  /usr/bin/time -f "watch -i 1s -n 2: %e s" "$G" watch -i 1s -n 2 > watch.txt 2>&1
+  "$G" watch -n 0 > watch0.txt 2>&1; echo "watch -n 0 exit $?"
+  PORT=9477
+  "$G" serve --listen localhost:$PORT > serve.out 2>&1 & SERVE=$!
+  sleep 3
+  python3 - "$PORT" <<'PY'
+import sys, urllib.request
+body = urllib.request.urlopen(f"http://localhost:{sys.argv[1]}/metrics", timeout=5).read().decode()
+print("metrics lines", len(body.splitlines()), "DCGM_FI_DEV_GPU_UTIL" in body)
+PY
+  kill $SERVE; wait $SERVE 2>/dev/null
+  sleep 2 & P=$!
+  start=$(date +%s.%N); "$G" record --pid $P -o pid.db > pid.out 2>&1; end=$(date +%s.%N)
+  echo "record --pid of a 2 s process ended after $(python3 -c "print(round($end-$start,2))") s"
+  "$G" status --no-gpm 2>&1 | grep -i gpm | head -2
+  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+} > first_contact.txt 2>&1
