@@ -96,8 +96,9 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         out.push(f);
     }
     // Bulk writes with the GPU idle and no phase marking them: checkpoints, by the I/O counters.
+    // An inferred account of a twentieth of the run is named, as every inferred cause is.
     let writing = ledger.share("storage_write");
-    if writing >= PHASE_INFO {
+    if writing >= super::MATERIAL {
         let secs = ledger.seconds("storage_write");
         // The bytes of the same intervals the ledger counted: bulk writes with the GPU idle.
         let written: f64 = crate::ledger::primary(run)
