@@ -21,9 +21,13 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             }
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
-        ReportFormat::Text => gpulse_report::text::wrap(
-            &format!("before: {b}\nafter:  {a}\n\n{}", gpulse_report::compare::render(&c)),
-            crate::output::text_width(libc::STDOUT_FILENO),
+        // The inputs' paths are named whole, on their labels' lines, however long.
+        ReportFormat::Text => format!(
+            "before: {b}\nafter:  {a}\n\n{}",
+            gpulse_report::text::wrap(
+                &gpulse_report::compare::render(&c),
+                crate::output::text_width(libc::STDOUT_FILENO)
+            )
         ),
     };
     Output::open(None)?.emit(&text)?;

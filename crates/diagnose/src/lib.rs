@@ -244,10 +244,14 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         .iter()
         .filter(|f| f.id.is_about_the_job())
         .find(|f| f.severity <= Severity::Warning || f.lost_share.is_some() || f.evidence.contains_key("own_share"))?;
-    // The gain in steps/s comes from what the cause takes of the loop's time (its rule's own
-    // share); the share of the whole run is the ledger's.
+    // The gain in steps/s comes from what the cause takes of the loop's time; the share of the
+    // whole run is the ledger's.
     let share = |key: &str| top.evidence.get(key).and_then(serde_json::Value::as_f64);
-    let Some(lost) = share("own_share").or(top.lost_share).filter(|l| *l > 0.0) else {
+    // The loop's share of the ledger's seconds; a measured share of the loop's own timing where
+    // there is no loop account.
+    let measured = top.basis == Basis::Measured;
+    let own = share("own_share").filter(|_| measured);
+    let Some(lost) = share("loop_share").or(own).or(top.lost_share).filter(|l| *l > 0.0) else {
         return Some(format!("Primary finding: {}.", top.title));
     };
     let of_loop = 100.0 * lost;

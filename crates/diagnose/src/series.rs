@@ -167,7 +167,11 @@ impl Run {
     /// processes from others (`run`, `attach`, `record --pid`); `None` where they cannot. Empty
     /// for a job that never used a GPU, whoever else did.
     pub fn job_gpus(&self) -> Option<Vec<u32>> {
-        let classed = |g: &GpuSeries| g.processes.iter().any(|l| l.iter().any(|p| p.class.is_some()));
+        // Processes `/proc` cannot see (another PID namespace: `Gone`) tell nothing of whose
+        // they are.
+        use gpulse_model::GpuProcessClass::{Foreign, Tree};
+        let classed =
+            |g: &GpuSeries| g.processes.iter().any(|l| l.iter().any(|p| matches!(p.class, Some(Tree | Foreign))));
         if !self.gpus.iter().any(classed) {
             return None;
         }

@@ -19,6 +19,9 @@ pub struct Replay {
     /// The analysis of the whole recording, as `gpulse diagnose` makes it: what the view shows
     /// once the replay has played to its end.
     final_findings: Vec<gpulse_diagnose::Finding>,
+    /// The whole recording's steps: the pace and data wait shown with that analysis (boxed: a
+    /// feed is moved whole between threads).
+    final_steps: Option<Box<gpulse_diagnose::Steps>>,
 }
 
 impl Replay {
@@ -48,12 +51,19 @@ impl Replay {
             .collect();
         let mut stacks = run.stacks.clone();
         stacks.samples.sort_by_key(|x| x.t_us);
-        let final_findings = gpulse_diagnose::diagnose(run);
-        Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None, final_findings }
+        let whole = gpulse_diagnose::Run::from_recording(run);
+        let final_findings = gpulse_diagnose::diagnose_run(&whole);
+        let final_steps = whole.steps.map(Box::new);
+        Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None, final_findings, final_steps }
     }
 
     pub fn len(&self) -> usize {
         self.polls.len()
+    }
+
+    /// The whole recording's steps, where it marked them.
+    pub fn final_steps(&self) -> Option<&gpulse_diagnose::Steps> {
+        self.final_steps.as_deref()
     }
 
     /// The whole recording's findings, in `gpulse diagnose`'s order.

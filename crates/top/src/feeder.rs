@@ -176,6 +176,10 @@ pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc
                         // At its end, the whole recording's analysis replaces the live window's.
                         if r.finished() && !a.final_analysis {
                             a.findings = crate::app::finding_views(r.final_findings());
+                            if let Some(steps) = r.final_steps() {
+                                a.steps_per_s = Some(steps.per_s()).filter(|v| v.is_finite());
+                                a.data_wait_share = steps.data_wait_share();
+                            }
                             a.final_analysis = true;
                             a.diagnosed = true;
                         }
@@ -240,6 +244,8 @@ mod tests {
         assert!(a.final_analysis);
         let shown: Vec<_> = a.findings.iter().map(|f| (f.id, f.lost_share)).collect();
         assert_eq!(shown, whole.iter().map(|f| (f.id, f.wall_share())).collect::<Vec<_>>());
+        let steps = gpulse_diagnose::Run::from_recording(&run).steps.unwrap();
+        assert_eq!((a.steps_per_s, a.data_wait_share), (Some(steps.per_s()), steps.data_wait_share()));
         drop(a);
         shared.stop.store(true, Ordering::Release);
         thread.join().unwrap();

@@ -60,6 +60,7 @@ const OOM_ADVICE: [&str; 2] = [
 /// did not run out of memory, whatever its memory did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Exit {
+    /// Ended by itself with status 0, or by something that is no OOM error.
     Clean,
     /// Ended by a signal or a non-zero status, at this time.
     Failed(f64),
@@ -68,11 +69,20 @@ enum Exit {
 }
 
 impl Exit {
+    /// A CUDA out-of-memory error ends a Python job with a non-zero status, or aborts it
+    /// (SIGABRT from a native library). A stop by the user or a scheduler (SIGINT, SIGTERM,
+    /// SIGHUP), and the kernel's OOM killer (`host_oom` names it), are not one, whatever the
+    /// memory.
     fn of(run: &Run) -> Self {
         let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return Self::Unknown };
-        match (stop.get("exit_status").and_then(serde_json::Value::as_u64), stop.get("signal")) {
+        if stop.get("oom_kills").and_then(serde_json::Value::as_u64).is_some_and(|n| n > 0) {
+            return Self::Clean;
+        }
+        match (stop.get("exit_status").and_then(serde_json::Value::as_u64), stop.get("signal").and_then(|s| s.as_str()))
+        {
             (Some(0), None) => Self::Clean,
-            (Some(_), _) | (None, Some(_)) => Self::Failed(*end),
+            (_, Some("SIGABRT")) | (Some(_), None) => Self::Failed(*end),
+            (_, Some(_)) => Self::Clean,
             (None, None) => Self::Unknown,
         }
     }
@@ -152,6 +162,13 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
                     .reduce(|a, b| if b.1 > a.1 { b } else { a });
                 oom_at = Some(fall.map_or(*w[0].0, |f| f.0));
             }
+        }
+        // A failed job's memory falls when it dies: a fall long before its end was something
+        // else (the allocator's cache emptied).
+        if let (Some(at), Exit::Failed(end)) = (oom_at, exit)
+            && at < end - super::ended::BEFORE_END_S - g.t_s.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max)
+        {
+            oom_at = None;
         }
         // A job that failed with its memory at the limit, read before the memory was freed.
         if let (None, Exit::Failed(end)) = (oom_at, exit) {
@@ -470,5 +487,24 @@ mod tests {
         assert_eq!(found(&stopped(mem(100.0, &at_limit), 4.0, json!({"exit_status": 0}))), ["memory_pressure"]);
         let below = [50.0, 80.0, 90.0, 94.0];
         assert_eq!(found(&stopped(mem(100.0, &below), 4.0, json!({"exit_status": 1}))), ["memory_pressure"]);
+    }
+
+    /// A stop by the user or a scheduler, the kernel's OOM killer, and a fall long before the
+    /// failure are no GPU OOM, at the limit or not.
+    #[test]
+    fn only_an_error_exit_near_the_fall_reads_as_an_oom() {
+        let edge = [96.0, 96.0, 96.0, 96.0, 96.0, 96.0, 10.0, 10.0];
+        for stop in [
+            json!({"signal": "SIGINT", "exit_status": 130}),
+            json!({"signal": "SIGTERM", "exit_status": 143}),
+            json!({"exit_status": 1, "oom_kills": 1}),
+        ] {
+            assert_eq!(found(&stopped(mem(100.0, &edge), 8.0, stop.clone())), ["memory_pressure"], "{stop}");
+        }
+        assert_eq!(found(&stopped(mem(100.0, &edge), 8.0, json!({"signal": "SIGABRT", "exit_status": 134}))), ["oom"]);
+        // The fall at 5 s, the failure at 60 s: the allocator's cache emptied, then something else.
+        let mut late = edge.to_vec();
+        late.extend([10.0; 53]);
+        assert_eq!(found(&stopped(mem(100.0, &late), 60.0, json!({"exit_status": 1}))), ["memory_pressure"]);
     }
 }

@@ -89,9 +89,23 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     }
     // Measured causes with an account of their own carry its share of the wall time too, so
     // every finding ranks by the time the ledger gives it.
+    // Only the findings of the GPU the ledger reads hold its seconds (a data-parallel job's ranks
+    // stall alike, but the seconds are counted once); processes sharing it split theirs by
+    // their SM time.
+    let primary = crate::ledger::primary(full).map(|g| g.gpu);
+    let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let shared_sm: f64 = out.iter().filter(|f| f.id == crate::FindingId::GpuShared && f.gpu == primary).map(sm).sum();
     for f in &mut out {
         let Some(account) = f.id.own_account(f.basis) else { continue };
-        f.evidence.insert("wall_share".into(), crate::round(ledger.share(account), 4).into());
+        if f.gpu.is_some() && f.gpu != primary {
+            continue;
+        }
+        let part = if f.id == crate::FindingId::GpuShared { sm(f) / shared_sm.max(1e-9) } else { 1.0 };
+        f.evidence.insert("wall_share".into(), crate::round(part * ledger.share(account), 4).into());
+        if let Some(l) = loop_s.filter(|l| *l > 0.0) {
+            let of_loop = (part * ledger.seconds(account) / l).min(1.0);
+            f.evidence.insert("loop_share".into(), crate::round(of_loop, 3).into());
+        }
     }
     // The workers' restarts are part of the loop's measured data wait: their own seconds.
     if let Some(l) = loop_s.filter(|l| *l > 0.0) {

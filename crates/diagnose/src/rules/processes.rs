@@ -42,6 +42,8 @@ struct IdleTail {
     since_s: f64,
     until_s: f64,
     held: f64,
+    /// The most SM use NVML gave it over the stretch, where it gave any.
+    sm_max: Option<u32>,
     /// How idleness was told: `sm` (its own SM use), `gpu` (the GPU did nothing), `beside`
     /// (another process's memory moved with the GPU's work while this one's stayed).
     how: &'static str,
@@ -82,7 +84,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 out.push(f);
                 continue;
             }
-            let Some(tail) = tail.filter(|t| {
+            // What it holds now, not what it held once, is what it keeps from others.
+            let Some(tail) = tail.filter(|t| t.held >= MIN_HELD_GIB * GIB).filter(|t| {
                 let span = g.t_s[h.at[h.at.len() - 1].0] - g.t_s[h.at[0].0];
                 t.until_s - t.since_s >= IDLE_MIN_S && t.until_s - t.since_s >= 0.5 * span
             }) else {
@@ -150,7 +153,8 @@ fn idle_tail(g: &crate::GpuSeries, pid: u32, h: &Seen, moving: &[u32]) -> Option
     let last = h.at[h.at.len() - 1].0;
     // A sample covers the interval since the one before: a stretch after work began there.
     let from = if first > h.at[0].0 { first - 1 } else { first };
-    Some(IdleTail { since_s: g.t_s[from], until_s: g.t_s[last], held, how })
+    let sm_max = h.at.iter().filter(|x| x.0 >= first).filter_map(|x| x.2).max();
+    Some(IdleTail { since_s: g.t_s[from], until_s: g.t_s[last], held, sm_max, how })
 }
 
 const FORGOTTEN: [&str; 2] = [
@@ -162,8 +166,12 @@ const FORGOTTEN: [&str; 2] = [
 /// with its stretch.
 fn idle(g: &crate::GpuSeries, pid: u32, h: &Seen, tail: &IdleTail, foreign: bool) -> Finding {
     let start = g.t_s[h.at[0].0];
-    let (id, whose) =
-        if foreign { (FindingId::ForeignProcess, " (outside the job)") } else { (FindingId::IdleHolder, "") };
+    let ours = h.class == Some(GpuProcessClass::Tree);
+    let (id, whose) = match (foreign, ours) {
+        (true, _) => (FindingId::ForeignProcess, " (outside the job)"),
+        (false, true) => (FindingId::IdleHolder, " (the job's)"),
+        (false, false) => (FindingId::IdleHolder, ""),
+    };
     let held_s = tail.until_s - tail.since_s;
     let since = if tail.since_s <= start {
         "idle from its first listing".to_owned()
@@ -179,13 +187,25 @@ fn idle(g: &crate::GpuSeries, pid: u32, h: &Seen, tail: &IdleTail, foreign: bool
     .over([round(tail.since_s, 1), round(tail.until_s, 1)])
     .with("pid", pid)
     .with("held_gib", round(tail.held / GIB, 2))
-    .with("idle_s", round(held_s, 1))
-    .advise(&FORGOTTEN);
+    .with("idle_s", round(held_s, 1));
+    // The job's own process is no forgotten one: it holds what it no longer uses.
+    f = if ours {
+        f.advise(&[
+            "free what it no longer needs before a long stretch without the GPU: del the tensors, then torch.cuda.empty_cache(); or end the process when its GPU work is done",
+            "on a shared GPU, the memory it holds is memory other jobs cannot use",
+        ])
+    } else {
+        f.advise(&FORGOTTEN)
+    };
     if let Some(name) = &h.name {
         f = f.with("name", name.clone());
     }
     match tail.how {
-        "sm" => f = f.with("sm_util_max_pct", IDLE_SM_PCT),
+        "sm" => {
+            if let Some(m) = tail.sm_max {
+                f = f.with("sm_util_max_pct", m);
+            }
+        }
         "gpu" => {
             f = f.limit("per-process SM use unknown: judged idle because its memory stayed put while the GPU did no work")
         }
@@ -529,5 +549,15 @@ mod tests {
         let ledger = crate::ledger(&r, &[]);
         assert!((ledger.seconds("gpu_work") - 0.22 * 30.0).abs() < 0.01, "{ledger:?}");
         assert_eq!(ledger.seconds("gpu_others"), 0.0);
+    }
+
+    /// The job's own process idle at its end is told to free what it holds, not called forgotten.
+    #[test]
+    fn the_jobs_own_idle_process_is_not_called_forgotten() {
+        let f = findings(&held(&[Some(4.0); 10], Some(0), Some(GpuProcessClass::Tree)));
+        let f = f.iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+        assert!(f.title.contains("process 9 (the job's) idle"), "{}", f.title);
+        assert!(f.advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f.advice);
+        assert_eq!(f.evidence["sm_util_max_pct"], 0);
     }
 }

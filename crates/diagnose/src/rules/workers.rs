@@ -86,7 +86,9 @@ fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Find
     // Where it reached nine tenths of its rise: the growth's own span, not the flat after it.
     let Some(top) = with_workers.iter().find(|x| x.2 - first.2 >= 0.9 * grown) else { return Vec::new() };
     let span = top.0 - first.0;
-    if span < MIN_SPAN_S || grown < GROWTH_BYTES {
+    // Still held at the end (within a tenth of the rise): workers that exited gave it back.
+    let held = last.2 - first.2 >= 0.9 * grown;
+    if span < MIN_SPAN_S || grown < GROWTH_BYTES || !held {
         return Vec::new();
     }
     let gib = |b: f64| round(b / GIB, 2);
