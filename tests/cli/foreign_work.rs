@@ -55,7 +55,9 @@ fn a_job_without_a_gpu_is_not_credited_with_anothers_work() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let findings = v["findings"].as_array().unwrap();
     let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
-    assert!(!ids.iter().any(|i| matches!(*i, "healthy" | "host_bound" | "input_bound")), "{ids:?}");
+    // Nothing about the GPU's work: it is the other's (on the H200 its FP32 matmuls read as the
+    // job's tensor_idle before).
+    assert_eq!(ids, ["foreign_process"], "{v:#}");
     assert!(v["efficiency"].as_array().is_none_or(|e| e.is_empty()), "no roofline for the job: {v:#}");
     let other = findings.iter().find(|f| f["id"] == "foreign_process").unwrap_or_else(|| panic!("{ids:?}"));
     let title = other["title"].as_str().unwrap();

@@ -31,7 +31,15 @@ pub(crate) const MIN_ACTIVE_S: f64 = 10.0;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.
-pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
+pub fn all(whole: &Run) -> (Vec<Finding>, Ledger) {
+    // What a GPU did is the job's only where the job ran on it: the rules that read a GPU's
+    // work see the job's GPUs; the processes and the ledger see them all.
+    let job_only = whole.job_gpus().map(|job| {
+        let mut r = whole.clone();
+        r.gpus.retain(|g| job.contains(&g.gpu));
+        r
+    });
+    let full = job_only.as_ref().unwrap_or(whole);
     let masked = full.outside_phases();
     let run = masked.as_ref().unwrap_or(full);
     let mut out = Vec::new();
@@ -57,19 +65,19 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     out.extend(workers::findings(full));
     out.extend(stalls);
     out.extend(throttle::findings(run));
-    out.extend(processes::findings(full));
+    out.extend(processes::findings(whole));
     out.extend(utilization::imbalance(run));
     out.extend(binding::findings(full));
-    out.extend(ended::gpu_lost(full));
+    out.extend(ended::gpu_lost(whole));
     out.extend(ended::host_oom(full));
-    out.extend(errors::findings(full));
-    out.extend(health::reset_pending(full));
+    out.extend(errors::findings(whole));
+    out.extend(health::reset_pending(whole));
     out.extend(nvlink::unused(run));
-    let ledger = crate::ledger(full, &out);
+    let ledger = crate::ledger(whole, &out);
     // What the main thread did while the GPU idled names the host-side time by its mechanism.
-    let mut ledger = crate::main_thread::split(full, ledger, &mut out);
-    let loop_s = crate::ledger::loop_window(full).0.map(|w| w[1] - w[0]);
-    out.extend(by_elimination(full, &mut ledger, loop_s));
+    let mut ledger = crate::main_thread::split(whole, ledger, &mut out);
+    let loop_s = crate::ledger::loop_window(whole).0.map(|w| w[1] - w[0]);
+    out.extend(by_elimination(whole, &mut ledger, loop_s));
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and
     // marked phases included; below a twentieth of the wall time, fixing it gains too little to
     // warn. Its `lost_share` stays over its GPU's active window, the same in a view of the whole
@@ -92,7 +100,7 @@ pub fn all(full: &Run) -> (Vec<Finding>, Ledger) {
     // Only the findings of the GPU the ledger reads hold its seconds (a data-parallel job's ranks
     // stall alike, but the seconds are counted once); processes sharing it split theirs by
     // their SM time.
-    let primary = crate::ledger::primary(full).map(|g| g.gpu);
+    let primary = crate::ledger::primary(whole).map(|g| g.gpu);
     let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
     let shared_sm: f64 = out.iter().filter(|f| f.id == crate::FindingId::GpuShared && f.gpu == primary).map(sm).sum();
     for f in &mut out {

@@ -85,16 +85,27 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 continue;
             }
             // What it holds now, not what it held once, is what it keeps from others.
-            let Some(tail) = tail.filter(|t| t.held >= MIN_HELD_GIB * GIB).filter(|t| {
-                let span = g.t_s[h.at[h.at.len() - 1].0] - g.t_s[h.at[0].0];
-                t.until_s - t.since_s >= IDLE_MIN_S && t.until_s - t.since_s >= 0.5 * span
-            }) else {
+            // A stretch of 10 s at least. Where the listings cannot tell whose a process is, it must
+            // also be half of its time: a training's closing checkpoint is no forgotten process.
+            // The job's own, or another's beside it, are known for what they are.
+            let span = g.t_s[h.at[h.at.len() - 1].0] - g.t_s[h.at[0].0];
+            let long = |t: &IdleTail| {
+                let idle_s = t.until_s - t.since_s;
+                idle_s >= IDLE_MIN_S && (h.class.is_some() || idle_s >= 0.5 * span)
+            };
+            let Some(tail) = tail.filter(|t| t.held >= MIN_HELD_GIB * GIB).filter(long) else {
                 if foreign {
                     out.push(busy_foreign(g, pid, h));
                 }
                 continue;
             };
-            out.push(idle(g, pid, h, &tail, foreign));
+            let mut f = idle(g, pid, h, &tail, foreign);
+            // The job's own process holding memory through its last stretch slows nothing of the
+            // job: said, at info, unless it idled most of its time on the GPU.
+            if h.class == Some(GpuProcessClass::Tree) && tail.until_s - tail.since_s < 0.5 * span {
+                f.severity = Severity::Info;
+            }
+            out.push(f);
         }
     }
     out
@@ -559,5 +570,37 @@ mod tests {
         assert!(f.title.contains("process 9 (the job's) idle"), "{}", f.title);
         assert!(f.advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f.advice);
         assert_eq!(f.evidence["sm_util_max_pct"], 0);
+    }
+
+    /// The job's own process that computed, then held 30 GiB for 18 s of its 40 s (as on an H200 run,
+    /// its SM figure lagging the work by a few seconds): said at info; another's beside the job
+    /// is a warning from 10 s whatever came before.
+    #[test]
+    fn a_known_process_is_judged_by_its_last_10_s() {
+        let mut r = held(&vec![Some(30.0); 21], Some(0), Some(GpuProcessClass::Tree));
+        for l in r.gpus[0].processes.iter_mut().take(12) {
+            let mut l2 = (**l).clone();
+            l2[1].sm_util_pct = Some(100);
+            *l = std::sync::Arc::new(l2);
+        }
+        let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+        assert_eq!(
+            (f.id, f.severity, &f.evidence["idle_s"]),
+            (FindingId::IdleHolder, Severity::Info, &serde_json::json!(18.0))
+        );
+        for l in r.gpus[0].processes.iter_mut() {
+            let mut l2 = (**l).clone();
+            l2[1].class = Some(GpuProcessClass::Foreign);
+            *l = std::sync::Arc::new(l2);
+        }
+        let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+        assert_eq!((f.id, f.severity), (FindingId::ForeignProcess, Severity::Warning));
+        // Unknown whose: half its time, as before.
+        for l in r.gpus[0].processes.iter_mut() {
+            let mut l2 = (**l).clone();
+            l2[1].class = None;
+            *l = std::sync::Arc::new(l2);
+        }
+        assert!(flagged(&r).is_empty());
     }
 }
