@@ -432,3 +432,16 @@ fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
         }
     }
 }
+
+/// A real H200 job whose memory grew to 41.5 of 140 GiB and fell to nothing when it exited with
+/// status 0: growth that stopped short of the limit, never an OOM.
+#[test]
+fn a_clean_exit_after_growth_is_no_oom() {
+    let (ids, v) = ids(&[fixture("h200-sentences/grow_exit.db")]);
+    assert!(!has(&ids, "oom") && !has(&ids, "memory_pressure"), "{ids:?}");
+    let g = v["findings"].as_array().unwrap().iter().find(|f| f["id"] == "memory_growth").unwrap();
+    let headroom = g["evidence"]["headroom_left_gib"].as_f64().unwrap();
+    // 140 GiB less the 41.5 the job held (its tensors, and its CUDA context).
+    assert!((97.0..=100.0).contains(&headroom), "{g}");
+    assert!(g["title"].as_str().unwrap().contains("short of the limit"), "{g}");
+}
