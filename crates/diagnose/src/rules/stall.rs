@@ -66,11 +66,12 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
         })
     };
     // A fresh DataLoader iterator as the pause begins: its first batch is what the loop waits for.
-    // Without marks, the tree shows it: a new set of workers replacing the last in the pause.
-    let fresh = marks_in(&|n| matches!(n, "epoch_start" | "loader_start"))
-        || run.worker_restarts_s.iter().any(|t| *t >= t0 && *t <= t1);
+    let fresh = marks_in(&|n| matches!(n, "epoch_start" | "loader_start"));
+    // Without marks, the tree shows it: a new set of workers replacing the last in the pause
+    // (after the loop's own names: an evaluation's loader forks workers too).
+    let replaced = run.worker_restarts_s.iter().any(|t| *t >= t0 && *t <= t1);
     if covered(run.data_waits_s.iter().copied(), t0, t1) >= COVERED * len {
-        return if fresh { Cause::EpochRestart } else { Cause::DataWait };
+        return if fresh || replaced { Cause::EpochRestart } else { Cause::DataWait };
     }
     if fresh {
         return Cause::EpochRestart;
@@ -86,6 +87,9 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
         if let Some(n) = e.2.get("name").and_then(|n| n.as_str()).and_then(named) {
             return Cause::Named(n);
         }
+    }
+    if replaced {
+        return Cause::EpochRestart;
     }
     // A checkpoint writes the model's state, hundreds of MiB at least; logs and metrics write
     // kilobytes. Bulk writes in the pause are a save, by the job's own counters.
@@ -385,6 +389,10 @@ mod tests {
         // Workers replaced between the pauses say nothing of them.
         r.worker_restarts_s = vec![17.0];
         assert!(!stall(&r).unwrap().title.contains("each epoch start"));
+        // In an evaluation's pauses, the evaluation's name comes first.
+        r.worker_restarts_s = vec![10.5, 25.5];
+        r.phases_s = vec![("eval".into(), [10.0, 11.5]), ("eval".into(), [25.0, 26.5])];
+        assert!(stall(&r).unwrap().title.contains("evaluation"), "{}", stall(&r).unwrap().title);
     }
 
     #[test]

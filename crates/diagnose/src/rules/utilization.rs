@@ -93,6 +93,16 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
             ])
         };
+        // No watched tree and no step marks: a training loop is a guess from the GPU's pattern,
+        // and the per-step advice says so.
+        if run.tree_width == 0 && run.steps.is_none() {
+            for a in &mut f.advice {
+                if !a.starts_with("if ") {
+                    *a = format!("if a training loop runs on this GPU: {a}");
+                }
+            }
+            f = f.limit("no process tree was watched and no steps were marked: whether a training loop ran is inferred from the GPU's pattern alone");
+        }
         let paused_s: f64 = paused.iter().map(|p| p[1] - p[0]).sum();
         let outside = (1.0 - paused_s / g.active_s().max(1e-9)).max(0.0);
         f = f
@@ -333,6 +343,12 @@ mod tests {
         assert!(found(&r).is_empty(), "listings read, none on the GPU");
         r.gpus[0] = with_processes(steady(0, 40.0, 20), vec![holder(7, 2.0)]);
         assert_eq!(found(&r), ["host_bound"], "a process on the GPU");
+        // No tree and no marks: the loop is a guess, and its advice says so.
+        let f = findings(&r, &[]);
+        assert!(f[0].advice.iter().all(|a| a.starts_with("if ")), "{:?}", f[0].advice);
+        r.tree_width = 1;
+        let f = findings(&r, &[]);
+        assert!(f[0].advice[0].starts_with("do more work per launch"), "{:?}", f[0].advice);
     }
 
     #[test]
