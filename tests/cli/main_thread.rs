@@ -117,7 +117,9 @@ fn sleep_and_python(name: &str, scenario_json: &str) {
     // The stacks list: the job's process first, with its states' shares of its sampled time.
     let stacks = &d["stacks"][0];
     assert_eq!(stacks["role"], "main", "{stacks:#}");
-    assert!(stacks["samples"].as_u64().unwrap() > 150, "{stacks:#}");
+    // 8 s asked at 100 Hz: the sampler keeps to its 1 % budget, so a loaded machine gets fewer
+    // (114 on CI's, 70 Hz); enough for the shares checked above.
+    assert!(stacks["samples"].as_u64().unwrap() > 80, "{stacks:#}");
     let state_share = |s: &str| {
         stacks["states"]
             .as_array()
