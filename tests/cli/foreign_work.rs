@@ -2,34 +2,14 @@
 //! while the stand-in lists a live process outside the job computing at 97 % of the SMs on a busy
 //! GPU. The job is not healthy, gets no roofline, and its time is not the other's kernels.
 
-use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 
-use super::support::{gpulse, root, run};
-
-/// A folder removed with everything in it when the test ends, passed or not.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The process outside the job, killed when the test ends, passed or not.
-struct Outsider(Child);
-
-impl Drop for Outsider {
-    fn drop(&mut self) {
-        let _ = (self.0.kill(), self.0.wait());
-    }
-}
+use super::support::{KillOnDrop, fresh_dir, gpulse, root, run, scenario_file};
 
 #[test]
 fn a_job_without_a_gpu_is_not_credited_with_anothers_work() {
-    let dir = TempDir(std::env::temp_dir().join(format!("gpulse-foreign-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let outsider = Outsider(Command::new("sleep").arg("600").spawn().unwrap());
+    let dir = fresh_dir("foreign", "no_gpu");
+    let outsider = KillOnDrop::new(Command::new("sleep").arg("600").spawn().unwrap());
     let trace = root().join("tests/fixtures/h200-2026-11-29/gpm_healthy.csv");
     let scenario = serde_json::json!({
         "speed": 20.0,
@@ -39,12 +19,11 @@ fn a_job_without_a_gpu_is_not_credited_with_anothers_work() {
             "pci_bus_id": "00000000:00:06.0",
             "trace": trace,
             "base": {"memory_total_mib": 143771, "gpm_supported": true},
-            "processes": [{"pid": outsider.0.id(), "name": "python3", "used_memory_mib": 20672, "sm_util_pct": 97, "mem_util_pct": 50}]
+            "processes": [{"pid": outsider.id(), "name": "python3", "used_memory_mib": 20672, "sm_util_pct": 97, "mem_util_pct": 50}]
         }]
     });
-    let path = dir.0.join("scenario.json");
-    std::fs::write(&path, scenario.to_string()).unwrap();
-    let rec = dir.0.join("r.db");
+    let path = scenario_file("foreign", &scenario.to_string());
+    let rec = dir.join("r.db");
     let mut cmd = gpulse(None);
     cmd.env("GPULSE_FAKE_NVML_SCENARIO", &path);
     cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "-o"]).arg(&rec);
@@ -61,10 +40,7 @@ fn a_job_without_a_gpu_is_not_credited_with_anothers_work() {
     assert!(v["efficiency"].as_array().is_none_or(|e| e.is_empty()), "no roofline for the job: {v:#}");
     let other = findings.iter().find(|f| f["id"] == "foreign_process").unwrap_or_else(|| panic!("{ids:?}"));
     let title = other["title"].as_str().unwrap();
-    assert!(
-        title.contains(&format!("process {} computes outside the job (97% of the SMs)", outsider.0.id())),
-        "{title}"
-    );
+    assert!(title.contains(&format!("process {} computes outside the job (97% of the SMs)", outsider.id())), "{title}");
     assert!(other["advice"].as_array().unwrap().iter().all(|a| !a.as_str().unwrap().contains("forgotten")), "{other}");
     let accounts = v["ledger"]["accounts"].as_array().unwrap();
     assert!(accounts.iter().all(|a| a["account"] != "gpu_work"), "{accounts:?}");
