@@ -27,7 +27,7 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         anyhow::bail!("{} holds no samples", path.display());
     }
     let run = builder.finish(&recording);
-    let (findings, ledger) = gpulse_diagnose::diagnose_with_ledger(&run);
+    let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
     let t = |us: i64| (us - run.start_us) as f64 / 1e6;
     let phases = recording
         .markers
@@ -36,5 +36,5 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         .map(|m| (m.name.clone().unwrap_or_default(), t(m.t_us), m.dur_us.unwrap_or(0) as f64 / 1e6))
         .collect();
     let command = recording.meta.get("command").cloned();
-    Ok(Analysis { run, findings, ledger, gpus: recording.devices.len(), samples, command, phases })
+    Ok(Analysis { run, diagnosis, gpus: recording.devices.len(), samples, command, phases })
 }

@@ -33,10 +33,11 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     }
     out += &ended_line(&analysis.run);
     out += &steps_line(&analysis.run);
-    out += &render_text(&analysis.findings);
-    out += &ledger_text(&analysis.ledger);
-    out += &main_thread_text(&gpulse_diagnose::main_thread::profiles(&analysis.run));
-    out += &roofline_text(&gpulse_diagnose::efficiency(&analysis.run));
+    let d = &analysis.diagnosis;
+    out += &render_text(&d.findings);
+    out += &ledger_text(&d.ledger);
+    out += &main_thread_text(&d.stacks);
+    out += &roofline_text(&d.efficiency);
     out += &gpu_holders(&analysis.run);
     out += &format!("recording: {}\n", path.display());
     if report {

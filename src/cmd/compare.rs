@@ -10,7 +10,7 @@ use crate::output::Output;
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let (before, after) = (analyze(&args.before)?, analyze(&args.after)?);
-    let c = compare(&before.run, &before.findings, &after.run, &after.findings);
+    let c = compare(&before.run, &before.diagnosis, &after.run, &after.diagnosis);
     let (b, a) = (args.before.display().to_string(), args.after.display().to_string());
     let text = match args.format {
         ReportFormat::Json => {

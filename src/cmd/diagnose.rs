@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use gpulse_diagnose::Diagnosis;
 use gpulse_report::Analysis;
 use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line, wrap};
 
@@ -10,9 +11,8 @@ use crate::cli::{DiagnoseArgs, ReportFormat};
 use crate::output::{Output, text_width};
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let Analysis { findings, ledger, gpus, samples, run, .. } = analyze(&args.input)?;
-    let efficiency = gpulse_diagnose::efficiency(&run);
-    let stacks = gpulse_diagnose::main_thread::profiles(&run);
+    let Analysis { diagnosis, gpus, samples, run, .. } = analyze(&args.input)?;
+    let Diagnosis { findings, ledger, efficiency, stacks, summary } = diagnosis;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
@@ -20,7 +20,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "gpus": gpus,
                 "samples": samples,
                 "steps": run.steps.as_ref().map(steps_json),
-                "summary": gpulse_diagnose::summary(&findings),
+                "summary": summary,
                 "findings": findings,
                 "ledger": ledger,
                 "efficiency": efficiency,

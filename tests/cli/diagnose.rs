@@ -241,8 +241,8 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
             rec.snapshots.push(s);
         }
         let run = gpulse_diagnose::Run::from_recording(&rec);
-        let findings = gpulse_diagnose::diagnose_run(&run);
-        (run, findings)
+        let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
+        (run, diagnosis)
     };
     let ((rb, fb), (ra, fa)) = (replay("dl_bound"), replay("dl_tuned"));
     let c = gpulse_diagnose::compare::compare(&rb, &fb, &ra, &fa);

@@ -60,7 +60,7 @@ fn input_bound_rests_on_the_measured_wait() {
 fn compare_reports_steps_per_second() {
     let (before, b_wait, b_truth) = run_with_marks("dl_bound");
     let (after, a_wait, a_truth) = run_with_marks("dl_tuned");
-    let (fb, fa) = (gpulse_diagnose::diagnose_run(&before), gpulse_diagnose::diagnose_run(&after));
+    let (fb, fa) = (gpulse_diagnose::Diagnosis::of(&before), gpulse_diagnose::Diagnosis::of(&after));
     let c = gpulse_diagnose::compare::compare(&before, &fb, &after, &fa);
     assert_eq!(c.gpu_work_basis, "steps/s");
     let truth = a_truth / b_truth;

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::rules::mean;
-use crate::{Finding, FindingId, Run};
+use crate::{Diagnosis, Finding, FindingId, Run};
 
 /// The figures compared, for one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -31,7 +31,8 @@ pub struct Figures {
 }
 
 impl Figures {
-    pub fn of(run: &Run) -> Self {
+    /// `stacks`: the run's main-thread profiles, as its [`Diagnosis`] holds them.
+    pub fn of(run: &Run, stacks: &[crate::main_thread::Profile]) -> Self {
         let per_gpu =
             |f: &dyn Fn(&crate::GpuSeries) -> Option<f64>| mean(&run.gpus.iter().filter_map(f).collect::<Vec<_>>());
         Self {
@@ -49,10 +50,10 @@ impl Figures {
             active_s: run.gpus.iter().map(crate::GpuSeries::active_s).fold(0.0, f64::max),
             steps_per_s: run.steps.as_ref().map(crate::Steps::per_s),
             data_wait_pct: run.steps.as_ref().and_then(crate::Steps::data_wait_share).map(|s| 100.0 * s),
-            main_thread_pct: crate::main_thread::profiles(run)
-                .into_iter()
+            main_thread_pct: stacks
+                .iter()
                 .find(|p| p.samples > 0)
-                .map(|p| p.states.into_iter().map(|s| (s.state, 100.0 * s.share)).collect())
+                .map(|p| p.states.iter().map(|s| (s.state, 100.0 * s.share)).collect())
                 .unwrap_or_default(),
         }
     }
@@ -79,8 +80,9 @@ pub struct Comparison {
 }
 
 /// Compares two runs and their findings.
-pub fn compare(before: &Run, fb: &[Finding], after: &Run, fa: &[Finding]) -> Comparison {
-    let (b, a) = (Figures::of(before), Figures::of(after));
+pub fn compare(before: &Run, db: &Diagnosis, after: &Run, da: &Diagnosis) -> Comparison {
+    let (b, a) = (Figures::of(before, &db.stacks), Figures::of(after, &da.stacks));
+    let (fb, fa) = (&db.findings[..], &da.findings[..]);
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).filter(|(x, _)| *x > 0.5).map(|(x, y)| y / x);
     let steps_ratio = b.steps_per_s.zip(a.steps_per_s).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
     let (gpu_work_ratio, gpu_work_basis) = match (steps_ratio, ratio(b.sm_active_pct, a.sm_active_pct)) {
@@ -234,10 +236,10 @@ mod tests {
     #[test]
     fn healthy_is_not_a_finding_that_comes_or_goes() {
         let r = sm_run(85.0, 1.0);
-        let healthy = crate::diagnose_run(&r);
+        let healthy = Diagnosis::of(&r);
         // 15 % of the time the GPU ran nothing, and no mark says why: said, and no cause.
-        assert_eq!(ids(&healthy), ["unexplained_time", "healthy"]);
-        let slow = crate::diagnose_run(&sm_run(30.0, 1.0));
+        assert_eq!(ids(&healthy.findings), ["unexplained_time", "healthy"]);
+        let slow = Diagnosis::of(&sm_run(30.0, 1.0));
         let c = compare(&r, &healthy, &r, &slow);
         assert!(!c.gone.contains(&FindingId::Healthy) && !c.verdict.contains("healthy"), "{c:?}");
         let c = compare(&r, &slow, &r, &healthy);
@@ -256,10 +258,12 @@ mod tests {
         use FindingId::{HostBound, MemoryGrowth, Oom};
         let before = [f(HostBound, Some(0)), f(MemoryGrowth, Some(0)), f(HostBound, Some(1)), f(Oom, Some(0))];
         let r = sm_run(50.0, 5.0);
-        let c = compare(&r, &before, &r, &[]);
+        let before = Diagnosis { findings: before.to_vec(), ..Diagnosis::default() };
+        let none = Diagnosis::default();
+        let c = compare(&r, &before, &r, &none);
         assert_eq!(c.verdict.matches("host overhead removed").count(), 1, "{}", c.verdict);
         assert_eq!(c.verdict.matches("memory leak gone").count(), 1, "{}", c.verdict);
-        let c = compare(&r, &[], &r, &before);
+        let c = compare(&r, &none, &r, &before);
         assert_eq!(c.verdict.matches("host overhead").count(), 1, "{}", c.verdict);
         assert_eq!(c.verdict.matches("new: oom").count(), 1, "{}", c.verdict);
     }
@@ -267,7 +271,7 @@ mod tests {
     #[test]
     fn a_run_against_itself_is_unchanged_and_a_change_beyond_the_noise_is_not() {
         let r = sm_run(50.0, 5.0);
-        let f = crate::diagnose_run(&r);
+        let f = Diagnosis::of(&r);
         let c = compare(&r, &f, &r, &f);
         assert_eq!(c.gpu_work_ratio, Some(1.0));
         // Jitter ±5 on 50: successive differences of 10, σ = √(10²/2), a standard error of

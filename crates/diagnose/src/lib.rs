@@ -5,6 +5,7 @@
 //! they could not tell when the input lacks a field. Thresholds are reasoned in
 //! `docs/diagnosis.md`, not fitted to any trace.
 
+mod analysis;
 pub mod compare;
 mod energy;
 mod finding_id;
@@ -20,6 +21,7 @@ mod steps;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use analysis::Diagnosis;
 pub use energy::Energy;
 pub use finding_id::{Concern, FindingId, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};

@@ -35,13 +35,12 @@ pub mod status;
 pub mod text;
 pub mod watch;
 
-/// A run and its findings, with what the renderers say of its input.
+/// A run and its one analysis, with what the renderers say of its input. Renderers only render
+/// it: none works out findings, ledger, roofline or profiles again.
 #[derive(Debug, Clone, Default)]
 pub struct Analysis {
     pub run: gpulse_diagnose::Run,
-    pub findings: Vec<gpulse_diagnose::Finding>,
-    /// Every second of the run in one account.
-    pub ledger: gpulse_diagnose::Ledger,
+    pub diagnosis: gpulse_diagnose::Diagnosis,
     pub gpus: usize,
     pub samples: usize,
     /// The command that ran, where the recording names it.

@@ -51,8 +51,8 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel);
         let rec = gpulse_record::read(&path).unwrap();
         let run = gpulse_diagnose::Run::from_recording(&rec);
-        let findings = gpulse_diagnose::diagnose_run(&run);
-        Analysis { run, findings, gpus: rec.devices.len(), samples: rec.snapshots.len(), ..Analysis::default() }
+        let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
+        Analysis { run, diagnosis, gpus: rec.devices.len(), samples: rec.snapshots.len(), ..Analysis::default() }
     }
 
     /// Pixels inside `area` (x, y, width, height, in SVG units) within a few levels of one of

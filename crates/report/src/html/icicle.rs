@@ -349,16 +349,16 @@ fn pid_drawn(run: &Run, profiles: &[main_thread::Profile]) -> Option<u32> {
 }
 
 /// The report's "Main thread" section: its notes (what is drawn, and a line for each process that
-/// could not be sampled) and the icicle; `None` when nothing was sampled or refused.
-pub fn section(run: &Run) -> Option<(Vec<String>, Vec<String>)> {
+/// could not be sampled) and the icicle; `None` when nothing was sampled or refused. `profiles`
+/// are the run's, as its analysis holds them.
+pub fn section(run: &Run, profiles: &[main_thread::Profile]) -> Option<(Vec<String>, Vec<String>)> {
     let st = &run.stacks;
     if st.samples.is_empty() && st.refusals.is_empty() {
         return None;
     }
-    let profiles = main_thread::profiles(run);
     let mut lines = Vec::new();
     let mut charts = Vec::new();
-    if let Some(pid) = pid_drawn(run, &profiles)
+    if let Some(pid) = pid_drawn(run, profiles)
         && let Some((svg, cut)) = svg(st, pid)
     {
         let p = profiles.iter().find(|p| p.pid == pid);
@@ -445,7 +445,10 @@ mod tests {
 
     fn render(st: Stacks) -> String {
         let run = Run { stacks: Arc::new(st), ..Run::default() };
-        super::super::render("x.db", &Analysis { run, ..Analysis::default() })
+        super::super::render(
+            "x.db",
+            &Analysis { diagnosis: gpulse_diagnose::Diagnosis::of(&run), run, ..Analysis::default() },
+        )
     }
 
     /// A drawn rectangle: its state, x, y, width, fill and title.
@@ -556,7 +559,10 @@ mod tests {
         assert!(!html.contains("class=\"icicle\""));
         // The picture for the PNG has it too, and a page without samples has neither.
         let run = Run { stacks: Arc::new(sixty_forty()), ..Run::default() };
-        let (svg, areas) = super::super::composite_svg("x.db", &Analysis { run, ..Analysis::default() });
+        let (svg, areas) = super::super::composite_svg(
+            "x.db",
+            &Analysis { diagnosis: gpulse_diagnose::Diagnosis::of(&run), run, ..Analysis::default() },
+        );
         assert!(svg.contains("<svg class=\"icicle\"") && svg.contains(">Main thread</text>") && areas.is_empty());
         let (svg, _) = super::super::composite_svg("x.db", &Analysis::default());
         assert!(!svg.contains("icicle"));
@@ -606,7 +612,10 @@ mod tests {
     #[test]
     fn the_png_draws_the_icicle() {
         let run = Run { stacks: Arc::new(sixty_forty()), ..Run::default() };
-        let (svg, _) = super::super::composite_svg("x.db", &Analysis { run, ..Analysis::default() });
+        let (svg, _) = super::super::composite_svg(
+            "x.db",
+            &Analysis { diagnosis: gpulse_diagnose::Diagnosis::of(&run), run, ..Analysis::default() },
+        );
         let count = |svg: &str, c: &str| {
             let png = crate::png::render(svg).unwrap();
             let (_, _, rgba) = crate::png::decode(&png.bytes).unwrap();

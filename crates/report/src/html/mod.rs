@@ -220,8 +220,11 @@ fn layout(input: &str, a: &Analysis) -> Layout {
     if !charts.is_empty() {
         sections.push(Section { heading: "Host".into(), notes: Vec::new(), charts });
     }
-    let main_thread =
-        icicle::section(run).map(|(notes, charts)| Section { heading: "Main thread".into(), notes, charts });
+    let main_thread = icicle::section(run, &a.diagnosis.stacks).map(|(notes, charts)| Section {
+        heading: "Main thread".into(),
+        notes,
+        charts,
+    });
     Layout { facts: summary::facts(input, a, time_span_s(run, &overlay)), main_thread, sections }
 }
 
@@ -246,8 +249,8 @@ pub fn render(input: &str, a: &Analysis) -> String {
     let mut s = String::from(page::HEAD);
     s += "<h1>gpulse report</h1>";
     s += &page::summary(&l.facts);
-    s += &page::findings(&a.findings);
-    s += &ledger::section(&a.ledger);
+    s += &page::findings(&a.diagnosis.findings);
+    s += &ledger::section(&a.diagnosis.ledger);
     if let Some(sec) = &l.main_thread {
         s += &section_html(sec);
     }
@@ -396,7 +399,16 @@ mod tests {
             ..Default::default()
         };
         let run = Run { gpus: vec![series(0), series(1)], ..Default::default() };
-        render("x.db", &Analysis { run, findings, gpus: 2, samples: 6, ..Analysis::default() })
+        render(
+            "x.db",
+            &Analysis {
+                run,
+                diagnosis: gpulse_diagnose::Diagnosis { findings, ..Default::default() },
+                gpus: 2,
+                samples: 6,
+                ..Analysis::default()
+            },
+        )
     }
 
     #[test]

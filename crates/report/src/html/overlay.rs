@@ -22,7 +22,7 @@ pub struct Overlay {
 
 impl Overlay {
     pub fn new(a: &Analysis) -> Self {
-        Self { bands: bands(&a.findings), marks: marks(a) }
+        Self { bands: bands(&a.diagnosis.findings), marks: marks(a) }
     }
 
     /// A GPU's charts show its findings and the run-wide ones; the run's charts the run-wide only.
@@ -101,7 +101,7 @@ fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
             out.push((Some(g.gpu), Mark { t_s: t, kind: "gpu_lost".into(), text, label: Some("GPU lost") }));
         }
     }
-    for f in a.findings.iter().filter(|f| f.id == FindingId::Oom && !f.evidence.contains_key("message")) {
+    for f in a.diagnosis.findings.iter().filter(|f| f.id == FindingId::Oom && !f.evidence.contains_key("message")) {
         if let Some(t) = f.evidence.get("at_s").and_then(Value::as_f64) {
             out.push((f.gpu, Mark { t_s: t, kind: "oom".into(), text: f.title.clone(), label: Some("OOM") }));
         }
@@ -117,7 +117,7 @@ fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
 
 #[cfg(test)]
 mod tests {
-    use gpulse_diagnose::Severity;
+    use gpulse_diagnose::{Diagnosis, Severity};
 
     use super::*;
 
@@ -127,7 +127,7 @@ mod tests {
             Finding::new(FindingId::PeriodicStall, Severity::Warning, "stall".into()).on_gpu(1).over([2.0, 9.0]),
             Finding::new(FindingId::InputBound, Severity::Critical, "input".into()).over([1.0, 5.0]),
         ];
-        let a = Analysis { findings, ..Analysis::default() };
+        let a = Analysis { diagnosis: Diagnosis { findings, ..Diagnosis::default() }, ..Analysis::default() };
         let o = Overlay::new(&a);
         let ids = |s: Scope| o.bands(s).iter().map(|b| b.finding).collect::<Vec<_>>();
         assert_eq!(ids(Scope::Gpu(0)), ["input_bound"]);

@@ -15,7 +15,7 @@ pub fn lost_share(f: &Finding) -> Option<f64> {
 /// (label, text) pairs, in the order shown.
 pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    let cause = match a.findings.first() {
+    let cause = match a.diagnosis.findings.first() {
         Some(f) => {
             let cost = lost_share(f).map_or(String::new(), |l| format!("; it cost about {:.0}% of the run", 100.0 * l));
             format!("{} ({}){cost}", f.title, f.id)
@@ -35,7 +35,7 @@ pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, Str
         }
         out.push(("Training loop", s));
     }
-    for e in gpulse_diagnose::efficiency(&a.run) {
+    for e in &a.diagnosis.efficiency {
         out.push(("Roofline", e.line()));
         if let Some(line) = e.energy_line() {
             out.push(("Energy", line));
@@ -69,10 +69,15 @@ mod tests {
     #[test]
     fn the_cost_is_stated_when_measured_and_never_invented() {
         let stall = Finding::new(gpulse_diagnose::FindingId::PeriodicStall, Severity::Warning, "GPU 0 stalls".into());
-        let mut a = Analysis { findings: vec![stall.clone()], gpus: 1, samples: 3, ..Analysis::default() };
+        let mut a = Analysis {
+            diagnosis: gpulse_diagnose::Diagnosis { findings: vec![stall.clone()], ..Default::default() },
+            gpus: 1,
+            samples: 3,
+            ..Analysis::default()
+        };
         let cause = |a: &Analysis| facts("x.db", a, 75.0)[0].1.clone();
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall)");
-        a.findings[0].lost_share = Some(0.203);
+        a.diagnosis.findings[0].lost_share = Some(0.203);
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall); it cost about 20% of the run");
         let f = facts("x.db", &a, 75.0);
         assert_eq!(f[1], ("Run", "1 min 15 s from 1970-01-01 00:00:00 UTC; 1 GPU, 3 samples".to_owned()));
