@@ -49,9 +49,9 @@ fn main() {
         host_cpu: (0..SAMPLES).map(|k| (k as f64, 35.0)).collect(),
         ..Run::default()
     };
-    let findings = gpulse_diagnose::diagnose_run(&run);
-    let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
-    let a = gpulse_report::Analysis { run, findings, gpus: 8, samples: 8 * SAMPLES, ..Default::default() };
+    let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
+    let ids: Vec<&str> = diagnosis.findings.iter().map(|f| f.id.as_str()).collect();
+    let a = gpulse_report::Analysis { run, diagnosis, gpus: 8, samples: 8 * SAMPLES, ..Default::default() };
     let mut best = f64::INFINITY;
     let mut html = String::new();
     for _ in 0..5 {
