@@ -71,7 +71,7 @@ pub fn create(
         host: gpulse_sample::host::hostname(),
         gpulse_version: env!("CARGO_PKG_VERSION").to_owned(),
         command: command.or_else(|| root.and_then(gpulse_sample::proc_info::cmdline)),
-        started_at_us: gpulse_sample::now_us(),
+        started_at_us: gpulse_base::clock::now_us(),
         source: if poller.has_gpus() { "nvml".into() } else { "host only".into() },
         interval_ms: Some(interval.as_millis() as u64),
         extra: extra_meta,
@@ -82,7 +82,7 @@ pub fn create(
 
 /// Asks to stop on a stop signal, saying which: `stopped by Ctrl-C (SIGINT)`.
 pub fn stop_on_signal() -> Option<String> {
-    crate::signals::received().map(gpulse_job::child::stopped_by)
+    crate::signals::received().map(gpulse_base::signal::stopped_by)
 }
 
 /// The recording as the pipeline keeps a run: the pipeline decides what, the writer writes.

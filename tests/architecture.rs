@@ -95,13 +95,16 @@ fn the_renderers_never_sample_nor_open_a_recording() {
 fn the_library_crates_stand_in_layers() {
     let g = graph();
     let ours = |name: &str| -> Vec<String> { g[name].iter().filter(|n| n.starts_with("gpulse")).cloned().collect() };
-    // The model is the floor; sampling, the recording and nvidia-smi's language stand on it alone.
+    // The model and the leaf utilities are the floor: neither names another gpulse crate.
     assert!(ours("gpulse-model").is_empty(), "{:?}", ours("gpulse-model"));
-    for name in ["gpulse-sample", "gpulse-record", "gpulse-smi"] {
-        assert_eq!(ours(name), ["gpulse-model"], "{name}");
+    assert!(ours("gpulse-base").is_empty(), "{:?}", ours("gpulse-base"));
+    // Sampling, the recording and nvidia-smi's language stand on the floor alone.
+    for name in ["gpulse-sample", "gpulse-smi"] {
+        assert_eq!(ours(name), ["gpulse-base", "gpulse-model"], "{name}");
     }
+    assert_eq!(ours("gpulse-record"), ["gpulse-model"], "gpulse-record");
     // The cluster's sockets name what the sampler finds; they stand on it and nothing above.
-    assert_eq!(ours("gpulse-cluster"), ["gpulse-model", "gpulse-sample"], "gpulse-cluster");
+    assert_eq!(ours("gpulse-cluster"), ["gpulse-base", "gpulse-model", "gpulse-sample"], "gpulse-cluster");
     // Input reads files and logs; it never renders and never diagnoses.
     let input = ours("gpulse-input");
     assert!(!input.iter().any(|n| n == "gpulse-report" || n == "gpulse-diagnose"), "{input:?}");
@@ -129,6 +132,9 @@ fn the_job_names_no_storage() {
     for never in ["gpulse-record", "gpulse-input", "rusqlite", "gpulse-serve"] {
         assert!(!below.contains(never), "gpulse-job depends on {never}: {below:?}");
     }
+    // A timestamp or a signal's name is a leaf utility, never a reason to lean on a sibling.
+    let direct = &direct()["gpulse-job"];
+    assert!(!direct.contains("gpulse-smi"), "gpulse-job names gpulse-smi: {direct:?}");
 }
 
 #[test]
@@ -154,7 +160,8 @@ fn the_server_names_neither_the_sampler_nor_the_recording_nor_the_inputs() {
 fn top_draws_from_frames_and_never_samples_itself() {
     // It stands on the live pipeline (which samples) and names no recording: its feed comes in as
     // polls, a replay as the model's RunData. Of the sampler it names the process facts alone
-    // (`proc_info`, for the processes around a GPU process); never a GPU source or the poller.
+    // (`proc_info`, for the processes around a GPU process, and the `CpuMeter` the job's tree
+    // counts CPU shares with); never a GPU source or the poller.
     let mine = &direct()["gpulse-top"];
     assert!(!mine.contains("gpulse-record"), "gpulse-top names: {mine:?}");
     assert!(mine.contains("gpulse-live") && mine.contains("ratatui"), "{mine:?}");
@@ -164,7 +171,7 @@ fn top_draws_from_frames_and_never_samples_itself() {
         .into_iter()
         .flat_map(|(p, text)| {
             let mut uses: Vec<&str> = text.split("gpulse_sample::").skip(1).collect();
-            uses.retain(|u| !u.starts_with("proc_info"));
+            uses.retain(|u| !u.starts_with("proc_info") && !u.starts_with("host::CpuMeter"));
             uses.into_iter()
                 .map(|u| format!("{}: gpulse_sample::{}", p.display(), u.lines().next().unwrap_or("")))
                 .collect::<Vec<_>>()

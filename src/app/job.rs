@@ -135,7 +135,7 @@ pub fn open_recording(
 fn claim_default(name: &str) -> anyhow::Result<Claim> {
     let dir = Path::new("gpulse-runs");
     std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let stamp = gpulse_smi::timestamp::format_local(gpulse_sample::now_us());
+    let stamp = gpulse_base::clock::format_local(gpulse_base::clock::now_us());
     // "2026/11/30 08:00:00.123" → "20261130-080000"
     let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
     let stamp = format!("{}-{}", &digits[..8], &digits[8..14]);

@@ -56,7 +56,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
 fn ended_line(run: &gpulse_diagnose::Run) -> String {
     let Some((_, _, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return String::new() };
     let Some(sig) = stop.get("signal").and_then(serde_json::Value::as_str) else { return String::new() };
-    let sig = gpulse_job::child::signal_words(sig);
+    let sig = gpulse_base::signal::signal_words(sig);
     match stop.get("exit_status").and_then(serde_json::Value::as_u64) {
         Some(code) => format!("command killed by {sig}, exit status {code}\n\n"),
         None => format!("command killed by {sig}\n\n"),

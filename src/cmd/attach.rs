@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let reason = match session.watch(None) {
         JobEnd::RootGone => format!("process {pid} exited"),
         JobEnd::Signal(s) => {
-            let reason = gpulse_job::child::stopped_by(s);
+            let reason = gpulse_base::signal::stopped_by(s);
             eprintln!("gpulse: {reason}; process {pid} goes on");
             reason
         }

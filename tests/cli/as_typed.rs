@@ -126,7 +126,7 @@ fn ctrl_c_on_record_keeps_the_closing_poll_and_says_ctrl_c() {
     let mut err = String::new();
     std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let asked = gpulse_sample::now_us();
+    let asked = gpulse_base::clock::now_us();
     // SAFETY: kill(2) on the child this test started and has not reaped.
     unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGINT) };
     std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();

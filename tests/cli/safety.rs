@@ -124,7 +124,7 @@ fn jobs_started_at_once_each_get_a_recording() {
     let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let mut taken = Vec::new();
     for s in 0..4 {
-        let stamp = gpulse_smi::timestamp::format_local(now_us + s * 1_000_000);
+        let stamp = gpulse_base::clock::format_local(now_us + s * 1_000_000);
         let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
         let p = dir.join("gpulse-runs").join(format!("{}-{}-train.db", &digits[..8], &digits[8..14]));
         std::fs::write(&p, "a user's file").unwrap();

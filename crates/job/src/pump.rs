@@ -21,7 +21,7 @@ pub fn spawn(mut stream: std::fs::File, term: Arc<Terminal>, events: Sender<Even
         let mut last: Vec<(&'static str, i64)> = Vec::new();
         let mut on_line = |line: &str| {
             let Some((kind, payload)) = detect(line) else { return };
-            let t_ms = gpulse_sample::now_us() / 1000;
+            let t_ms = gpulse_base::clock::now_us() / 1000;
             if last.iter().any(|(k, t)| *k == kind && t_ms - t < SAME_EVENT_MS) {
                 return;
             }

@@ -198,7 +198,7 @@ impl Session {
                 );
                 eprintln!("gpulse: {text}");
                 self.pipeline.event(Event {
-                    t_ms: gpulse_sample::now_us() / 1000,
+                    t_ms: gpulse_base::clock::now_us() / 1000,
                     kind: "marks_refused".into(),
                     payload: serde_json::json!({ "foreign": stats.foreign, "over_rate": stats.over_rate, "text": text }),
                 });
@@ -206,7 +206,7 @@ impl Session {
             let dropped: u64 = stats.dropped.values().sum();
             if dropped > 0 {
                 self.pipeline.event(Event {
-                    t_ms: gpulse_sample::now_us() / 1000,
+                    t_ms: gpulse_base::clock::now_us() / 1000,
                     kind: "marks_dropped".into(),
                     payload: serde_json::json!({ "dropped": dropped, "text": format!("{dropped} marks dropped while the recorder was behind") }),
                 });
@@ -216,7 +216,7 @@ impl Session {
             fields.insert("sampling_failed".into(), e.into());
         }
         self.pipeline.finish(reason, fields).map(|l| {
-            let at = gpulse_smi::timestamp::format_local(l.at_us);
+            let at = gpulse_base::clock::format_local(l.at_us);
             format!("everything after {} ({})", &at[11..19], l.error)
         })
     }
@@ -337,7 +337,7 @@ impl JobWatch<'_> {
             }
         }
         pipeline.event(Event {
-            t_ms: gpulse_sample::now_us() / 1000,
+            t_ms: gpulse_base::clock::now_us() / 1000,
             kind: kind.into(),
             payload: serde_json::json!({ "pid": pid, "text": text }),
         });

@@ -210,12 +210,12 @@ impl Pipeline {
         self.folder.finish(&mut held);
         self.write_marks(&held);
         fields.insert("reason".into(), reason.into());
-        let stop = Event { t_ms: gpulse_sample::now_us() / 1000, kind: "stop".into(), payload: fields.into() };
+        let stop = Event { t_ms: gpulse_base::clock::now_us() / 1000, kind: "stop".into(), payload: fields.into() };
         self.write(|w| w.event(&stop));
         if let Some(w) = self.recording.take()
             && let Err(e) = w.finish()
         {
-            self.lost.get_or_insert(Lost { at_us: gpulse_sample::now_us(), error: e.to_string() });
+            self.lost.get_or_insert(Lost { at_us: gpulse_base::clock::now_us(), error: e.to_string() });
         }
         self.lost
     }
@@ -235,7 +235,7 @@ impl Pipeline {
         let Some(w) = self.recording.as_mut() else { return };
         if let Err(e) = f(w.as_mut()) {
             self.recording = None;
-            let lost = Lost { at_us: gpulse_sample::now_us(), error: e.to_string() };
+            let lost = Lost { at_us: gpulse_base::clock::now_us(), error: e.to_string() };
             for s in &mut self.sinks {
                 s.recording_stopped(&lost);
             }

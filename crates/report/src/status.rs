@@ -25,7 +25,7 @@ pub fn render(devices: &[DeviceInfo], chosen: &[usize], snap: &Snapshot, gpm_off
         if n == 1 { "" } else { "s" },
         opt(first.and_then(|d| d.driver_version.as_deref()), ""),
         opt(first.and_then(|d| d.cuda_version.as_deref()), ""),
-        gpulse_smi::timestamp::format_local(snap.timestamp_us)
+        gpulse_base::clock::format_local(snap.timestamp_us)
     );
     for &i in chosen {
         gpu_block(&mut s, &devices[i], &snap.gpus[i], gpm_off);

@@ -9,7 +9,7 @@ pub fn header() -> String {
 
 /// One GPU's line.
 pub fn line(timestamp_us: i64, g: &GpuSample) -> String {
-    let time = gpulse_smi::timestamp::format_local(timestamp_us);
+    let time = gpulse_base::clock::format_local(timestamp_us);
     let time = time.split(' ').nth(1).unwrap_or(&time).to_owned();
     if g.status == DeviceStatus::Lost {
         return format!("{time:<12} {:>3} GPU lost\n", g.gpu_index);

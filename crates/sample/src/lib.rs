@@ -64,8 +64,3 @@ pub fn until_ended(sample: Result<Snapshot, SampleError>) -> Result<Option<Snaps
         Err(e) => Err(e),
     }
 }
-
-/// Microseconds since the Unix epoch, now.
-pub fn now_us() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
-}

@@ -4,7 +4,6 @@ use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Probe, ProbeResult, Proc
 
 use crate::fields::{AppField, AppKey, Fmt, GpuField, GpuKey};
 use crate::format::CsvFormat;
-use crate::timestamp;
 
 /// `name [unit]` joined by `", "`, as nvidia-smi prints headers (units stay under `nounits`).
 fn header<'a>(fields: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> String {
@@ -82,7 +81,7 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
     let mib_s = |v: Option<f64>| v.map(|v| format!("{:.1}", v / MIB as f64));
     let gpm = s.gpm.as_ref();
     let value: Option<String> = match f.key {
-        GpuKey::Timestamp => Some(timestamp::format_local(row.timestamp_us)),
+        GpuKey::Timestamp => Some(gpulse_base::clock::format_local(row.timestamp_us)),
         GpuKey::DriverVersion => info.driver_version.clone(),
         GpuKey::Count => Some(row.device_count.to_string()),
         GpuKey::Name => Some(info.name.clone()),
@@ -206,7 +205,7 @@ pub fn app_row(
         .iter()
         .map(|f| {
             let v = match f.key {
-                AppKey::Timestamp => Some(timestamp::format_local(timestamp_us)),
+                AppKey::Timestamp => Some(gpulse_base::clock::format_local(timestamp_us)),
                 AppKey::GpuName => Some(info.name.clone()),
                 AppKey::GpuBusId => info.pci_bus_id.clone(),
                 AppKey::GpuUuid => Some(info.uuid.clone()),

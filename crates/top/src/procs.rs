@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
+use gpulse_sample::host::CpuMeter;
 use gpulse_sample::proc_info::{self, ProcStat};
 
 /// One process as the table shows it.
@@ -22,17 +23,11 @@ pub struct ProcNow {
 }
 
 /// Reads the processes around the GPU processes, keeping what a CPU share needs between polls.
+#[derive(Default)]
 pub struct ProcView {
-    /// Each process's start time, CPU ticks and when they were read.
-    seen: HashMap<u32, (u64, u64, Instant)>,
+    /// CPU shares counted as the job's tree counts them.
+    cpu: CpuMeter,
     cmdlines: HashMap<(u32, u64), Option<String>>,
-    ticks_per_s: f64,
-}
-
-impl Default for ProcView {
-    fn default() -> Self {
-        Self { seen: HashMap::new(), cmdlines: HashMap::new(), ticks_per_s: proc_info::ticks_per_s() }
-    }
 }
 
 /// Launchers worth showing above their GPU processes (torchrun, a Python parent); a shell or
@@ -72,19 +67,13 @@ impl ProcView {
             let v = self.view(&st, now, uptime_s);
             out.insert(pid, v);
         }
-        self.seen.retain(|pid, _| out.contains_key(pid));
+        self.cpu.retain(|pid| out.contains_key(&pid));
         self.cmdlines.retain(|(pid, _), _| out.contains_key(pid));
         out
     }
 
     fn view(&mut self, st: &ProcStat, now: Instant, uptime_s: Option<f64>) -> ProcNow {
-        let cpu_pct = match self.seen.insert(st.pid, (st.start_ticks, st.cpu_ticks, now)) {
-            Some((start, ticks, at)) if start == st.start_ticks && now > at => {
-                let dt = now.duration_since(at).as_secs_f64();
-                Some((st.cpu_ticks.saturating_sub(ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
-            }
-            _ => None,
-        };
+        let cpu_pct = self.cpu.read(st.pid, st.start_ticks, st.cpu_ticks, now);
         let cmdline = self
             .cmdlines
             .entry((st.pid, st.start_ticks))
@@ -96,7 +85,7 @@ impl ProcView {
             cpu_pct,
             rss_bytes: Some(st.rss_bytes),
             user: proc_info::user(st.pid),
-            age_s: uptime_s.map(|u| (u - st.start_ticks as f64 / self.ticks_per_s).max(0.0)),
+            age_s: uptime_s.map(|u| (u - st.start_ticks as f64 / self.cpu.ticks_per_s()).max(0.0)),
             cmdline,
         }
     }

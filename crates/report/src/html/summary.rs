@@ -41,7 +41,7 @@ pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, Str
             out.push(("Energy", line));
         }
     }
-    let started = gpulse_smi::timestamp::format_utc(a.run.start_us);
+    let started = gpulse_base::clock::format_utc(a.run.start_us);
     let started = started.split('.').next().unwrap_or(&started).replace('/', "-");
     out.push((
         "Run",

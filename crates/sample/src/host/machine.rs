@@ -3,7 +3,7 @@
 use gpulse_model::HostSample;
 use procfs::{CpuTime, Current, CurrentSI, KernelStats, LoadAverage, Meminfo};
 
-use crate::now_us;
+use gpulse_base::clock::now_us;
 
 /// Busy and total ticks of one CPU line of `/proc/stat`.
 #[derive(Debug, Clone, Copy, Default)]

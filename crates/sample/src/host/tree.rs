@@ -6,14 +6,9 @@ use std::time::Instant;
 use gpulse_model::{GpuProcessClass, TreeProcess, TreeSample};
 use procfs::process::Process;
 
-use crate::{now_us, proc_info};
+use gpulse_base::clock::now_us;
 
-/// CPU ticks a process had used at a moment, and when it started (which names it).
-struct Seen {
-    ticks: u64,
-    at: Instant,
-    start_ticks: u64,
-}
+use crate::proc_info;
 
 /// How often the tree's proportional set sizes may be read: `smaps_rollup` walks the process's
 /// page tables (10–20 ms for a process of several GiB on an H200 host), and a DataLoader worker
@@ -26,7 +21,7 @@ const PSS_AFTER_FALL_BYTES: u64 = 1 << 30;
 /// Follows a root PID and everything it spawns.
 pub struct TreeSampler {
     root: u32,
-    seen: HashMap<u32, Seen>,
+    cpu: super::CpuMeter,
     /// When each process's PSS was last read.
     pss_at: HashMap<u32, Instant>,
     /// When the tree's PSS was last read whole, and the host's available memory then.
@@ -34,7 +29,6 @@ pub struct TreeSampler {
     /// Each process's command line, and the `comm` it was read under: a new `comm` is an exec
     /// (a pyenv shim becoming the python it runs), so the line is read again.
     cmdlines: HashMap<u32, (String, Option<String>)>,
-    ticks_per_s: f64,
     page_bytes: u64,
 }
 
@@ -42,11 +36,10 @@ impl TreeSampler {
     pub fn new(root: u32) -> Self {
         Self {
             root,
-            seen: HashMap::new(),
+            cpu: super::CpuMeter::default(),
             pss_at: HashMap::new(),
             pss_round: None,
             cmdlines: HashMap::new(),
-            ticks_per_s: proc_info::ticks_per_s(),
             page_bytes: proc_info::page_bytes(),
         }
     }
@@ -59,7 +52,7 @@ impl TreeSampler {
     /// When a process of the last reading started (`/proc/PID/stat`'s field 22), so that a
     /// GPU process in the tree costs no second read of its stat.
     pub fn start_ticks(&self, pid: u32) -> Option<u64> {
-        self.seen.get(&pid).map(|s| s.start_ticks)
+        self.cpu.start_ticks(pid)
     }
 
     /// PIDs of the tree now, root first, parents before children.
@@ -117,11 +110,7 @@ impl TreeSampler {
                 continue;
             }
             let ticks = stat.utime + stat.stime;
-            let cpu_pct = self.seen.get(&pid).and_then(|s| {
-                let dt = now.duration_since(s.at).as_secs_f64();
-                (dt > 0.0).then(|| (ticks.saturating_sub(s.ticks) as f64 / self.ticks_per_s / dt * 100.0) as f32)
-            });
-            self.seen.insert(pid, Seen { ticks, at: now, start_ticks: stat.starttime });
+            let cpu_pct = self.cpu.read(pid, stat.starttime, ticks, now);
             let cmdline = match self.cmdlines.get(&pid) {
                 Some((comm, line)) if *comm == stat.comm => line.clone(),
                 _ => {
@@ -155,7 +144,7 @@ impl TreeSampler {
             });
         }
         let live: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
-        self.seen.retain(|pid, _| live.contains(pid));
+        self.cpu.retain(|pid| live.contains(&pid));
         self.pss_at.retain(|pid, _| live.contains(pid));
         self.cmdlines.retain(|pid, _| live.contains(pid));
         let cpu_pct = processes.iter().map(|p| p.cpu_pct).sum::<Option<f32>>();

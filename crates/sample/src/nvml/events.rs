@@ -102,7 +102,7 @@ fn watch(set: nvml_wrapper::EventSet<'static>, stop: &AtomicBool, tx: &Sender<Xi
                 continue;
             }
         };
-        let timestamp_us = crate::now_us();
+        let timestamp_us = gpulse_base::clock::now_us();
         let Some(XidError::Value(code)) = data.event_data else { continue };
         let Ok(gpu) = data.device.index() else { continue };
         let bus = gpus.iter().find(|g| g.0 == gpu).and_then(|g| g.1.as_deref());

@@ -22,7 +22,8 @@ use gpulse_model::{DeviceInfo, GpuSample, Metric, Snapshot};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::{SampleError, Source, now_us};
+use crate::{SampleError, Source};
+use gpulse_base::clock::now_us;
 
 pub use cadence::Cadence;
 

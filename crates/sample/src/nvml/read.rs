@@ -369,7 +369,7 @@ fn processes(
         // at least, whatever the reads' spacing (a one-shot view reads twice, 0.1 s apart), so a
         // busy process has a sample in it. Any other failure leaves every share unknown: a value
         // that could not be read is absent, never the last one read.
-        let floor_us = u64::try_from(crate::now_us()).unwrap_or(0).saturating_sub(UTIL_SPAN_US);
+        let floor_us = u64::try_from(gpulse_base::clock::now_us()).unwrap_or(0).saturating_sub(UTIL_SPAN_US);
         // The first read too: the whole buffer may hold a sample from before a process fell idle.
         let since_us = if *last_seen_us == 0 { floor_us } else { (*last_seen_us).min(floor_us) };
         let util = match super::profile::timed("process_utilization_stats", || d.process_utilization_stats(since_us)) {

@@ -171,7 +171,7 @@ struct Sampling {
 
 impl Sampling {
     fn new(root: u32, options: StackOptions, shared: Arc<Shared>) -> Self {
-        let seed = u64::from(root) ^ crate::now_us().unsigned_abs();
+        let seed = u64::from(root) ^ gpulse_base::clock::now_us().unsigned_abs();
         Self {
             root,
             options,

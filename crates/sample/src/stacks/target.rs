@@ -154,7 +154,7 @@ impl Target {
             return Outcome::Skipped;
         };
         let pid = self.pid;
-        let t_us = crate::now_us();
+        let t_us = gpulse_base::clock::now_us();
         if let Some(w) = walker {
             match w.sample() {
                 Ok(walked) => {
