@@ -269,3 +269,25 @@ fn only_the_sampler_reads_proc() {
         assert!(root.join(file).is_file() && !why.is_empty(), "{file} is listed as a reader but is gone");
     }
 }
+
+/// A library crate's tests name a fixture through `gpulse-fixtures`, never by a path that climbs
+/// out of their crate.
+#[test]
+fn crates_read_fixtures_only_through_the_fixtures_crate() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut climbing = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        for sub in ["src", "tests", "benches"] {
+            if !dir.join(sub).is_dir() {
+                continue;
+            }
+            for (p, text) in sources(&dir.join(sub)) {
+                if text.contains("../../tests/") {
+                    climbing.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(climbing.is_empty(), "fixtures named by a path outside the crate:\n{}", climbing.join("\n"));
+}

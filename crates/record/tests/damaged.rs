@@ -7,7 +7,7 @@ use gpulse_record::RecordError;
 use proptest::prelude::*;
 
 fn fixture() -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+    let p = gpulse_fixtures::path("h200-gpulse-run/dl_bound.db");
     std::fs::read(p).unwrap()
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use gpulse_model::GpuProcessClass;
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse/training_workers.db")
+    gpulse_fixtures::path("h200-gpulse/training_workers.db")
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn schema_versions_read_and_refused() {
     assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 3);
     assert_eq!(rec.host, [swapping, no_swap], "swap read back as written, an unread one absent");
     // The real dl_bound recording is schema 2 from before `count`: one mark a row.
-    let v2 = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+    let v2 = gpulse_fixtures::path("h200-gpulse-run/dl_bound.db");
     let old = gpulse_record::read(&v2).unwrap();
     assert_eq!(old.meta["schema_version"], "2");
     assert!(!old.markers.is_empty() && old.markers.iter().all(|m| m.count == 1));

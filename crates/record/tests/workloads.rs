@@ -72,8 +72,7 @@ fn workloads_round_trip_and_follow_changes() {
 
 #[test]
 fn a_recording_without_the_table_reads_with_no_workloads() {
-    let fixture =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse/training_workers.db");
+    let fixture = gpulse_fixtures::path("h200-gpulse/training_workers.db");
     let rec = gpulse_record::read(&fixture).unwrap();
     let procs: Vec<_> = rec.snapshots.iter().flat_map(|s| &s.gpus).flat_map(|g| &g.processes).collect();
     assert!(!procs.is_empty());

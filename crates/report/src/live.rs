@@ -79,7 +79,7 @@ mod tests {
 
     /// As [`replay`], from any fixture folder, with the live view at the end.
     fn replay_in(dir: &str, name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>, LiveDiagnosis) {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(dir).join(name);
+        let path = gpulse_fixtures::root().join(dir).join(name);
         let rec = gpulse_record::read(&path).unwrap();
         let mut live = LiveDiagnosis::new(&rec.devices, rec.meta.get("instrumented").is_some_and(|v| v == "true"));
         let mut written = Vec::new();
@@ -113,7 +113,7 @@ mod tests {
     fn the_live_diagnosis_ends_where_diagnose_does() {
         let key = |f: &[Finding]| f.iter().map(|f| (f.id, f.gpu, f.basis)).collect::<Vec<_>>();
         // Every recording of a job the fixtures hold, each shorter than the live window.
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let root = gpulse_fixtures::root();
         let mut checked = 0;
         for dir in ["h200-diagnosis", "h200-gpulse-run", "h200-ledger", "h200-memio", "h200-gpulse", "h200x2-gpulse"] {
             let mut names: Vec<String> = std::fs::read_dir(root.join(dir))

@@ -48,7 +48,7 @@ mod tests {
     use crate::Analysis;
 
     fn analysis(rel: &str) -> Analysis {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel);
+        let path = gpulse_fixtures::root().join(rel);
         let rec = gpulse_record::read(&path).unwrap();
         let run = gpulse_diagnose::Run::from_recording(&rec);
         let diagnosis = gpulse_diagnose::Diagnosis::of(&run);

@@ -147,7 +147,7 @@ pub(super) fn replayed(name: &str) -> Arc<Mutex<App>> {
 
 /// Replayed up to the first poll for which `until` holds.
 fn replayed_until(name: &str, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
+    let p = gpulse_fixtures::path("h200-gpulse-run").join(name);
     replay_run(&gpulse_record::read(&p).unwrap(), until)
 }
 
@@ -319,8 +319,7 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
 
 /// The shared fixtures' nvidia-smi log of a loop that stalls 3 s every ~11 s (its README).
 pub(super) fn stall_log() -> gpulse_record::Recording {
-    let p =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-2026-11-29/rich_stall.csv");
+    let p = gpulse_fixtures::path("h200-2026-11-29/rich_stall.csv");
     gpulse_input::load(&p).unwrap()
 }
 
@@ -393,7 +392,7 @@ fn swap_is_shown_as_read_and_absent_as_absent() {
 #[test]
 fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     let read = |n: &str| {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(n);
+        let p = gpulse_fixtures::path("h200-gpulse-run").join(n);
         gpulse_record::read(&p).unwrap()
     };
     let (first, second) = (read("dl_bound.db"), read("dl_tuned.db"));
@@ -452,7 +451,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
 /// and slept (their README), the training beside it is PID 1557. The table says which is idle.
 #[test]
 fn a_process_that_holds_memory_and_does_nothing_is_idle() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-2026-11-29");
+    let dir = gpulse_fixtures::path("h200-2026-11-29");
     let out = std::env::temp_dir().join(format!("gpulse-top-idle-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&out);
     gpulse_input::import_logs(&[dir.join("rich_healthy.csv"), dir.join("apps_healthy.csv")], None, &out).unwrap();
@@ -510,7 +509,7 @@ fn nvlink_shows_on_a_gpu_with_links_and_not_on_one_without() {
 #[test]
 fn the_why_panel_says_whether_the_diagnosis_waits_ended_or_found_nothing() {
     // The energy run lasted 25 s: a replay of it ends before the live diagnosis' 30 s warm-up.
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-energy/energy_short.db");
+    let p = gpulse_fixtures::path("h200-energy/energy_short.db");
     let app = replay_run(&gpulse_record::read(&p).unwrap(), |_| false);
     let mut a = app.lock().unwrap();
     let times: Vec<f64> = a.times_s.last_n(a.times_s.len()).flatten().collect();

@@ -175,8 +175,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> RunData {
-        let p =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run").join(name);
+        let p = gpulse_fixtures::path("h200-gpulse-run").join(name);
         gpulse_record::read(&p).unwrap()
     }
 

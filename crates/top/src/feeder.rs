@@ -211,8 +211,7 @@ mod tests {
     /// resumed, and the thread ends when told.
     #[test]
     fn the_feed_thread_plays_steps_and_stops() {
-        let p =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-gpulse-run/dl_bound.db");
+        let p = gpulse_fixtures::path("h200-gpulse-run/dl_bound.db");
         let run = gpulse_record::read(&p).unwrap();
         let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
         lock(&app).paused = true;

@@ -5,8 +5,7 @@ use super::*;
 /// dcgm-exporter's published counter list: (name, type, help) of every line, and whether it is
 /// enabled (not commented out), as the project keeps it in `tests/fixtures/anchors/`.
 fn default_counters() -> Vec<(String, String, String, bool)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/anchors/dcgm-exporter-default-counters.tsv");
+    let path = gpulse_fixtures::path("anchors/dcgm-exporter-default-counters.tsv");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let counters: Vec<_> = text
         .lines()
