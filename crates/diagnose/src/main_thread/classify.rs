@@ -329,6 +329,11 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
         // A read releases the GIL for its system call: running without it on a line that reads
         // a file, the thread is in the kernel copying the file's pages.
         inferred(Disk)
+    } else if k.state == 'R' && sample.gil != Gil::Held && leaf.is_some_and(sleeps) {
+        // A sleep releases the GIL and takes it back once the thread runs again: runnable
+        // without it on a line that sleeps, the thread was woken and waits for a core, time the
+        // loop's own clock counts as the sleep's.
+        inferred(Sleep)
     } else if matches!(k.state, 'R') {
         measured(Python)
     } else {
@@ -377,7 +382,7 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
                     inferred(Network)
                 } else if any(thread_lock_frame) {
                     inferred(Lock)
-                } else if leaf.is_some_and(|f| f.code.as_deref().is_some_and(|c| c.contains("sleep("))) {
+                } else if leaf.is_some_and(sleeps) {
                     inferred(Sleep)
                 } else {
                     inferred(Other)
@@ -389,6 +394,11 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
         }
     };
     Class { state, domain: domain(frames), basis }
+}
+
+/// Whether the frame's line calls a sleep (`time.sleep(…)`, `asyncio.sleep(…)`).
+fn sleeps(f: &PyFrame) -> bool {
+    f.code.as_deref().is_some_and(|c| c.contains("sleep("))
 }
 
 /// Whether a file is the job's own code rather than the interpreter's or a package's.
@@ -440,6 +450,10 @@ mod tests {
         let train = frame("/w/train.py", "main", "loss = step(batch)");
         let sleep = [train.clone(), frame("/w/train.py", "step", "time.sleep(0.05)")];
         assert_eq!(state(&sleep, sample('S', Some(230), Some("hrtimer_nanosleep"), Gil::Free)), ThreadState::Sleep);
+        // Woken from the sleep, waiting for a core before it takes the GIL back: the sleep's
+        // time; holding the GIL on that line, it runs Python.
+        assert_eq!(state(&sleep, sample('R', None, None, Gil::Free)), ThreadState::Sleep);
+        assert_eq!(state(&sleep, sample('R', None, None, Gil::Held)), ThreadState::Python);
         let recv = [train.clone(), frame("/w/fetch.py", "fetch", "data = sock.recv(65536)")];
         assert_eq!(state(&recv, sample('S', Some(45), Some("wait_woken"), Gil::Free)), ThreadState::Network);
         let queue = [
