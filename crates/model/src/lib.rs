@@ -31,7 +31,10 @@ pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use stacks::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
-pub use table::{Dcgm, Every, Kind, TABLE, TableMetric, TableReading, TableReadings, table_metric};
+pub use table::{
+    Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit, metrics,
+    table_metric,
+};
 pub use workload::{Pod, SlurmJob, Workload};
 
 /// One reading of every device a source knows, taken at one moment.
@@ -52,6 +55,11 @@ pub const GIB: u64 = 1 << 30;
 /// `bytes` in GiB.
 pub fn to_gib(bytes: f64) -> f64 {
     bytes / GIB as f64
+}
+
+/// `mw` milliwatts in watts, unrounded: each view rounds or truncates as it prints.
+pub fn mw_to_w(mw: u32) -> f64 {
+    f64::from(mw) / 1000.0
 }
 
 /// A PCIe or NVLink rate for people, in the binary units NVML gives it in (GPM's MiB/s,
