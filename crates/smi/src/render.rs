@@ -89,7 +89,9 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         GpuKey::PciBusId => info.pci_bus_id.clone(),
         GpuKey::PersistenceMode => info.persistence_mode.map(enabled),
         GpuKey::ComputeMode => info.compute_mode.clone(),
-        GpuKey::Hand(m) => m.call().and_then(|c| (c.read)(s).or_else(|| c.device.and_then(|d| d(info)))).map(|v| shown(m.shown, v)),
+        GpuKey::Hand(m) => {
+            m.call().and_then(|c| (c.read)(s).or_else(|| c.device.and_then(|d| d(info)))).map(|v| shown(m.shown, v))
+        }
         GpuKey::ClockMaxSm => num(info.clock_max_sm_mhz),
         GpuKey::ClockMaxMemory => num(info.clock_max_mem_mhz),
         GpuKey::ReasonsSupported => info.clocks_event_reasons_supported.map(|r| shown(Shown::Hex16, r)),

@@ -66,7 +66,12 @@ fn metric_value(m: &TableMetric, g: &GpuSample) -> Option<Value> {
     })
 }
 
-const fn other(name: &'static str, kind: &'static str, help: &'static str, read: fn(&GpuSample) -> Option<Value>) -> Series {
+const fn other(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    read: fn(&GpuSample) -> Option<Value>,
+) -> Series {
     Series::Other(Field { name, kind, help, read: Read::Other(read) })
 }
 
@@ -97,7 +102,9 @@ const SERIES: &[Series] = &[
     other("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", |g| {
         probed(g, Probe::RemappedFailure)
     }),
-    other("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", |g| g.xid_last.map(Value::Int)),
+    other("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", |g| {
+        g.xid_last.map(Value::Int)
+    }),
     other(
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
         "counter",
@@ -210,4 +217,20 @@ pub(super) fn render(e: &Exposition, out: &mut String) {
 /// The metric table's rows that dcgm-exporter has a series for.
 pub(super) fn table_series() -> impl Iterator<Item = (&'static TableMetric, Dcgm)> {
     TABLE.iter().filter_map(|m| Some((m, m.dcgm?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key [`SERIES`] places is a hand-read row's with a series: a misspelt one would move
+    /// the series to the end.
+    #[test]
+    fn every_placed_metric_is_a_row_with_a_series() {
+        for s in SERIES {
+            if let Series::Metric(k) = s {
+                assert!(HAND_READ.iter().any(|m| m.key == *k && m.dcgm.is_some()), "{k}");
+            }
+        }
+    }
 }
