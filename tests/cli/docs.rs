@@ -258,7 +258,7 @@ fn every_metric_of_the_table_is_in_the_docs_list() {
             .lines()
             .find(|l| l.starts_with(&format!("| `{}` |", m.smi[0])))
             .unwrap_or_else(|| panic!("docs/query.md does not list {}", m.smi[0]));
-        assert!(line.contains(&format!("({})", m.nvml_field)), "{line}");
+        assert!(line.contains(&format!("({})", m.nvml_field().unwrap())), "{line}");
         if let Some(d) = m.dcgm {
             assert!(line.contains(&format!("`{}`", d.name)), "{line}");
         }

@@ -310,7 +310,7 @@ impl LiveDiagnosis {
             .filter(|s| last - s.timestamp_us <= TREND_US)
             .filter_map(|s| {
                 let g = s.gpus.iter().find(|g| g.gpu_index == gpu)?;
-                Some(((s.timestamp_us - last) as f64 / 60e6, g.memory_used_bytes? as f64 / GIB))
+                Some(((s.timestamp_us - last) as f64 / 60e6, g.memory_used_gib()?))
             })
             .collect();
         if pts.len() < 5 {
@@ -345,8 +345,6 @@ fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
     let mid = slopes.len() / 2;
     Some(*slopes.select_nth_unstable_by(mid, f64::total_cmp).1)
 }
-
-const GIB: f64 = gpulse_model::GIB as f64;
 
 /// (GPU, PID) of the `idle_holder` findings.
 fn idle_of(findings: &[Finding]) -> BTreeSet<(u32, u32)> {

@@ -277,7 +277,7 @@ impl RunBuilder {
             if let Some(total) = g.memory_total_bytes {
                 s.mem_total_bytes = Some(total as f64);
             }
-            s.power_w.push(g.power_draw_mw.map(|mw| f64::from(mw) / 1000.0));
+            s.power_w.push(g.power_draw_w());
             s.temp_c.push(g.temperature_gpu_c.map(f64::from));
             s.sm_clock_mhz.push(g.clock_sm_mhz.map(f64::from));
             s.reasons.push(g.clocks_event_reasons);

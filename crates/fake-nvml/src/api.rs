@@ -329,7 +329,7 @@ macro_rules! scalar {
 }
 
 fn mw(w: Option<f64>) -> Option<c_uint> {
-    w.map(|w| (w * 1000.0).round() as c_uint)
+    w.map(gpulse_model::w_to_mw)
 }
 
 scalar!(nvmlDeviceGetPowerUsage, c_uint, |s| mw(s.power_w));

@@ -299,7 +299,7 @@ fn state_of(m: &Map<String, Value>) -> Result<State, String> {
         if let Some(Value::Object(f)) = m.get_mut(key) {
             let named: Vec<(String, Value)> = std::mem::take(f).into_iter().collect();
             for (k, v) in named {
-                let id = gpulse_model::table_metric(&k).map_or(k, |m| m.nvml_field.to_string());
+                let id = gpulse_model::table_metric(&k).and_then(|m| m.nvml_field()).map_or(k, |id| id.to_string());
                 f.insert(id, v);
             }
         }

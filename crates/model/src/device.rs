@@ -38,3 +38,10 @@ pub struct DeviceInfo {
     /// CUDA driver API version as `major.minor` (`nvmlSystemGetCudaDriverVersion_v2`).
     pub cuda_version: Option<String>,
 }
+
+impl DeviceInfo {
+    /// Power-management limit, watts (`power.limit`).
+    pub fn power_limit_w(&self) -> Option<f64> {
+        self.power_limit_mw.map(crate::mw_to_w)
+    }
+}

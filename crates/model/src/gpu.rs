@@ -211,6 +211,36 @@ impl GpuSample {
         self.absent.iter().find(|a| a.0 == metric).map(|a| a.1)
     }
 
+    /// Board power draw, watts (`power.draw`).
+    pub fn power_draw_w(&self) -> Option<f64> {
+        self.power_draw_mw.map(crate::mw_to_w)
+    }
+
+    /// Power-management limit, watts (`power.limit`).
+    pub fn power_limit_w(&self) -> Option<f64> {
+        self.power_limit_mw.map(crate::mw_to_w)
+    }
+
+    /// The power limit in force, milliwatts: the enforced one, else the management limit.
+    pub fn power_cap_mw(&self) -> Option<u32> {
+        self.enforced_power_limit_mw.or(self.power_limit_mw)
+    }
+
+    /// The power limit in force, watts.
+    pub fn power_cap_w(&self) -> Option<f64> {
+        self.power_cap_mw().map(crate::mw_to_w)
+    }
+
+    /// Memory used, GiB.
+    pub fn memory_used_gib(&self) -> Option<f64> {
+        self.memory_used_bytes.map(|b| crate::to_gib(b as f64))
+    }
+
+    /// Total memory, GiB.
+    pub fn memory_total_gib(&self) -> Option<f64> {
+        self.memory_total_bytes.map(|b| crate::to_gib(b as f64))
+    }
+
     /// SM activity in percent: GPM's SM util when the source has it.
     pub fn sm_active_pct(&self) -> Option<f64> {
         self.gpm.as_ref().and_then(|g| g.sm_util_pct)

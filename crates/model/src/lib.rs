@@ -31,7 +31,10 @@ pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use stacks::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
-pub use table::{Dcgm, Every, Kind, TABLE, TableMetric, TableReading, TableReadings, table_metric};
+pub use table::{
+    Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit, metrics,
+    table_metric,
+};
 pub use workload::{Pod, SlurmJob, Workload};
 
 /// One reading of every device a source knows, taken at one moment.
@@ -52,6 +55,16 @@ pub const GIB: u64 = 1 << 30;
 /// `bytes` in GiB.
 pub fn to_gib(bytes: f64) -> f64 {
     bytes / GIB as f64
+}
+
+/// `mw` milliwatts in watts, unrounded: each view rounds or truncates as it prints.
+pub fn mw_to_w(mw: u32) -> f64 {
+    f64::from(mw) / 1000.0
+}
+
+/// `w` watts in whole milliwatts, rounded: how a trace's or a scenario's watts become NVML's unit.
+pub fn w_to_mw(w: f64) -> u32 {
+    (w * 1000.0).round() as u32
 }
 
 /// A PCIe or NVLink rate for people, in the binary units NVML gives it in (GPM's MiB/s,
@@ -89,5 +102,14 @@ mod tests {
         assert_eq!(rate_text(13.6 * MIB as f64), "13.6 MiB/s");
         assert_eq!(rate_text(59.0 * GIB as f64), "59.0 GiB/s");
         assert_eq!(rate_text(0.0), "0.0 MiB/s", "a real zero is a zero");
+    }
+
+    #[test]
+    fn watts_and_milliwatts() {
+        assert_eq!(mw_to_w(512_340), 512.34);
+        assert_eq!(w_to_mw(512.3404), 512_340);
+        assert_eq!(w_to_mw(mw_to_w(u32::MAX)), u32::MAX);
+        // `watch` and `status` cut to whole watts: never up.
+        assert_eq!(mw_to_w(999_999).trunc(), 999.0);
     }
 }

@@ -1,16 +1,21 @@
-//! The metric table: one row per GPU metric that NVML gives through `nvmlDeviceGetFieldValues`.
-//! A row is the whole metric: the NVML field the sampler asks for, how often, the key the
-//! recording and the stand-in library store it under, its `--query-gpu` name and its
-//! dcgm-exporter series. The sampler, the recording, `gpulse query`, `/metrics` and the stand-in
-//! all walk this table, so adding a row adds the metric everywhere (docs/architecture.md).
+//! The metric tables: one row per GPU metric. A row is the whole metric: its key and unit, where
+//! NVML gives it, how often it is read, its `--query-gpu` names and how they print it, and its
+//! dcgm-exporter series.
 //!
-//! Metrics that NVML gives only through calls of their own (utilization, memory, clocks, GPM…)
-//! stay hand-written fields of [`crate::GpuSample`].
+//! [`TABLE`] holds the metrics of `nvmlDeviceGetFieldValues`: the sampler, the recording,
+//! `gpulse query`, `/metrics` and the stand-in all walk it, so adding a row adds the metric
+//! everywhere. [`HAND_READ`] holds those NVML gives through calls of their own, each a field of
+//! [`crate::GpuSample`] that the sampler reads by hand; `gpulse query` and `/metrics` walk it
+//! (docs/architecture.md). GPM's metrics have their table in [`crate::gpm`].
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smallvec::SmallVec;
 
-use crate::Absence;
+use crate::{Absence, DeviceInfo, GpuSample, Metric};
+
+mod hand;
+
+pub use hand::HAND_READ;
 
 /// How often the sampler reads a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +25,71 @@ pub enum Every {
     /// With the settings (`Cadence::settings`: every poll in views, every 5 s in recorders):
     /// counters that move rarely.
     Settings,
+    /// With the power limit (`Cadence::power_limit`).
+    PowerLimit,
+    /// With the energy counter (`Cadence::energy`), the costliest read.
+    Energy,
+}
+
+/// Where NVML gives a metric.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    /// `NVML_FI_DEV_*`: the field of `nvmlDeviceGetFieldValues`; the reading is in
+    /// [`GpuSample::table`].
+    Field(u32),
+    /// A call of its own (`nvmlDeviceGetPowerUsage`…) that fills a field of [`GpuSample`].
+    Call(Call),
+}
+
+/// A hand-read metric's NVML call and the [`GpuSample`] field it fills.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    /// The C call, as nvml-wrapper's `doc(alias)` names it.
+    pub name: &'static str,
+    /// What an absence of the value is filed under.
+    pub metric: Metric,
+    /// The value, in the row's unit.
+    pub read: fn(&GpuSample) -> Option<u64>,
+    /// Stores a value in the row's unit (an nvidia-smi log's cell).
+    pub write: fn(&mut GpuSample, u64),
+    /// The device fact that stands for the value when a sample lacks it (`--query-gpu` only).
+    pub device: Option<fn(&DeviceInfo) -> Option<u64>>,
+}
+
+/// The unit a metric's value is kept in: the unit in its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    /// 1 or 0.
+    Flag,
+    Pct,
+    Celsius,
+    Milliwatt,
+    Millijoule,
+    Byte,
+    BytePerS,
+    /// Decimal megabytes per second (a link's speed).
+    MbPerS,
+    Mhz,
+    /// A performance state, 0 (P0) to 15.
+    Pstate,
+    /// An NVML bitmask.
+    Bitmask,
+}
+
+/// How `--query-gpu` prints a value, as nvidia-smi does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// A whole number.
+    Int,
+    /// Milliwatts as watts with two decimals.
+    Watts,
+    /// Bytes as MiB, rounded up.
+    MibCeil,
+    /// `P` and the state.
+    Pstate,
+    /// `0x` and 16 upper-case hex digits.
+    Hex16,
 }
 
 /// A Prometheus metric type, as dcgm-exporter names it.
@@ -50,19 +120,47 @@ pub struct Dcgm {
 /// One metric.
 #[derive(Debug, Clone, Copy)]
 pub struct TableMetric {
-    /// The key of the recording's `gpu_fields` rows and of a stand-in scenario's `fields`
-    /// object; never changes once recorded.
+    /// A [`TABLE`] row's key names the recording's `gpu_fields` rows and a stand-in scenario's
+    /// `fields` object, and never changes once recorded; a [`HAND_READ`] row's is its
+    /// [`GpuSample`] field.
     pub key: &'static str,
-    /// `NVML_FI_DEV_*`: the field of `nvmlDeviceGetFieldValues` that gives it.
-    pub nvml_field: u32,
+    pub unit: Unit,
+    pub source: Source,
     pub every: Every,
-    /// `--query-gpu` names, canonical first: nvidia-smi's where it has one, else gpulse's own.
-    /// The value prints as an integer.
+    /// `--query-gpu` names, canonical first: nvidia-smi's where it has one, else gpulse's own;
+    /// empty when the query language has none.
     pub smi: &'static [&'static str],
+    pub shown: Shown,
     /// The unit `--query-gpu` shows in the header and after the value.
     pub smi_unit: Option<&'static str>,
     /// The `/metrics` series under dcgm-exporter's name, when it has one.
     pub dcgm: Option<Dcgm>,
+}
+
+impl PartialEq for TableMetric {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for TableMetric {}
+
+impl TableMetric {
+    /// The `NVML_FI_DEV_*` field that gives it, for a [`TABLE`] row.
+    pub fn nvml_field(&self) -> Option<u32> {
+        match self.source {
+            Source::Field(id) => Some(id),
+            Source::Call(_) => None,
+        }
+    }
+
+    /// The NVML call and sample field behind a [`HAND_READ`] row.
+    pub fn call(&self) -> Option<&Call> {
+        match &self.source {
+            Source::Call(c) => Some(c),
+            Source::Field(_) => None,
+        }
+    }
 }
 
 /// Every table metric. A row's key and names must be new (a test checks), and its value an
@@ -70,11 +168,13 @@ pub struct TableMetric {
 pub const TABLE: &[TableMetric] = &[
     TableMetric {
         key: "pcie_replay_count",
-        nvml_field: 94, // NVML_FI_DEV_PCIE_REPLAY_COUNTER
+        unit: Unit::Count,
+        source: Source::Field(94), // NVML_FI_DEV_PCIE_REPLAY_COUNTER
         // A counter of link retries, which moves rarely: one field-values call costs 0.33 ms
         // on an H200's driver (BENCHMARKS.md), a third of a 100 ms recorder's poll.
         every: Every::Settings,
         smi: &["pcie.replay_counter"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
@@ -84,9 +184,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "nvlink_crc_flit_error_count",
-        nvml_field: 38, // NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+        unit: Unit::Count,
+        source: Source::Field(38), // NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
         every: Every::Settings,
         smi: &["nvlink.errors.crc_flit.total"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
@@ -96,9 +198,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "nvlink_crc_data_error_count",
-        nvml_field: 45, // NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
+        unit: Unit::Count,
+        source: Source::Field(45), // NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
         every: Every::Settings,
         smi: &["nvlink.errors.crc_data.total"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
@@ -108,9 +212,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "nvlink_replay_error_count",
-        nvml_field: 52, // NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL
+        unit: Unit::Count,
+        source: Source::Field(52), // NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL
         every: Every::Settings,
         smi: &["nvlink.errors.replay.total"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
@@ -120,9 +226,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "nvlink_recovery_error_count",
-        nvml_field: 59, // NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+        unit: Unit::Count,
+        source: Source::Field(59), // NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
         every: Every::Settings,
         smi: &["nvlink.errors.recovery.total"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
@@ -132,17 +240,21 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "nvlink_speed_mbps",
-        nvml_field: 90, // NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
+        unit: Unit::MbPerS,
+        source: Source::Field(90), // NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
         every: Every::Settings,
         smi: &["nvlink.speed.common"],
+        shown: Shown::Int,
         smi_unit: Some("MB/s"),
         dcgm: None,
     },
     TableMetric {
         key: "retired_pages_sbe",
-        nvml_field: 29, // NVML_FI_DEV_RETIRED_SBE
+        unit: Unit::Count,
+        source: Source::Field(29), // NVML_FI_DEV_RETIRED_SBE
         every: Every::Settings,
         smi: &["retired_pages.sbe.field"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_RETIRED_SBE",
@@ -152,9 +264,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "retired_pages_dbe",
-        nvml_field: 30, // NVML_FI_DEV_RETIRED_DBE
+        unit: Unit::Count,
+        source: Source::Field(30), // NVML_FI_DEV_RETIRED_DBE
         every: Every::Settings,
         smi: &["retired_pages.dbe.field"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_RETIRED_DBE",
@@ -164,9 +278,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "retired_pages_pending",
-        nvml_field: 31, // NVML_FI_DEV_RETIRED_PENDING: 1 when a page waits for a reset to retire
+        unit: Unit::Flag,
+        source: Source::Field(31), // NVML_FI_DEV_RETIRED_PENDING: 1 when a page waits for a reset to retire
         every: Every::Settings,
         smi: &["retired_pages.pending.field"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: Some(Dcgm {
             name: "DCGM_FI_DEV_RETIRED_PENDING",
@@ -176,9 +292,11 @@ pub const TABLE: &[TableMetric] = &[
     },
     TableMetric {
         key: "remapped_rows_pending",
-        nvml_field: 144, // NVML_FI_DEV_REMAPPED_PENDING: 1 when a row remap waits for a reset
+        unit: Unit::Flag,
+        source: Source::Field(144), // NVML_FI_DEV_REMAPPED_PENDING: 1 when a row remap waits for a reset
         every: Every::Settings,
         smi: &["remapped_rows.pending.field"],
+        shown: Shown::Int,
         smi_unit: None,
         dcgm: None,
     },
@@ -187,6 +305,11 @@ pub const TABLE: &[TableMetric] = &[
 /// The table metric stored under `key`.
 pub fn table_metric(key: &str) -> Option<&'static TableMetric> {
     TABLE.iter().find(|m| m.key == key)
+}
+
+/// Every metric of both tables: the field values, then the hand-read ones.
+pub fn metrics() -> impl Iterator<Item = &'static TableMetric> {
+    TABLE.iter().chain(HAND_READ)
 }
 
 /// One table metric's reading: its value, or why NVML gave none.
@@ -240,7 +363,8 @@ impl<'de> Deserialize<'de> for TableReadings {
 mod tests {
     use super::*;
 
-    /// Keys, NVML fields, `--query-gpu` names and dcgm names are each used once.
+    /// Keys, NVML fields, `--query-gpu` names and dcgm names are each used once, across both
+    /// tables.
     #[test]
     fn every_row_is_named_once() {
         fn once<T: Ord + std::fmt::Debug>(what: &str, mut v: Vec<T>) {
@@ -249,14 +373,34 @@ mod tests {
             v.dedup();
             assert_eq!(v.len(), n, "each {what} once: {v:?}");
         }
-        once("key", TABLE.iter().map(|m| m.key).collect());
-        once("NVML field", TABLE.iter().map(|m| m.nvml_field).collect());
-        once("--query-gpu name", TABLE.iter().flat_map(|m| m.smi.iter().copied()).collect());
-        once("dcgm name", TABLE.iter().filter_map(|m| m.dcgm.map(|d| d.name)).collect());
+        once("key", metrics().map(|m| m.key).collect());
+        once("NVML field", metrics().filter_map(TableMetric::nvml_field).collect());
+        once("--query-gpu name", metrics().flat_map(|m| m.smi.iter().copied()).collect());
+        once("dcgm name", metrics().filter_map(|m| m.dcgm.map(|d| d.name)).collect());
         for m in TABLE {
             assert!(!m.smi.is_empty(), "{} has a --query-gpu name", m.key);
+            assert!(m.nvml_field().is_some() && m.shown == Shown::Int, "{}", m.key);
+        }
+        for m in metrics() {
             assert!(m.key.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{}", m.key);
             assert!(m.dcgm.is_none_or(|d| d.name.starts_with("DCGM_FI_")), "{}", m.key);
+            assert!(!m.smi.is_empty() || m.smi_unit.is_none(), "{}", m.key);
+        }
+        for m in HAND_READ {
+            assert!(m.call().is_some(), "{} names its call", m.key);
+        }
+    }
+
+    /// What a hand-read row writes, it reads back, in its unit.
+    #[test]
+    fn hand_read_rows_read_what_they_write() {
+        for (i, m) in HAND_READ.iter().enumerate() {
+            let c = m.call().unwrap();
+            let mut s = GpuSample::default();
+            assert_eq!((c.read)(&s), None, "{}", m.key);
+            let v = 3 + i as u64;
+            (c.write)(&mut s, v);
+            assert_eq!((c.read)(&s), Some(v), "{}", m.key);
         }
     }
 

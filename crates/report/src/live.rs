@@ -3,8 +3,6 @@
 
 use gpulse_diagnose::LiveDiagnosis;
 
-const GIB: f64 = gpulse_model::GIB as f64;
-
 /// One line: each GPU's util, SM activity and memory with its trend; the tree's CPU; steps;
 /// the leading finding.
 pub fn status_row(live: &LiveDiagnosis) -> String {
@@ -19,10 +17,10 @@ pub fn status_row(live: &LiveDiagnosis) -> String {
             if let Some(sm) = g.sm_active_pct() {
                 s += &format!(" SM {sm:.0}%");
             }
-            if let Some(used) = g.memory_used_bytes {
-                s += &format!(" {:.1}", used as f64 / GIB);
-                if let Some(total) = g.memory_total_bytes {
-                    s += &format!("/{:.0}", total as f64 / GIB);
+            if let Some(used) = g.memory_used_gib() {
+                s += &format!(" {used:.1}");
+                if let Some(total) = g.memory_total_gib() {
+                    s += &format!("/{total:.0}");
                 }
                 s += " GiB";
                 match live.memory_trend_gib_per_min(g.gpu_index) {
@@ -66,6 +64,8 @@ mod tests {
     use gpulse_record::Recording;
 
     use super::*;
+
+    const GIB: f64 = gpulse_model::GIB as f64;
 
     /// The span the trend is taken over (the live diagnosis's own).
     const TREND_US: i64 = 30 * 1_000_000;

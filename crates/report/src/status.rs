@@ -75,13 +75,14 @@ fn gpu_block(s: &mut String, d: &DeviceInfo, g: &GpuSample, gpm_off: bool) {
         None => "—".to_owned(),
     };
     let throttled = if reasons.is_some_and(ClocksEventReasons::is_throttling) { "  THROTTLED" } else { "" };
-    let watts = |mw: Option<u32>| opt(mw.map(|m| m / 1000), "");
+    // Whole watts, cut (not rounded) as `status` always has.
+    let watts = |w: Option<f64>, unit| opt(w.map(f64::trunc), unit);
     let hbm = g.temperature_memory_c.map(|c| format!(" (HBM {c}°C)")).unwrap_or_default();
     let _ = writeln!(
         s,
         "  Power    {} / {}   Temp {}{}   SM {} / {} MHz   {}   clocks events: {}{}",
-        watts(g.power_draw_mw),
-        opt(g.power_limit_mw.or(d.power_limit_mw).map(|m| m / 1000), " W"),
+        watts(g.power_draw_w(), ""),
+        watts(g.power_limit_w().or(d.power_limit_w()), " W"),
         opt(g.temperature_gpu_c, "°C"),
         hbm,
         opt(g.clock_sm_mhz, ""),

@@ -23,6 +23,7 @@ pub fn line(timestamp_us: i64, g: &GpuSample) -> String {
         _ => dash(),
     };
     let temp = g.temperature_gpu_c.map_or_else(dash, |c| format!("{c}C"));
-    let power = g.power_draw_mw.map_or_else(dash, |mw| format!("{}W", mw / 1000));
+    // Whole watts, cut (not rounded) as `watch` always has.
+    let power = g.power_draw_w().map_or_else(dash, |w| format!("{}W", w.trunc()));
     format!("{time:<12} {:>3} {util:>5} {sm:>6} {mem:>17} {temp:>5} {power:>6}\n", g.gpu_index)
 }

@@ -69,7 +69,7 @@ impl TraceReplay {
             memory_total_bytes: d.memory_total_bytes,
             memory_free_bytes: d.memory_total_bytes.zip(used).map(|(t, u)| t.saturating_sub(u)),
             temperature_gpu_c: row.temperature_gpu_c,
-            power_draw_mw: row.power_draw_w.map(|w| (w * 1000.0).round() as u32),
+            power_draw_mw: row.power_draw_w.map(gpulse_model::w_to_mw),
             power_limit_mw: d.power_limit_mw,
             enforced_power_limit_mw: d.power_limit_mw,
             clock_sm_mhz: row.clock_sm_mhz,

@@ -84,7 +84,7 @@ impl History {
                             "util_gpu_pct": g.util_gpu_pct,
                             "sm_active_pct": g.sm_active_pct,
                             "memory_used_bytes": g.memory_used_bytes,
-                            "power_w": g.power_mw.map(|mw| f64::from(mw) / 1000.0),
+                            "power_w": g.power_mw.map(gpulse_model::mw_to_w),
                             "temperature_c": g.temperature_c,
                         })
                     })

@@ -1,6 +1,6 @@
 //! Header and row text for query output.
 
-use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Probe, ProbeResult, ProcessSample, Reading};
+use gpulse_model::{Absence, DeviceInfo, GpuSample, MIB, Probe, ProbeResult, ProcessSample, Reading, Shown};
 
 use crate::fields::{AppField, AppKey, Fmt, GpuField, GpuKey};
 use crate::format::CsvFormat;
@@ -74,8 +74,6 @@ pub fn gpu_row(fields: &[GpuField], row: &GpuRow<'_>, fmt: CsvFormat) -> String 
 
 fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
     let (info, s) = (row.info, row.sample);
-    let mib = |b: Option<u64>| b.map(|b| mib_ceil(b).to_string());
-    let watts = |mw: Option<u32>| mw.map(|mw| format!("{:.2}", f64::from(mw) / 1000.0));
     let num = |v: Option<u32>| v.map(|v| v.to_string());
     let pct1 = |v: Option<f64>| v.map(|v| format!("{v:.1}"));
     let mib_s = |v: Option<f64>| v.map(|v| format!("{:.1}", v / MIB as f64));
@@ -89,35 +87,17 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
         GpuKey::Uuid => Some(info.uuid.clone()),
         GpuKey::PciBusId => info.pci_bus_id.clone(),
         GpuKey::PersistenceMode => info.persistence_mode.map(enabled),
-        GpuKey::Pstate => s.pstate.map(|p| format!("P{p}")),
         GpuKey::ComputeMode => info.compute_mode.clone(),
-        GpuKey::FanSpeed => num(s.fan_speed_pct),
-        GpuKey::UtilGpu => num(s.util_gpu_pct),
-        GpuKey::UtilMemory => num(s.util_mem_pct),
-        GpuKey::MemoryTotal => mib(s.memory_total_bytes.or(info.memory_total_bytes)),
-        GpuKey::MemoryUsed => mib(s.memory_used_bytes),
-        GpuKey::MemoryFree => mib(s.memory_free_bytes),
-        GpuKey::MemoryReserved => mib(s.memory_reserved_bytes),
-        GpuKey::TemperatureGpu => num(s.temperature_gpu_c),
-        GpuKey::TemperatureMemory => num(s.temperature_memory_c),
-        GpuKey::PowerDraw => watts(s.power_draw_mw),
-        GpuKey::PowerLimit => watts(s.power_limit_mw.or(info.power_limit_mw)),
-        GpuKey::EnforcedPowerLimit => watts(s.enforced_power_limit_mw),
-        GpuKey::ClockGraphics => num(s.clock_graphics_mhz),
-        GpuKey::ClockSm => num(s.clock_sm_mhz),
-        GpuKey::ClockMemory => num(s.clock_mem_mhz),
+        GpuKey::Hand(m) => {
+            m.call().and_then(|c| (c.read)(s).or_else(|| c.device.and_then(|d| d(info)))).map(|v| shown(m.shown, v))
+        }
         GpuKey::ClockMaxSm => num(info.clock_max_sm_mhz),
         GpuKey::ClockMaxMemory => num(info.clock_max_mem_mhz),
-        GpuKey::ReasonsActive => s.clocks_event_reasons.map(|r| format!("0x{r:016X}")),
-        GpuKey::ReasonsSupported => info.clocks_event_reasons_supported.map(|r| format!("0x{r:016X}")),
+        GpuKey::ReasonsSupported => info.clocks_event_reasons_supported.map(|r| shown(Shown::Hex16, r)),
         GpuKey::Reason(bit) => {
             s.clocks_event_reasons.map(|r| if r & bit != 0 { "Active" } else { "Not Active" }.to_owned())
         }
-        GpuKey::PcieLinkGen => num(s.pcie_link_gen),
-        GpuKey::PcieLinkWidth => num(s.pcie_link_width),
         GpuKey::EccModeCurrent => info.ecc_enabled.map(enabled),
-        GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile.map(|v| v.to_string()),
-        GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile.map(|v| v.to_string()),
         GpuKey::Probe(p, how) => {
             return match probed(&s.probes, p) {
                 Some(Ok(r)) => match formatted(r, how) {
@@ -151,6 +131,17 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
                 .and_then(|m| s.absence(m))
                 .or_else(|| (s.status == gpulse_model::DeviceStatus::Lost).then_some(Absence::GpuLost)),
         ),
+    }
+}
+
+/// A metric's value as nvidia-smi prints it.
+pub fn shown(how: Shown, v: u64) -> String {
+    match how {
+        Shown::Int => v.to_string(),
+        Shown::Watts => format!("{:.2}", v as f64 / 1000.0),
+        Shown::MibCeil => mib_ceil(v).to_string(),
+        Shown::Pstate => format!("P{v}"),
+        Shown::Hex16 => format!("0x{v:016X}"),
     }
 }
 

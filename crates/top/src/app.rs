@@ -284,7 +284,7 @@ impl App {
                 h.util_pct.push(g.util_gpu_pct.map(f64::from));
                 h.sm_pct.push(g.sm_active_pct());
                 h.mem_pct.push(g.memory_used_bytes.zip(total).map(|(u, t)| u as f64 / t as f64 * 100.0));
-                let limit = g.enforced_power_limit_mw.or(g.power_limit_mw).filter(|l| *l > 0);
+                let limit = g.power_cap_mw().filter(|l| *l > 0);
                 h.power_pct.push(g.power_draw_mw.zip(limit).map(|(p, l)| f64::from(p) / f64::from(l) * 100.0));
             }
         }

@@ -213,8 +213,8 @@ pub fn device_lines(
     let sm = g.sm_active_pct();
     let total = g.memory_total_bytes.or(d.memory_total_bytes);
     let mem_pct = g.memory_used_bytes.zip(total.filter(|t| *t > 0)).map(|(u, t)| u as f64 / t as f64 * 100.0);
-    let limit = g.enforced_power_limit_mw.or(g.power_limit_mw).or(d.power_limit_mw);
-    let watts = |mw: Option<u32>| mw.map_or_else(|| NONE.into(), |m| format!("{:.0}", f64::from(m) / 1000.0));
+    let limit = g.power_cap_w().or(d.power_limit_w());
+    let watts = |w: Option<f64>| w.map_or_else(|| NONE.into(), |w| format!("{w:.0}"));
     let trend = trend_gib_per_min.map_or_else(|| format!("{NONE} GiB/min"), |t| format!("{t:+.2} GiB/min"));
     let oom = oom_s.map(|s| Span::styled(format!(" OOM in {}", fmt::duration(Some(s))), BAD));
     let temp = g.temperature_gpu_c.map_or_else(|| NONE.into(), |t| format!("{t}°C"));
@@ -239,7 +239,7 @@ pub fn device_lines(
                 fmt::gib(total),
                 trend.replace(" GiB/min", "/min")
             )),
-            Span::raw(format!("PWR {}/{}W {temp}", watts(g.power_draw_mw), watts(limit))),
+            Span::raw(format!("PWR {}/{}W {temp}", watts(g.power_draw_w()), watts(limit))),
         ];
         spans.extend(oom);
         return vec![fit(Line::from(spans), width)];
@@ -263,7 +263,7 @@ pub fn device_lines(
         Span::raw(format!("{}/{} GiB {trend}", fmt::gib(g.memory_used_bytes), fmt::gib(total))),
     ];
     l2.extend(oom);
-    l2.push(Span::raw(format!("  PWR {}/{} W  {temp}", watts(g.power_draw_mw), watts(limit))));
+    l2.push(Span::raw(format!("  PWR {}/{} W  {temp}", watts(g.power_draw_w()), watts(limit))));
     let mut l3 = vec![
         Span::raw(format!("{:indent$}SM {} MHz MEM {} MHz  throttle: ", "", mhz(g.clock_sm_mhz), mhz(g.clock_mem_mhz))),
         Span::styled(throttle, throttle_style),

@@ -1,7 +1,7 @@
 //! The history panel: the host on the left, the picked GPU on the right. Short, a line a
 //! series with its sparkline; given the rows, labelled charts that grow with the terminal.
 
-use gpulse_model::GIB;
+use gpulse_model::GpuSample;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -42,7 +42,7 @@ pub fn draw_host(f: &mut Frame, area: Rect, app: &App) {
         m.push_str(&format!(" SWP {swap_short}"));
     }
     if inner.height >= 2 * MIN_ROWS {
-        let total_gib = total.filter(|t| *t > 0).map(|t| t as f64 / GIB as f64);
+        let total_gib = total.filter(|t| *t > 0).map(|t| gpulse_model::to_gib(t as f64));
         let gib = move |v: f64| total_gib.map_or_else(|| chart::pct_label(v), |t| chart::gib_label(v / 100.0 * t));
         let labels: [&dyn Fn(f64) -> String; 3] = [&chart::pct_label, &gib, &chart::pct_label];
         let parts = Layout::vertical(vec![Constraint::Fill(1); lines.len()]).split(inner);
@@ -110,12 +110,12 @@ fn draw_gpu(f: &mut Frame, area: Rect, app: &App) {
         .and_then(|g| g.memory_total_bytes)
         .or(d.and_then(|d| d.memory_total_bytes))
         .filter(|t| *t > 0)
-        .map(|t| t as f64 / GIB as f64);
+        .map(|t| gpulse_model::to_gib(t as f64));
     let limit_w = g
-        .and_then(|g| g.enforced_power_limit_mw.or(g.power_limit_mw))
+        .and_then(GpuSample::power_cap_mw)
         .or(d.and_then(|d| d.power_limit_mw))
         .filter(|l| *l > 0)
-        .map(|l| f64::from(l) / 1000.0);
+        .map(gpulse_model::mw_to_w);
     let gib = move |v: f64| total_gib.map_or_else(|| chart::pct_label(v), |t| chart::gib_label(v / 100.0 * t));
     let watts = move |v: f64| limit_w.map_or_else(|| chart::pct_label(v), |l| format!("{:.0}W", v / 100.0 * l));
     let title = |name: &str, value: String| Line::from(vec![Span::styled(name.to_owned(), BOLD), Span::raw(value)]);

@@ -1,24 +1,39 @@
 //! dcgm-exporter's series (its `etc/default-counters.csv`, plus the profiling ones it ships
-//! commented out), read from NVML and GPM instead of a DCGM host engine: the hand-written
-//! [`FIELDS`], then every row of the model's metric table that names a dcgm series.
+//! commented out), read from NVML and GPM instead of a DCGM host engine: the hand-read metrics'
+//! and probes' [`fields`], GPM's, then the field values': every row of the model's metric
+//! tables that names a dcgm series.
 
 use gpulse_model::{
-    Dcgm, DeviceInfo, GPM_FIELDS, GpmDcgm, GpmField, GpmUnit, GpuSample, MIB, Probe, Reading, TABLE, TableMetric,
+    Dcgm, DeviceInfo, GPM_FIELDS, GpmDcgm, GpmField, GpmUnit, GpuSample, HAND_READ, MIB, Probe, Reading, TABLE,
+    TableMetric, Unit, mw_to_w,
 };
 
 use super::{Exposition, Family, Value, label};
 
-/// One dcgm-exporter field: its name, Prometheus type, help text as dcgm-exporter writes it, and
+/// One dcgm-exporter series: its name, Prometheus type, help text as dcgm-exporter writes it, and
 /// how gpulse reads it.
+#[derive(Clone, Copy)]
 pub(super) struct Field {
     pub name: &'static str,
     pub kind: &'static str,
     pub help: &'static str,
-    read: fn(&GpuSample) -> Option<Value>,
+    read: Read,
 }
 
-fn int(v: Option<impl Into<u64>>) -> Option<Value> {
-    v.map(|v| Value::Int(v.into()))
+/// Where a series' value comes from.
+#[derive(Clone, Copy)]
+enum Read {
+    /// A hand-read metric of the model's table, in dcgm-exporter's unit.
+    Metric(&'static TableMetric),
+    /// A probe's reading, or the last Xid.
+    Other(fn(&GpuSample) -> Option<Value>),
+}
+
+/// A series in the order `/metrics` writes it: a hand-read metric by its key (its name, type and
+/// help are its row's), or one that no row holds.
+enum Series {
+    Metric(&'static str),
+    Other(Field),
 }
 
 /// The NVML reads dcgm-exporter's other fields need, beyond the sampled metrics: what a live
@@ -41,120 +56,88 @@ fn probed(g: &GpuSample, probe: Probe) -> Option<Value> {
     }
 }
 
-fn mib(bytes: Option<u64>) -> Option<Value> {
-    bytes.map(|b| Value::Int(b / MIB))
+/// A hand-read metric in dcgm-exporter's unit: watts, whole MiB (rounded down), else as kept.
+fn metric_value(m: &TableMetric, g: &GpuSample) -> Option<Value> {
+    let v = (m.call()?.read)(g)?;
+    Some(match m.unit {
+        Unit::Milliwatt => Value::Float(mw_to_w(u32::try_from(v).ok()?)),
+        Unit::Byte => Value::Int(v / MIB),
+        _ => Value::Int(v),
+    })
 }
 
-pub(super) const FIELDS: &[Field] = &[
-    Field {
-        name: "DCGM_FI_DEV_SM_CLOCK",
-        kind: "gauge",
-        help: "SM clock frequency (in MHz).",
-        read: |g| int(g.clock_sm_mhz),
-    },
-    Field {
-        name: "DCGM_FI_DEV_MEM_CLOCK",
-        kind: "gauge",
-        help: "Memory clock frequency (in MHz).",
-        read: |g| int(g.clock_mem_mhz),
-    },
-    Field {
-        name: "DCGM_FI_DEV_MEMORY_TEMP",
-        kind: "gauge",
-        help: "Memory temperature (in C).",
-        read: |g| int(g.temperature_memory_c),
-    },
-    Field {
-        name: "DCGM_FI_DEV_GPU_TEMP",
-        kind: "gauge",
-        help: "GPU temperature (in C).",
-        read: |g| int(g.temperature_gpu_c),
-    },
-    Field {
-        name: "DCGM_FI_DEV_POWER_USAGE",
-        kind: "gauge",
-        help: "Power draw (in W).",
-        read: |g| g.power_draw_mw.map(|mw| Value::Float(f64::from(mw) / 1000.0)),
-    },
-    Field {
-        name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        kind: "counter",
-        help: "Total energy consumption since boot (in mJ).",
-        read: |g| int(g.energy_mj),
-    },
-    Field {
-        name: "DCGM_FI_DEV_GPU_UTIL",
-        kind: "gauge",
-        help: "GPU utilization (in %).",
-        read: |g| int(g.util_gpu_pct),
-    },
-    Field {
-        name: "DCGM_FI_DEV_MEM_COPY_UTIL",
-        kind: "gauge",
-        help: "Memory utilization (in %).",
-        read: |g| int(g.util_mem_pct),
-    },
-    Field {
-        name: "DCGM_FI_DEV_ENC_UTIL",
-        kind: "gauge",
-        help: "Encoder utilization (in %).",
-        read: |g| probed(g, Probe::UtilEncoder),
-    },
-    Field {
-        name: "DCGM_FI_DEV_DEC_UTIL",
-        kind: "gauge",
-        help: "Decoder utilization (in %).",
-        read: |g| probed(g, Probe::UtilDecoder),
-    },
-    Field {
-        name: "DCGM_FI_DEV_FB_FREE",
-        kind: "gauge",
-        help: "Framebuffer memory free (in MiB).",
-        read: |g| mib(g.memory_free_bytes),
-    },
-    Field {
-        name: "DCGM_FI_DEV_FB_USED",
-        kind: "gauge",
-        help: "Framebuffer memory used (in MiB).",
-        read: |g| mib(g.memory_used_bytes),
-    },
-    Field {
-        name: "DCGM_FI_DEV_FB_RESERVED",
-        kind: "gauge",
-        help: "Framebuffer memory reserved (in MiB).",
-        read: |g| mib(g.memory_reserved_bytes),
-    },
-    Field {
-        name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        kind: "counter",
-        help: "Number of remapped rows for uncorrectable errors",
-        read: |g| probed(g, Probe::RemappedUncorrectable),
-    },
-    Field {
-        name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        kind: "counter",
-        help: "Number of remapped rows for correctable errors",
-        read: |g| probed(g, Probe::RemappedCorrectable),
-    },
-    Field {
-        name: "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        kind: "gauge",
-        help: "Whether remapping of rows has failed",
-        read: |g| probed(g, Probe::RemappedFailure),
-    },
-    Field {
-        name: "DCGM_FI_DEV_XID_ERRORS",
-        kind: "gauge",
-        help: "Value of the last XID error encountered.",
-        read: |g| int(g.xid_last),
-    },
-    Field {
-        name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        kind: "counter",
-        help: "Total number of NVLink bandwidth counters for all lanes.",
-        read: |g| probed(g, Probe::NvlinkThroughput),
-    },
+const fn other(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    read: fn(&GpuSample) -> Option<Value>,
+) -> Series {
+    Series::Other(Field { name, kind, help, read: Read::Other(read) })
+}
+
+/// The series before GPM's and the field values', in the order gpulse has always written them.
+const SERIES: &[Series] = &[
+    Series::Metric("clock_sm_mhz"),
+    Series::Metric("clock_mem_mhz"),
+    Series::Metric("temperature_memory_c"),
+    Series::Metric("temperature_gpu_c"),
+    Series::Metric("power_draw_mw"),
+    Series::Metric("energy_mj"),
+    Series::Metric("util_gpu_pct"),
+    Series::Metric("util_mem_pct"),
+    other("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", |g| probed(g, Probe::UtilEncoder)),
+    other("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", |g| probed(g, Probe::UtilDecoder)),
+    Series::Metric("memory_free_bytes"),
+    Series::Metric("memory_used_bytes"),
+    Series::Metric("memory_reserved_bytes"),
+    other(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+        |g| probed(g, Probe::RemappedUncorrectable),
+    ),
+    other("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors", |g| {
+        probed(g, Probe::RemappedCorrectable)
+    }),
+    other("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", |g| {
+        probed(g, Probe::RemappedFailure)
+    }),
+    other("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", |g| {
+        g.xid_last.map(Value::Int)
+    }),
+    other(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        |g| probed(g, Probe::NvlinkThroughput),
+    ),
 ];
+
+/// A hand-read metric's series.
+fn metric_field(m: &'static TableMetric) -> Option<Field> {
+    let d = m.dcgm?;
+    Some(Field { name: d.name, kind: d.kind.as_str(), help: d.help, read: Read::Metric(m) })
+}
+
+/// Every series before GPM's and the field values': [`SERIES`], then each hand-read metric with a
+/// dcgm-exporter series that it does not place.
+pub(super) fn fields() -> impl Iterator<Item = Field> {
+    let placed = |m: &TableMetric| SERIES.iter().any(|s| matches!(s, Series::Metric(k) if *k == m.key));
+    let listed = SERIES.iter().filter_map(|s| match s {
+        Series::Metric(k) => HAND_READ.iter().find(|m| m.key == *k).and_then(metric_field),
+        Series::Other(f) => Some(*f),
+    });
+    listed.chain(HAND_READ.iter().filter(move |m| !placed(m)).filter_map(metric_field))
+}
+
+impl Field {
+    fn read(&self, g: &GpuSample) -> Option<Value> {
+        match self.read {
+            Read::Metric(m) => metric_value(m, g),
+            Read::Other(f) => f(g),
+        }
+    }
+}
 
 /// The GPM metrics with a dcgm-exporter series: those on in its list first, then those it ships
 /// commented out, each in the table's order.
@@ -204,10 +187,10 @@ pub(super) fn render(e: &Exposition, out: &mut String) {
     let Some(snap) = &e.poll.snapshot else { return };
     let labelled: Vec<(String, &GpuSample)> =
         snap.gpus.iter().map(|g| (labels(e.devices.iter().find(|d| d.index == g.gpu_index), g, e), g)).collect();
-    for f in FIELDS {
+    for f in fields() {
         let mut family = Family::new(out, f.name, f.kind, f.help);
         for (l, g) in &labelled {
-            if let Some(v) = (f.read)(g) {
+            if let Some(v) = f.read(g) {
                 family.sample(l, v);
             }
         }
@@ -234,4 +217,20 @@ pub(super) fn render(e: &Exposition, out: &mut String) {
 /// The metric table's rows that dcgm-exporter has a series for.
 pub(super) fn table_series() -> impl Iterator<Item = (&'static TableMetric, Dcgm)> {
     TABLE.iter().filter_map(|m| Some((m, m.dcgm?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key [`SERIES`] places is a hand-read row's with a series: a misspelt one would move
+    /// the series to the end.
+    #[test]
+    fn every_placed_metric_is_a_row_with_a_series() {
+        for s in SERIES {
+            if let Series::Metric(k) = s {
+                assert!(HAND_READ.iter().any(|m| m.key == *k && m.dcgm.is_some()), "{k}");
+            }
+        }
+    }
 }

@@ -43,8 +43,8 @@ fn gpus(gpus: &[GpuSample], out: &mut String) {
     }
     let mut limit = Family::new(out, "gpulse_gpu_power_limit_watts", "gauge", "The power limit the driver enforces.");
     for g in gpus {
-        if let Some(mw) = g.enforced_power_limit_mw.or(g.power_limit_mw) {
-            limit.sample(&gpu_label(g), Value::Float(f64::from(mw) / 1000.0));
+        if let Some(w) = g.power_cap_w() {
+            limit.sample(&gpu_label(g), Value::Float(w));
         }
     }
     let mut reasons = Family::new(

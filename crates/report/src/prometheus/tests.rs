@@ -95,7 +95,7 @@ fn value(text: &str, name: &str, has: &str) -> Option<String> {
 fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
     let published = default_counters();
     assert!(published.len() > 20, "read the published list");
-    for f in dcgm::FIELDS {
+    for f in dcgm::fields() {
         // The enabled line when the list has the name twice (PCIe: a commented-out counter too).
         let (_, kind, help, _) = published
             .iter()
@@ -121,11 +121,17 @@ fn dcgm_names_types_and_help_are_dcgm_exporters_own() {
         assert_eq!(("gauge", d.help, d.default), (kind.as_str(), help.as_str(), *enabled), "{}", d.name);
     }
     // What dcgm-exporter enables and gpulse does not serve yet; a new field shrinks this list.
-    let mut served: Vec<&str> = dcgm::FIELDS.iter().map(|f| f.name).collect();
+    let mut served: Vec<&str> = dcgm::fields().map(|f| f.name).collect();
     served.extend(dcgm::gpm_series().map(|(_, d)| d.name));
     let table: Vec<&str> = dcgm::table_series().map(|(_, d)| d.name).collect();
     assert!(table.iter().all(|n| !served.contains(n)), "a series is written once: {table:?}");
     served.extend(table);
+    // Every row of the model's metric tables that names a series is served, once.
+    for m in gpulse_model::metrics() {
+        if let Some(d) = m.dcgm {
+            assert_eq!(served.iter().filter(|n| **n == d.name).count(), 1, "{} ({})", d.name, m.key);
+        }
+    }
     let missing: Vec<&str> =
         published.iter().filter(|p| p.3 && !served.contains(&p.0.as_str())).map(|p| p.0.as_str()).collect();
     assert_eq!(

@@ -16,7 +16,7 @@ pub(super) fn read(d: &Device<'static>, settings: bool, out: &mut TableReadings)
     if rows.is_empty() {
         return false;
     }
-    let ids: Vec<FieldId> = rows.iter().map(|m| FieldId(m.nvml_field)).collect();
+    let ids: Vec<FieldId> = rows.iter().filter_map(|m| m.nvml_field().map(FieldId)).collect();
     match super::profile::timed("field_values_for", || d.field_values_for(&ids)) {
         Ok(values) => {
             for (m, v) in rows.iter().zip(values.into_iter().map(Some).chain(std::iter::repeat_with(|| None))) {

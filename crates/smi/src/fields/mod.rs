@@ -3,7 +3,7 @@
 mod nvml_fields;
 
 use gpulse_model::clocks;
-use gpulse_model::{Metric, Probe};
+use gpulse_model::{Metric, Probe, TableMetric};
 
 use crate::QueryError;
 
@@ -42,35 +42,15 @@ pub enum GpuKey {
     Uuid,
     PciBusId,
     PersistenceMode,
-    Pstate,
     ComputeMode,
-    FanSpeed,
-    UtilGpu,
-    UtilMemory,
-    MemoryTotal,
-    MemoryUsed,
-    MemoryFree,
-    MemoryReserved,
-    TemperatureGpu,
-    TemperatureMemory,
-    PowerDraw,
-    PowerLimit,
-    EnforcedPowerLimit,
-    ClockGraphics,
-    ClockSm,
-    ClockMemory,
     ClockMaxSm,
     ClockMaxMemory,
-    ReasonsActive,
     ReasonsSupported,
-    /// One named clocks-event reason, by NVML bit.
+    /// One named clocks-event reason, by NVML bit, of the hand-read bitmask.
     Reason(u64),
-    PcieLinkGen,
-    PcieLinkWidth,
     EccModeCurrent,
-    EccUncorrectedVolatileTotal,
-    EccCorrectedVolatileTotal,
-    /// gpulse-only: a GPM metric.
+    /// A hand-read metric (`gpulse_model::HAND_READ`): utilization, memory, power, clocks…
+    Hand(&'static TableMetric),
     /// A GPM metric (`gpm.*`), by its NVML id in the model's table.
     Gpm(u32),
     /// A row of the model's metric table (`gpulse_model::TABLE`), by key.
@@ -102,6 +82,7 @@ impl GpuKey {
     /// The sampled metric this field shows; `None` for static facts and the timestamp.
     pub fn metric(self) -> Option<Metric> {
         Some(match self {
+            GpuKey::Hand(m) => return m.call().map(|c| c.metric),
             GpuKey::Timestamp
             | GpuKey::DriverVersion
             | GpuKey::Count
@@ -118,21 +99,7 @@ impl GpuKey {
             | GpuKey::Probe(..)
             | GpuKey::Fixed(_)
             | GpuKey::Unread => return None,
-            GpuKey::Pstate => Metric::Pstate,
-            GpuKey::FanSpeed => Metric::FanSpeed,
-            GpuKey::UtilGpu | GpuKey::UtilMemory => Metric::Utilization,
-            GpuKey::MemoryTotal | GpuKey::MemoryUsed | GpuKey::MemoryFree | GpuKey::MemoryReserved => Metric::Memory,
-            GpuKey::TemperatureGpu => Metric::TemperatureGpu,
-            GpuKey::TemperatureMemory => Metric::TemperatureMemory,
-            GpuKey::PowerDraw => Metric::PowerDraw,
-            GpuKey::PowerLimit => Metric::PowerLimit,
-            GpuKey::EnforcedPowerLimit => Metric::EnforcedPowerLimit,
-            GpuKey::ClockGraphics => Metric::ClockGraphics,
-            GpuKey::ClockSm => Metric::ClockSm,
-            GpuKey::ClockMemory => Metric::ClockMem,
-            GpuKey::ReasonsActive | GpuKey::Reason(_) => Metric::ClocksEventReasons,
-            GpuKey::PcieLinkGen | GpuKey::PcieLinkWidth => Metric::PcieLink,
-            GpuKey::EccUncorrectedVolatileTotal | GpuKey::EccCorrectedVolatileTotal => Metric::EccErrors,
+            GpuKey::Reason(_) => Metric::ClocksEventReasons,
             GpuKey::Gpm(_) => Metric::Gpm,
             GpuKey::Table(_) => Metric::Table,
         })
@@ -162,6 +129,8 @@ impl GpuKey {
 /// (names, canonical first; unit; key).
 type Row = (&'static [&'static str], Option<&'static str>, GpuKey);
 
+/// The fields beside the model's metric tables: identity, device facts, and each clocks-event
+/// reason of the hand-read bitmask.
 const GPU_FIELDS: &[Row] = &[
     (&["timestamp"], None, GpuKey::Timestamp),
     (&["driver_version"], None, GpuKey::DriverVersion),
@@ -171,27 +140,9 @@ const GPU_FIELDS: &[Row] = &[
     (&["uuid", "gpu_uuid"], None, GpuKey::Uuid),
     (&["pci.bus_id", "gpu_bus_id"], None, GpuKey::PciBusId),
     (&["persistence_mode"], None, GpuKey::PersistenceMode),
-    (&["pstate"], None, GpuKey::Pstate),
     (&["compute_mode"], None, GpuKey::ComputeMode),
-    (&["fan.speed"], Some("%"), GpuKey::FanSpeed),
-    (&["utilization.gpu"], Some("%"), GpuKey::UtilGpu),
-    (&["utilization.memory"], Some("%"), GpuKey::UtilMemory),
-    (&["memory.total"], Some("MiB"), GpuKey::MemoryTotal),
-    (&["memory.used"], Some("MiB"), GpuKey::MemoryUsed),
-    (&["memory.free"], Some("MiB"), GpuKey::MemoryFree),
-    (&["memory.reserved"], Some("MiB"), GpuKey::MemoryReserved),
-    (&["temperature.gpu"], None, GpuKey::TemperatureGpu),
-    (&["temperature.memory"], None, GpuKey::TemperatureMemory),
-    (&["power.draw"], Some("W"), GpuKey::PowerDraw),
-    (&["power.draw.average", "gpu.power.draw.average"], Some("W"), GpuKey::PowerDraw),
-    (&["power.limit", "gpu.power.requested_limit"], Some("W"), GpuKey::PowerLimit),
-    (&["enforced.power.limit", "gpu.power.current_limit"], Some("W"), GpuKey::EnforcedPowerLimit),
-    (&["clocks.current.graphics", "clocks.gr"], Some("MHz"), GpuKey::ClockGraphics),
-    (&["clocks.current.sm", "clocks.sm"], Some("MHz"), GpuKey::ClockSm),
-    (&["clocks.current.memory", "clocks.mem"], Some("MHz"), GpuKey::ClockMemory),
     (&["clocks.max.sm"], Some("MHz"), GpuKey::ClockMaxSm),
     (&["clocks.max.memory", "clocks.max.mem"], Some("MHz"), GpuKey::ClockMaxMemory),
-    (&["clocks_event_reasons.active", "clocks_throttle_reasons.active"], None, GpuKey::ReasonsActive),
     (&["clocks_event_reasons.supported", "clocks_throttle_reasons.supported"], None, GpuKey::ReasonsSupported),
     (&["clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"], None, GpuKey::Reason(clocks::GPU_IDLE)),
     (
@@ -229,11 +180,7 @@ const GPU_FIELDS: &[Row] = &[
         None,
         GpuKey::Reason(clocks::HW_POWER_BRAKE_SLOWDOWN),
     ),
-    (&["pcie.link.gen.current"], None, GpuKey::PcieLinkGen),
-    (&["pcie.link.width.current"], None, GpuKey::PcieLinkWidth),
     (&["ecc.mode.current"], None, GpuKey::EccModeCurrent),
-    (&["ecc.errors.uncorrected.volatile.total"], None, GpuKey::EccUncorrectedVolatileTotal),
-    (&["ecc.errors.corrected.volatile.total"], None, GpuKey::EccCorrectedVolatileTotal),
 ];
 
 /// Every `--query-gpu=` name gpulse accepts, canonical names and aliases alike.
@@ -241,7 +188,7 @@ pub fn gpu_field_names() -> impl Iterator<Item = &'static str> {
     all_rows()
         .flat_map(|r| r.0.iter().copied())
         .chain(gpulse_model::GPM_FIELDS.iter().map(|f| f.smi))
-        .chain(gpulse_model::TABLE.iter().flat_map(|m| m.smi.iter().copied()))
+        .chain(gpulse_model::metrics().flat_map(|m| m.smi.iter().copied()))
 }
 
 fn all_rows() -> impl Iterator<Item = &'static Row> {
@@ -258,8 +205,9 @@ pub fn gpu_field(name: &str) -> Option<GpuField> {
             Some(GpuField { key: GpuKey::Gpm(f.nvml_id), canonical: f.smi, unit: Some(f.unit.smi_unit()) })
         })
         .or_else(|| {
-            let m = gpulse_model::TABLE.iter().find(|m| m.smi.contains(&name))?;
-            Some(GpuField { key: GpuKey::Table(m.key), canonical: m.smi[0], unit: m.smi_unit })
+            let m = gpulse_model::metrics().find(|m| m.smi.contains(&name))?;
+            let key = if m.call().is_some() { GpuKey::Hand(m) } else { GpuKey::Table(m.key) };
+            Some(GpuField { key, canonical: m.smi[0], unit: m.smi_unit })
         })
 }
 
@@ -353,5 +301,32 @@ mod tests {
             }
         }
         assert!(parse_gpu_fields("").unwrap().is_empty());
+    }
+
+    /// Every name of every row of the model's metric tables is a field that shows that row,
+    /// with the row's canonical name and unit; no other field shows a hand-read row.
+    #[test]
+    fn every_metric_names_its_fields() {
+        for m in gpulse_model::metrics() {
+            for name in m.smi {
+                let f = gpu_field(name).unwrap_or_else(|| panic!("{name} ({}) is not a field", m.key));
+                let key = match m.call() {
+                    Some(c) => {
+                        assert_eq!(f.key.metric(), Some(c.metric), "{name}");
+                        GpuKey::Hand(m)
+                    }
+                    None => GpuKey::Table(m.key),
+                };
+                assert_eq!((f.key, f.canonical, f.unit), (key, m.smi[0], m.smi_unit), "{name}");
+            }
+        }
+        for name in gpu_field_names() {
+            if let Some(GpuKey::Hand(m)) = gpu_field(name).map(|f| f.key) {
+                assert!(m.smi.contains(&name), "{name} shows {} but the row does not name it", m.key);
+            }
+        }
+        let f = parse_gpu_fields("clocks.mem,power.draw.average,pstate").unwrap();
+        let keys: Vec<&str> = f.iter().map(|f| if let GpuKey::Hand(m) = f.key { m.key } else { "" }).collect();
+        assert_eq!(keys, ["clock_mem_mhz", "power_draw_average_mw", "pstate"]);
     }
 }

@@ -31,7 +31,6 @@ pub(super) const NVML_FIELDS: &[Row] = &[
     (&["vgpu_device_capability.homogeneous_placements"], None, GpuKey::Probe(Probe::VgpuDeviceCap(9), Fmt::YesNo)),
     (&["vgpu_device_capability.mig_timeSlicing"], None, GpuKey::Probe(Probe::VgpuDeviceCap(10), Fmt::YesNo)),
     (&["vgpu_device_capability.mig_timeSlicing_mode"], None, GpuKey::Probe(Probe::VgpuDeviceCap(11), Fmt::Enabled)),
-    (&["pcie.link.gen.gpucurrent"], None, GpuKey::PcieLinkGen),
     (&["pcie.link.gen.max"], None, GpuKey::Probe(Probe::PcieGenMax, Fmt::Int)),
     (&["pcie.link.gen.gpumax"], None, GpuKey::Probe(Probe::PcieGenGpuMax, Fmt::Int)),
     (&["pcie.link.gen.hostmax"], None, GpuKey::Unread),

@@ -1,6 +1,6 @@
 //! One data line into a GPU sample or a process, and the GPU it belongs to.
 
-use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, ProcessSample};
+use gpulse_model::{Absence, DeviceInfo, DeviceStatus, GpuSample, MIB, ProcessSample, Shown};
 
 use super::cells::{Col, absence, milli, number, scaled, uint};
 use super::{LogRow, Registry};
@@ -97,25 +97,17 @@ pub(super) fn gpu_row(
                 facts.get_or_insert_default().clocks_event_reasons_supported =
                     Some(u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?)
             }
-            GpuKey::Pstate => s.pstate = Some(cell.strip_prefix('P').and_then(|p| p.parse().ok()).ok_or_else(bad)?),
-            GpuKey::FanSpeed => s.fan_speed_pct = Some(u()?),
-            GpuKey::UtilGpu => s.util_gpu_pct = Some(u()?),
-            GpuKey::UtilMemory => s.util_mem_pct = Some(u()?),
-            GpuKey::MemoryTotal => s.memory_total_bytes = Some(mib()?),
-            GpuKey::MemoryUsed => s.memory_used_bytes = Some(mib()?),
-            GpuKey::MemoryFree => s.memory_free_bytes = Some(mib()?),
-            GpuKey::MemoryReserved => s.memory_reserved_bytes = Some(mib()?),
-            GpuKey::TemperatureGpu => s.temperature_gpu_c = Some(u()?),
-            GpuKey::TemperatureMemory => s.temperature_memory_c = Some(u()?),
-            GpuKey::PowerDraw => s.power_draw_mw = Some(mw()?),
-            GpuKey::PowerLimit => s.power_limit_mw = Some(mw()?),
-            GpuKey::EnforcedPowerLimit => s.enforced_power_limit_mw = Some(mw()?),
-            GpuKey::ClockGraphics => s.clock_graphics_mhz = Some(u()?),
-            GpuKey::ClockSm => s.clock_sm_mhz = Some(u()?),
-            GpuKey::ClockMemory => s.clock_mem_mhz = Some(u()?),
-            GpuKey::ReasonsActive => {
-                s.clocks_event_reasons =
-                    Some(u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?)
+            GpuKey::Hand(m) => {
+                let v = match m.shown {
+                    Shown::Int => u64::from(u()?),
+                    Shown::Watts => u64::from(mw()?),
+                    Shown::MibCeil => mib()?,
+                    Shown::Pstate => cell.strip_prefix('P').and_then(|p| p.parse::<u32>().ok()).ok_or_else(bad)?.into(),
+                    Shown::Hex16 => u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?,
+                };
+                if let Some(c) = m.call() {
+                    (c.write)(&mut s, v);
+                }
             }
             GpuKey::Reason(bit) => {
                 let on = match cell {
@@ -125,10 +117,6 @@ pub(super) fn gpu_row(
                 };
                 *reason_bits.get_or_insert(0) |= if on { bit } else { 0 };
             }
-            GpuKey::PcieLinkGen => s.pcie_link_gen = Some(u()?),
-            GpuKey::PcieLinkWidth => s.pcie_link_width = Some(u()?),
-            GpuKey::EccUncorrectedVolatileTotal => s.ecc_uncorrected_volatile = Some(u64::from(u()?)),
-            GpuKey::EccCorrectedVolatileTotal => s.ecc_corrected_volatile = Some(u64::from(u()?)),
             GpuKey::Table(k) => s.table.set(k, Ok(cell.parse().map_err(|_| bad())?)),
             GpuKey::Gpm(k) => {
                 let v = number(cell).ok_or_else(bad)?;
