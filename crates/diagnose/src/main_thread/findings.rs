@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Domain, ThreadState, main_pid, points, site_text};
-use crate::ledger::{Account, Ledger, covers, merged};
+use crate::ledger::{Account, AccountKind, Ledger, covers, merged};
 use crate::rules::MATERIAL;
 use crate::{Basis, Finding, FindingId, Run, Severity, round};
 
@@ -21,18 +21,8 @@ const NO_LOOP: &str = "unexplained: no training loop seen";
 
 impl ThreadState {
     /// The ledger's account for the GPU's idle time while the main thread was in this state.
-    pub const fn account(self) -> &'static str {
-        match self {
-            ThreadState::Python => "main_thread_python",
-            ThreadState::GpuSync => "main_thread_gpu_sync",
-            ThreadState::GilWait => "main_thread_gil_wait",
-            ThreadState::Sleep => "main_thread_sleep",
-            ThreadState::Network => "main_thread_network",
-            ThreadState::Disk => "main_thread_disk",
-            ThreadState::Ipc => "main_thread_ipc",
-            ThreadState::Lock => "main_thread_lock",
-            ThreadState::Other => "main_thread_other",
-        }
+    pub const fn account(self) -> AccountKind {
+        AccountKind::MainThread(self)
     }
 
     /// The finding for idle time in this state.
@@ -83,9 +73,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let pts = points(run, pid);
     let g = crate::ledger::primary(run);
     let splittable = |a: &Account| {
-        a.account == "host_side"
-            || a.account == "input_inferred"
-            || (a.account == "unexplained"
+        a.account == AccountKind::HostSide
+            || a.account == AccountKind::InputInferred
+            || (a.account == AccountKind::Unexplained
                 && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
     };
     let total_s: f64 = ledger.accounts.iter().filter(|a| splittable(a)).map(|a| a.seconds).sum();
