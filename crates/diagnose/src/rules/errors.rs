@@ -176,8 +176,8 @@ fn short(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn event(kind: &str, t: f64, payload: Value) -> (EventKind, f64, Value) {
-        (EventKind::parse(kind), t, payload)
+    fn event(kind: EventKind, t: f64, payload: Value) -> (EventKind, f64, Value) {
+        (kind, t, payload)
     }
 
     #[test]
@@ -185,14 +185,22 @@ mod tests {
         let mut r = Run::default();
         assert!(findings(&r).is_empty());
         r.events = vec![
-            event("nccl_timeout", 612.0, serde_json::json!({"text": "Watchdog caught collective operation timeout"})),
-            event("nccl_timeout", 612.5, serde_json::json!({"text": "Watchdog caught collective operation timeout"})),
             event(
-                "dataloader_killed",
+                EventKind::NcclTimeout,
+                612.0,
+                serde_json::json!({"text": "Watchdog caught collective operation timeout"}),
+            ),
+            event(
+                EventKind::NcclTimeout,
+                612.5,
+                serde_json::json!({"text": "Watchdog caught collective operation timeout"}),
+            ),
+            event(
+                EventKind::DataloaderKilled,
                 40.0,
                 serde_json::json!({"text": "DataLoader worker (pid 42) is killed by signal: Killed.", "pid": 42, "signal": "Killed"}),
             ),
-            event("xid", 5.0, serde_json::json!({"text": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "xid": 79})),
+            event(EventKind::Xid, 5.0, serde_json::json!({"text": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "xid": 79})),
         ];
         let f = findings(&r);
         let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
@@ -209,7 +217,7 @@ mod tests {
         let timeout = serde_json::json!({"text": "Watchdog caught collective operation timeout"});
         let r = Run {
             gpus: vec![crate::rules::testing::steady(0, 95.0, 30)],
-            events: vec![event("nccl_timeout", 25.0, timeout)],
+            events: vec![event(EventKind::NcclTimeout, 25.0, timeout)],
             ..Run::default()
         };
         let all = crate::diagnose_run(&r);

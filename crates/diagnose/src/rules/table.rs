@@ -277,9 +277,9 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(sorted, (0..TABLE.len()).collect::<Vec<_>>(), "every rule runs once: {order:?}");
         let at = |i: usize| order.iter().position(|x| *x == i).unwrap();
-        for i in 0..TABLE.len() {
+        for (i, rule) in TABLE.iter().enumerate() {
             for d in waits_for(i) {
-                assert!(at(d) < at(i), "{:?} runs before {:?}, which it reads", TABLE[i].id, TABLE[d].id);
+                assert!(at(d) < at(i), "{:?} runs before {:?}, which it reads", rule.id, TABLE[d].id);
             }
         }
         // What reads the ledger appends its findings as it runs: it must run in table order,
