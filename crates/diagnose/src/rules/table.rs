@@ -3,7 +3,7 @@
 //! in before ranking (ties in rank keep it), so a rule's place in the table is its output place,
 //! never its run order.
 
-use crate::{Finding, Ledger, Run, Severity};
+use crate::{AccountKind, Finding, Ledger, Run, Severity};
 
 use super::{
     binding, ended, epoch, errors, health, host, memory, nvlink, phases, processes, stall, startup, steps, tensor,
@@ -25,10 +25,11 @@ pub(crate) enum View {
 /// What a rule consumes besides its view of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Input {
-    /// Another rule's findings (for a rule that amends the ledger, the ledger as it left it too).
+    /// Another rule's findings.
     Findings(RuleId),
-    /// The ledger, drawn from the findings of every rule that does not consume it.
-    Ledger,
+    /// The ledger's accounts of these kinds: drawn from the findings of every rule that reads no
+    /// account, then amended by the rules listed before this one that amend them.
+    Accounts(&'static [AccountKind]),
     /// Every other rule's findings, each priced by the ledger.
     Everything,
 }
@@ -62,26 +63,38 @@ pub(crate) enum RuleId {
     Healthy,
 }
 
-/// One rule: what it reads, and how it runs.
+/// One rule: what it reads, what it makes besides its own findings, and how it runs.
 pub(crate) struct Rule {
     pub id: RuleId,
     pub view: View,
     pub reads: &'static [Input],
+    /// The ledger's accounts it changes (splits, or names the finding of).
+    pub amends: &'static [AccountKind],
     run: fn(&mut Cx, &Run) -> Vec<Finding>,
 }
 
 impl Rule {
-    /// Whether it runs once the ledger is drawn: it reads the ledger, or every finding.
+    /// Whether it runs once the ledger is drawn: it reads or amends accounts, or reads every
+    /// finding.
     pub fn after_ledger(&self) -> bool {
-        self.reads.iter().any(|i| matches!(i, Input::Ledger | Input::Everything))
+        !self.amends.is_empty() || self.reads.iter().any(|i| matches!(i, Accounts(_) | Everything))
+    }
+
+    fn reads_accounts(&self) -> bool {
+        self.reads.iter().any(|i| matches!(i, Accounts(_)))
+    }
+
+    const fn amending(mut self, accounts: &'static [AccountKind]) -> Self {
+        self.amends = accounts;
+        self
     }
 }
 
 const fn rule(id: RuleId, view: View, reads: &'static [Input], run: fn(&mut Cx, &Run) -> Vec<Finding>) -> Rule {
-    Rule { id, view, reads, run }
+    Rule { id, view, reads, amends: &[], run }
 }
 
-use Input::{Everything, Findings, Ledger as L};
+use Input::{Accounts, Everything, Findings};
 use View::{Job, Loop, Whole};
 
 /// Every rule, in the order their findings are listed.
@@ -118,16 +131,25 @@ pub(crate) const TABLE: [Rule; 24] = [
     rule(RuleId::Nvlink, Loop, &[], |_, run| nvlink::unused(run)),
     // What the main thread did while the GPU idled names the host-side time by its mechanism:
     // it splits the ledger's accounts, and replaces the generic findings that explained them.
-    rule(RuleId::MainThread, Whole, &[L], |cx, run| {
+    // It adds the `main_thread_*` accounts in their place.
+    rule(RuleId::MainThread, Whole, &[Accounts(HOST_SIDE_IDLE)], |cx, run| {
         let ledger = std::mem::take(cx.ledger_mut());
         *cx.ledger_mut() = crate::main_thread::split(run, ledger, &mut cx.out);
         Vec::new()
-    }),
-    rule(RuleId::ByElimination, Whole, &[L, Findings(RuleId::MainThread)], |cx, run| {
+    })
+    .amending(HOST_SIDE_IDLE),
+    // Host-side time by elimination that nothing named gets a finding.
+    rule(RuleId::ByElimination, Whole, &[Accounts(&[AccountKind::HostSide])], |cx, run| {
         let loop_s = cx.loop_s;
         super::by_elimination(run, cx.ledger_mut(), loop_s).into_iter().collect()
-    }),
-    rule(RuleId::Phases, Job, &[L, Findings(RuleId::MainThread)], |cx, run| phases::findings(run, cx.ledger())),
+    })
+    .amending(&[AccountKind::HostSide]),
+    rule(
+        RuleId::Phases,
+        Job,
+        &[Accounts(&[AccountKind::Phase, AccountKind::StorageWrite, AccountKind::Unexplained])],
+        |cx, run| phases::findings(run, cx.ledger()),
+    ),
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.
     rule(RuleId::Healthy, Loop, &[Everything], |cx, run| {
@@ -135,6 +157,9 @@ pub(crate) const TABLE: [Rule; 24] = [
         if troubled { Vec::new() } else { utilization::healthy(run) }
     }),
 ];
+
+/// The accounts of the GPU's idle time that the main thread's samples can name.
+const HOST_SIDE_IDLE: &[AccountKind] = &[AccountKind::HostSide, AccountKind::InputInferred, AccountKind::Unexplained];
 
 /// Whether the stalls already explain the loop's waits: they lie mostly in a stall's pauses
 /// (the stall carries them), or a stall at each epoch start names the restarts, with their period.
@@ -149,15 +174,19 @@ fn index(id: RuleId) -> usize {
     TABLE.iter().position(|r| r.id == id).expect("every rule is in the table")
 }
 
-/// The rules `i` waits for: those it reads; the ledger waits for every rule it is drawn from,
-/// and every finding for every other rule.
+/// The rules `i` waits for: those whose findings it reads; for accounts, every rule the ledger
+/// is drawn from and every rule listed before it that amends them; for every finding, every
+/// other rule.
 pub(crate) fn waits_for(i: usize) -> Vec<usize> {
     let r = &TABLE[i];
     let mut out = Vec::new();
     for input in r.reads {
         match input {
             Findings(id) => out.push(index(*id)),
-            L => out.extend((0..TABLE.len()).filter(|j| !TABLE[*j].after_ledger())),
+            Accounts(kinds) => {
+                out.extend((0..TABLE.len()).filter(|j| !TABLE[*j].after_ledger()));
+                out.extend((0..i).filter(|j| TABLE[*j].amends.iter().any(|k| kinds.contains(k))));
+            }
             Everything => out.extend((0..TABLE.len()).filter(|j| *j != i && !TABLE[*j].reads.contains(&Everything))),
         }
     }
@@ -203,12 +232,13 @@ impl Cx {
     }
 
     fn ledger(&self) -> &Ledger {
-        debug_assert!(TABLE[self.current].reads.contains(&L), "{:?} reads the ledger", TABLE[self.current].id);
+        debug_assert!(TABLE[self.current].reads_accounts(), "{:?} reads the ledger", TABLE[self.current].id);
         self.ledger.as_ref().expect("the ledger is drawn before the rules that read it")
     }
 
     fn ledger_mut(&mut self) -> &mut Ledger {
-        debug_assert!(TABLE[self.current].reads.contains(&L), "{:?} reads the ledger", TABLE[self.current].id);
+        let rule = &TABLE[self.current];
+        debug_assert!(!rule.amends.is_empty(), "{:?} amends the ledger", rule.id);
         self.ledger.as_mut().expect("the ledger is drawn before the rules that read it")
     }
 }
