@@ -115,11 +115,6 @@ impl AccountKind {
     pub const fn is_startup(self) -> bool {
         matches!(self, Self::StartupDataWait | Self::StartupBeforeCuda | Self::StartupToFirstStep | Self::Startup)
     }
-
-    /// The loop's own waits for data, measured or inferred, inside it or at either end.
-    pub const fn is_data_wait(self) -> bool {
-        matches!(self, Self::DataWait | Self::StartupDataWait | Self::AfterLoopDataWait | Self::InputInferred)
-    }
 }
 
 impl fmt::Display for AccountKind {

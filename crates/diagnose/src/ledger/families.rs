@@ -40,6 +40,12 @@ pub(super) fn phases(book: &mut Book, run: &Run) {
     }
 }
 
+/// The unexplained accounts' labels that the main thread's samples can name: the loop's own idle
+/// time, and the whole run's where no loop was seen.
+pub(crate) const GPU_IDLE_IN_LOOP: &str = "unexplained: the GPU idle inside the loop";
+pub(crate) const LOOP_WITHOUT_GPU: &str = "unexplained: the loop's own work (no GPU was read)";
+pub(crate) const NO_LOOP: &str = "unexplained: no training loop seen";
+
 const WAITS: &str = "the loop's timed waits for each batch between its first step mark and its last";
 const WAITING: &str = "waiting for data";
 
@@ -203,20 +209,12 @@ fn idle(book: &mut Book, run: &Run, g: Option<&GpuSeries>, explained: Option<Exp
             "the loop's timed steps less their timed waits, with the GPU idle: host-side by elimination",
             idle_s,
         ),
-        None if g.is_some() => book.add(
-            K::Unexplained,
-            "unexplained: the GPU idle inside the loop",
-            Basis::Inferred,
-            "no mark or finding explains it",
-            idle_s,
-        ),
-        None => book.add(
-            K::Unexplained,
-            "unexplained: the loop's own work (no GPU was read)",
-            Basis::Inferred,
-            "no mark or GPU sample explains it",
-            idle_s,
-        ),
+        None if g.is_some() => {
+            book.add(K::Unexplained, GPU_IDLE_IN_LOOP, Basis::Inferred, "no mark or finding explains it", idle_s)
+        }
+        None => {
+            book.add(K::Unexplained, LOOP_WITHOUT_GPU, Basis::Inferred, "no mark or GPU sample explains it", idle_s)
+        }
     }
 }
 
@@ -239,13 +237,7 @@ pub(super) fn unexplained(book: &mut Book, run: &Run, at: &Loop) {
             "no mark or sample places it",
             left,
         ),
-        (None, _) => book.add(
-            K::Unexplained,
-            "unexplained: no training loop seen",
-            Basis::Inferred,
-            "no mark or sample places it",
-            left,
-        ),
+        (None, _) => book.add(K::Unexplained, NO_LOOP, Basis::Inferred, "no mark or sample places it", left),
     }
 }
 

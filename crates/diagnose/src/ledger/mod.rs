@@ -15,6 +15,7 @@ mod spans;
 use serde::Serialize;
 
 pub use account::AccountKind;
+pub(crate) use families::{GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, NO_LOOP};
 pub(crate) use spans::{covers, merged, total};
 
 use crate::{Basis, Finding, FindingId, Run};

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Domain, ThreadState, main_pid, points, site_text};
-use crate::ledger::{Account, AccountKind, Ledger, covers, merged};
+use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
 use crate::rules::MATERIAL;
 use crate::{Basis, Finding, FindingId, Run, Severity, round};
 
@@ -15,9 +15,7 @@ const MIN_SAMPLES: usize = 20;
 const CRITICAL_LOOP_SHARE: f64 = 0.5;
 
 /// The unexplained accounts that are the loop's own idle time (the ledger's labels).
-const LOOP_IDLE: [&str; 2] =
-    ["unexplained: the GPU idle inside the loop", "unexplained: the loop's own work (no GPU was read)"];
-const NO_LOOP: &str = "unexplained: no training loop seen";
+const LOOP_IDLE: [&str; 2] = [GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU];
 
 impl ThreadState {
     /// The ledger's account for the GPU's idle time while the main thread was in this state.
