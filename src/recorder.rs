@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gpulse_live::{Store, StoreError};
+use gpulse_model::MetaKey;
 use gpulse_record::{Claim, RunMeta, Writer};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
@@ -60,12 +61,12 @@ pub fn create(
     interval: Duration,
     root: Option<u32>,
     command: Option<String>,
-    extra: &[(&str, String)],
+    extra: &[(MetaKey, String)],
 ) -> anyhow::Result<Writer> {
     let mut extra_meta: std::collections::BTreeMap<String, String> =
-        extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        extra.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect();
     if let Some(p) = root {
-        extra_meta.insert("root_pid".into(), p.to_string());
+        extra_meta.insert(MetaKey::RootPid.as_str().into(), p.to_string());
     }
     let meta = RunMeta {
         host: gpulse_sample::host::hostname(),
@@ -159,11 +160,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let copy = dir.join("copy.db");
         let _ = std::fs::remove_file(&copy);
-        let instrumented = rec.meta.get("instrumented").is_some_and(|v| v == "true");
+        let instrumented = rec.instrumented();
         let meta = gpulse_record::RunMeta {
             gpulse_version: "test".into(),
             source: "nvml".into(),
-            extra: [("instrumented".to_owned(), instrumented.to_string())].into(),
+            extra: [(gpulse_model::MetaKey::Instrumented.as_str().to_owned(), instrumented.to_string())].into(),
             ..Default::default()
         };
         let writer = Writer::create(&copy, &meta, &rec.devices).unwrap();
@@ -188,8 +189,12 @@ mod tests {
         let seen = seen.lock().unwrap();
         assert_eq!((seen.frames, seen.with_live), (rec.snapshots.len(), rec.snapshots.len()));
         assert_eq!(again.snapshots.len(), rec.snapshots.len());
-        let written: Vec<&str> =
-            again.events.iter().filter(|e| e.kind == "finding").filter_map(|e| e.payload["id"].as_str()).collect();
+        let written: Vec<&str> = again
+            .events
+            .iter()
+            .filter(|e| e.kind == gpulse_model::EventKind::Finding)
+            .filter_map(|e| e.payload["id"].as_str())
+            .collect();
         assert_eq!(written, seen.findings, "the sinks saw what was written");
         assert!(written.contains(&"input_bound"), "the live view found the DataLoader: {written:?}");
         let ids = |r: &gpulse_model::RunData| gpulse_diagnose::diagnose(r).first().map(|f| f.id);

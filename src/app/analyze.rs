@@ -2,6 +2,7 @@
 //! `serve`'s report and a finished job's summary all start from.
 
 use gpulse_input::load_each;
+use gpulse_model::MetaKey;
 use gpulse_report::Analysis;
 
 /// Reads `path` (snapshots stream into the per-GPU series: a day of 8 GPUs is never held whole)
@@ -15,9 +16,11 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
     })?;
     if samples == 0 && recording.host.is_empty() && recording.markers.is_empty() {
         // A compute-apps log lists processes, not GPU readings: say so, and what would do.
-        if recording.meta.contains_key("nvidia_smi_app_fields") {
-            let logs =
-                recording.meta.get("source").and_then(|s| s.strip_prefix("nvidia-smi csv: ")).unwrap_or("APPS.csv");
+        if recording.meta_value(MetaKey::NvidiaSmiAppFields).is_some() {
+            let logs = recording
+                .meta_value(MetaKey::Source)
+                .and_then(|s| s.strip_prefix("nvidia-smi csv: "))
+                .unwrap_or("APPS.csv");
             anyhow::bail!(
                 "{} holds no GPU samples to diagnose: it is a --query-compute-apps log, which lists processes only; \
                  import it with the run's --query-gpu log (gpulse import GPU.csv {logs} -o run.db) and diagnose that",
@@ -35,6 +38,6 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         .filter(|m| m.kind == gpulse_model::MarkerKind::Phase && m.name.as_deref() != Some("data"))
         .map(|m| (m.name.clone().unwrap_or_default(), t(m.t_us), m.dur_us.unwrap_or(0) as f64 / 1e6))
         .collect();
-    let command = recording.meta.get("command").cloned();
+    let command = recording.meta_value(MetaKey::Command).map(str::to_owned);
     Ok(Analysis { run, diagnosis, gpus: recording.devices.len(), samples, command, phases })
 }

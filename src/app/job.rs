@@ -112,7 +112,7 @@ pub fn open_recording(
     interval: Duration,
     root: Option<u32>,
     command: String,
-    extra: &[(&str, String)],
+    extra: &[(gpulse_model::MetaKey, String)],
 ) -> anyhow::Result<(PathBuf, Option<Writer>)> {
     let created = match claim_output(output, name)? {
         Ok(c) => {

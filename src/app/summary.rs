@@ -54,7 +54,9 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
 /// "command killed by SIGKILL, exit status 137", from the recording's stop event, when a signal
 /// ended the job; nothing when it exited by itself (its status is gpulse's own).
 fn ended_line(run: &gpulse_diagnose::Run) -> String {
-    let Some((_, _, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return String::new() };
+    let Some((_, _, stop)) = run.events.iter().rev().find(|e| e.0 == gpulse_model::EventKind::Stop) else {
+        return String::new();
+    };
     let Some(sig) = stop.get("signal").and_then(serde_json::Value::as_str) else { return String::new() };
     let sig = gpulse_base::signal::signal_words(sig);
     match stop.get("exit_status").and_then(serde_json::Value::as_u64) {
@@ -129,8 +131,10 @@ mod tests {
 
     #[test]
     fn a_signal_is_named_and_an_exit_says_nothing() {
-        let stop =
-            |p: serde_json::Value| gpulse_diagnose::Run { events: vec![("stop".into(), 1.0, p)], ..Default::default() };
+        let stop = |p: serde_json::Value| gpulse_diagnose::Run {
+            events: vec![(gpulse_model::EventKind::Stop, 1.0, p)],
+            ..Default::default()
+        };
         let killed =
             stop(serde_json::json!({"reason": "command killed by SIGKILL", "signal": "SIGKILL", "exit_status": 137}));
         assert_eq!(ended_line(&killed), "command killed by SIGKILL, exit status 137\n\n");

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use gpulse_job::JobEnd;
+use gpulse_model::MetaKey;
 
 use crate::app::job::{self, claim_output};
 use crate::cli::{AttachArgs, GlobalArgs};
@@ -24,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         recorder::open_source(global, "recording", false, &gpulse_model::GPM_RECORDED, &[])?,
         Some(pid),
     );
-    let extra = [("runner", "gpulse attach".to_owned())];
+    let extra = [(MetaKey::Runner, "gpulse attach".to_owned())];
     let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
     let mut session = job::session(Some(recording), poller, output.clone(), &args.job, web, None, false);
     session.follow(pid, cmdline);

@@ -130,7 +130,7 @@ fn read_input(args: &ExportArgs, apps: &mut Option<Vec<gpulse_record::ProcessRow
     }
     with_recording(&args.input, &mut |db| {
         let rec = gpulse_record::read(db)?;
-        let imported = rec.meta.contains_key("nvidia_smi_app_fields");
+        let imported = rec.meta_value(gpulse_model::MetaKey::NvidiaSmiAppFields).is_some();
         let only_apps = imported && rec.snapshots.is_empty();
         if args.query_apps.is_some() || only_apps {
             // An imported log's listings are stored as polled; a live recording's only when they

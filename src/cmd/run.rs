@@ -10,6 +10,7 @@ use gpulse_job::bootstrap::Bootstrap;
 use gpulse_job::cgroup::OomCounter;
 use gpulse_job::marks::{MarkReceiver, SOCKET_ENV};
 use gpulse_job::{JobEnd, child, pump, terminal::StatusStyle};
+use gpulse_model::MetaKey;
 
 use crate::app::job::{self, open_recording};
 use crate::cli::{GlobalArgs, RunArgs};
@@ -21,7 +22,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let poller =
         recorder::poller(recorder::open_source(global, "recording", true, &gpulse_model::GPM_RECORDED, &[])?, None);
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
-    let extra = [("runner", "gpulse run".to_owned()), ("instrumented", args.instrument.to_string())];
+    let extra = [(MetaKey::Runner, "gpulse run".to_owned()), (MetaKey::Instrumented, args.instrument.to_string())];
     let (output, recording) = open_recording(
         args.job.output.as_deref(),
         &job_name(&args.command),

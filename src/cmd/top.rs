@@ -18,11 +18,11 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(!run.snapshots.is_empty(), "{} holds no GPU samples to replay", path.display());
             let options = Options {
                 devices: run.devices.clone(),
-                instrumented: run.meta.get("instrumented").is_some_and(|v| v == "true"),
+                instrumented: run.instrumented(),
                 no_signals: Some("the processes of a recording are not this machine's"),
                 jobs_dirs: Vec::new(),
                 // A job's recording watched one tree; a machine's may hold many jobs.
-                follow_workloads: !run.meta.contains_key("root_pid"),
+                follow_workloads: run.meta_value(gpulse_model::MetaKey::RootPid).is_none(),
             };
             (Feed::Replay(Replay::new(&run, args.speed)), options)
         }

@@ -135,7 +135,7 @@ fn ctrl_c_on_record_keeps_the_closing_poll_and_says_ctrl_c() {
     let r = gpulse_record::read(&db).unwrap();
     assert_eq!(r.snapshots.len(), 2, "the first poll and the closing one");
     assert!(r.snapshots[1].timestamp_us >= asked, "the closing poll is from the stop");
-    let stop = r.events.iter().find(|e| e.kind == "stop").unwrap();
+    let stop = r.events.iter().find(|e| e.kind.as_str() == "stop").unwrap();
     assert_eq!(stop.payload["reason"], "stopped by Ctrl-C (SIGINT)");
 }
 
@@ -157,7 +157,7 @@ fn attach_and_run_say_ctrl_c_as_record_does() {
     let o = attach.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("gpulse: stopped by Ctrl-C (SIGINT); process {pid} goes on\n")), "{err}");
-    let stop = gpulse_record::read(&dir.join("a.db")).unwrap().events.into_iter().find(|e| e.kind == "stop");
+    let stop = gpulse_record::read(&dir.join("a.db")).unwrap().events.into_iter().find(|e| e.kind.as_str() == "stop");
     assert_eq!(stop.unwrap().payload["reason"], "stopped by Ctrl-C (SIGINT)");
     // `run`: the job gets the Ctrl-C, and its end is said in the same words.
     let script = "echo ready; exec sleep 30";

@@ -120,12 +120,12 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
 
     // The leak: the OOM on stderr is an event, and the forecast made before it is in the file.
     let rec = gpulse_record::read(&dir.join("leak.db")).unwrap();
-    let oom = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM event");
+    let oom = rec.events.iter().find(|e| e.kind.as_str() == "cuda_oom").expect("the OOM event");
     assert!(oom.payload["text"].as_str().unwrap().starts_with("torch.OutOfMemoryError: CUDA out of memory."));
     let forecast = rec
         .events
         .iter()
-        .find(|e| e.kind == "finding" && e.payload["evidence"]["time_to_oom_s"].is_number())
+        .find(|e| e.kind.as_str() == "finding" && e.payload["evidence"]["time_to_oom_s"].is_number())
         .expect("a forecast");
     let lead_s = (oom.t_ms - forecast.t_ms) as f64 / 1000.0;
     let predicted_s = forecast.payload["evidence"]["time_to_oom_s"].as_f64().unwrap();
@@ -139,7 +139,7 @@ fn gpulse_run_on_the_h200_agrees_with_the_loops_own_timing() {
     // PyTorch's message ends with its documentation's URL, "…pytorch-cuda-alloc-conf)"; this
     // recording kept its first 600 characters, up to the middle of the URL. The finding shows
     // them up to the last whole word, without the broken URL, and says it was cut.
-    let stored = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap().payload["text"].as_str().unwrap();
+    let stored = rec.events.iter().find(|e| e.kind.as_str() == "cuda_oom").unwrap().payload["text"].as_str().unwrap();
     assert!(stored.ends_with("#optimizing-memory-usage-with-pytorch-cuda-a"), "{stored}");
     assert!(stored.starts_with(text) && text.ends_with("See documentation for Memory Management"), "{text}");
     assert_eq!(message["cut"], true, "{message}");

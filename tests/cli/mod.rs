@@ -37,4 +37,5 @@ mod support;
 mod table;
 mod text_width;
 mod top;
+mod typed_words;
 mod web_config;

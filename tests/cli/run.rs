@@ -98,7 +98,7 @@ sys.exit(1)
     for k in ["cuda_oom", "nccl_timeout", "nccl_error", "dataloader_killed", "xid", "stop"] {
         assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
     }
-    let oom = rec.events.iter().find(|e| e.kind == "cuda_oom").unwrap();
+    let oom = rec.events.iter().find(|e| e.kind.as_str() == "cuda_oom").unwrap();
     assert!(oom.payload["text"].as_str().unwrap().starts_with("torch.OutOfMemoryError: CUDA out of memory."));
     assert_eq!(oom.payload["tried_bytes"], 2u64 << 30);
 }
@@ -156,7 +156,7 @@ fn a_job_killed_by_sigkill_is_reported_killed() {
     assert_eq!(code, 128 + 9, "a shell's status for SIGKILL: {err}");
     assert!(err.contains("command killed by SIGKILL, exit status 137"), "the summary: {err}");
     let rec = read(&dir.join("k.db"));
-    let stop = rec.events.iter().find(|e| e.kind == "stop").expect("the stop event");
+    let stop = rec.events.iter().find(|e| e.kind.as_str() == "stop").expect("the stop event");
     assert_eq!(stop.payload["reason"], "command killed by SIGKILL");
     assert_eq!(stop.payload["signal"], "SIGKILL");
     assert_eq!(stop.payload["exit_status"], 137);
@@ -175,7 +175,7 @@ fn a_job_killed_by_sigkill_is_reported_killed() {
     assert_eq!(code, 137);
     assert!(!err.contains("killed"), "{err}");
     assert_eq!(
-        read(&dir.join("x.db")).events.iter().find(|e| e.kind == "stop").unwrap().payload["reason"],
+        read(&dir.join("x.db")).events.iter().find(|e| e.kind.as_str() == "stop").unwrap().payload["reason"],
         "command exited with status 137"
     );
 }
@@ -217,7 +217,7 @@ time.sleep(30)
         assert_eq!(rest.trim(), format!("got {name}"), "the command got the signal once");
         assert_eq!(status.code(), Some(40 + sig), "gpulse exits with the command's status");
         let rec = read(&dir.join("sig.db"));
-        assert!(rec.events.iter().any(|e| e.kind == "stop"), "the recording is closed cleanly");
+        assert!(rec.events.iter().any(|e| e.kind.as_str() == "stop"), "the recording is closed cleanly");
     }
 }
 
@@ -353,7 +353,11 @@ fn attach_follows_a_running_process_until_it_exits() {
     assert_eq!(code, 0, "{err}");
     let rec = read(&dir.join("a.db"));
     assert!(rec.trees.len() >= 3, "{}", rec.trees.len());
-    assert!(rec.events.iter().any(|e| e.kind == "stop" && e.payload["reason"].as_str().unwrap().contains("exited")));
+    assert!(
+        rec.events
+            .iter()
+            .any(|e| e.kind.as_str() == "stop" && e.payload["reason"].as_str().unwrap().contains("exited"))
+    );
     let (code, _, err) = run(gpulse(None).args(["attach", "999999999", "-o"]).arg(dir.join("x.db")));
     assert_eq!(code, 1);
     assert!(err.contains("no process 999999999"), "{err}");
@@ -387,7 +391,7 @@ fn the_python_package_works_outside_and_inside_gpulse_run() {
     let kinds = |k| rec.markers.iter().filter(|m| m.kind == k).map(|m| m.count).sum::<u32>();
     assert_eq!(kinds(gpulse_record::MarkerKind::Step), 5);
     assert_eq!(kinds(gpulse_record::MarkerKind::Phase), 5);
-    let mark = rec.events.iter().find(|e| e.kind == "mark").expect("the mark");
+    let mark = rec.events.iter().find(|e| e.kind.as_str() == "mark").expect("the mark");
     assert_eq!(mark.payload["name"], "checkpoint");
     assert_eq!(mark.payload["epoch"], 3);
     assert_eq!(mark.payload["path"], "a b.pt");
@@ -429,7 +433,7 @@ fn marks_from_outside_the_job_are_refused_and_counted() {
         ),
         "{err}"
     );
-    assert!(rec.events.iter().any(|e| e.kind == "marks_refused" && e.payload["foreign"] == 200));
+    assert!(rec.events.iter().any(|e| e.kind.as_str() == "marks_refused" && e.payload["foreign"] == 200));
 }
 
 #[test]
@@ -500,6 +504,6 @@ fn a_stopped_job_is_said_and_sigcont_to_gpulse_resumes_it() {
     assert!(rest.contains(") resumed"), "{rest}");
     assert_eq!(std::fs::read_to_string(dir.join("resumed")).unwrap(), "on\n");
     let kinds: Vec<String> =
-        read(&dir.join("r.db")).events.iter().map(|e| e.kind.clone()).filter(|k| k.starts_with("job_")).collect();
+        read(&dir.join("r.db")).events.iter().map(|e| e.kind.to_string()).filter(|k| k.starts_with("job_")).collect();
     assert_eq!(kinds, ["job_stopped", "job_resumed"]);
 }

@@ -244,7 +244,7 @@ fn a_closed_terminal_ends_record_and_attach_cleanly_and_reaches_runs_job() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{name}: {err}");
         let rec = gpulse_record::read(&dir.join(name)).unwrap();
-        let stop = rec.events.iter().find(|e| e.kind == "stop").expect("closed cleanly");
+        let stop = rec.events.iter().find(|e| e.kind.as_str() == "stop").expect("closed cleanly");
         assert_eq!(stop.payload["reason"], "stopped by SIGHUP", "{name}");
         for side in ["-wal", "-shm"] {
             assert!(!dir.join(format!("{name}{side}")).exists(), "{name}{side} left behind");
@@ -334,7 +334,7 @@ fn a_duration_ends_the_recording_whatever_the_interval() {
         // the recording keeps), and it stopped before the next poll was due.
         let started_us: i64 = rec.meta["started_at_us"].parse().unwrap();
         assert!(rec.snapshots[1].timestamp_us - started_us >= 1_000_000 - 1_000, "{interval}");
-        let stop_ms = rec.events.iter().find(|e| e.kind == "stop").expect("stopped").t_ms;
+        let stop_ms = rec.events.iter().find(|e| e.kind.as_str() == "stop").expect("stopped").t_ms;
         assert!(stop_ms * 1000 - started_us < 10_000_000, "{interval}: stopped {} ms in", stop_ms - started_us / 1000);
     }
 }

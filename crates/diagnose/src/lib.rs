@@ -25,7 +25,7 @@ pub use analysis::Diagnosis;
 pub use energy::Energy;
 pub use finding_id::{Concern, FindingId, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};
-pub use ledger::{Account, Ledger, ledger};
+pub use ledger::{Account, AccountKind, Ledger, ledger};
 pub use live::LiveDiagnosis;
 pub use roofline::{Efficiency, efficiency};
 pub use series::{GpuSeries, Run, RunBuilder};

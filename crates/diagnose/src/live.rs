@@ -68,7 +68,7 @@ impl LiveDiagnosis {
     pub fn new(devices: &[DeviceInfo], instrumented: bool) -> Self {
         let mut window = RunData { devices: devices.to_vec(), ..RunData::default() };
         if instrumented {
-            window.meta.insert("instrumented".into(), "true".into());
+            window.meta.insert(gpulse_model::MetaKey::Instrumented.as_str().into(), "true".into());
         }
         Self {
             started_us: None,
@@ -294,7 +294,7 @@ impl LiveDiagnosis {
     pub fn recent_steps(&self) -> Option<Steps> {
         let recent: Vec<Marker> =
             self.window.markers.iter().filter(|m| self.now_us - m.t_us <= RECENT_STEPS_US).cloned().collect();
-        let instrumented = self.window.meta.contains_key("instrumented");
+        let instrumented = self.window.meta.contains_key(gpulse_model::MetaKey::Instrumented.as_str());
         Steps::from_markers(&recent, self.now_us, instrumented)
     }
 

@@ -362,7 +362,7 @@ fn rates(g: &GpuSeries, roof: Option<&DevicePeak>, pipe: Pipe, limits: &mut Vec<
 fn samples_per_step(run: &Run) -> Option<f64> {
     run.events
         .iter()
-        .filter(|e| e.0 == "mark")
+        .filter(|e| e.0 == gpulse_model::EventKind::Mark)
         .filter_map(|e| e.2.get("samples_per_step")?.as_f64())
         .rfind(|n| *n > 0.0)
 }

@@ -129,7 +129,7 @@ fn joules_per_step_come_from_two_counter_readings_and_the_steps_between() {
     assert_eq!((e.steps, e.span_s), (60, [0.0, 60.0]));
     assert!((e.joules_per_step - 500.0).abs() < 1e-9, "{}", e.joules_per_step);
     assert_eq!(e.joules_per_1k_samples, None, "the loop did not say its batch");
-    r.events.push(("mark".into(), 1.0, serde_json::json!({"name": "batch", "samples_per_step": 256})));
+    r.events.push((gpulse_model::EventKind::Mark, 1.0, serde_json::json!({"name": "batch", "samples_per_step": 256})));
     let e = efficiency(&r).remove(0);
     assert!((e.energy.as_ref().unwrap().joules_per_1k_samples.unwrap() - 500.0 / 256.0 * 1000.0).abs() < 1e-9);
     assert_eq!(e.energy_line().unwrap(), "GPU 0 energy: 500.0 J per step, 1953 J per 1,000 samples (over 60 steps)");

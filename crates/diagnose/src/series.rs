@@ -144,7 +144,7 @@ pub struct Run {
     /// over time (seconds, value).
     pub host_mem_used_pct: Vec<(f64, f64)>,
     /// Events by kind and time (seconds since the start).
-    pub events: Vec<(String, f64, serde_json::Value)>,
+    pub events: Vec<(gpulse_model::EventKind, f64, serde_json::Value)>,
     /// Steps and data wait measured inside the training loop, when it sent marks.
     pub steps: Option<crate::Steps>,
     /// Every timed wait for data, `[start, end]` in seconds, from any process (see
@@ -346,7 +346,8 @@ impl RunBuilder {
             s.mem_total_bytes = s.mem_total_bytes.or(info.and_then(|d| d.memory_total_bytes).map(|b| b as f64));
             s.max_sm_clock_mhz = info.and_then(|d| d.clock_max_sm_mhz).map(f64::from);
             s.name = info.map(|d| d.name.clone());
-            let up = rec.events.iter().filter(|e| e.kind == "nvlink" && e.payload["gpu"] == s.gpu);
+            let up =
+                rec.events.iter().filter(|e| e.kind == gpulse_model::EventKind::Nvlink && e.payload["gpu"] == s.gpu);
             for n in up.filter_map(|e| e.payload["active_links"].as_u64()) {
                 s.nvlink_active_links = Some(s.nvlink_active_links.unwrap_or(0).max(n as u32));
             }
@@ -530,11 +531,7 @@ impl RunBuilder {
             cores,
             host_mem_used_pct,
             events,
-            steps: crate::Steps::from_markers(
-                &rec.markers,
-                start_us,
-                rec.meta.get("instrumented").is_some_and(|v| v == "true"),
-            ),
+            steps: crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
             data_waits_s,
             phases_s,
             copies_s,

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use gpulse_record::{RunMeta, Writer};
+use gpulse_record::{MetaKey, RunMeta, Writer};
 use gpulse_smi::log::{LogLayout, LogRow, LogSummary, Registry};
 
 /// The one line every command that reads a log prints per log with unreadable lines: how many,
@@ -149,15 +149,20 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     }
     let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;
-    writer.set_meta("started_at_us", &first_t.unwrap_or(0).to_string())?;
+    writer.set_meta(MetaKey::StartedAtUs.as_str(), &first_t.unwrap_or(0).to_string())?;
     let (mut gpu, mut apps) = (LogLayout::default(), LogLayout::default());
     for (_, s) in &summaries {
         gpu.extend(&s.gpu);
         apps.extend(&s.apps);
     }
-    for (layout, prefix) in [(&gpu, "nvidia_smi"), (&apps, "nvidia_smi_app")] {
+    use MetaKey::*;
+    let keys = [
+        (&gpu, [NvidiaSmiFields, NvidiaSmiFormat, NvidiaSmiHeaderRows]),
+        (&apps, [NvidiaSmiAppFields, NvidiaSmiAppFormat, NvidiaSmiAppHeaderRows]),
+    ];
+    for (layout, keys) in keys {
         if layout.rows > 0 && !layout.fields.is_empty() {
-            write_layout(&mut writer, prefix, layout)?;
+            write_layout(&mut writer, keys, layout)?;
         }
     }
     writer.finish()?;
@@ -177,12 +182,13 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     Ok(summary)
 }
 
-/// Stores how a log was written (`PREFIX_fields`, `PREFIX_format`, `PREFIX_header_rows`), so that
-/// `gpulse export` writes it back the same way.
-fn write_layout(writer: &mut Writer, prefix: &str, layout: &LogLayout) -> anyhow::Result<()> {
-    writer.set_meta(&format!("{prefix}_fields"), &layout.fields.join(","))?;
-    writer.set_meta(&format!("{prefix}_format"), &layout.format().spec())?;
+/// Stores how a log was written (its fields, format and header rows, under `keys` in that
+/// order), so that `gpulse export` writes it back the same way.
+fn write_layout(writer: &mut Writer, keys: [MetaKey; 3], layout: &LogLayout) -> anyhow::Result<()> {
+    let [fields, format, header_rows] = keys.map(MetaKey::as_str);
+    writer.set_meta(fields, &layout.fields.join(","))?;
+    writer.set_meta(format, &layout.format().spec())?;
     let rows: Vec<String> = layout.header_rows.iter().map(ToString::to_string).collect();
-    writer.set_meta(&format!("{prefix}_header_rows"), &rows.join(","))?;
+    writer.set_meta(header_rows, &rows.join(","))?;
     Ok(())
 }

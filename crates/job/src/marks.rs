@@ -85,7 +85,7 @@ pub fn parse_line(line: &str, sender: u32, stats: &mut SenderStats) -> Option<Re
             let obj = payload.as_object_mut()?;
             obj.insert("name".into(), name.into());
             obj.insert("pid".into(), pid.into());
-            Some(Received::Event(Event { t_ms: a / 1_000_000, kind: "mark".into(), payload }))
+            Some(Received::Event(Event { t_ms: a / 1_000_000, kind: gpulse_model::EventKind::Mark, payload }))
         }
         "bye" => {
             let dropped: u64 = rest.next()?.parse().ok()?;

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
-use gpulse_model::Event;
+use gpulse_model::{Event, EventKind};
 
 use super::stderr_events::{LineSplitter, detect};
 use super::terminal::Terminal;
@@ -18,7 +18,7 @@ pub fn spawn(mut stream: std::fs::File, term: Arc<Terminal>, events: Sender<Even
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 16 * 1024];
         let mut lines = LineSplitter::default();
-        let mut last: Vec<(&'static str, i64)> = Vec::new();
+        let mut last: Vec<(EventKind, i64)> = Vec::new();
         let mut on_line = |line: &str| {
             let Some((kind, payload)) = detect(line) else { return };
             let t_ms = gpulse_base::clock::now_us() / 1000;
@@ -26,8 +26,8 @@ pub fn spawn(mut stream: std::fs::File, term: Arc<Terminal>, events: Sender<Even
                 return;
             }
             last.retain(|(k, _)| *k != kind);
-            last.push((kind, t_ms));
-            let _ = events.send(Event { t_ms, kind: kind.into(), payload });
+            last.push((kind.clone(), t_ms));
+            let _ = events.send(Event { t_ms, kind, payload });
         };
         loop {
             match stream.read(&mut buf) {

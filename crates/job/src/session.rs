@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpulse_diagnose::LiveDiagnosis;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
-use gpulse_model::Event;
+use gpulse_model::{Event, EventKind, MetaKey};
 use gpulse_sample::Poller;
 use gpulse_sample::stacks::StackOptions;
 
@@ -147,7 +147,7 @@ impl Session {
         if let Some(p) = self.poller.as_mut() {
             p.follow(pid);
         }
-        self.pipeline.set_meta("root_pid", &pid.to_string());
+        self.pipeline.set_meta(MetaKey::RootPid.as_str(), &pid.to_string());
     }
 
     /// Where the job's stderr events go.
@@ -199,7 +199,7 @@ impl Session {
                 eprintln!("gpulse: {text}");
                 self.pipeline.event(Event {
                     t_ms: gpulse_base::clock::now_us() / 1000,
-                    kind: "marks_refused".into(),
+                    kind: EventKind::MarksRefused,
                     payload: serde_json::json!({ "foreign": stats.foreign, "over_rate": stats.over_rate, "text": text }),
                 });
             }
@@ -207,7 +207,7 @@ impl Session {
             if dropped > 0 {
                 self.pipeline.event(Event {
                     t_ms: gpulse_base::clock::now_us() / 1000,
-                    kind: "marks_dropped".into(),
+                    kind: EventKind::MarksDropped,
                     payload: serde_json::json!({ "dropped": dropped, "text": format!("{dropped} marks dropped while the recorder was behind") }),
                 });
             }
@@ -320,13 +320,13 @@ impl JobWatch<'_> {
         self.job_stopped = stopped;
         let (kind, text) = if stopped {
             (
-                "job_stopped",
+                EventKind::JobStopped,
                 format!(
                     "the job (PID {pid}) is stopped; gpulse waits for it: `kill -CONT {pid}` (or to gpulse) resumes it"
                 ),
             )
         } else {
-            ("job_resumed", format!("the job (PID {pid}) resumed"))
+            (EventKind::JobResumed, format!("the job (PID {pid}) resumed"))
         };
         if stopped {
             self.term.notice(Some(&text));
@@ -338,7 +338,7 @@ impl JobWatch<'_> {
         }
         pipeline.event(Event {
             t_ms: gpulse_base::clock::now_us() / 1000,
-            kind: kind.into(),
+            kind,
             payload: serde_json::json!({ "pid": pid, "text": text }),
         });
     }

@@ -1,19 +1,20 @@
 //! What a training job prints on stderr that is worth an event: CUDA out of memory, NCCL errors
 //! and watchdog timeouts, a DataLoader worker killed, Xid messages.
 
+use gpulse_model::EventKind;
 use gpulse_model::run::{EVENT_TEXT_MAX_CHARS as MAX_TEXT, OLD_EVENT_TEXT_MAX_CHARS as OLD_MAX_TEXT, cut_text};
 use serde_json::{Value, json};
 
 /// The event a line of stderr stands for, if any: its kind and payload (`text`, plus what the
 /// line names: bytes asked for, the GPU, a PID, an Xid code).
-pub fn detect(line: &str) -> Option<(&'static str, Value)> {
+pub fn detect(line: &str) -> Option<(EventKind, Value)> {
     let kind = if line.contains("CUDA out of memory") || line.contains("OutOfMemoryError") {
-        "cuda_oom"
+        EventKind::CudaOom
     } else if line.contains("Watchdog caught collective operation timeout")
         || (line.contains("NCCL") && line.contains("timed out"))
         || line.contains("NCCL watchdog")
     {
-        "nccl_timeout"
+        EventKind::NcclTimeout
     } else if line.contains("NCCL error")
         || line.contains("NCCL WARN")
         || line.contains("ncclInternalError")
@@ -22,12 +23,12 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
         || line.contains("ncclRemoteError")
         || line.contains("ncclInvalidUsage")
     {
-        "nccl_error"
+        EventKind::NcclError
     } else if line.contains("DataLoader worker") && (line.contains("is killed") || line.contains("exited unexpectedly"))
     {
-        "dataloader_killed"
+        EventKind::DataloaderKilled
     } else if line.contains("NVRM: Xid") || line.contains("Xid (PCI:") {
-        "xid"
+        EventKind::Xid
     } else {
         return None;
     };
@@ -42,7 +43,7 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
         obj.insert("cut".into(), json!(false));
     }
     match kind {
-        "cuda_oom" => {
+        EventKind::CudaOom => {
             if let Some(b) = after(line, "Tried to allocate ").and_then(parse_size) {
                 obj.insert("tried_bytes".into(), json!(b));
             }
@@ -50,7 +51,7 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
                 obj.insert("gpu".into(), json!(g));
             }
         }
-        "dataloader_killed" => {
+        EventKind::DataloaderKilled => {
             if let Some(p) = after(line, "(pid ").or_else(|| after(line, "pid(s) ")).and_then(leading_u64) {
                 obj.insert("pid".into(), json!(p));
             }
@@ -58,7 +59,7 @@ pub fn detect(line: &str) -> Option<(&'static str, Value)> {
                 obj.insert("signal".into(), json!(sig.trim().trim_end_matches('.')));
             }
         }
-        "xid" => {
+        EventKind::Xid => {
             // "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
             if let Some(code) = after(line, "): ").and_then(leading_u64) {
                 obj.insert("xid".into(), json!(code));
@@ -158,20 +159,23 @@ mod tests {
     fn recognises_the_real_texts() {
         let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.21 GiB is free.";
         let (k, p) = detect(oom).unwrap();
-        assert_eq!(k, "cuda_oom");
+        assert_eq!(k.as_str(), "cuda_oom");
         assert_eq!(p["tried_bytes"], 2u64 << 30);
         assert_eq!(p["gpu"], 0);
-        assert_eq!(detect("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB").unwrap().0, "cuda_oom");
+        assert_eq!(
+            detect("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB").unwrap().0.as_str(),
+            "cuda_oom"
+        );
         let wd = "[rank1]:[E1130 08:00:00.000000 123 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.";
-        assert_eq!(detect(wd).unwrap().0, "nccl_timeout");
+        assert_eq!(detect(wd).unwrap().0.as_str(), "nccl_timeout");
         let ne = "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5";
-        assert_eq!(detect(ne).unwrap().0, "nccl_error");
+        assert_eq!(detect(ne).unwrap().0.as_str(), "nccl_error");
         let dl = "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. ";
         let (k, p) = detect(dl).unwrap();
-        assert_eq!((k, &p["pid"], &p["signal"]), ("dataloader_killed", &json!(4242), &json!("Killed")));
+        assert_eq!((k.as_str(), &p["pid"], &p["signal"]), ("dataloader_killed", &json!(4242), &json!("Killed")));
         let xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.";
         let (k, p) = detect(xid).unwrap();
-        assert_eq!((k, &p["xid"], &p["pci_bus_id"]), ("xid", &json!(79), &json!("0000:3b:00")));
+        assert_eq!((k.as_str(), &p["xid"], &p["pci_bus_id"]), ("xid", &json!(79), &json!("0000:3b:00")));
         assert_eq!(detect("epoch 3: loss 0.512, 120 it/s"), None);
         assert_eq!(detect("Traceback (most recent call last):"), None);
     }

@@ -1,7 +1,7 @@
 //! From polls, marks and events to a recording, a rolling diagnosis and frames for the sinks.
 
 use gpulse_diagnose::{Finding, LiveDiagnosis};
-use gpulse_model::{Event, Marker, Poll};
+use gpulse_model::{Event, EventKind, Marker, Poll};
 use gpulse_sample::profile;
 
 use crate::fold::Folder;
@@ -121,7 +121,7 @@ impl Pipeline {
             if let Some(snap) = &poll.snapshot {
                 for &gpu in &poll.newly_lost {
                     let payload = serde_json::json!({ "gpu": gpu });
-                    w.event(&Event { t_ms: snap.timestamp_us / 1000, kind: "gpu_lost".into(), payload })?;
+                    w.event(&Event { t_ms: snap.timestamp_us / 1000, kind: EventKind::GpuLost, payload })?;
                 }
             }
             xids.iter().try_for_each(|e| w.event(e))?;
@@ -145,7 +145,7 @@ impl Pipeline {
         let t_ms = poll.host.timestamp_us / 1000;
         for f in &findings {
             let payload = serde_json::to_value(f).unwrap_or_default();
-            self.write(|w| w.event(&Event { t_ms, kind: "finding".into(), payload }));
+            self.write(|w| w.event(&Event { t_ms, kind: EventKind::Finding, payload }));
         }
         let frame = Frame { poll: &poll, live: self.live.as_ref(), findings: &findings };
         if !self.sinks.is_empty() {
@@ -170,7 +170,7 @@ impl Pipeline {
                 .map(|l| serde_json::json!({"link": l.link, "version": l.version, "remote_pci_bus_id": l.remote_pci_bus_id}))
                 .collect();
             let payload = serde_json::json!({"gpu": g.gpu_index, "active_links": up, "links": links});
-            out.push(Event { t_ms: snap.timestamp_us / 1000, kind: "nvlink".into(), payload });
+            out.push(Event { t_ms: snap.timestamp_us / 1000, kind: EventKind::Nvlink, payload });
         }
         out
     }
@@ -210,7 +210,7 @@ impl Pipeline {
         self.folder.finish(&mut held);
         self.write_marks(&held);
         fields.insert("reason".into(), reason.into());
-        let stop = Event { t_ms: gpulse_base::clock::now_us() / 1000, kind: "stop".into(), payload: fields.into() };
+        let stop = Event { t_ms: gpulse_base::clock::now_us() / 1000, kind: EventKind::Stop, payload: fields.into() };
         self.write(|w| w.event(&stop));
         if let Some(w) = self.recording.take()
             && let Err(e) = w.finish()
@@ -255,7 +255,7 @@ fn xid_events(poll: &Poll) -> Vec<Event> {
             let mut payload = serde_json::json!({ "xid": x.xid, "gpu": x.gpu, "source": "nvml", "pids": x.pids });
             payload["text"] =
                 x.text.clone().unwrap_or_else(|| format!("Xid {} on GPU {} (NVML event)", x.xid, x.gpu)).into();
-            Event { t_ms: x.timestamp_us / 1000, kind: "xid".into(), payload }
+            Event { t_ms: x.timestamp_us / 1000, kind: EventKind::Xid, payload }
         })
         .collect()
 }

@@ -7,10 +7,12 @@
 
 pub mod clocks;
 pub mod device;
+pub mod event_kind;
 pub mod gpm;
 pub mod gpu;
 pub mod health;
 pub mod host;
+pub mod meta_key;
 pub mod peak;
 pub mod probe;
 pub mod process;
@@ -22,10 +24,12 @@ pub mod workload;
 
 pub use clocks::ClocksEventReasons;
 pub use device::DeviceInfo;
+pub use event_kind::EventKind;
 pub use gpm::{GPM_FIELDS, GPM_RECORDED, GPM_SERVED, GPM_STATUS, GpmDcgm, GpmField, GpmUnit};
 pub use gpu::{Absence, Absences, DeviceStatus, GpmMetrics, GpuSample, Metric, UtilSample};
 pub use health::{NvLink, NvrmXid, Xid, parse_nvrm_xid};
 pub use host::{GpuProcessClass, HostSample, TreeProcess, TreeSample};
+pub use meta_key::MetaKey;
 pub use peak::{Arch, DevicePeak, Precision, device_peak};
 pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};

@@ -63,7 +63,7 @@ impl Marker {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     pub t_ms: i64,
-    pub kind: String,
+    pub kind: crate::EventKind,
     pub payload: serde_json::Value,
 }
 

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 pub use claim::{Claim, claim};
 pub use gpulse_model::ProcessRow;
-pub use gpulse_model::{Event, Marker, MarkerKind, RunData};
+pub use gpulse_model::{Event, EventKind, Marker, MarkerKind, MetaKey, RunData};
 pub use processes::read_process_rows;
 pub use read::{Recording, read, read_each};
 pub use stacks::CREATE_STACKS;

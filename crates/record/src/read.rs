@@ -11,7 +11,7 @@ use rusqlite::{Connection, Row};
 
 use crate::schema::SCHEMA_VERSION;
 use crate::units::{bytes, pct, us};
-use crate::{Event, Marker, MarkerKind, RecordError, RunData};
+use crate::{Event, EventKind, Marker, MarkerKind, MetaKey, RecordError, RunData};
 
 /// A recording read back: the run's data, and what its reader should be told.
 pub type Recording = RunData;
@@ -35,7 +35,7 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
         Ok(mut rec) => {
             // A finished recording has its end; one in WAL mode without it and without its log
             // may lack what followed the last checkpoint.
-            if !rec.events.iter().any(|e| e.kind == "stop") {
+            if !rec.events.iter().any(|e| e.kind == EventKind::Stop) {
                 rec.warnings.extend(found.warning());
             }
             Ok(rec)
@@ -47,7 +47,7 @@ pub fn read_each(path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<R
 fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot)) -> Result<Recording, RecordError> {
     let name = path.display().to_string();
     let version: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+        .query_row("SELECT value FROM meta WHERE key = ?1", [MetaKey::SchemaVersion.as_str()], |r| r.get(0))
         .map_err(|e| match e {
             // Another program's database, or no key: not ours. Anything else is damage.
             rusqlite::Error::QueryReturnedNoRows => RecordError::NotARecording(name.clone()),
@@ -90,13 +90,13 @@ fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot
             swap_total_bytes: swap(9)?,
         })
     })?;
-    let root = meta.get("root_pid").and_then(|p: &String| p.parse().ok());
+    let root = meta.get(MetaKey::RootPid.as_str()).and_then(|p: &String| p.parse().ok());
     let trees = trees(&conn, root)?;
     let events = rows(&conn, "SELECT t_ms, kind, payload FROM events ORDER BY t_ms, rowid", |r| {
         let payload: String = r.get(2)?;
         Ok(Event {
             t_ms: r.get(0)?,
-            kind: r.get(1)?,
+            kind: EventKind::parse(&r.get::<_, String>(1)?),
             payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
         })
     })?;

@@ -12,7 +12,7 @@ use rusqlite::{Connection, params};
 
 use crate::schema::{CREATE, CREATE_GPU_FIELDS, CREATE_MARKERS, SCHEMA_VERSION};
 use crate::units::{kib, ms, pm};
-use crate::{Event, Marker, RecordError, RunMeta};
+use crate::{Event, Marker, MetaKey, RecordError, RunMeta};
 
 /// How often the writer commits: the most a crash can lose.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
@@ -236,25 +236,26 @@ impl Writer {
             stacks: Default::default(),
         };
         w.begin()?;
-        let put = |k: &str, v: &str| w.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![k, v]);
-        put("schema_version", &SCHEMA_VERSION.to_string())?;
-        put("gpulse_version", &meta.gpulse_version)?;
-        put("started_at_us", &meta.started_at_us.to_string())?;
-        put("source", &meta.source)?;
+        let put_str = |k: &str, v: &str| w.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![k, v]);
+        let put = |k: MetaKey, v: &str| put_str(k.as_str(), v);
+        put(MetaKey::SchemaVersion, &SCHEMA_VERSION.to_string())?;
+        put(MetaKey::GpulseVersion, &meta.gpulse_version)?;
+        put(MetaKey::StartedAtUs, &meta.started_at_us.to_string())?;
+        put(MetaKey::Source, &meta.source)?;
         if let Some(h) = &meta.host {
-            put("host", h)?;
+            put(MetaKey::Host, h)?;
         }
         if let Some(c) = &meta.command {
-            put("command", c)?;
+            put(MetaKey::Command, c)?;
         }
         if let Some(i) = meta.interval_ms {
-            put("interval_ms", &i.to_string())?;
+            put(MetaKey::IntervalMs, &i.to_string())?;
         }
         if let Some(v) = devices.first().and_then(|d| d.cuda_version.as_ref()) {
-            put("cuda_version", v)?;
+            put(MetaKey::CudaVersion, v)?;
         }
         for (k, v) in &meta.extra {
-            put(k, v)?;
+            put_str(k, v)?;
         }
         w.set_devices(devices)?;
         w.commit()?;
@@ -316,7 +317,8 @@ impl Writer {
             )?;
         }
         if let Some(v) = devices.first().and_then(|d| d.driver_version.as_ref()) {
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('driver_version', ?1)", params![v])?;
+            self.conn
+                .execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![MetaKey::DriverVersion.as_str(), v])?;
         }
         Ok(())
     }
@@ -587,7 +589,10 @@ impl Writer {
     /// Records an event and commits at once: events are rare and worth keeping.
     pub fn event(&mut self, e: &Event) -> Result<(), RecordError> {
         self.begin()?;
-        self.conn.execute("INSERT INTO events VALUES (?1, ?2, ?3)", params![e.t_ms, e.kind, e.payload.to_string()])?;
+        self.conn.execute(
+            "INSERT INTO events VALUES (?1, ?2, ?3)",
+            params![e.t_ms, e.kind.as_str(), e.payload.to_string()],
+        )?;
         self.commit()
     }
 

@@ -37,7 +37,7 @@ fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
     assert!(rec.snapshots.len() >= 60);
     assert!(rec.snapshots.iter().flat_map(|s| &s.gpus).any(|g| g.gpm.as_ref().and_then(|m| m.sm_util_pct).is_some()));
     assert_eq!(rec.host.len(), rec.snapshots.len());
-    assert_eq!(rec.events.last().unwrap().kind, "stop");
+    assert_eq!(rec.events.last().unwrap().kind.as_str(), "stop");
 }
 
 /// Schema 3 is what gpulse writes; 1 and 2 (with or without `markers.count`) and recordings from

@@ -1,7 +1,7 @@
 //! A recording as the CSV nvidia-smi would have written: `gpulse export`. An imported log comes
 //! back byte for byte: its fields, its format, and its headers where it had them.
 
-use gpulse_model::{ProcessRow, RunData};
+use gpulse_model::{MetaKey, ProcessRow, RunData};
 use gpulse_smi::{CsvFormat, GpuRow, QueryError};
 
 /// Fields written when neither the user nor an imported log says which.
@@ -11,8 +11,8 @@ const DEFAULT_FIELDS: &str = "timestamp,index,name,uuid,utilization.gpu,utilizat
 const DEFAULT_APP_FIELDS: &str = "timestamp,gpu_name,gpu_bus_id,gpu_uuid,pid,process_name,used_gpu_memory";
 
 /// The format to write: the one asked for, else the imported log's own, else plain csv.
-fn format(asked: Option<&str>, rec: &RunData, key: &str) -> Result<CsvFormat, QueryError> {
-    let spec = asked.or(rec.meta.get(key).map(String::as_str)).unwrap_or("csv");
+fn format(asked: Option<&str>, rec: &RunData, key: MetaKey) -> Result<CsvFormat, QueryError> {
+    let spec = asked.or(rec.meta_value(key)).unwrap_or("csv");
     CsvFormat::parse(spec)
 }
 
@@ -22,20 +22,20 @@ fn format(asked: Option<&str>, rec: &RunData, key: &str) -> Result<CsvFormat, Qu
 fn chosen<F>(
     asked: Option<&str>,
     rec: &RunData,
-    key: &str,
+    key: MetaKey,
     default: &str,
     parse: fn(&str) -> Result<Vec<F>, QueryError>,
     field: fn(&str) -> Option<F>,
 ) -> Result<Vec<F>, QueryError> {
     match asked {
         Some(list) => parse(list),
-        None => Ok(rec.meta.get(key).map_or(default, String::as_str).split(',').filter_map(field).collect()),
+        None => Ok(rec.meta_value(key).unwrap_or(default).split(',').filter_map(field).collect()),
     }
 }
 
 /// Where headers go: where the imported log had them when its own fields are written, else on top.
-fn header_rows(rec: &RunData, key: &str, own_fields: bool) -> Vec<usize> {
-    let stored: Option<Vec<usize>> = rec.meta.get(key).map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect());
+fn header_rows(rec: &RunData, key: MetaKey, own_fields: bool) -> Vec<usize> {
+    let stored: Option<Vec<usize>> = rec.meta_value(key).map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect());
     match stored {
         Some(rows) if own_fields && !rows.is_empty() => rows,
         _ => vec![0],
@@ -64,16 +64,16 @@ fn csv(header: &str, at: &[usize], format: CsvFormat, rows: impl Iterator<Item =
 /// A recording's GPU samples as nvidia-smi's `--query-gpu` CSV: the `format` and `fields` asked
 /// for, else an imported log's own (with its headers where it had them), else a rich set.
 pub fn gpu_csv(rec: &RunData, format_asked: Option<&str>, fields_asked: Option<&str>) -> Result<String, QueryError> {
-    let format = format(format_asked, rec, "nvidia_smi_format")?;
+    let format = format(format_asked, rec, MetaKey::NvidiaSmiFormat)?;
     let fields = chosen(
         fields_asked,
         rec,
-        "nvidia_smi_fields",
+        MetaKey::NvidiaSmiFields,
         DEFAULT_FIELDS,
         gpulse_smi::parse_gpu_fields,
         gpulse_smi::fields::gpu_field,
     )?;
-    let at = header_rows(rec, "nvidia_smi_header_rows", fields_asked.is_none());
+    let at = header_rows(rec, MetaKey::NvidiaSmiHeaderRows, fields_asked.is_none());
     let count = rec.devices.len();
     let fields = &fields;
     let rows = rec.snapshots.iter().flat_map(|snap| {
@@ -93,16 +93,16 @@ pub fn apps_csv(
     format_asked: Option<&str>,
     asked: Option<&str>,
 ) -> Result<String, QueryError> {
-    let format = format(format_asked, rec, "nvidia_smi_app_format")?;
+    let format = format(format_asked, rec, MetaKey::NvidiaSmiAppFormat)?;
     let fields = chosen(
         asked,
         rec,
-        "nvidia_smi_app_fields",
+        MetaKey::NvidiaSmiAppFields,
         DEFAULT_APP_FIELDS,
         gpulse_smi::parse_app_fields,
         gpulse_smi::fields::app_field,
     )?;
-    let at = header_rows(rec, "nvidia_smi_app_header_rows", asked.is_none());
+    let at = header_rows(rec, MetaKey::NvidiaSmiAppHeaderRows, asked.is_none());
     let unknown = gpulse_model::DeviceInfo::default();
     let lines = rows.iter().map(|r| {
         let info = rec.devices.iter().find(|d| d.index == r.gpu).unwrap_or(&unknown);

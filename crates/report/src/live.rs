@@ -81,7 +81,7 @@ mod tests {
     fn replay_in(dir: &str, name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>, LiveDiagnosis) {
         let path = gpulse_fixtures::root().join(dir).join(name);
         let rec = gpulse_record::read(&path).unwrap();
-        let mut live = LiveDiagnosis::new(&rec.devices, rec.meta.get("instrumented").is_some_and(|v| v == "true"));
+        let mut live = LiveDiagnosis::new(&rec.devices, rec.instrumented());
         let mut written = Vec::new();
         let mut statuses = Vec::new();
         let (mut ev, mut mk) = (0, 0);
@@ -96,7 +96,7 @@ mod tests {
                 mk += 1;
             }
             while ev < rec.events.len() && rec.events[ev].t_ms * 1000 <= t {
-                if rec.events[ev].kind != "finding" {
+                if rec.events[ev].kind != gpulse_model::EventKind::Finding {
                     live.push_event(&rec.events[ev]);
                 }
                 ev += 1;
@@ -135,7 +135,9 @@ mod tests {
     #[test]
     fn a_leak_is_forecast_before_it_runs_out_of_memory() {
         let (written, rec, _) = replay("leak.db");
-        let oom_us = rec.events.iter().find(|e| e.kind == "cuda_oom").expect("the OOM was caught").t_ms * 1000;
+        let oom_us =
+            rec.events.iter().find(|e| e.kind == gpulse_model::EventKind::CudaOom).expect("the OOM was caught").t_ms
+                * 1000;
         let forecasts: Vec<(i64, f64)> = written
             .iter()
             .filter(|(_, f)| f.id == FindingId::MemoryGrowth)

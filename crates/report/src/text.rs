@@ -79,7 +79,7 @@ pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
     accounts.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
     for a in accounts {
         let label = match a.account {
-            "phase" => format!("phase '{}'", a.label),
+            gpulse_diagnose::AccountKind::Phase => format!("phase '{}'", a.label),
             _ => a.label.clone(),
         };
         let basis = match a.basis {

@@ -153,10 +153,10 @@ fn replayed_until(name: &str, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> 
 
 /// Any run (a recording, a log) replayed through the pipeline into the view.
 pub(super) fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -> bool) -> Arc<Mutex<App>> {
-    let instrumented = run.meta.get("instrumented").is_some_and(|v| v == "true");
+    let instrumented = run.instrumented();
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
-    let follow = !run.meta.contains_key("root_pid");
+    let follow = run.meta_value(gpulse_model::MetaKey::RootPid).is_none();
     let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented, follow)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
     let mut r = Replay::new(run, 1.0);

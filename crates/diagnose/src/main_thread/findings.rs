@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Domain, ThreadState, main_pid, points, site_text};
-use crate::ledger::{Account, Ledger, covers, merged};
+use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
 use crate::rules::MATERIAL;
 use crate::{Basis, Finding, FindingId, Run, Severity, round};
 
@@ -15,24 +15,12 @@ const MIN_SAMPLES: usize = 20;
 const CRITICAL_LOOP_SHARE: f64 = 0.5;
 
 /// The unexplained accounts that are the loop's own idle time (the ledger's labels).
-const LOOP_IDLE: [&str; 2] =
-    ["unexplained: the GPU idle inside the loop", "unexplained: the loop's own work (no GPU was read)"];
-const NO_LOOP: &str = "unexplained: no training loop seen";
+const LOOP_IDLE: [&str; 2] = [GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU];
 
 impl ThreadState {
     /// The ledger's account for the GPU's idle time while the main thread was in this state.
-    pub const fn account(self) -> &'static str {
-        match self {
-            ThreadState::Python => "main_thread_python",
-            ThreadState::GpuSync => "main_thread_gpu_sync",
-            ThreadState::GilWait => "main_thread_gil_wait",
-            ThreadState::Sleep => "main_thread_sleep",
-            ThreadState::Network => "main_thread_network",
-            ThreadState::Disk => "main_thread_disk",
-            ThreadState::Ipc => "main_thread_ipc",
-            ThreadState::Lock => "main_thread_lock",
-            ThreadState::Other => "main_thread_other",
-        }
+    pub const fn account(self) -> AccountKind {
+        AccountKind::MainThread(self)
     }
 
     /// The finding for idle time in this state.
@@ -83,9 +71,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let pts = points(run, pid);
     let g = crate::ledger::primary(run);
     let splittable = |a: &Account| {
-        a.account == "host_side"
-            || a.account == "input_inferred"
-            || (a.account == "unexplained"
+        a.account == AccountKind::HostSide
+            || a.account == AccountKind::InputInferred
+            || (a.account == AccountKind::Unexplained
                 && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
     };
     let total_s: f64 = ledger.accounts.iter().filter(|a| splittable(a)).map(|a| a.seconds).sum();

@@ -4,7 +4,7 @@ use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, Stack
 
 use super::*;
 use crate::rules::testing;
-use crate::{FindingId, Severity};
+use crate::{AccountKind, FindingId, Severity};
 
 fn frame(file: &str, line: u32, function: &str, code: &str) -> PyFrame {
     PyFrame { file: file.into(), line, function: function.into(), code: Some(code.into()) }
@@ -83,13 +83,17 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     // metrics 30 % and sleeps 30 %: half the idle time each.
     let r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
     let (findings, ledger) = crate::diagnose_with_ledger(&r);
-    let secs = |a: &str| ledger.seconds(a);
-    let idle = 80.0 - secs("gpu_work");
+    let secs = |a: AccountKind| ledger.seconds(a);
+    let idle = 80.0 - secs(AccountKind::GpuWork);
     assert!(idle > 40.0, "{ledger:#?}");
-    assert!((secs("main_thread_python") - idle / 2.0).abs() < 0.5, "{ledger:#?}");
-    assert!((secs("main_thread_sleep") - idle / 2.0).abs() < 0.5, "{ledger:#?}");
-    assert_eq!(secs("host_side"), 0.0, "the split replaces the lump");
-    assert_eq!(secs("main_thread_gpu_sync"), 0.0, "waiting on the device is not the GPU's idle time");
+    assert!((secs(AccountKind::MainThread(ThreadState::Python)) - idle / 2.0).abs() < 0.5, "{ledger:#?}");
+    assert!((secs(AccountKind::MainThread(ThreadState::Sleep)) - idle / 2.0).abs() < 0.5, "{ledger:#?}");
+    assert_eq!(secs(AccountKind::HostSide), 0.0, "the split replaces the lump");
+    assert_eq!(
+        secs(AccountKind::MainThread(ThreadState::GpuSync)),
+        0.0,
+        "waiting on the device is not the GPU's idle time"
+    );
     let sum: f64 = ledger.accounts.iter().map(|a| a.seconds).sum();
     assert!((sum - ledger.wall_s).abs() < 0.01, "every second in one account: {ledger:#?}");
     let ids = testing::ids(&findings);
@@ -121,7 +125,7 @@ fn a_gpu_bound_loop_gets_no_host_side_finding() {
         .map(|f| f.id.as_str())
         .collect();
     assert!(host.is_empty(), "{host:?}");
-    assert!(ledger.seconds("main_thread_python") < 1.0, "{ledger:#?}");
+    assert!(ledger.seconds(AccountKind::MainThread(ThreadState::Python)) < 1.0, "{ledger:#?}");
 }
 
 #[test]
@@ -131,8 +135,8 @@ fn too_few_samples_leave_the_lump_as_it_was() {
     st.samples.truncate(10);
     r.stacks = Arc::new(st);
     let (_, ledger) = crate::diagnose_with_ledger(&r);
-    assert!(ledger.seconds("host_side") > 40.0, "{ledger:#?}");
-    assert_eq!(ledger.seconds("main_thread_python"), 0.0);
+    assert!(ledger.seconds(AccountKind::HostSide) > 40.0, "{ledger:#?}");
+    assert_eq!(ledger.seconds(AccountKind::MainThread(ThreadState::Python)), 0.0);
 }
 
 #[test]
@@ -251,5 +255,5 @@ fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
     assert_eq!(host[0].evidence["domain"], "compile");
     assert!(host[0].title.starts_with("The main thread recompiling (torch.compile)"), "{}", host[0].title);
     assert!(host[0].advice[0].contains("mark_dynamic"), "{:?}", host[0].advice);
-    assert_eq!(ledger.seconds("main_thread_lock"), 0.0, "{ledger:#?}");
+    assert_eq!(ledger.seconds(AccountKind::MainThread(ThreadState::Lock)), 0.0, "{ledger:#?}");
 }

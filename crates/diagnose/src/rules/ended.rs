@@ -31,7 +31,7 @@ pub fn gpu_lost(run: &Run) -> Vec<Finding> {
             earliest(g.gpu, t);
         }
     }
-    for e in run.events.iter().filter(|e| e.0 == "gpu_lost") {
+    for e in run.events.iter().filter(|e| e.0 == gpulse_model::EventKind::GpuLost) {
         if let Some(gpu) = e.2.get("gpu").and_then(Value::as_u64).and_then(|g| u32::try_from(g).ok()) {
             earliest(gpu, e.1);
         }
@@ -68,7 +68,9 @@ pub fn gpu_lost(run: &Run) -> Vec<Finding> {
 /// its processes the OOM killer took (`oom_kills`). That count covers every kind of OOM kill, so
 /// when it was read and stayed 0, host memory alone does not say OOM.
 pub fn host_oom(run: &Run) -> Vec<Finding> {
-    let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return Vec::new() };
+    let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == gpulse_model::EventKind::Stop) else {
+        return Vec::new();
+    };
     let signal = stop.get("signal").and_then(Value::as_str);
     let oom_kills = stop.get("oom_kills").and_then(Value::as_u64);
     let before_end: Vec<f64> =
@@ -129,7 +131,7 @@ mod tests {
     fn ended(stop: Value, mem_pct: f64) -> Run {
         let mut host: Vec<(f64, f64)> = (0..17).map(|t| (f64::from(t), 40.0)).collect();
         host.extend([(17.0, mem_pct - 2.0), (18.0, mem_pct), (19.0, mem_pct - 1.0)]);
-        Run { events: vec![("stop".into(), 20.0, stop)], host_mem_used_pct: host, ..run(Vec::new()) }
+        Run { events: vec![(gpulse_model::EventKind::Stop, 20.0, stop)], host_mem_used_pct: host, ..run(Vec::new()) }
     }
 
     fn killed(extra: Value) -> Value {
@@ -183,7 +185,7 @@ mod tests {
         assert_eq!((f[0].severity, f[0].gpu, &f[0].evidence["at_s"]), (Severity::Critical, Some(1), &json!(6.0)));
         assert_eq!(f[0].evidence["last_reading_s"], 5.0);
         // The recorder's event, earlier than any sample that still held the GPU's listing.
-        let r = Run { events: vec![("gpu_lost".into(), 5.5, json!({"gpu": 1}))], ..run(vec![g]) };
+        let r = Run { events: vec![(gpulse_model::EventKind::GpuLost, 5.5, json!({"gpu": 1}))], ..run(vec![g]) };
         assert_eq!(gpu_lost(&r)[0].evidence["at_s"], 5.5);
         assert!(gpu_lost(&run(vec![steady(0, 90.0, 10)])).is_empty(), "a GPU that answered throughout");
     }

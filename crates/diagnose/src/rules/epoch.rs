@@ -21,7 +21,7 @@ fn restarts(run: &Run) -> Vec<(f64, [f64; 2])> {
         .events
         .iter()
         .filter(|e| {
-            e.0 == "mark"
+            e.0 == gpulse_model::EventKind::Mark
                 && e.2.get("name").and_then(|n| n.as_str()).is_some_and(|n| n == "loader_start" || n == "epoch_start")
         })
         .map(|e| e.1)
@@ -94,8 +94,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
 mod tests {
     use super::*;
 
-    fn mark(name: &str, t: f64) -> (String, f64, serde_json::Value) {
-        ("mark".into(), t, serde_json::json!({ "name": name }))
+    fn mark(name: &str, t: f64) -> (gpulse_model::EventKind, f64, serde_json::Value) {
+        (gpulse_model::EventKind::Mark, t, serde_json::json!({ "name": name }))
     }
 
     /// Epochs every 10 s from 0; the first batch of each waits `first_s`, the others 10 ms.

@@ -2,6 +2,7 @@
 //! worker killed, an Xid from the driver. Each is the software's own word, so each is a finding
 //! with what it means, whatever the samples show. (CUDA's out-of-memory is `oom`'s.)
 
+use gpulse_model::EventKind;
 use serde_json::Value;
 
 use crate::{Finding, FindingId, Run, Severity, round};
@@ -62,9 +63,9 @@ fn xid_is_the_jobs(code: u64) -> bool {
 
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
-    let of = |kind: &str| run.events.iter().filter(move |e| e.0 == kind).collect::<Vec<_>>();
-    let text = |e: &(String, f64, Value)| e.2.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
-    let timeouts = of("nccl_timeout");
+    let of = |kind: EventKind| run.events.iter().filter(move |e| e.0 == kind).collect::<Vec<_>>();
+    let text = |e: &(EventKind, f64, Value)| e.2.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
+    let timeouts = of(EventKind::NcclTimeout);
     if let Some(first) = timeouts.first() {
         out.push(
             Finding::new(
@@ -85,7 +86,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             ]),
         );
     }
-    let errors = of("nccl_error");
+    let errors = of(EventKind::NcclError);
     if let Some(first) = errors.first() {
         out.push(
             Finding::new(FindingId::NcclError, Severity::Critical, format!("NCCL failed {:.0} s into the run: {}", first.1, short(&text(first))))
@@ -97,7 +98,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 ]),
         );
     }
-    let killed = of("dataloader_killed");
+    let killed = of(EventKind::DataloaderKilled);
     if let Some(first) = killed.first() {
         let signal = first.2.get("signal").and_then(Value::as_str).unwrap_or("a signal").to_owned();
         let mut f = Finding::new(
@@ -126,14 +127,14 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     // NVML's events and the job's stderr may tell of the same Xid: one finding per code and GPU.
     let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
-    for e in of("xid") {
+    for e in of(EventKind::Xid) {
         let Some(code) = e.2.get("xid").and_then(Value::as_u64) else { continue };
         let gpu = e.2.get("gpu").and_then(Value::as_u64);
         if seen.iter().any(|s| s.0 == code && (s.1 == gpu || s.1.is_none() || gpu.is_none())) {
             continue;
         }
         seen.push((code, gpu));
-        let count = of("xid").iter().filter(|x| x.2.get("xid").and_then(Value::as_u64) == Some(code)).count();
+        let count = of(EventKind::Xid).iter().filter(|x| x.2.get("xid").and_then(Value::as_u64) == Some(code)).count();
         let (what, whose) = xid_meaning(code);
         let on = gpu.map_or_else(String::new, |g| format!(" on GPU {g}"));
         let mut f = Finding::new(
@@ -175,8 +176,8 @@ fn short(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn event(kind: &str, t: f64, payload: Value) -> (String, f64, Value) {
-        (kind.to_owned(), t, payload)
+    fn event(kind: EventKind, t: f64, payload: Value) -> (EventKind, f64, Value) {
+        (kind, t, payload)
     }
 
     #[test]
@@ -184,14 +185,22 @@ mod tests {
         let mut r = Run::default();
         assert!(findings(&r).is_empty());
         r.events = vec![
-            event("nccl_timeout", 612.0, serde_json::json!({"text": "Watchdog caught collective operation timeout"})),
-            event("nccl_timeout", 612.5, serde_json::json!({"text": "Watchdog caught collective operation timeout"})),
             event(
-                "dataloader_killed",
+                EventKind::NcclTimeout,
+                612.0,
+                serde_json::json!({"text": "Watchdog caught collective operation timeout"}),
+            ),
+            event(
+                EventKind::NcclTimeout,
+                612.5,
+                serde_json::json!({"text": "Watchdog caught collective operation timeout"}),
+            ),
+            event(
+                EventKind::DataloaderKilled,
                 40.0,
                 serde_json::json!({"text": "DataLoader worker (pid 42) is killed by signal: Killed.", "pid": 42, "signal": "Killed"}),
             ),
-            event("xid", 5.0, serde_json::json!({"text": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "xid": 79})),
+            event(EventKind::Xid, 5.0, serde_json::json!({"text": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "xid": 79})),
         ];
         let f = findings(&r);
         let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
@@ -208,7 +217,7 @@ mod tests {
         let timeout = serde_json::json!({"text": "Watchdog caught collective operation timeout"});
         let r = Run {
             gpus: vec![crate::rules::testing::steady(0, 95.0, 30)],
-            events: vec![event("nccl_timeout", 25.0, timeout)],
+            events: vec![event(EventKind::NcclTimeout, 25.0, timeout)],
             ..Run::default()
         };
         let all = crate::diagnose_run(&r);

@@ -74,7 +74,9 @@ impl Exit {
     /// SIGHUP), and the kernel's OOM killer (`host_oom` names it), are not one, whatever the
     /// memory.
     fn of(run: &Run) -> Self {
-        let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == "stop") else { return Self::Unknown };
+        let Some((_, end, stop)) = run.events.iter().rev().find(|e| e.0 == gpulse_model::EventKind::Stop) else {
+            return Self::Unknown;
+        };
         if stop.get("oom_kills").and_then(serde_json::Value::as_u64).is_some_and(|n| n > 0) {
             return Self::Clean;
         }
@@ -88,11 +90,6 @@ impl Exit {
     }
 }
 
-/// An `oom` event from a trace's own log, or `cuda_oom` from the job's stderr under `gpulse run`.
-fn is_oom_event(kind: &str) -> bool {
-    matches!(kind, "oom" | "cuda_oom")
-}
-
 pub fn findings(run: &Run) -> Vec<Finding> {
     let mut out = Vec::new();
     for g in &run.gpus {
@@ -101,7 +98,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     // No GPU reading to place it on (no driver, or memory that could not be read): the error
     // message itself is the evidence that the job ran out of memory.
     if !out.iter().any(|f| f.id == FindingId::Oom)
-        && let Some((_, at, message)) = run.events.iter().find(|e| is_oom_event(&e.0))
+        && let Some((_, at, message)) = run.events.iter().find(|e| e.0.is_oom())
     {
         let gpu = message.get("gpu").and_then(serde_json::Value::as_u64).and_then(|g| u32::try_from(g).ok());
         let title = match gpu {
@@ -141,8 +138,7 @@ fn for_gpu(run: &Run, g: &GpuSeries) -> Vec<Finding> {
     // `oom` from a trace's own log; `cuda_oom` from the job's stderr under `gpulse run`, which
     // names the GPU when PyTorch does.
     let oom_event = run.events.iter().find(|e| {
-        is_oom_event(&e.0)
-            && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
+        e.0.is_oom() && e.2.get("gpu").and_then(serde_json::Value::as_u64).is_none_or(|gpu| gpu == u64::from(g.gpu))
     });
     let mut oom_at: Option<f64> = oom_event.map(|e| e.1);
     let exit = Exit::of(run);
@@ -414,7 +410,7 @@ mod tests {
 
     #[test]
     fn an_oom_message_without_gpu_readings_is_an_oom() {
-        let ev = |payload: serde_json::Value| vec![("cuda_oom".to_owned(), 12.0, payload)];
+        let ev = |payload: serde_json::Value| vec![(gpulse_model::EventKind::CudaOom, 12.0, payload)];
         let r = Run {
             events: ev(json!({"text": "torch.OutOfMemoryError: CUDA out of memory.", "gpu": 1})),
             ..run(Vec::new())
@@ -438,7 +434,7 @@ mod tests {
 
     /// The job's `stop` event at `end_s`.
     fn stopped(mut r: Run, end_s: f64, stop: serde_json::Value) -> Run {
-        r.events.push(("stop".into(), end_s, stop));
+        r.events.push((gpulse_model::EventKind::Stop, end_s, stop));
         r
     }
 

@@ -1,4 +1,5 @@
-//! The rules. Each takes the run and returns its findings.
+//! The rules. Each takes the run and returns its findings; `table.rs` lists them with what
+//! they consume, which orders them.
 
 mod binding;
 mod ended;
@@ -14,6 +15,7 @@ mod processes;
 mod stall;
 pub(crate) mod startup;
 pub(crate) mod steps;
+pub(crate) mod table;
 pub(crate) mod tensor;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -22,7 +24,7 @@ mod transfer;
 mod utilization;
 mod workers;
 
-use crate::{Basis, Finding, Ledger, Run, Severity};
+use crate::{AccountKind, Basis, Finding, Ledger, Run, Severity};
 
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 pub(crate) const MATERIAL: f64 = 0.05;
@@ -39,45 +41,19 @@ pub fn all(whole: &Run) -> (Vec<Finding>, Ledger) {
         r.gpus.retain(|g| job.contains(&g.gpu));
         r
     });
-    let full = job_only.as_ref().unwrap_or(whole);
-    let masked = full.outside_phases();
-    let run = masked.as_ref().unwrap_or(full);
-    let mut out = Vec::new();
-    let stalls = stall::findings(run);
-    // Waits that lie mostly in a stall's pauses are that stall's cause: it carries them.
-    let carried = stalls
-        .iter()
-        .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
-    // A periodic stall at each epoch start already names the restarts, with their period.
-    let restarting = stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == "epoch_restart"));
-    let restarts = if carried || restarting { Vec::new() } else { epoch::findings(full) };
-    if !carried && !restarting && restarts.is_empty() {
-        out.extend(steps::input_bound(full));
+    let job = job_only.as_ref().unwrap_or(whole);
+    let masked = job.outside_phases();
+    let in_loop = masked.as_ref().unwrap_or(job);
+    let (mut out, ledger) = table::run_all(&table::Views { whole, job, in_loop }, price);
+    for f in &mut out {
+        on_the_ledger(f);
     }
-    out.extend(restarts);
-    out.extend(utilization::findings(run, &stalls));
-    out.extend(transfer::findings(run));
-    out.extend(host::findings(run));
-    out.extend(host::oversubscribed(full));
-    out.extend(tensor::findings(run));
-    out.extend(startup::findings(full));
-    out.extend(memory::findings(full));
-    out.extend(workers::findings(full));
-    out.extend(stalls);
-    out.extend(throttle::findings(run));
-    out.extend(processes::findings(whole));
-    out.extend(utilization::imbalance(run));
-    out.extend(binding::findings(full));
-    out.extend(ended::gpu_lost(whole));
-    out.extend(ended::host_oom(full));
-    out.extend(errors::findings(whole));
-    out.extend(health::reset_pending(whole));
-    out.extend(nvlink::unused(run));
-    let ledger = crate::ledger(whole, &out);
-    // What the main thread did while the GPU idled names the host-side time by its mechanism.
-    let mut ledger = crate::main_thread::split(whole, ledger, &mut out);
-    let loop_s = crate::ledger::loop_window(whole).0.map(|w| w[1] - w[0]);
-    out.extend(by_elimination(whole, &mut ledger, loop_s));
+    (out, ledger)
+}
+
+/// Every finding's share of the wall time, from the ledger's account of what it costs.
+fn price(whole: &Run, cx: &mut table::Cx, ledger: &Ledger) {
+    let (out, loop_s) = (&mut cx.out, cx.loop_s);
     // An inferred cause's account in the ledger says what it costs the whole run, start-up and
     // marked phases included; below a twentieth of the wall time, fixing it gains too little to
     // warn. Its `lost_share` stays over its GPU's active window, the same in a view of the whole
@@ -103,7 +79,7 @@ pub fn all(whole: &Run) -> (Vec<Finding>, Ledger) {
     let primary = crate::ledger::primary(whole).map(|g| g.gpu);
     let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
     let shared_sm: f64 = out.iter().filter(|f| f.id == crate::FindingId::GpuShared && f.gpu == primary).map(sm).sum();
-    for f in &mut out {
+    for f in out.iter_mut() {
         let Some(account) = f.id.own_account(f.basis) else { continue };
         if f.gpu.is_some() && f.gpu != primary {
             continue;
@@ -119,26 +95,15 @@ pub fn all(whole: &Run) -> (Vec<Finding>, Ledger) {
     if let Some(l) = loop_s.filter(|l| *l > 0.0) {
         for f in out.iter_mut().filter(|f| f.id == crate::FindingId::EpochRestart) {
             let Some(own) = f.lost_share else { continue };
-            let share = (own * l / ledger.wall_s.max(1e-9)).min(ledger.share("data_wait"));
+            let share = (own * l / ledger.wall_s.max(1e-9)).min(ledger.share(AccountKind::DataWait));
             f.evidence.insert("wall_share".into(), crate::round(share, 4).into());
         }
     }
     // Start-up is every start-up account of the ledger together.
-    let startup: f64 = ledger.accounts.iter().filter(|a| a.account.starts_with("startup")).map(|a| a.share).sum();
+    let startup: f64 = ledger.accounts.iter().filter(|a| a.account.is_startup()).map(|a| a.share).sum();
     for f in out.iter_mut().filter(|f| f.id == crate::FindingId::Startup) {
         f.evidence.insert("wall_share".into(), crate::round(startup, 4).into());
     }
-    out.extend(phases::findings(full, &ledger));
-    // Other processes' memory, and what the ledger alone says, say nothing of how well the job
-    // itself runs.
-    let troubled = out.iter().any(|f| f.severity <= crate::Severity::Warning && f.id.is_trouble());
-    if !troubled {
-        out.extend(utilization::healthy(run));
-    }
-    for f in &mut out {
-        on_the_ledger(f);
-    }
-    (out, ledger)
 }
 
 /// How a finding's `lost_share` is counted once the ledger is drawn.
@@ -165,7 +130,7 @@ fn on_the_ledger(f: &mut Finding) {
 /// less their timed waits, with the GPU idle) when no rule and no stack sample named it: an
 /// account of the run without a finding would be a cost nobody is told about.
 fn by_elimination(run: &Run, ledger: &mut Ledger, loop_s: Option<f64>) -> Option<Finding> {
-    let a = ledger.accounts.iter_mut().find(|a| a.account == "host_side" && a.finding.is_none())?;
+    let a = ledger.accounts.iter_mut().find(|a| a.account == AccountKind::HostSide && a.finding.is_none())?;
     if a.share < MATERIAL {
         return None;
     }

@@ -4,7 +4,7 @@
 //! measured time spent on purpose. It is reported when it is a material share of the wall time,
 //! and no other rule may blame it on anything else: those rules read the run without it.
 
-use crate::{Finding, FindingId, Ledger, Run, Severity, round};
+use crate::{AccountKind, Finding, FindingId, Ledger, Run, Severity, round};
 
 /// A tenth of the wall time in one phase is worth knowing; a quarter is a warning: the run
 /// spends more time on it than most bottlenecks cost.
@@ -41,7 +41,7 @@ fn util_in(run: &Run, spans: &[[f64; 2]]) -> Option<f64> {
 
 pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     let mut out = Vec::new();
-    for a in ledger.accounts.iter().filter(|a| a.account == "phase") {
+    for a in ledger.accounts.iter().filter(|a| a.account == AccountKind::Phase) {
         let share = a.seconds / ledger.wall_s.max(1e-9);
         if share < PHASE_INFO {
             continue;
@@ -97,9 +97,9 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     }
     // Bulk writes with the GPU idle and no phase marking them: checkpoints, by the I/O counters.
     // An inferred account of a twentieth of the run is named, as every inferred cause is.
-    let writing = ledger.share("storage_write");
+    let writing = ledger.share(AccountKind::StorageWrite);
     if writing >= super::MATERIAL {
-        let secs = ledger.seconds("storage_write");
+        let secs = ledger.seconds(AccountKind::StorageWrite);
         // The bytes of the same intervals the ledger counted: bulk writes with the GPU idle.
         let written: f64 = crate::ledger::primary(run)
             .map_or(0.0, |g| crate::ledger::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
@@ -125,7 +125,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             .inferred(),
         );
     }
-    let unexplained = ledger.share("unexplained");
+    let unexplained = ledger.share(AccountKind::Unexplained);
     // A run too short to judge a steady state says nothing by what it leaves unexplained, nor
     // does a machine whose GPUs did no work and ran no job: there is no loop to mark.
     let idle_machine = !run.gpus.is_empty() && run.gpus.iter().all(|g| !g.busy() && !crate::ledger::has_a_job(run, g));
@@ -133,7 +133,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         let parts: Vec<String> = ledger
             .accounts
             .iter()
-            .filter(|a| a.account == "unexplained")
+            .filter(|a| a.account == AccountKind::Unexplained)
             .map(|a| format!("{:.1} s {}", a.seconds, a.label.trim_start_matches("unexplained: ")))
             .collect();
         out.push(
@@ -142,7 +142,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
                 Severity::Info,
                 format!("{:.0}% of the wall time is in no account: {}", 100.0 * unexplained, parts.join(", ")),
             )
-            .with("unexplained_s", round(ledger.seconds("unexplained"), 1))
+            .with("unexplained_s", round(ledger.seconds(AccountKind::Unexplained), 1))
             .costs(unexplained, "unexplained: the ledger's seconds no mark, sample or finding accounts for")
             .with("wall_share", round(unexplained, 4))
             .advise(&[

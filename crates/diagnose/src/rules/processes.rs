@@ -302,6 +302,7 @@ fn busy_foreign(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Finding {
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::AccountKind;
 
     /// Listings of GPU 0 every 2 s; process 9 holds `gib[i]` in listing i (absent where `None`),
     /// with SM use `sm` and class `class`.
@@ -503,11 +504,11 @@ mod tests {
             !f.iter().any(|f| matches!(f.id, FindingId::ForeignProcess | FindingId::IdleHolder | FindingId::Healthy))
         );
         // 30 s of loop: the job's 40 % and the other's 57 %.
-        assert!((ledger.seconds("gpu_work") - 12.0).abs() < 0.01, "{ledger:?}");
-        assert!((ledger.seconds("gpu_others") - 17.1).abs() < 0.01, "{ledger:?}");
+        assert!((ledger.seconds(AccountKind::GpuWork) - 12.0).abs() < 0.01, "{ledger:?}");
+        assert!((ledger.seconds(AccountKind::GpuOthers) - 17.1).abs() < 0.01, "{ledger:?}");
         assert_eq!(
             shared.evidence["wall_share"],
-            crate::round(ledger.share("gpu_others"), 4),
+            crate::round(ledger.share(AccountKind::GpuOthers), 4),
             "the account's share, rounded once as the ledger rounds it"
         );
     }
@@ -524,8 +525,8 @@ mod tests {
         let (f, ledger) = crate::rules::all(&r);
         assert_eq!(ids(&f), ["foreign_process"], "{f:?}");
         assert!(f[0].advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f[0].advice);
-        assert_eq!(ledger.seconds("gpu_work"), 0.0);
-        assert_eq!((ledger.accounts[0].account, ledger.accounts[0].seconds), ("no_gpu", 30.0));
+        assert_eq!(ledger.seconds(AccountKind::GpuWork), 0.0);
+        assert_eq!((ledger.accounts[0].account, ledger.accounts[0].seconds), (AccountKind::NoGpu, 30.0));
         assert!(f[0].title.contains("computes outside the job (57% of the SMs)"), "{}", f[0].title);
         assert!(crate::efficiency(&r).is_empty(), "no roofline for the job");
     }
@@ -558,8 +559,8 @@ mod tests {
         let mut r = run(vec![with_processes(steady(0, 22.0, 31), listing)]);
         r.tree_width = 1;
         let ledger = crate::ledger(&r, &[]);
-        assert!((ledger.seconds("gpu_work") - 0.22 * 30.0).abs() < 0.01, "{ledger:?}");
-        assert_eq!(ledger.seconds("gpu_others"), 0.0);
+        assert!((ledger.seconds(AccountKind::GpuWork) - 0.22 * 30.0).abs() < 0.01, "{ledger:?}");
+        assert_eq!(ledger.seconds(AccountKind::GpuOthers), 0.0);
     }
 
     /// The job's own process idle at its end is told to free what it holds, not called forgotten.

@@ -62,7 +62,10 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
     let len = p.1 - p.0;
     let marks_in = |pred: &dyn Fn(&str) -> bool| {
         run.events.iter().any(|e| {
-            e.0 == "mark" && e.1 >= t0 && e.1 <= t1 && e.2.get("name").and_then(|n| n.as_str()).is_some_and(pred)
+            e.0 == gpulse_model::EventKind::Mark
+                && e.1 >= t0
+                && e.1 <= t1
+                && e.2.get("name").and_then(|n| n.as_str()).is_some_and(pred)
         })
     };
     // A fresh DataLoader iterator as the pause begins: its first batch is what the loop waits for.
@@ -83,7 +86,7 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
             return Cause::Named(n);
         }
     }
-    for e in run.events.iter().filter(|e| e.0 == "mark" && e.1 >= t0 && e.1 <= t1) {
+    for e in run.events.iter().filter(|e| e.0 == gpulse_model::EventKind::Mark && e.1 >= t0 && e.1 <= t1) {
         if let Some(n) = e.2.get("name").and_then(|n| n.as_str()).and_then(named) {
             return Cause::Named(n);
         }
@@ -355,8 +358,8 @@ mod tests {
         paused(40.0, 90.0, 0.0, &[(10.0, 12.0), (25.0, 27.0)])
     }
 
-    fn mark(name: &str, t: f64) -> (String, f64, serde_json::Value) {
-        ("mark".into(), t, serde_json::json!({ "name": name }))
+    fn mark(name: &str, t: f64) -> (gpulse_model::EventKind, f64, serde_json::Value) {
+        (gpulse_model::EventKind::Mark, t, serde_json::json!({ "name": name }))
     }
 
     #[test]

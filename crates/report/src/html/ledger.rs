@@ -2,30 +2,30 @@
 
 use std::fmt::Write as _;
 
-use gpulse_diagnose::{Basis, Ledger};
+use gpulse_diagnose::{AccountKind as K, Basis, Ledger};
 
 use super::esc;
 
 /// A colour per kind of account: the loop's own work greens, waits and stalls warm, start-up and
 /// the end greys, what nothing explains a hatched grey.
-fn color(account: &str) -> &'static str {
+fn color(account: K) -> &'static str {
     match account {
-        "gpu_work" => "#2ca02c",
-        "data_wait" | "startup_data_wait" | "after_loop_data_wait" | "input_inferred" => "#d62728",
-        "transfer" => "#9467bd",
-        "gpu_others" => "#8c564b",
-        "host_side" => "#ff7f0e",
-        "phase" => "#1f77b4",
-        "stall" => "#e377c2",
-        "startup" | "startup_before_cuda" | "startup_to_first_step" => "#7f7f7f",
-        "after_loop" => "#bcbd22",
-        _ => "#c7c7c7",
+        K::GpuWork => "#2ca02c",
+        K::DataWait | K::StartupDataWait | K::AfterLoopDataWait | K::InputInferred => "#d62728",
+        K::Transfer => "#9467bd",
+        K::GpuOthers => "#8c564b",
+        K::HostSide => "#ff7f0e",
+        K::Phase => "#1f77b4",
+        K::Stall => "#e377c2",
+        K::Startup | K::StartupBeforeCuda | K::StartupToFirstStep => "#7f7f7f",
+        K::AfterLoop => "#bcbd22",
+        K::NoGpu | K::HostSaturated | K::StorageWrite | K::Unexplained | K::MainThread(_) => "#c7c7c7",
     }
 }
 
 fn name(a: &gpulse_diagnose::Account) -> String {
     match a.account {
-        "phase" => format!("phase '{}'", a.label),
+        K::Phase => format!("phase '{}'", a.label),
         _ => a.label.clone(),
     }
 }
@@ -91,7 +91,7 @@ mod tests {
         };
         let l = Ledger {
             wall_s: 10.0,
-            accounts: vec![account("phase", "<eval>", 6.0), account("gpu_work", "kernels", 4.0)],
+            accounts: vec![account(K::Phase, "<eval>", 6.0), account(K::GpuWork, "kernels", 4.0)],
         };
         let html = section(&l);
         assert!(html.contains("phase '&lt;eval&gt;'") && !html.contains("<eval>"), "{html}");

@@ -64,7 +64,7 @@ fn time_axis(run: &Run, overlay: &Overlay) -> TimeAxis {
     if let Some(steps) = &run.steps {
         steps.step_s.first().into_iter().chain(steps.step_s.last()).for_each(|x| see(x.0));
     }
-    if let Some((_, t, _)) = run.events.iter().rfind(|e| e.0 == "stop") {
+    if let Some((_, t, _)) = run.events.iter().rfind(|e| e.0 == gpulse_model::EventKind::Stop) {
         see(*t);
     }
     // A single sample still gets an axis a second long.

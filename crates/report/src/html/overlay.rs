@@ -2,6 +2,7 @@
 //! run's events as markers.
 
 use gpulse_diagnose::{Finding, FindingId, Run};
+use gpulse_model::EventKind;
 use serde_json::Value;
 
 use super::chart::{Band, Mark, Scope};
@@ -82,23 +83,26 @@ fn gpu_of(payload: &Value) -> Option<u32> {
 fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
     let run: &Run = &a.run;
     let mut out = Vec::new();
-    for (kind, t, payload) in run.events.iter().filter(|e| !matches!(e.0.as_str(), "stop" | "finding")) {
-        let label = match kind.as_str() {
-            "oom" | "cuda_oom" => Some("OOM"),
-            "gpu_lost" => Some("GPU lost"),
+    for (kind, t, payload) in run.events.iter().filter(|e| !matches!(e.0, EventKind::Stop | EventKind::Finding)) {
+        let label = match kind {
+            EventKind::Oom | EventKind::CudaOom => Some("OOM"),
+            EventKind::GpuLost => Some("GPU lost"),
             _ => None,
         };
         let detail = super::page::event_text(payload);
         let text = format!("{kind} at {t:.1} s: {detail}");
-        out.push((gpu_of(payload), Mark { t_s: *t, kind: kind.clone(), text, label }));
+        out.push((gpu_of(payload), Mark { t_s: *t, kind: kind.to_string(), text, label }));
     }
     // A GPU the samples found lost, and an OOM read from memory alone, have no event of their own.
     for g in &run.gpus {
         if let Some(t) = g.lost_at_s
-            && !out.iter().any(|(gpu, m)| m.kind == "gpu_lost" && *gpu == Some(g.gpu))
+            && !out.iter().any(|(gpu, m)| m.kind == EventKind::GpuLost.as_str() && *gpu == Some(g.gpu))
         {
             let text = format!("GPU {} lost at {t:.1} s: it stopped answering NVML", g.gpu);
-            out.push((Some(g.gpu), Mark { t_s: t, kind: "gpu_lost".into(), text, label: Some("GPU lost") }));
+            out.push((
+                Some(g.gpu),
+                Mark { t_s: t, kind: EventKind::GpuLost.to_string(), text, label: Some("GPU lost") },
+            ));
         }
     }
     for f in a.diagnosis.findings.iter().filter(|f| f.id == FindingId::Oom && !f.evidence.contains_key("message")) {
@@ -139,9 +143,9 @@ mod tests {
     fn an_oom_stands_out_on_its_gpu_and_the_runs_charts() {
         let run = Run {
             events: vec![
-                ("cuda_oom".into(), 59.0, serde_json::json!({"gpu": 0, "text": "CUDA out of memory"})),
-                ("nccl_error".into(), 30.0, serde_json::json!({"text": "NCCL WARN"})),
-                ("stop".into(), 60.0, serde_json::json!({})),
+                (EventKind::CudaOom, 59.0, serde_json::json!({"gpu": 0, "text": "CUDA out of memory"})),
+                (EventKind::NcclError, 30.0, serde_json::json!({"text": "NCCL WARN"})),
+                (EventKind::Stop, 60.0, serde_json::json!({})),
             ],
             ..Run::default()
         };

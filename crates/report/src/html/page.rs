@@ -55,8 +55,11 @@ pub(super) fn event_text(payload: &Value) -> String {
 
 /// What the job printed that gpulse recognised, and other events worth a line.
 pub fn events(run: &Run) -> String {
-    let shown: Vec<&(String, f64, Value)> =
-        run.events.iter().filter(|e| !matches!(e.0.as_str(), "stop" | "finding")).collect();
+    let shown: Vec<&(gpulse_model::EventKind, f64, Value)> = run
+        .events
+        .iter()
+        .filter(|e| !matches!(e.0, gpulse_model::EventKind::Stop | gpulse_model::EventKind::Finding))
+        .collect();
     if shown.is_empty() {
         return String::new();
     }
@@ -64,7 +67,12 @@ pub fn events(run: &Run) -> String {
         "<section><h2>Events</h2><table class=\"events\"><tr><th>time</th><th>kind</th><th>detail</th></tr>",
     );
     for (kind, t, payload) in shown {
-        let _ = write!(s, "<tr><td>{t:.1} s</td><td>{}</td><td>{}</td></tr>", esc(kind), esc(&event_text(payload)));
+        let _ = write!(
+            s,
+            "<tr><td>{t:.1} s</td><td>{}</td><td>{}</td></tr>",
+            esc(kind.as_str()),
+            esc(&event_text(payload))
+        );
     }
     s + "</table></section>"
 }

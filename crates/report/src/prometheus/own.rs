@@ -213,7 +213,7 @@ fn job(e: &Exposition, out: &mut String) {
         );
         for a in &ledger.accounts {
             time.sample(
-                &format!("{},{}", label("account", a.account), label("name", &a.label)),
+                &format!("{},{}", label("account", a.account.as_str()), label("name", &a.label)),
                 Value::Float(a.seconds),
             );
         }

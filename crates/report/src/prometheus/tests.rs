@@ -322,7 +322,7 @@ fn the_live_ledger_is_exported_by_account() {
     });
     let waited: f64 = value(&text, "gpulse_job_time_seconds", "account=\"data_wait\"").unwrap().parse().unwrap();
     // The marks inside the window: 0.06 s of each 0.1 s step from the first sample on.
-    assert!((waited - ledger.seconds("data_wait")).abs() < 1e-9, "{text}");
+    assert!((waited - ledger.seconds(gpulse_diagnose::AccountKind::DataWait)).abs() < 1e-9, "{text}");
     assert!((waited / ledger.wall_s - 0.6).abs() < 0.03, "{waited} s of {} s", ledger.wall_s);
     let total: f64 = text
         .lines()

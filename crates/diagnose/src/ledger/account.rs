@@ -1,0 +1,190 @@
+//! The kinds of account the ledger keeps, and which findings' costs they hold.
+
+use std::fmt;
+
+use crate::main_thread::ThreadState;
+use crate::{Basis, FindingId};
+
+/// What kind of time an account holds, written as its snake_case name (`data_wait`,
+/// `main_thread_python`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccountKind {
+    /// One of the loop's marked phases.
+    Phase,
+    /// The loop's timed waits for its next batch.
+    DataWait,
+    /// Timed waits before the loop's first step.
+    StartupDataWait,
+    StartupBeforeCuda,
+    StartupToFirstStep,
+    /// Start-up, where no CUDA context splits it.
+    Startup,
+    /// A stall's pauses.
+    Stall,
+    GpuWork,
+    /// The GPU running another process's kernels inside the loop.
+    GpuOthers,
+    /// The job used no GPU.
+    NoGpu,
+    HostSide,
+    /// Waiting for data, by the GPU's pattern.
+    InputInferred,
+    Transfer,
+    HostSaturated,
+    StorageWrite,
+    AfterLoopDataWait,
+    AfterLoop,
+    Unexplained,
+    /// The GPU idle while the job's main thread was in this state.
+    MainThread(ThreadState),
+}
+
+impl AccountKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [AccountKind; 27] = [
+        Self::Phase,
+        Self::DataWait,
+        Self::StartupDataWait,
+        Self::StartupBeforeCuda,
+        Self::StartupToFirstStep,
+        Self::Startup,
+        Self::Stall,
+        Self::GpuWork,
+        Self::GpuOthers,
+        Self::NoGpu,
+        Self::HostSide,
+        Self::InputInferred,
+        Self::Transfer,
+        Self::HostSaturated,
+        Self::StorageWrite,
+        Self::AfterLoopDataWait,
+        Self::AfterLoop,
+        Self::Unexplained,
+        Self::MainThread(ThreadState::Python),
+        Self::MainThread(ThreadState::GpuSync),
+        Self::MainThread(ThreadState::GilWait),
+        Self::MainThread(ThreadState::Sleep),
+        Self::MainThread(ThreadState::Network),
+        Self::MainThread(ThreadState::Disk),
+        Self::MainThread(ThreadState::Ipc),
+        Self::MainThread(ThreadState::Lock),
+        Self::MainThread(ThreadState::Other),
+    ];
+
+    /// Its name in JSON, the report and the metrics' `account` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Phase => "phase",
+            Self::DataWait => "data_wait",
+            Self::StartupDataWait => "startup_data_wait",
+            Self::StartupBeforeCuda => "startup_before_cuda",
+            Self::StartupToFirstStep => "startup_to_first_step",
+            Self::Startup => "startup",
+            Self::Stall => "stall",
+            Self::GpuWork => "gpu_work",
+            Self::GpuOthers => "gpu_others",
+            Self::NoGpu => "no_gpu",
+            Self::HostSide => "host_side",
+            Self::InputInferred => "input_inferred",
+            Self::Transfer => "transfer",
+            Self::HostSaturated => "host_saturated",
+            Self::StorageWrite => "storage_write",
+            Self::AfterLoopDataWait => "after_loop_data_wait",
+            Self::AfterLoop => "after_loop",
+            Self::Unexplained => "unexplained",
+            Self::MainThread(state) => match state {
+                ThreadState::Python => "main_thread_python",
+                ThreadState::GpuSync => "main_thread_gpu_sync",
+                ThreadState::GilWait => "main_thread_gil_wait",
+                ThreadState::Sleep => "main_thread_sleep",
+                ThreadState::Network => "main_thread_network",
+                ThreadState::Disk => "main_thread_disk",
+                ThreadState::Ipc => "main_thread_ipc",
+                ThreadState::Lock => "main_thread_lock",
+                ThreadState::Other => "main_thread_other",
+            },
+        }
+    }
+
+    /// The kind a name stands for; `None` for a name no ledger writes.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Time before the loop's first step: the `startup*` accounts, which together are start-up.
+    pub const fn is_startup(self) -> bool {
+        matches!(self, Self::StartupDataWait | Self::StartupBeforeCuda | Self::StartupToFirstStep | Self::Startup)
+    }
+}
+
+impl fmt::Display for AccountKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for AccountKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl FindingId {
+    /// The account and its label for the GPU's idle time inside the loop that this finding, when
+    /// inferred, explains; `None` for a finding that explains no idle time.
+    pub(crate) fn idle_account(self) -> Option<(AccountKind, &'static str)> {
+        use FindingId::*;
+        match self {
+            InputBound => Some((AccountKind::InputInferred, "waiting for data, by the GPU's pattern")),
+            TransferBound => Some((AccountKind::Transfer, "copies between the host and the GPU")),
+            HostSaturated => Some((AccountKind::HostSaturated, "the GPU idle while the host's CPU was saturated")),
+            ProcessBound => Some((AccountKind::HostSide, "the training process on the host (data loading or Python)")),
+            HostBound => {
+                Some((AccountKind::HostSide, "host-side work in each step (launches, Python, synchronizations)"))
+            }
+            UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
+            | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
+            | Throttling | IdleHolder | ForeignProcess | GpuShared | CpuOversubscribed | DataParallel
+            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
+            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+        }
+    }
+
+    /// The account that holds what this finding, on `basis`, costs: the time it measured, or a
+    /// stall's pauses. `None` where its cost is not an account of its own.
+    pub(crate) fn own_account(self, basis: Basis) -> Option<AccountKind> {
+        use FindingId::*;
+        let measured = basis == Basis::Measured;
+        match self {
+            InputBound => measured.then_some(AccountKind::DataWait),
+            TransferBound => measured.then_some(AccountKind::Transfer),
+            PeriodicStall => Some(AccountKind::Stall),
+            GpuShared => Some(AccountKind::GpuOthers),
+            ProcessBound | HostBound | HostSaturated | UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom
+            | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
+            | EpochRestart | Throttling | IdleHolder | ForeignProcess | CpuOversubscribed | DataParallel
+            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
+            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_itself() {
+        for k in AccountKind::ALL {
+            assert_eq!(AccountKind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.as_str()));
+            assert_eq!(k.is_startup(), k.as_str().starts_with("startup"), "{k}");
+        }
+        for s in ThreadState::ALL {
+            assert_eq!(AccountKind::MainThread(s).as_str(), format!("main_thread_{}", s.as_str()));
+        }
+        assert_eq!(AccountKind::parse("loop"), None);
+    }
+}
