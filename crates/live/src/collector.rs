@@ -4,11 +4,47 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gpulse_model::Poll;
-use gpulse_sample::{Poller, SampleError};
+use gpulse_model::{HostSample, Poll};
+use gpulse_sample::{Poller, SampleError, Source};
 
 /// What the collector sends: a poll, or the failure that ended it.
 pub type Collected = Result<Poll, SampleError>;
+
+/// What the collector's thread reads each time: everything ([`Poller`]), or the GPUs alone
+/// ([`GpusOnly`]).
+pub trait Polling: Send + 'static {
+    fn poll(&mut self) -> Collected;
+    /// The watch's last poll, taken at once.
+    fn closing_poll(&mut self) -> Collected {
+        self.poll()
+    }
+    /// Follows the tree under `pid` from the next poll on; a source of no tree ignores it.
+    fn follow(&mut self, _pid: u32) {}
+}
+
+impl Polling for Poller {
+    fn poll(&mut self) -> Collected {
+        Poller::poll(self)
+    }
+    fn closing_poll(&mut self) -> Collected {
+        Poller::closing_poll(self)
+    }
+    fn follow(&mut self, pid: u32) {
+        Poller::follow(self, pid);
+    }
+}
+
+/// A GPU source alone, for a view that shows nothing else (`watch`, `query -l`, `demo`): each
+/// poll is its snapshot, with no host or tree reading, so a view costs no more than its GPUs.
+pub struct GpusOnly<S>(pub S);
+
+impl<S: Source + Send + 'static> Polling for GpusOnly<S> {
+    fn poll(&mut self) -> Collected {
+        let snapshot = self.0.sample()?;
+        let host = HostSample { timestamp_us: snapshot.timestamp_us, ..HostSample::default() };
+        Ok(Poll { snapshot: Some(snapshot), host, ..Poll::default() })
+    }
+}
 
 enum Control {
     Follow(u32),
@@ -18,7 +54,7 @@ enum Control {
 }
 
 /// A thread that polls every `interval`, on a fixed schedule from its start, until stopped, a
-/// poll fails, or its duration is over. The first poll is taken at once.
+/// poll fails, or its duration or count is over. The first poll is taken at once.
 ///
 /// One rule for time: the schedule and the duration are kept on the monotonic clock, here and
 /// nowhere else, so whether a poll belongs to a timed run is decided once, when it is due; each
@@ -31,14 +67,29 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn spawn(poller: Poller, interval: Duration) -> Self {
-        Self::spawn_for(poller, interval, None)
+    pub fn spawn(poller: impl Polling, interval: Duration) -> Self {
+        Self::spawn_with(poller, interval, None, None)
+    }
+
+    /// Takes `count` polls at most (every one when `None`) and ends with the last of them, at
+    /// once: `watch -n 2` prints two samples an interval apart, and waits no more.
+    pub fn spawn_counted(poller: impl Polling, interval: Duration, count: Option<u64>) -> Self {
+        Self::spawn_with(poller, interval, None, count)
     }
 
     /// Polls only while less than `duration` has passed since the start (every poll due before
     /// it), then takes a last one when the duration is over and ends: the samples span the time
     /// asked for (`record --duration 2s` at 1 s: 0, 1 and 2 s), not an interval less.
-    pub fn spawn_for(mut poller: Poller, interval: Duration, duration: Option<Duration>) -> Self {
+    pub fn spawn_for(poller: impl Polling, interval: Duration, duration: Option<Duration>) -> Self {
+        Self::spawn_with(poller, interval, duration, None)
+    }
+
+    fn spawn_with(
+        mut poller: impl Polling,
+        interval: Duration,
+        duration: Option<Duration>,
+        count: Option<u64>,
+    ) -> Self {
         let (polls_tx, polls) = mpsc::channel();
         let (control, control_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -48,7 +99,7 @@ impl Collector {
                 for n in 1u32.. {
                     let result = poller.poll();
                     let failed = result.is_err();
-                    if polls_tx.send(result).is_err() || failed {
+                    if polls_tx.send(result).is_err() || failed || count == Some(u64::from(n)) {
                         return;
                     }
                     // Wait for the next poll's time (or the end), woken at once by a control message.
@@ -215,5 +266,35 @@ mod tests {
         c.follow(0x7fff_fff0);
         let gone = (0..100).filter_map(|_| c.next(Duration::from_secs(1))).find_map(|p| p.ok().filter(|p| p.root_gone));
         assert!(gone.is_some(), "a poll after follow() saw the root gone");
+    }
+
+    #[test]
+    fn a_count_ends_with_its_last_poll_not_an_interval_later() {
+        let snapshot = || gpulse_model::Snapshot { timestamp_us: 7, gpus: Vec::new() };
+        // An hour between polls: the thread ends with the one poll asked for, not after the hour.
+        let c = Collector::spawn_counted(GpusOnly(Once(Some(snapshot()))), Duration::from_secs(3600), Some(1));
+        let polls: Vec<_> = std::iter::from_fn(|| c.next(Duration::from_secs(60))).collect();
+        assert_eq!(polls.len(), 1);
+        let poll = polls.into_iter().next().unwrap().unwrap();
+        assert_eq!(poll.snapshot, Some(snapshot()));
+        assert_eq!(poll.host.timestamp_us, 7, "a GPU source's poll is timed by its snapshot");
+        assert!(poll.tree.is_none());
+        let t0 = Instant::now();
+        while !c.is_finished() && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(c.is_finished());
+    }
+
+    /// A GPU source of one snapshot.
+    struct Once(Option<gpulse_model::Snapshot>);
+
+    impl gpulse_sample::Source for Once {
+        fn devices(&self) -> &[gpulse_model::DeviceInfo] {
+            &[]
+        }
+        fn sample(&mut self) -> Result<gpulse_model::Snapshot, SampleError> {
+            self.0.take().ok_or(SampleError::Ended)
+        }
     }
 }
