@@ -6,7 +6,7 @@ use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 
-use gpulse_live::{Collector, Frame, GpusOnly, Pipeline, Sink, Stopped, Until};
+use gpulse_live::{Frame, GpusOnly, Inline, Pipeline, Sink, Stopped, Until};
 use gpulse_model::Snapshot;
 use gpulse_sample::{SampleError, Source};
 
@@ -26,10 +26,11 @@ pub fn print<S: Source + Send + 'static>(
     let printer = Rc::new(RefCell::new(Printer { out, render: Box::new(render), failed: None }));
     let mut pipeline = Pipeline::new(None, None);
     pipeline.add_sink(Box::new(Printing(printer.clone())));
-    let collector = Collector::spawn_counted(GpusOnly(source), pace, count);
+    // Nothing to do between polls: sampled on this thread, with no hand-over from another.
+    let feed = Inline::new(GpusOnly(source), pace, count);
     let stop = || printer.borrow().failed.as_ref().map(ToString::to_string);
     let mut until = Until { stop, needs_recording: false, closing_poll: false };
-    let end = gpulse_live::drive(collector, &mut pipeline, &mut until);
+    let end = gpulse_live::drive(feed, &mut pipeline, &mut until);
     drop(pipeline);
     let Printer { out, failed, .. } = Rc::into_inner(printer).expect("the pipeline is gone").into_inner();
     if let Some(e) = failed {

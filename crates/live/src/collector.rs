@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use gpulse_model::{HostSample, Poll};
 use gpulse_sample::{Poller, SampleError, Source};
 
+use crate::paced::Schedule;
+
 /// What the collector sends: a poll, or the failure that ended it.
 pub type Collected = Result<Poll, SampleError>;
 
@@ -53,8 +55,8 @@ enum Control {
     Stop,
 }
 
-/// A thread that polls every `interval`, on a fixed schedule from its start, until stopped, a
-/// poll fails, or its duration or count is over. The first poll is taken at once.
+/// A thread that polls every `interval`, on a fixed [`Schedule`] from its start, until stopped,
+/// a poll fails, or its duration or count is over. The first poll is taken at once.
 ///
 /// One rule for time: the schedule and the duration are kept on the monotonic clock, here and
 /// nowhere else, so whether a poll belongs to a timed run is decided once, when it is due; each
@@ -68,44 +70,27 @@ pub struct Collector {
 
 impl Collector {
     pub fn spawn(poller: impl Polling, interval: Duration) -> Self {
-        Self::spawn_with(poller, interval, None, None)
-    }
-
-    /// Takes `count` polls at most (every one when `None`) and ends with the last of them, at
-    /// once: `watch -n 2` prints two samples an interval apart, and waits no more.
-    pub fn spawn_counted(poller: impl Polling, interval: Duration, count: Option<u64>) -> Self {
-        Self::spawn_with(poller, interval, None, count)
+        Self::spawn_for(poller, interval, None)
     }
 
     /// Polls only while less than `duration` has passed since the start (every poll due before
     /// it), then takes a last one when the duration is over and ends: the samples span the time
     /// asked for (`record --duration 2s` at 1 s: 0, 1 and 2 s), not an interval less.
-    pub fn spawn_for(poller: impl Polling, interval: Duration, duration: Option<Duration>) -> Self {
-        Self::spawn_with(poller, interval, duration, None)
-    }
-
-    fn spawn_with(
-        mut poller: impl Polling,
-        interval: Duration,
-        duration: Option<Duration>,
-        count: Option<u64>,
-    ) -> Self {
+    pub fn spawn_for(mut poller: impl Polling, interval: Duration, duration: Option<Duration>) -> Self {
         let (polls_tx, polls) = mpsc::channel();
         let (control, control_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gpulse-collector".into())
             .spawn(move || {
-                let start = Instant::now();
+                let schedule = Schedule { start: Instant::now(), interval, duration, count: None };
                 for n in 1u32.. {
                     let result = poller.poll();
                     let failed = result.is_err();
-                    if polls_tx.send(result).is_err() || failed || count == Some(u64::from(n)) {
+                    if polls_tx.send(result).is_err() || failed {
                         return;
                     }
                     // Wait for the next poll's time (or the end), woken at once by a control message.
-                    let due = interval.saturating_mul(n);
-                    let over = duration.is_some_and(|d| due >= d);
-                    let next = start + if over { duration.unwrap_or(due) } else { due };
+                    let Some((next, over)) = schedule.after(n) else { return };
                     loop {
                         match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
                             Ok(Control::Follow(pid)) => poller.follow(pid),
@@ -266,35 +251,5 @@ mod tests {
         c.follow(0x7fff_fff0);
         let gone = (0..100).filter_map(|_| c.next(Duration::from_secs(1))).find_map(|p| p.ok().filter(|p| p.root_gone));
         assert!(gone.is_some(), "a poll after follow() saw the root gone");
-    }
-
-    #[test]
-    fn a_count_ends_with_its_last_poll_not_an_interval_later() {
-        let snapshot = || gpulse_model::Snapshot { timestamp_us: 7, gpus: Vec::new() };
-        // An hour between polls: the thread ends with the one poll asked for, not after the hour.
-        let c = Collector::spawn_counted(GpusOnly(Once(Some(snapshot()))), Duration::from_secs(3600), Some(1));
-        let polls: Vec<_> = std::iter::from_fn(|| c.next(Duration::from_secs(60))).collect();
-        assert_eq!(polls.len(), 1);
-        let poll = polls.into_iter().next().unwrap().unwrap();
-        assert_eq!(poll.snapshot, Some(snapshot()));
-        assert_eq!(poll.host.timestamp_us, 7, "a GPU source's poll is timed by its snapshot");
-        assert!(poll.tree.is_none());
-        let t0 = Instant::now();
-        while !c.is_finished() && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(c.is_finished());
-    }
-
-    /// A GPU source of one snapshot.
-    struct Once(Option<gpulse_model::Snapshot>);
-
-    impl gpulse_sample::Source for Once {
-        fn devices(&self) -> &[gpulse_model::DeviceInfo] {
-            &[]
-        }
-        fn sample(&mut self) -> Result<gpulse_model::Snapshot, SampleError> {
-            self.0.take().ok_or(SampleError::Ended)
-        }
     }
 }
