@@ -57,11 +57,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         recorder::stop_on_signal()
     };
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
-    let (reason, failed) = match gpulse_live::drive(
-        collector,
-        &mut pipeline,
-        &mut Until { stop, needs_recording: false, closing_poll: true },
-    ) {
+    let until = &mut Until { stop, needs_recording: false, closing_poll: true };
+    let (reason, failed) = match gpulse_live::drive(collector, &mut pipeline, until) {
         Stopped::Asked(r) => (r, false),
         Stopped::DurationReached => ("duration reached".to_owned(), false),
         Stopped::RootGone => ("exited".to_owned(), false),
