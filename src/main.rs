@@ -7,6 +7,7 @@ mod app;
 mod cli;
 mod cmd;
 mod duration;
+mod lines;
 mod output;
 mod recorder;
 mod serving;

@@ -68,9 +68,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
          Watch GPU-Util and SM activity stay low while the CPU prepares each batch.\n\n",
     )?;
     let step_s = 1.0;
-    let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), step_s)?;
+    let replay = TraceReplay::new(TRACE, vec![device()], processes(), step_s)?;
     let pace = Duration::from_secs_f64(step_s / args.speed);
-    super::watch::stream(&mut replay, pace, None, &mut out)?;
+    let mut out = super::watch::stream(replay, pace, None, out)?;
     // A status view of a moment in the middle of training.
     let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 30.0)?;
     replay.sample()?;

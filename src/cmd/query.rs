@@ -1,7 +1,7 @@
 //! `gpulse query`: nvidia-smi's `--query-gpu` / `--query-compute-apps` mode.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpulse_sample::{NvmlOptions, Source};
 use gpulse_smi::{CsvFormat, Query, QueryError};
@@ -50,21 +50,17 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
     if format.header {
         out.emit(&format!("{}\n", query.header()))?;
     }
-    let start = Instant::now();
-    for k in 1u32.. {
+    let Some(every) = interval else {
         let snapshot = source.sample()?;
         out.emit(&query.rows(source.devices(), &chosen, &snapshot, format))?;
-        let Some(every) = interval else {
-            // A one-shot query exits now: skipping nvmlShutdown saves ~3 ms, and the driver
-            // releases everything when the process ends.
-            std::mem::forget(source);
-            break;
-        };
-        // Keep a fixed cadence, as nvidia-smi does, rather than drifting by the poll time.
-        let next = every.saturating_mul(k);
-        if let Some(wait) = next.checked_sub(start.elapsed()) {
-            std::thread::sleep(wait);
-        }
-    }
+        // A one-shot query exits now: skipping nvmlShutdown saves ~3 ms, and the driver
+        // releases everything when the process ends.
+        std::mem::forget(source);
+        return Ok(ExitCode::SUCCESS);
+    };
+    // On a fixed cadence, as nvidia-smi keeps, rather than drifting by the poll time: the loop
+    // of every view, its rows rendered as they come.
+    let devices = source.devices().to_vec();
+    crate::lines::print(source, every, None, out, move |snapshot| query.rows(&devices, &chosen, snapshot, format))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -34,7 +34,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
             (!gpulse_sample::proc_info::is_running(pid)).then(|| format!("process {pid} exited"))
         })
     };
-    let until = Until { stop, needs_recording: true };
+    let until = Until { stop, needs_recording: true, closing_poll: true };
     // The followed tree's Python main threads, as `run` samples a job's.
     let stacks = (!args.no_stacks).then(|| gpulse_sample::stacks::StackOptions {
         rate_hz: args.stacks_hz,

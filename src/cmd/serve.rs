@@ -57,14 +57,14 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         recorder::stop_on_signal()
     };
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
-    let (reason, failed) =
-        match gpulse_live::drive(collector, &mut pipeline, &mut Until { stop, needs_recording: false }) {
-            Stopped::Asked(r) => (r, false),
-            Stopped::DurationReached => ("duration reached".to_owned(), false),
-            Stopped::RootGone => ("exited".to_owned(), false),
-            Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
-            Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
-        };
+    let until = &mut Until { stop, needs_recording: false, closing_poll: true };
+    let (reason, failed) = match gpulse_live::drive(collector, &mut pipeline, until) {
+        Stopped::Asked(r) => (r, false),
+        Stopped::DurationReached => ("duration reached".to_owned(), false),
+        Stopped::RootGone => ("exited".to_owned(), false),
+        Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
+        Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
+    };
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         eprintln!("gpulse: the recording lost its end: {}", lost.error);
     }

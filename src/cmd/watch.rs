@@ -1,7 +1,7 @@
 //! `gpulse watch`: one line per GPU per sample, the loop people write by hand around nvidia-smi.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpulse_model::Metric;
 use gpulse_report::watch::{header, line};
@@ -19,36 +19,27 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> anyhow::Result<ExitCode> {
     let mut source = open_nvml(global, options, false)?;
     source.sample()?; // primes GPM, so the first line already has SM activity
     std::thread::sleep(Duration::from_millis(110));
-    stream(&mut source, args.interval, args.count, &mut Output::open(None)?)?;
+    stream(source, args.interval, args.count, Output::open(None)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Samples `source` every `pace` (of wall time) and prints lines until `count` samples or the
-/// source ends.
-pub fn stream(source: &mut dyn Source, pace: Duration, count: Option<u64>, out: &mut Output) -> anyhow::Result<()> {
-    let start = Instant::now();
+/// source ends, through the one loop of every view. Returns `out`, for what follows the lines.
+pub fn stream<S: Source + Send + 'static>(
+    source: S,
+    pace: Duration,
+    count: Option<u64>,
+    out: Output,
+) -> anyhow::Result<Output> {
     let mut k: u64 = 0;
-    while count.is_none_or(|c| k < c) {
-        // A replay's end ends the stream; a source that fails is an error, said once.
-        let Some(snap) = gpulse_sample::until_ended(source.sample())? else { break };
-        if k.is_multiple_of(20) {
-            out.emit(&header())?;
-        }
-        let mut text = String::new();
+    crate::lines::print(source, pace, count, out, move |snap| {
+        let mut text = if k.is_multiple_of(20) { header() } else { String::new() };
         for g in &snap.gpus {
             text += &line(snap.timestamp_us, g);
         }
-        out.emit(&text)?;
         k += 1;
-        // The last sample asked for ends it at once, not an interval later.
-        if count == Some(k) {
-            break;
-        }
-        if let Some(wait) = pace.saturating_mul(k as u32).checked_sub(start.elapsed()) {
-            std::thread::sleep(wait);
-        }
-    }
-    Ok(())
+        text
+    })
 }
 
 #[cfg(test)]
@@ -72,9 +63,10 @@ mod tests {
     #[test]
     fn a_replays_end_ends_the_stream_and_a_failure_is_an_error() {
         let pace = std::time::Duration::ZERO;
-        let mut out = crate::output::Output::open(None).unwrap();
-        assert!(super::stream(&mut Two(0, || SampleError::Ended), pace, None, &mut out).is_ok());
-        let failing = super::stream(&mut Two(0, || SampleError::Nvml("gone".into())), pace, None, &mut out);
-        assert_eq!(failing.unwrap_err().to_string(), "NVML failed: gone");
+        let out = crate::output::Output::open(None).unwrap();
+        let out = super::stream(Two(0, || SampleError::Ended), pace, None, out);
+        assert!(out.is_ok());
+        let failing = super::stream(Two(0, || SampleError::Nvml("gone".into())), pace, None, out.unwrap());
+        assert_eq!(failing.err().map(|e| e.to_string()).as_deref(), Some("NVML failed: gone"));
     }
 }

@@ -4,11 +4,49 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gpulse_model::Poll;
-use gpulse_sample::{Poller, SampleError};
+use gpulse_model::{HostSample, Poll};
+use gpulse_sample::{Poller, SampleError, Source};
+
+use crate::paced::Schedule;
 
 /// What the collector sends: a poll, or the failure that ended it.
 pub type Collected = Result<Poll, SampleError>;
+
+/// What the collector's thread reads each time: everything ([`Poller`]), or the GPUs alone
+/// ([`GpusOnly`]).
+pub trait Polling: Send + 'static {
+    fn poll(&mut self) -> Collected;
+    /// The watch's last poll, taken at once.
+    fn closing_poll(&mut self) -> Collected {
+        self.poll()
+    }
+    /// Follows the tree under `pid` from the next poll on; a source of no tree ignores it.
+    fn follow(&mut self, _pid: u32) {}
+}
+
+impl Polling for Poller {
+    fn poll(&mut self) -> Collected {
+        Poller::poll(self)
+    }
+    fn closing_poll(&mut self) -> Collected {
+        Poller::closing_poll(self)
+    }
+    fn follow(&mut self, pid: u32) {
+        Poller::follow(self, pid);
+    }
+}
+
+/// A GPU source alone, for a view that shows nothing else (`watch`, `query -l`, `demo`): each
+/// poll is its snapshot, with no host or tree reading, so a view costs no more than its GPUs.
+pub struct GpusOnly<S>(pub S);
+
+impl<S: Source + Send + 'static> Polling for GpusOnly<S> {
+    fn poll(&mut self) -> Collected {
+        let snapshot = self.0.sample()?;
+        let host = HostSample { timestamp_us: snapshot.timestamp_us, ..HostSample::default() };
+        Ok(Poll { snapshot: Some(snapshot), host, ..Poll::default() })
+    }
+}
 
 enum Control {
     Follow(u32),
@@ -17,8 +55,8 @@ enum Control {
     Stop,
 }
 
-/// A thread that polls every `interval`, on a fixed schedule from its start, until stopped, a
-/// poll fails, or its duration is over. The first poll is taken at once.
+/// A thread that polls every `interval`, on a fixed [`Schedule`] from its start, until stopped,
+/// a poll fails, or its duration or count is over. The first poll is taken at once.
 ///
 /// One rule for time: the schedule and the duration are kept on the monotonic clock, here and
 /// nowhere else, so whether a poll belongs to a timed run is decided once, when it is due; each
@@ -31,20 +69,20 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn spawn(poller: Poller, interval: Duration) -> Self {
+    pub fn spawn(poller: impl Polling, interval: Duration) -> Self {
         Self::spawn_for(poller, interval, None)
     }
 
     /// Polls only while less than `duration` has passed since the start (every poll due before
     /// it), then takes a last one when the duration is over and ends: the samples span the time
     /// asked for (`record --duration 2s` at 1 s: 0, 1 and 2 s), not an interval less.
-    pub fn spawn_for(mut poller: Poller, interval: Duration, duration: Option<Duration>) -> Self {
+    pub fn spawn_for(mut poller: impl Polling, interval: Duration, duration: Option<Duration>) -> Self {
         let (polls_tx, polls) = mpsc::channel();
         let (control, control_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gpulse-collector".into())
             .spawn(move || {
-                let start = Instant::now();
+                let schedule = Schedule { start: Instant::now(), interval, duration, count: None };
                 for n in 1u32.. {
                     let result = poller.poll();
                     let failed = result.is_err();
@@ -52,9 +90,7 @@ impl Collector {
                         return;
                     }
                     // Wait for the next poll's time (or the end), woken at once by a control message.
-                    let due = interval.saturating_mul(n);
-                    let over = duration.is_some_and(|d| due >= d);
-                    let next = start + if over { duration.unwrap_or(due) } else { due };
+                    let Some((next, over)) = schedule.after(n) else { return };
                     loop {
                         match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
                             Ok(Control::Follow(pid)) => poller.follow(pid),

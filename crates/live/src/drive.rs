@@ -1,11 +1,12 @@
-//! The one loop of every watch (`record`, `serve`, `run`, `attach`): polls into the pipeline,
-//! and between them whatever the watch looks after, until the watch says it is over.
+//! The one loop of every watch and view (`record`, `serve`, `run`, `attach`, `top`, `watch`,
+//! `query -l`, `demo`): polls into the pipeline, and between them whatever the watch looks
+//! after, until the watch says it is over.
 
 use std::time::Duration;
 
 use gpulse_sample::SampleError;
 
-use crate::{Collector, Lost, Pipeline};
+use crate::{Fed, Feed, Lost, Pipeline};
 
 /// What a watch does besides feeding polls, and what ends it. Each answer `Some(end)` ends the
 /// watch; `None` goes on.
@@ -36,31 +37,31 @@ pub trait Watch {
     }
 }
 
-/// Feeds `collector`'s polls to `pipeline` until `watch` ends it, then the polls taken while
+/// Feeds `feed`'s polls to `pipeline` until `watch` ends it, then the polls taken while
 /// stopping (and the closing poll, where the watch asks for one). After the root is gone, one
 /// poll is kept (what the job left on the GPUs), no more, and the closing poll.
-pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mut W) -> W::End {
-    let mut collector = Some(collector);
+pub fn drive<F: Feed, W: Watch>(feed: F, pipeline: &mut Pipeline, watch: &mut W) -> W::End {
+    let mut feed = Some(feed);
     let mut root_gone = false;
     let mut lost_told = false;
     let end = loop {
         if let Some(end) = watch.between(pipeline) {
             break end;
         }
-        let Some(c) = collector.as_ref() else {
-            // Sampling is over; the watch goes on (a job outlives its samples).
+        let Some(f) = feed.as_mut() else {
+            // Sampling is over; the watch goes on (a job outlives its samples, a view its replay).
             std::thread::sleep(watch.tick());
             continue;
         };
-        let ended = match c.next(watch.tick()) {
+        let ended = match f.next(watch.tick()) {
             Some(Ok(p)) => take(pipeline, &mut root_gone, p, false).then(|| watch.root_gone()).flatten(),
             Some(Err(e)) => {
-                collector = None;
+                feed = None;
                 watch.sampling_failed(e)
             }
-            None if c.is_finished() => {
+            None if f.is_finished() => {
                 // The last poll may have come between the wait and the look: it is the run's.
-                for p in collector.take().map(Collector::stop).unwrap_or_default().into_iter().flatten() {
+                for p in feed.take().map(|f| f.end(false)).unwrap_or_default().into_iter().flatten() {
                     take(pipeline, &mut root_gone, p, false);
                 }
                 watch.schedule_over()
@@ -78,11 +79,7 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
         }
     };
     let closing = watch.closing_poll();
-    let rest: Vec<_> = match collector {
-        Some(c) if closing => c.finish(),
-        Some(c) => c.stop(),
-        None => Vec::new(),
-    };
+    let rest = feed.map(|f| f.end(closing)).unwrap_or_default();
     let last = rest.len();
     for (i, p) in rest.into_iter().enumerate() {
         if let Ok(p) = p {
@@ -92,12 +89,17 @@ pub fn drive<W: Watch>(collector: Collector, pipeline: &mut Pipeline, watch: &mu
     end
 }
 
-/// Hands `p` to the pipeline, but for a poll after the one that found the root gone (what the
-/// job left on the GPUs is one poll, no more) unless `keep` (the closing poll). Whether `p` is
-/// the first to find the root gone.
-fn take(pipeline: &mut Pipeline, root_gone: &mut bool, p: gpulse_model::Poll, keep: bool) -> bool {
+/// Hands `fed` to the pipeline (a replay's stack samples and marks first), but for a poll after
+/// the one that found the root gone (what the job left on the GPUs is one poll, no more) unless
+/// `keep` (the closing poll). Whether its poll is the first to find the root gone.
+fn take(pipeline: &mut Pipeline, root_gone: &mut bool, fed: Fed, keep: bool) -> bool {
+    let Fed { poll: p, marks, stacks } = fed;
     if *root_gone && p.root_gone && !keep {
         return false;
+    }
+    pipeline.stacks(stacks);
+    if !marks.is_empty() {
+        pipeline.marks(marks);
     }
     let first = p.root_gone && !*root_gone;
     *root_gone |= p.root_gone;
@@ -123,6 +125,11 @@ pub enum Stopped {
 pub struct Until<F> {
     pub stop: F,
     pub needs_recording: bool,
+    /// A stop asked for (Ctrl-C, SIGTERM, the followed process gone) keeps one more poll, taken
+    /// at once: a recording reaches the moment it stopped, not the poll an interval before. A
+    /// view that only shows (`watch`, `query -l`, `demo`) takes none: the samples on schedule,
+    /// no more.
+    pub closing_poll: bool,
 }
 
 impl<F: FnMut() -> Option<String>> Watch for Until<F> {
@@ -148,9 +155,90 @@ impl<F: FnMut() -> Option<String>> Watch for Until<F> {
         self.needs_recording.then(|| Stopped::WriteFailed(lost.clone()))
     }
 
-    /// A stop asked for (Ctrl-C, SIGTERM, the followed process gone) keeps one more poll, taken
-    /// at once: the recording reaches the moment it stopped, not the poll an interval before.
     fn closing_poll(&self) -> bool {
-        true
+        self.closing_poll
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use gpulse_model::{Marker, MarkerKind, Poll};
+
+    use super::*;
+    use crate::{Next, Store, StoreError};
+
+    /// A recording of the order it was written in.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl Log {
+        fn push(&self, what: String) -> Result<(), StoreError> {
+            self.0.lock().unwrap().push(what);
+            Ok(())
+        }
+    }
+
+    impl Store for Log {
+        fn poll(&mut self, poll: &Poll) -> Result<(), StoreError> {
+            self.push(format!("poll {}", poll.host.timestamp_us))
+        }
+        fn markers(&mut self, marks: &[Marker]) -> Result<(), StoreError> {
+            self.push(format!("marks {}", marks.len()))
+        }
+        fn event(&mut self, _: &gpulse_model::Event) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn stacks(&mut self, _: &gpulse_model::StackBatch) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn set_meta(&mut self, _: &str, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn finish(self: Box<Self>) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// A replay of its list, every poll due at once, then over (or failed, with `then`).
+    struct Listed(Vec<Next>);
+
+    impl Feed for Listed {
+        fn next(&mut self, _: Duration) -> Option<Next> {
+            (!self.0.is_empty()).then(|| self.0.remove(0))
+        }
+        fn is_finished(&self) -> bool {
+            self.0.is_empty()
+        }
+        fn end(self, _: bool) -> Vec<Next> {
+            self.0
+        }
+    }
+
+    fn fed(t_us: i64, marks: usize) -> Next {
+        let mark = Marker::one(t_us, 1, MarkerKind::Phase, Some("eval".into()), Some(1));
+        let poll =
+            Poll { host: gpulse_model::HostSample { timestamp_us: t_us, ..Default::default() }, ..Poll::default() };
+        Ok(Fed { poll, marks: vec![mark; marks], stacks: Default::default() })
+    }
+
+    #[test]
+    fn a_replays_marks_go_before_their_poll_and_its_end_ends_a_view() {
+        let log = Log::default();
+        let mut pipeline = Pipeline::new(Some(Box::new(log.clone())), None);
+        let feed = Listed(vec![fed(1, 2), fed(2, 0)]);
+        let end = drive(feed, &mut pipeline, &mut Until { stop: || None, needs_recording: false, closing_poll: false });
+        assert!(matches!(end, Stopped::DurationReached), "{end:?}");
+        assert_eq!(*log.0.lock().unwrap(), ["marks 2", "poll 1", "poll 2"]);
+    }
+
+    #[test]
+    fn a_failed_feed_ends_a_view_with_its_failure() {
+        let mut pipeline = Pipeline::new(None, None);
+        let feed = Listed(vec![fed(1, 0), Err(SampleError::Nvml("gone".into())), fed(3, 0)]);
+        let end = drive(feed, &mut pipeline, &mut Until { stop: || None, needs_recording: false, closing_poll: false });
+        assert!(matches!(end, Stopped::SamplingFailed(SampleError::Nvml(_))), "{end:?}");
+        assert_eq!(pipeline.polls(), 1, "nothing after the failure");
     }
 }

@@ -54,7 +54,9 @@ pub struct Pipeline {
     recording: Option<Box<dyn Store>>,
     live: Option<LiveDiagnosis>,
     folder: Folder,
-    sinks: Vec<Box<dyn Sink + Send>>,
+    /// Called on the loop's thread only, so a sink may hold what cannot cross threads (a
+    /// locked standard output).
+    sinks: Vec<Box<dyn Sink>>,
     polls: u64,
     lost: Option<Lost>,
     /// Per GPU, how many NVLink links were up when last written as an `nvlink` event.
@@ -75,7 +77,7 @@ impl Pipeline {
         }
     }
 
-    pub fn add_sink(&mut self, sink: Box<dyn Sink + Send>) {
+    pub fn add_sink(&mut self, sink: Box<dyn Sink>) {
         self.sinks.push(sink);
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpulse_live::{Collected, Collector};
+use gpulse_live::Collector;
 use gpulse_model::{Marker, Poll, RunData};
 
 /// A recording as the polls it was taken as, with the loop's marks due by each.
@@ -135,39 +135,11 @@ impl Replay {
     }
 }
 
-/// The polls a view is fed.
+/// The polls a view is fed: the live collector, or a recording played back (held while
+/// paused, one poll a step).
 pub enum Feed {
     Live(Collector),
     Replay(Replay),
-}
-
-/// What a feed had for the loop this time round.
-pub enum Fed {
-    Poll(Box<Poll>, Vec<Marker>),
-    Failed(String),
-    Nothing,
-}
-
-impl Feed {
-    /// The next poll, waiting at most `wait` for a live one; a paused replay gives none unless
-    /// stepped.
-    pub fn next(&mut self, wait: Duration, paused: bool, step: bool) -> Fed {
-        match self {
-            Feed::Live(c) => match c.next(wait) {
-                Some(Collected::Ok(p)) => Fed::Poll(Box::new(p), Vec::new()),
-                Some(Collected::Err(e)) => Fed::Failed(e.to_string()),
-                None => Fed::Nothing,
-            },
-            Feed::Replay(r) if paused && !step => {
-                let _ = r;
-                Fed::Nothing
-            }
-            Feed::Replay(r) => match r.due(Instant::now(), step) {
-                Some((p, m)) => Fed::Poll(Box::new(p), m),
-                None => Fed::Nothing,
-            },
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! The feed thread: everything `top` collects and works out, off the UI thread. It takes the
-//! polls (live or a replay), runs the pipeline with its diagnosis, reads this machine's
-//! processes around the GPU processes and the watched jobs, and swaps the ready state into the
-//! [`App`] under a short lock. The UI thread only draws and answers keys, so a slow diagnosis
-//! or a slow `/proc` never holds up a keystroke.
+//! The feed thread: everything `top` collects and works out, off the UI thread. It runs the
+//! polls (live or a replay) through `gpulse_live::drive`, the loop of every view, into the
+//! pipeline with its diagnosis; the sink reads this machine's processes around the GPU
+//! processes, and the watch lists the watched jobs; each swaps its ready state into the [`App`]
+//! under a short lock. The UI thread only draws and answers keys, so a slow diagnosis or a slow
+//! `/proc` never holds up a keystroke.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -10,12 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gpulse_diagnose::LiveDiagnosis;
-use gpulse_live::{Frame, Pipeline, Sink};
+use gpulse_diagnose::{Finding, LiveDiagnosis, Steps};
+use gpulse_live::{Fed, Frame, Next, Pipeline, SampleError, Sink, Watch};
 use gpulse_model::DeviceInfo;
 
 use crate::app::{App, Update};
-use crate::feed::{Fed, Feed};
+use crate::feed::{Feed, Replay};
 use crate::procs;
 
 /// How long the feed waits for a live poll, and sleeps when a replay has none due, before it
@@ -50,18 +51,58 @@ pub struct TopSink {
     procs: Option<procs::ProcView>,
     devices: Vec<DeviceInfo>,
     shared: Arc<Shared>,
+    replay: Option<Progress>,
+}
+
+/// How far a replay has played, and the whole recording's analysis shown at its end.
+struct Progress {
+    played: usize,
+    len: usize,
+    final_findings: Vec<Finding>,
+    final_steps: Option<Steps>,
 }
 
 impl TopSink {
     /// `live`: the processes are this machine's, so they are read for each frame.
     pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
         let devices = lock(&app).devices.clone();
-        Self { app, procs: live.then(procs::ProcView::default), devices, shared: Arc::default() }
+        Self { app, procs: live.then(procs::ProcView::default), devices, shared: Arc::default(), replay: None }
     }
 
     fn telling(mut self, shared: Arc<Shared>) -> Self {
         self.shared = shared;
         self
+    }
+
+    /// Labels the view with `replay`'s progress (one frame a poll played) and, at its end, shows
+    /// the whole recording's analysis in place of the live window's.
+    fn replaying(mut self, replay: &Replay) -> Self {
+        let progress = Progress {
+            played: replay.played(),
+            len: replay.len(),
+            final_findings: replay.final_findings().to_vec(),
+            final_steps: replay.final_steps().cloned(),
+        };
+        label(&mut lock(&self.app), &progress);
+        self.replay = Some(progress);
+        self
+    }
+}
+
+/// The replay's label; at its end, the whole recording's analysis.
+fn label(a: &mut App, r: &Progress) {
+    let finished = r.played >= r.len;
+    let state = if finished { "the end: q quits" } else { "playing" };
+    a.replay = Some(format!("replay {}/{} polls, {state}", r.played, r.len));
+    a.replay_ended = finished;
+    if finished && !a.final_analysis {
+        a.findings = crate::app::finding_views(&r.final_findings);
+        if let Some(steps) = &r.final_steps {
+            a.steps_per_s = Some(steps.per_s()).filter(|v| v.is_finite());
+            a.data_wait_share = steps.data_wait_share();
+        }
+        a.final_analysis = true;
+        a.diagnosed = true;
     }
 }
 
@@ -96,6 +137,10 @@ impl Sink for TopSink {
         }
         app.lineage = lineage;
         app.take(update);
+        if let Some(r) = self.replay.as_mut() {
+            r.played += 1;
+            label(&mut app, r);
+        }
         drop(app);
         self.shared.changed.store(true, Ordering::Release);
     }
@@ -119,78 +164,120 @@ pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloa
 
 /// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
 /// nothing of the diagnosis ever runs on the UI thread.
-pub fn spawn(mut feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
+pub fn spawn(feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("gpulse-top-feed".into())
         .spawn(move || {
             let live = matches!(feed, Feed::Live(_));
             let diagnosis = live_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
             let mut pipeline = Pipeline::new(None, Some(diagnosis));
-            pipeline.add_sink(Box::new(TopSink::new(app.clone(), live).telling(shared.clone())));
-            let changed = || shared.changed.store(true, Ordering::Release);
-            let mut was_paused = false;
-            let mut jobs_due = Instant::now();
-            let mut label = None;
-            while !shared.stop.load(Ordering::Acquire) {
-                let started = Instant::now();
-                if !setup.jobs_dirs.is_empty() && started >= jobs_due {
-                    jobs_due = started + gpulse_live::jobs::EVERY;
-                    let jobs = gpulse_live::jobs::list(&setup.jobs_dirs);
-                    let mut a = lock(&app);
-                    if !a.paused && a.jobs != jobs {
-                        a.jobs = jobs;
-                        a.mark_jobs();
-                        changed();
-                    }
-                }
-                let paused = lock(&app).paused;
-                if let Feed::Replay(r) = &mut feed
-                    && was_paused
-                    && !paused
-                {
-                    r.resume(Instant::now());
-                }
-                was_paused = paused;
-                match feed.next(TICK, paused, shared.take_step()) {
-                    Fed::Poll(p, marks) => {
-                        if let Feed::Replay(r) = &mut feed {
-                            pipeline.stacks(r.stacks_due());
-                        }
-                        pipeline.marks(marks);
-                        pipeline.poll(*p);
-                    }
-                    Fed::Failed(e) => {
-                        lock(&app).failed = Some(e);
-                        changed();
-                    }
-                    // A replay, or a collector that has ended, answers at once: wait out the tick.
-                    Fed::Nothing => std::thread::sleep(TICK.saturating_sub(started.elapsed())),
-                }
-                if let Feed::Replay(r) = &feed {
-                    let state = if r.finished() { "the end: q quits" } else { "playing" };
-                    let now = format!("replay {}/{} polls, {state}", r.played(), r.len());
-                    if label.as_ref() != Some(&now) {
-                        let mut a = lock(&app);
-                        a.replay = Some(now.clone());
-                        a.replay_ended = r.finished();
-                        // At its end, the whole recording's analysis replaces the live window's.
-                        if r.finished() && !a.final_analysis {
-                            a.findings = crate::app::finding_views(r.final_findings());
-                            if let Some(steps) = r.final_steps() {
-                                a.steps_per_s = Some(steps.per_s()).filter(|v| v.is_finite());
-                                a.data_wait_share = steps.data_wait_share();
-                            }
-                            a.final_analysis = true;
-                            a.diagnosed = true;
-                        }
-                        drop(a);
-                        label = Some(now);
-                        changed();
-                    }
+            let mut sink = TopSink::new(app.clone(), live).telling(shared.clone());
+            if let Feed::Replay(r) = &feed {
+                sink = sink.replaying(r);
+            }
+            pipeline.add_sink(Box::new(sink));
+            let mut watch = TopWatch {
+                app: app.clone(),
+                shared: shared.clone(),
+                jobs_dirs: setup.jobs_dirs,
+                jobs_due: Instant::now(),
+            };
+            match feed {
+                Feed::Live(collector) => gpulse_live::drive(collector, &mut pipeline, &mut watch),
+                Feed::Replay(replay) => {
+                    let playing = Playing { replay, app, shared, was_paused: false };
+                    gpulse_live::drive(playing, &mut pipeline, &mut watch);
                 }
             }
         })
         .expect("spawning a thread")
+}
+
+/// What the view looks after between polls: the UI's stop and the watched jobs. A failed poll
+/// is shown, and the view goes on, as it does past a replay's end.
+struct TopWatch {
+    app: Arc<Mutex<App>>,
+    shared: Arc<Shared>,
+    jobs_dirs: Vec<std::path::PathBuf>,
+    jobs_due: Instant,
+}
+
+impl Watch for TopWatch {
+    type End = ();
+
+    fn between(&mut self, _: &mut Pipeline) -> Option<()> {
+        if self.shared.stop.load(Ordering::Acquire) {
+            return Some(());
+        }
+        let now = Instant::now();
+        if !self.jobs_dirs.is_empty() && now >= self.jobs_due {
+            self.jobs_due = now + gpulse_live::jobs::EVERY;
+            let jobs = gpulse_live::jobs::list(&self.jobs_dirs);
+            let mut a = lock(&self.app);
+            if !a.paused && a.jobs != jobs {
+                a.jobs = jobs;
+                a.mark_jobs();
+                self.shared.changed.store(true, Ordering::Release);
+            }
+        }
+        None
+    }
+
+    fn root_gone(&mut self) -> Option<()> {
+        None
+    }
+
+    fn sampling_failed(&mut self, error: SampleError) -> Option<()> {
+        lock(&self.app).failed = Some(error.to_string());
+        self.shared.changed.store(true, Ordering::Release);
+        None
+    }
+
+    fn schedule_over(&mut self) -> Option<()> {
+        None
+    }
+
+    fn tick(&self) -> Duration {
+        TICK
+    }
+}
+
+/// A replay as the loop's feed: held while the view is paused, one poll a step (`n`), and its
+/// clock restarted from the poll shown when the view resumes.
+struct Playing {
+    replay: Replay,
+    app: Arc<Mutex<App>>,
+    shared: Arc<Shared>,
+    was_paused: bool,
+}
+
+impl gpulse_live::Feed for Playing {
+    fn next(&mut self, wait: Duration) -> Option<Next> {
+        let paused = lock(&self.app).paused;
+        if self.was_paused && !paused {
+            self.replay.resume(Instant::now());
+        }
+        self.was_paused = paused;
+        let step = self.shared.take_step();
+        let due = if paused && !step { None } else { self.replay.due(Instant::now(), step) };
+        let Some((poll, marks)) = due else {
+            // None due yet: wait out the tick, then look at pause, step and stop again.
+            if !self.replay.finished() {
+                std::thread::sleep(wait);
+            }
+            return None;
+        };
+        Some(Ok(Fed { poll, marks, stacks: self.replay.stacks_due() }))
+    }
+
+    fn is_finished(&self) -> bool {
+        self.replay.finished()
+    }
+
+    /// A replay has nothing taken and not handed over, and no closing poll.
+    fn end(self, _closing: bool) -> Vec<Next> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

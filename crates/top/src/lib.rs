@@ -29,7 +29,7 @@ use ratatui::crossterm::{cursor, event, execute, terminal};
 
 pub use app::{Action, App, Key};
 pub use draw::draw;
-pub use feed::{Fed, Feed, Replay};
+pub use feed::{Feed, Replay};
 pub use feeder::TopSink;
 #[cfg(test)]
 use feeder::live_diagnosis;

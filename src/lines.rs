@@ -1,0 +1,68 @@
+//! What `watch`, `demo` and `query -l` share: a GPU source's samples through the one loop of
+//! every view (`gpulse_live::drive`), each rendered as text by a sink that only writes it.
+
+use std::cell::RefCell;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use gpulse_live::{Frame, GpusOnly, Inline, Pipeline, Sink, Stopped, Until};
+use gpulse_model::Snapshot;
+use gpulse_sample::{SampleError, Source};
+
+use crate::output::Output;
+
+/// Samples `source` every `pace` (of wall time, the first at once) and writes what `render` makes
+/// of each snapshot to `out`, until `count` samples (the last ends it at once, not an interval
+/// later), the source's end (a replay's), or the reader gone. A source that fails is an error,
+/// said once. Returns `out`, for what follows the lines.
+pub fn print<S: Source + Send + 'static>(
+    source: S,
+    pace: Duration,
+    count: Option<u64>,
+    out: Output,
+    render: impl FnMut(&Snapshot) -> String + 'static,
+) -> anyhow::Result<Output> {
+    let printer = Rc::new(RefCell::new(Printer { out, render: Box::new(render), failed: None }));
+    let mut pipeline = Pipeline::new(None, None);
+    pipeline.add_sink(Box::new(Printing(printer.clone())));
+    // Nothing to do between polls: sampled on this thread, with no hand-over from another.
+    let feed = Inline::new(GpusOnly(source), pace, count);
+    let stop = || printer.borrow().failed.as_ref().map(ToString::to_string);
+    let mut until = Until { stop, needs_recording: false, closing_poll: false };
+    let end = gpulse_live::drive(feed, &mut pipeline, &mut until);
+    drop(pipeline);
+    let Printer { out, failed, .. } = Rc::into_inner(printer).expect("the pipeline is gone").into_inner();
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    match end {
+        Stopped::SamplingFailed(SampleError::Ended) => Ok(out),
+        Stopped::SamplingFailed(e) => Err(e.into()),
+        Stopped::Asked(_) | Stopped::DurationReached | Stopped::RootGone => Ok(out),
+        Stopped::WriteFailed(l) => anyhow::bail!("{}", l.error),
+    }
+}
+
+/// The text of each snapshot, written as it comes; the first failed write (a closed pipe) stops
+/// the writing and, through the watch, the loop.
+struct Printer {
+    out: Output,
+    render: Box<dyn FnMut(&Snapshot) -> String>,
+    failed: Option<io::Error>,
+}
+
+/// The sink: shared with [`print`], which looks for a failed write between polls and takes the
+/// output back at the end.
+struct Printing(Rc<RefCell<Printer>>);
+
+impl Sink for Printing {
+    fn frame(&mut self, frame: &Frame) {
+        let mut p = self.0.borrow_mut();
+        let Some(snap) = frame.poll.snapshot.as_ref().filter(|_| p.failed.is_none()) else { return };
+        let text = (p.render)(snap);
+        if let Err(e) = p.out.emit(&text) {
+            p.failed = Some(e);
+        }
+    }
+}
