@@ -5,6 +5,13 @@ use gpulse_input::load_each;
 use gpulse_model::MetaKey;
 use gpulse_report::Analysis;
 
+/// A recording already held whole (a replay's), as a run and its one analysis.
+pub fn diagnose_recording(rec: &gpulse_model::RunData) -> (gpulse_diagnose::Run, gpulse_diagnose::Diagnosis) {
+    let run = gpulse_diagnose::Run::from_recording(rec);
+    let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
+    (run, diagnosis)
+}
+
 /// Reads `path` (snapshots stream into the per-GPU series: a day of 8 GPUs is never held whole)
 /// and diagnoses it.
 pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {

@@ -159,7 +159,7 @@ pub(super) fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -
     let follow = run.meta_value(gpulse_model::MetaKey::RootPid).is_none();
     let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented, follow)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
-    let mut r = Replay::new(run, 1.0);
+    let mut r = Replay::analysed(run, 1.0);
     let now = std::time::Instant::now();
     while let Some((poll, marks)) = r.due(now, true) {
         pipeline.marks(marks);
@@ -402,7 +402,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
                 run: &gpulse_record::Recording,
                 dt: i64,
                 mut each: Box<dyn FnMut(&LiveDiagnosis) + '_>| {
-        let mut r = Replay::new(run, 1.0);
+        let mut r = Replay::analysed(run, 1.0);
         let now = std::time::Instant::now();
         while let Some((mut poll, _)) = r.due(now, true) {
             poll.host.timestamp_us += dt;

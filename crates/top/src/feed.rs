@@ -26,7 +26,14 @@ pub struct Replay {
 
 impl Replay {
     /// Rebuilds the polls: each snapshot with the host and tree readings nearest to it.
-    pub fn new(run: &RunData, speed: f64) -> Self {
+    /// `whole` is the whole recording's analysis and `steps` its steps, made once by the caller
+    /// as `gpulse diagnose` makes them: what the view shows once the replay has played to its end.
+    pub fn new(
+        run: &RunData,
+        speed: f64,
+        whole: &gpulse_diagnose::Diagnosis,
+        steps: Option<&gpulse_diagnose::Steps>,
+    ) -> Self {
         let nearest = |list: &[i64], t: i64| -> Option<usize> {
             let i = list.partition_point(|&x| x < t);
             [i.checked_sub(1), (i < list.len()).then_some(i)].into_iter().flatten().min_by_key(|&j| (list[j] - t).abs())
@@ -51,10 +58,16 @@ impl Replay {
             .collect();
         let mut stacks = run.stacks.clone();
         stacks.samples.sort_by_key(|x| x.t_us);
-        let whole = gpulse_diagnose::Run::from_recording(run);
-        let final_findings = gpulse_diagnose::diagnose_run(&whole);
-        let final_steps = whole.steps.map(Box::new);
+        let final_findings = whole.findings.clone();
+        let final_steps = steps.cloned().map(Box::new);
         Self { polls, stacks, stacks_sent: 0, next: 0, speed, anchor: None, final_findings, final_steps }
+    }
+
+    /// As [`Replay::new`], with the analysis made here.
+    #[cfg(test)]
+    pub(crate) fn analysed(run: &RunData, speed: f64) -> Self {
+        let whole = gpulse_diagnose::Run::from_recording(run);
+        Self::new(run, speed, &gpulse_diagnose::Diagnosis::of(&whole), whole.steps.as_ref())
     }
 
     pub fn len(&self) -> usize {
@@ -154,7 +167,7 @@ mod tests {
     #[test]
     fn a_recording_replays_as_its_polls_with_their_marks() {
         let run = fixture("dl_bound.db");
-        let mut r = Replay::new(&run, 1000.0);
+        let mut r = Replay::analysed(&run, 1000.0);
         assert_eq!(r.len(), run.snapshots.len());
         let t0 = Instant::now();
         let (first, _) = r.due(t0, false).expect("the first poll is due at once");
@@ -193,7 +206,7 @@ mod tests {
         };
         // Out of order, as a recording of two processes may read back.
         run.stacks.samples = [2_500_000, 900_000, 1_000_000, 1_500_000].into_iter().map(sample).collect();
-        let mut r = Replay::new(&run, 1e6);
+        let mut r = Replay::analysed(&run, 1e6);
         assert_eq!(r.stacks_due(), gpulse_model::StackBatch::default(), "nothing played yet");
         let t0 = Instant::now();
         r.due(t0, true).unwrap();

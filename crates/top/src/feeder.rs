@@ -309,7 +309,7 @@ mod tests {
             follow_workloads: false,
             jobs_dirs: Vec::new(),
         };
-        let feed = Feed::Replay(Replay::new(&run, 1e6));
+        let feed = Feed::Replay(Replay::analysed(&run, 1e6));
         let thread = spawn(feed, setup, app.clone(), shared.clone());
         wait_for(&app, "the replay is labelled", |a| a.replay.as_deref().is_some_and(|l| l.starts_with("replay 0/")));
         std::thread::sleep(TICK * 2);

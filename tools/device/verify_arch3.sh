@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Architecture step 3 on a real H200, beside nvidia-smi at the same moments: the views that now
+# run through the one loop (`query -l`, `watch`, `top`), the metric table's printing (query,
+# status, /metrics), and a sleeping main thread on a loaded host (woken, waiting for a core).
+# Usage: OUT=dir bash tools/device/verify_arch3.sh carry/gpulse
+set -u
+G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_arch3}; mkdir -p "$o"
+export PYTHONPATH=$PWD/python
+F=timestamp,name,utilization.gpu,memory.used,memory.total,temperature.gpu,temperature.memory,power.draw,power.draw.average,power.limit,enforced.power.limit,clocks.sm,clocks.mem,clocks.max.sm,pstate,fan.speed,pcie.link.gen.current,pcie.link.width.current,clocks_event_reasons.active
+{
+  echo "== one shot, nvidia-smi then gpulse, csv"
+  nvidia-smi --query-gpu=$F --format=csv; "$G" query --query-gpu=$F --format=csv
+  echo "== noheader,nounits"
+  nvidia-smi --query-gpu=$F --format=csv,noheader,nounits; "$G" query --query-gpu=$F --format=csv,noheader,nounits
+} >"$o/query_oneshot.txt" 2>&1
+# -lms through the one loop: the same fields every 200 ms for 3 s, each beside the other.
+timeout -s INT 3 nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu --format=csv -lms 200 >"$o/smi_lms.csv" 2>&1 &
+timeout -s INT 3 "$G" query --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu --format=csv -lms 200 >"$o/gpulse_lms.csv" 2>&1 &
+wait
+for x in 0 -1; do nvidia-smi --query-gpu=name --format=csv -l $x >/dev/null 2>&1; echo "smi -l $x exit $?"; "$G" query --query-gpu=name --format=csv -l $x >/dev/null 2>&1; echo "gpulse -l $x exit $?"; done >"$o/loop_values.txt"
+/usr/bin/time -f "watch -i 500ms -n 4: %e s" "$G" watch -i 500ms -n 4 >"$o/watch.txt" 2>"$o/watch.time"
+"$G" watch -n 0 >>"$o/watch.txt" 2>&1; echo "watch -n 0 exit $?" >>"$o/watch.txt"
+nvidia-smi >"$o/smi_status.txt" 2>&1; "$G" status >"$o/gpulse_status.txt" 2>&1
+# top in a real pseudo-terminal of 160×45, stopped by SIGINT after 4 s.
+script -qfc "stty cols 160 rows 45; timeout -s INT 4 $G top" "$o/top.raw" >/dev/null 2>&1; echo "top exit $?" >"$o/top.exit"
+# /metrics under dcgm-exporter's names, beside nvidia-smi.
+"$G" serve --listen 127.0.0.1:9477 >"$o/serve.out" 2>&1 & S=$!
+sleep 3
+python3 - >"$o/metrics.txt" 2>&1 <<'PY'
+import urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=5).read().decode()
+for l in t.splitlines():
+    if l.startswith(("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_TOTAL_ENERGY")):
+        print(l[:200])
+PY
+nvidia-smi --query-gpu=power.draw,temperature.gpu,clocks.sm,clocks.mem,memory.used,memory.free,utilization.gpu,power.limit --format=csv >>"$o/metrics.txt" 2>&1
+kill -INT $S; wait $S 2>/dev/null
+# A sleeping main thread on a host whose every core is busy: woken, it waits for a core.
+n=$(nproc); for i in $(seq "$n"); do timeout 25 sh -c 'while :; do :; done' & done
+nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader -lms 500 >"$o/sleep.smi" &
+smi=$!
+TRUTH="$o/sleep.truth.json" "$G" run --status off --no-report -o "$o/sleep.db" -- \
+    python3 tools/device/main_thread_workloads.py sleep 12 >"$o/sleep.out" 2>&1
+kill $smi 2>/dev/null; wait $smi 2>/dev/null
+"$G" diagnose "$o/sleep.db" >"$o/sleep.txt" 2>&1
+"$G" diagnose --format json "$o/sleep.db" >"$o/sleep.json" 2>&1
+python3 - "$o/sleep.json" "$o/sleep.truth.json" >"$o/sleep_summary.txt" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); t = json.load(open(sys.argv[2]))
+wall = d["ledger"]["wall_s"]
+print(f"truth: sleep {t['mech_s']:.2f} s = {100*t['mech_s']/wall:.1f}% of the {wall:.1f} s wall; loop {t['loop_s']:.2f} s, {t['steps']} steps")
+for a in d["ledger"]["accounts"]:
+    print("  ledger", a["account"], a["seconds"], round(100 * a["share"], 1))
+for f in d["findings"][:3]: print("  finding", f["id"], f["severity"], "|", f["title"][:160])
+PY
+wait
+rm -f "$o"/*.db-*
