@@ -278,6 +278,10 @@ fn crates_read_fixtures_only_through_the_fixtures_crate() {
     let mut climbing = Vec::new();
     for entry in std::fs::read_dir(&crates).unwrap() {
         let dir = entry.unwrap().path();
+        // The fixtures crate is the one that knows where they lie.
+        if dir.ends_with("fixtures") {
+            continue;
+        }
         for sub in ["src", "tests", "benches"] {
             if !dir.join(sub).is_dir() {
                 continue;
