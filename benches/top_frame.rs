@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use gpulse_live::Pipeline;
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller};
 use gpulse_top::{App, TopSink};
@@ -84,7 +84,7 @@ fn main() {
     let devices = poller.devices().to_vec();
     assert_eq!(devices.len(), 8);
     let app = Arc::new(Mutex::new(App::new(devices.clone(), None)));
-    let mut pipeline = Pipeline::new(None, Some(LiveDiagnosis::new(&devices, false)));
+    let mut pipeline = Pipeline::new(None, Some(RollingDiagnosis::new(&devices, false)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), true)));
     // Fill the history rings as minutes of polls would.
     for _ in 0..300 {

@@ -3,11 +3,11 @@
 //! `main` parses arguments, runs one command, and maps the result to an exit status. Each
 //! command lives in `cmd/<verb>.rs` and is glue between the library crates.
 
-mod app;
 mod cli;
 mod cmd;
 mod duration;
 mod lines;
+mod ops;
 mod output;
 mod recorder;
 mod serving;

@@ -9,8 +9,8 @@ use gpulse_model::MetaKey;
 use gpulse_record::{Claim, RunMeta, Writer};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
-use crate::app::open_nvml;
 use crate::cli::GlobalArgs;
+use crate::ops::open_nvml;
 
 /// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
 /// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
@@ -35,7 +35,7 @@ pub fn open_source(
     match open_nvml(global, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
-            eprintln!("gpulse: {}; {verb} the host only", crate::app::describe(&e));
+            eprintln!("gpulse: {}; {verb} the host only", crate::ops::describe(&e));
             Ok(None)
         }
         Err(e) => Err(e),
@@ -124,7 +124,7 @@ impl Store for SqliteStore {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use gpulse_diagnose::LiveDiagnosis;
+    use gpulse_diagnose::RollingDiagnosis;
     use gpulse_live::{Frame, Pipeline, Sink};
     use gpulse_model::{HostSample, Poll};
     use gpulse_record::Writer;
@@ -168,7 +168,7 @@ mod tests {
             ..Default::default()
         };
         let writer = Writer::create(&copy, &meta, &rec.devices).unwrap();
-        let mut p = Pipeline::new(Some(super::store(writer)), Some(LiveDiagnosis::new(&rec.devices, instrumented)));
+        let mut p = Pipeline::new(Some(super::store(writer)), Some(RollingDiagnosis::new(&rec.devices, instrumented)));
         let seen = Arc::new(Mutex::new(Seen::default()));
         p.add_sink(Box::new(Counting(seen.clone())));
         let mut mk = 0;

@@ -75,7 +75,7 @@ pub fn web_config(path: Option<&Path>) -> anyhow::Result<WebConfig> {
 /// `--web-config`'s file read again into `web`, with the same checks as at the start; its
 /// warnings said once it is taken. The message says why the old one stays.
 pub fn reload_web_config(path: &Path, web: &SharedWebConfig) -> Result<(), String> {
-    let (new, warnings) = WebConfig::load(path).map_err(|e| crate::app::describe(&e.into()))?;
+    let (new, warnings) = WebConfig::load(path).map_err(|e| crate::ops::describe(&e.into()))?;
     let opened = web.replace(new).map_err(|why| format!("{}: {why}", path.display()))?;
     say_warnings(&warnings);
     say_warnings(&opened);

@@ -194,7 +194,7 @@ fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
     out
 }
 
-/// The commands are glue: the use cases (`app/`), the job and the recorder never climb back up
+/// The commands are glue: the use cases (`ops/`), the job and the recorder never climb back up
 /// into `cmd/`; only `main.rs` dispatches to it.
 #[test]
 fn nothing_outside_the_commands_calls_into_them() {
@@ -211,7 +211,7 @@ fn nothing_outside_the_commands_calls_into_them() {
         })
         .collect();
     assert!(climbs.is_empty(), "calls into cmd/ from outside it:\n{}", climbs.join("\n"));
-    assert!(src.join("app/mod.rs").exists(), "the use cases have a layer of their own");
+    assert!(src.join("ops/mod.rs").exists(), "the use cases have a layer of their own");
 }
 
 /// The source files that may read `/proc` outside the sampler, each with why. Anything else

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use gpulse_job::JobEnd;
 use gpulse_model::MetaKey;
 
-use crate::app::job::{self, claim_output};
 use crate::cli::{AttachArgs, GlobalArgs};
 use crate::cmd::Exit;
+use crate::ops::job::{self, claim_output};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
@@ -31,7 +31,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     session.follow(pid, cmdline);
     signals::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
-    let reason = match session.watch(None) {
+    let reason = match session.run(None) {
         JobEnd::RootGone => format!("process {pid} exited"),
         JobEnd::Signal(s) => {
             let reason = gpulse_base::signal::stopped_by(s);

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use gpulse_diagnose::compare::compare;
 
-use crate::app::analyze::analyze;
 use crate::cli::{CompareArgs, ReportFormat};
+use crate::ops::analyze::analyze;
 use crate::output::Output;
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {

@@ -6,8 +6,8 @@ use gpulse_diagnose::Diagnosis;
 use gpulse_report::Analysis;
 use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line, wrap};
 
-use crate::app::analyze::analyze;
 use crate::cli::{DiagnoseArgs, ReportFormat};
+use crate::ops::analyze::analyze;
 use crate::output::{Output, text_width};
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {

@@ -1,4 +1,4 @@
-//! One module per command: glue between the arguments and the use cases in `app/`.
+//! One module per command: glue between the arguments and the use cases in `ops/`.
 
 pub mod attach;
 pub mod compare;
@@ -16,4 +16,4 @@ pub mod status;
 pub mod top;
 pub mod watch;
 
-pub use crate::app::{EXIT_NO_DRIVER, Exit, describe, open_nvml, report_error};
+pub use crate::ops::{EXIT_NO_DRIVER, Exit, describe, open_nvml, report_error};

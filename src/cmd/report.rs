@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use crate::app::analyze::analyze;
-use crate::app::report::{write, write_png};
 use crate::cli::ReportArgs;
+use crate::ops::analyze::analyze;
+use crate::ops::report::{write, write_png};
 use crate::output::{destination, same_destination};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

@@ -12,9 +12,9 @@ use gpulse_job::marks::{MarkReceiver, SOCKET_ENV};
 use gpulse_job::{JobEnd, child, pump, terminal::StatusStyle};
 use gpulse_model::MetaKey;
 
-use crate::app::job::{self, open_recording};
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::cmd::Exit;
+use crate::ops::job::{self, open_recording};
 use crate::{recorder, signals};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -71,7 +71,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     session.follow(child.id(), command_line);
     let oom = OomCounter::start(child.id());
     let pump = pump::spawn(stderr, session.term.clone(), session.events());
-    let end = session.watch(Some(&mut child));
+    let end = session.run(Some(&mut child));
     // The job's last words (a traceback) may still be in flight; wait briefly for them.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !pump.is_finished() && Instant::now() < deadline {

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use gpulse_live::{Collector, Pipeline, Stopped, Until};
 use gpulse_serve::{Auth, Config, SharedWebConfig};
 
@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let recording = claim.map(|c| recorder::create(c, &poller, args.interval, None, None, &[])).transpose()?;
     let report = args.record.clone().map(|path| -> gpulse_serve::ReportFn {
         Box::new(move || {
-            let analysis = crate::app::analyze::analyze(&path).map_err(|e| crate::app::describe(&e))?;
+            let analysis = crate::ops::analyze::analyze(&path).map_err(|e| crate::ops::describe(&e))?;
             Ok(gpulse_report::html::render(&path.display().to_string(), &analysis))
         })
     });
@@ -45,7 +45,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let sink = serving::start(config, poller.devices(), label, shown)?;
     let mut pipeline = Pipeline::new(
         recording.map(recorder::store),
-        Some(LiveDiagnosis::new(poller.devices(), false).following_workloads()),
+        Some(RollingDiagnosis::new(poller.devices(), false).following_workloads()),
     );
     pipeline.add_sink(Box::new(sink));
     signals::catch_stop_signals();

@@ -24,7 +24,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 // A job's recording watched one tree; a machine's may hold many jobs.
                 follow_workloads: run.meta_value(gpulse_model::MetaKey::RootPid).is_none(),
             };
-            let (whole, diagnosis) = crate::app::analyze::diagnose_recording(&run);
+            let (whole, diagnosis) = crate::ops::analyze::diagnose_recording(&run);
             (Feed::Replay(Replay::new(&run, args.speed, &diagnosis, whole.steps.as_ref())), options)
         }
         None => {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
 use gpulse_model::{Event, EventKind, MetaKey};
 use gpulse_sample::Poller;
@@ -73,7 +73,7 @@ impl Sink for StatusSink {
             && Instant::now() >= self.next
         {
             self.next = Instant::now() + self.every;
-            self.term.status(&gpulse_report::live::status_row(live));
+            self.term.status(&gpulse_report::row::status_row(live));
         }
     }
 
@@ -101,7 +101,7 @@ impl Session {
     ) -> Self {
         let term = Arc::new(Terminal::new(options.status));
         let every = if options.status == StatusStyle::Row { Duration::from_secs(1) } else { options.status_every };
-        let live = LiveDiagnosis::new(poller.devices(), options.instrumented);
+        let live = RollingDiagnosis::new(poller.devices(), options.instrumented);
         let mut pipeline = Pipeline::new(recording, Some(live));
         for v in views {
             pipeline.add_sink(v);
@@ -156,10 +156,10 @@ impl Session {
     }
 
     /// Samples until the job ends.
-    pub fn watch(&mut self, child: Option<&mut Child>) -> JobEnd {
+    pub fn run(&mut self, child: Option<&mut Child>) -> JobEnd {
         let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
         let collector = Collector::spawn(poller, self.interval);
-        let watch = JobWatch {
+        let control = JobControl {
             child,
             root: self.root,
             sampling: true,
@@ -173,12 +173,13 @@ impl Session {
         // The job's Python processes are read from the root down, on a thread of their own; a
         // refusal clears the status row before it is said.
         let term = self.term.clone();
-        let mut watch = gpulse_live::WithStacks::new(watch, self.root.zip(self.stacks.clone())).telling(move |why| {
-            term.clear();
-            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
-        });
-        let end = gpulse_live::drive(collector, &mut self.pipeline, &mut watch);
-        watch.finish(&mut self.pipeline);
+        let mut control =
+            gpulse_live::WithStacks::new(control, self.root.zip(self.stacks.clone())).telling(move |why| {
+                term.clear();
+                let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+            });
+        let end = gpulse_live::drive(collector, &mut self.pipeline, &mut control);
+        control.finish(&mut self.pipeline);
         drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
         self.pipeline.watch_ended();
         end
@@ -224,7 +225,7 @@ impl Session {
 
 /// What the watch of a job looks after between polls: the job's signals, its end, whether it is
 /// stopped, its marks and its stderr events. A failed poll ends sampling, never the job.
-struct JobWatch<'a> {
+struct JobControl<'a> {
     /// The job gpulse started; `None` when attached to a process it did not start.
     child: Option<&'a mut Child>,
     root: Option<u32>,
@@ -238,7 +239,7 @@ struct JobWatch<'a> {
     stop_check_at: Instant,
 }
 
-impl gpulse_live::Watch for JobWatch<'_> {
+impl gpulse_live::Control for JobControl<'_> {
     type End = JobEnd;
 
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<JobEnd> {
@@ -304,7 +305,7 @@ impl gpulse_live::Watch for JobWatch<'_> {
     }
 }
 
-impl JobWatch<'_> {
+impl JobControl<'_> {
     /// Says when the job stops (SIGSTOP, Ctrl-Z of the job alone) and when it resumes: gpulse
     /// would otherwise wait in silence.
     fn check_stopped(&mut self, pid: u32, pipeline: &mut Pipeline) {

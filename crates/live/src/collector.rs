@@ -48,7 +48,8 @@ impl<S: Source + Send + 'static> Polling for GpusOnly<S> {
     }
 }
 
-enum Control {
+/// What the loop tells the collector's thread.
+enum Order {
     Follow(u32),
     /// One more poll, at once, then stop.
     Last,
@@ -64,7 +65,7 @@ enum Control {
 /// keeps and what the loop's marks (wall-clock times from another process) are compared with.
 pub struct Collector {
     polls: Receiver<Collected>,
-    control: Sender<Control>,
+    orders: Sender<Order>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -78,7 +79,7 @@ impl Collector {
     /// asked for (`record --duration 2s` at 1 s: 0, 1 and 2 s), not an interval less.
     pub fn spawn_for(mut poller: impl Polling, interval: Duration, duration: Option<Duration>) -> Self {
         let (polls_tx, polls) = mpsc::channel();
-        let (control, control_rx) = mpsc::channel();
+        let (orders, orders_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gpulse-collector".into())
             .spawn(move || {
@@ -89,16 +90,16 @@ impl Collector {
                     if polls_tx.send(result).is_err() || failed {
                         return;
                     }
-                    // Wait for the next poll's time (or the end), woken at once by a control message.
+                    // Wait for the next poll's time (or the end), woken at once by an order.
                     let Some((next, over)) = schedule.after(n) else { return };
                     loop {
-                        match control_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                            Ok(Control::Follow(pid)) => poller.follow(pid),
-                            Ok(Control::Last) => {
+                        match orders_rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                            Ok(Order::Follow(pid)) => poller.follow(pid),
+                            Ok(Order::Last) => {
                                 let _ = polls_tx.send(poller.closing_poll());
                                 return;
                             }
-                            Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                            Ok(Order::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) if over => {
                                 let _ = polls_tx.send(poller.closing_poll());
                                 return;
@@ -109,12 +110,12 @@ impl Collector {
                 }
             })
             .expect("spawning a thread");
-        Self { polls, control, thread: Some(thread) }
+        Self { polls, orders, thread: Some(thread) }
     }
 
     /// Follows the tree under `pid` from the next poll on.
     pub fn follow(&self, pid: u32) {
-        let _ = self.control.send(Control::Follow(pid));
+        let _ = self.orders.send(Order::Follow(pid));
     }
 
     /// The next poll, waiting at most `timeout`; `None` when none came. After a failure, or once
@@ -135,18 +136,18 @@ impl Collector {
     /// Stops the thread after the poll it may be taking, and returns every poll not yet taken,
     /// that one included.
     pub fn stop(self) -> Vec<Collected> {
-        self.end(Control::Stop)
+        self.end(Order::Stop)
     }
 
     /// Like [`stop`](Self::stop), with one more poll taken at once after the one under way: the
     /// state a job left behind, and what the driver raised as it ended.
     pub fn finish(self) -> Vec<Collected> {
-        self.end(Control::Last)
+        self.end(Order::Last)
     }
 
     /// Sends `how` to the thread, waits for it to end, and returns the polls not yet taken.
-    fn end(mut self, how: Control) -> Vec<Collected> {
-        let _ = self.control.send(how);
+    fn end(mut self, how: Order) -> Vec<Collected> {
+        let _ = self.orders.send(how);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -156,7 +157,7 @@ impl Collector {
 
 impl Drop for Collector {
     fn drop(&mut self) {
-        let _ = self.control.send(Control::Stop);
+        let _ = self.orders.send(Order::Stop);
     }
 }
 

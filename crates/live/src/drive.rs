@@ -1,6 +1,6 @@
-//! The one loop of every watch and view (`record`, `serve`, `run`, `attach`, `top`, `watch`,
-//! `query -l`, `demo`): polls into the pipeline, and between them whatever the watch looks
-//! after, until the watch says it is over.
+//! The one loop of every view (`record`, `serve`, `run`, `attach`, `top`, `watch`, `query -l`,
+//! `demo`): polls into the pipeline, and between them whatever its [`Control`] looks after,
+//! until the control says it is over.
 
 use std::time::Duration;
 
@@ -8,12 +8,12 @@ use gpulse_sample::SampleError;
 
 use crate::{Fed, Feed, Lost, Pipeline};
 
-/// What a watch does besides feeding polls, and what ends it. Each answer `Some(end)` ends the
-/// watch; `None` goes on.
-pub trait Watch {
+/// What a loop looks after besides feeding polls, and what ends it. Each answer `Some(end)` ends
+/// the loop; `None` goes on.
+pub trait Control {
     type End;
     /// Between polls, every [`tick`](Self::tick) at most: takes in what arrived besides polls (the loop's
-    /// marks, the job's events) and says whether the watch is over (a signal, the job exited).
+    /// marks, the job's events) and says whether the loop is over (a signal, the job exited).
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<Self::End>;
     /// The followed root is gone; its last poll is in the pipeline.
     fn root_gone(&mut self) -> Option<Self::End>;
@@ -22,11 +22,11 @@ pub trait Watch {
     /// The collector's schedule is over (its duration is reached).
     fn schedule_over(&mut self) -> Option<Self::End>;
     /// How long to wait for a poll before looking after the rest again: each look is a wake-up
-    /// (a timed wait on the channel), so a watch with nothing urgent between polls waits longer.
+    /// (a timed wait on the channel), so a loop with nothing urgent between polls waits longer.
     fn tick(&self) -> Duration {
         Duration::from_millis(50)
     }
-    /// Whether the watch ends with one more poll, taken at once: a job's end, to keep what it
+    /// Whether the loop ends with one more poll, taken at once: a job's end, to keep what it
     /// left on the GPUs and the Xids its last kernels raised.
     fn closing_poll(&self) -> bool {
         false
@@ -37,34 +37,34 @@ pub trait Watch {
     }
 }
 
-/// Feeds `feed`'s polls to `pipeline` until `watch` ends it, then the polls taken while
-/// stopping (and the closing poll, where the watch asks for one). After the root is gone, one
+/// Feeds `feed`'s polls to `pipeline` until `control` ends it, then the polls taken while
+/// stopping (and the closing poll, where the control asks for one). After the root is gone, one
 /// poll is kept (what the job left on the GPUs), no more, and the closing poll.
-pub fn drive<F: Feed, W: Watch>(feed: F, pipeline: &mut Pipeline, watch: &mut W) -> W::End {
+pub fn drive<F: Feed, W: Control>(feed: F, pipeline: &mut Pipeline, control: &mut W) -> W::End {
     let mut feed = Some(feed);
     let mut root_gone = false;
     let mut lost_told = false;
     let end = loop {
-        if let Some(end) = watch.between(pipeline) {
+        if let Some(end) = control.between(pipeline) {
             break end;
         }
         let Some(f) = feed.as_mut() else {
-            // Sampling is over; the watch goes on (a job outlives its samples, a view its replay).
-            std::thread::sleep(watch.tick());
+            // Sampling is over; the loop goes on (a job outlives its samples, a view its replay).
+            std::thread::sleep(control.tick());
             continue;
         };
-        let ended = match f.next(watch.tick()) {
-            Some(Ok(p)) => take(pipeline, &mut root_gone, p, false).then(|| watch.root_gone()).flatten(),
+        let ended = match f.next(control.tick()) {
+            Some(Ok(p)) => take(pipeline, &mut root_gone, p, false).then(|| control.root_gone()).flatten(),
             Some(Err(e)) => {
                 feed = None;
-                watch.sampling_failed(e)
+                control.sampling_failed(e)
             }
             None if f.is_finished() => {
                 // The last poll may have come between the wait and the look: it is the run's.
                 for p in feed.take().map(|f| f.end(false)).unwrap_or_default().into_iter().flatten() {
                     take(pipeline, &mut root_gone, p, false);
                 }
-                watch.schedule_over()
+                control.schedule_over()
             }
             None => None,
         };
@@ -73,12 +73,12 @@ pub fn drive<F: Feed, W: Watch>(feed: F, pipeline: &mut Pipeline, watch: &mut W)
         }
         if !lost_told && let Some(lost) = pipeline.lost().cloned() {
             lost_told = true;
-            if let Some(end) = watch.recording_lost(&lost) {
+            if let Some(end) = control.recording_lost(&lost) {
                 break end;
             }
         }
     };
-    let closing = watch.closing_poll();
+    let closing = control.closing_poll();
     let rest = feed.map(|f| f.end(closing)).unwrap_or_default();
     let last = rest.len();
     for (i, p) in rest.into_iter().enumerate() {
@@ -107,7 +107,7 @@ fn take(pipeline: &mut Pipeline, root_gone: &mut bool, fed: Fed, keep: bool) -> 
     first
 }
 
-/// Why a watch without a job (`record`, `serve`) ended.
+/// Why a loop without a job (`record`, `serve`) ended.
 #[derive(Debug)]
 pub enum Stopped {
     /// `stop` said so, with this reason.
@@ -120,7 +120,7 @@ pub enum Stopped {
     WriteFailed(Lost),
 }
 
-/// A watch that ends when `stop` says so (asked between polls), or on the root gone, a failed
+/// A control that ends the loop when `stop` says so (asked between polls), or on the root gone, a failed
 /// poll, the end of the schedule, or (with `needs_recording`) the recording lost.
 pub struct Until<F> {
     pub stop: F,
@@ -132,7 +132,7 @@ pub struct Until<F> {
     pub closing_poll: bool,
 }
 
-impl<F: FnMut() -> Option<String>> Watch for Until<F> {
+impl<F: FnMut() -> Option<String>> Control for Until<F> {
     type End = Stopped;
 
     fn between(&mut self, _: &mut Pipeline) -> Option<Stopped> {

@@ -9,7 +9,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use serde::{Deserialize, Serialize};
 
 use crate::{Frame, Sink};
@@ -225,7 +225,7 @@ impl Registration {
     }
 
     /// The latest pace and leading finding from the live diagnosis.
-    pub fn update(&mut self, live: &LiveDiagnosis) {
+    pub fn update(&mut self, live: &RollingDiagnosis) {
         let steps = live.recent_steps();
         self.status.steps_per_s = steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite());
         self.status.data_wait_share = steps.as_ref().and_then(|s| s.data_wait_share());

@@ -4,7 +4,7 @@
 //! schedule kept [`Inline`] on the loop's thread, or a recording played back); a [`Pipeline`] takes them with the loop's marks and the job's events,
 //! folds the marks, keeps the run in its [`Store`] when it has one (the binary's recording), runs
 //! the live diagnosis, and hands a [`Frame`] to each [`Sink`], which only renders. [`drive`] is
-//! the one loop that feeds it, for every watch; a [`Watch`] says what else the loop looks after
+//! the one loop that feeds it, for every watch; a [`Control`] says what else the loop looks after
 //! and what ends it.
 //!
 //! One policy for failures, here and nowhere else:
@@ -28,7 +28,7 @@ mod pipeline;
 mod stacks;
 
 pub use collector::{Collected, Collector, GpusOnly, Polling};
-pub use drive::{Stopped, Until, Watch, drive};
+pub use drive::{Control, Stopped, Until, drive};
 pub use feed::{Fed, Feed, Next};
 /// The failure a [`Feed`] reports, for views that name no sampler.
 pub use gpulse_sample::SampleError;

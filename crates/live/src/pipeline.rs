@@ -1,6 +1,6 @@
 //! From polls, marks and events to a recording, a rolling diagnosis and frames for the sinks.
 
-use gpulse_diagnose::{Finding, LiveDiagnosis};
+use gpulse_diagnose::{Finding, RollingDiagnosis};
 use gpulse_model::{Event, EventKind, Marker, Poll};
 use gpulse_sample::profile;
 
@@ -10,7 +10,7 @@ use crate::fold::Folder;
 pub struct Frame<'a> {
     pub poll: &'a Poll,
     /// The rolling diagnosis, when the pipeline runs one.
-    pub live: Option<&'a LiveDiagnosis>,
+    pub live: Option<&'a RollingDiagnosis>,
     /// Findings new with this poll (each also written to the recording).
     pub findings: &'a [Finding],
 }
@@ -52,7 +52,7 @@ pub struct Lost {
 
 pub struct Pipeline {
     recording: Option<Box<dyn Store>>,
-    live: Option<LiveDiagnosis>,
+    live: Option<RollingDiagnosis>,
     folder: Folder,
     /// Called on the loop's thread only, so a sink may hold what cannot cross threads (a
     /// locked standard output).
@@ -65,7 +65,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// `recording`: where to write, if anywhere; `live`: the rolling diagnosis, if one is wanted.
-    pub fn new(recording: Option<Box<dyn Store>>, live: Option<LiveDiagnosis>) -> Self {
+    pub fn new(recording: Option<Box<dyn Store>>, live: Option<RollingDiagnosis>) -> Self {
         Self {
             recording,
             live,
@@ -94,7 +94,7 @@ impl Pipeline {
         self.polls
     }
 
-    pub fn live(&self) -> Option<&LiveDiagnosis> {
+    pub fn live(&self) -> Option<&RollingDiagnosis> {
         self.live.as_ref()
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use gpulse_sample::SampleError;
 use gpulse_sample::stacks::{StackOptions, StackSampler};
 
-use crate::{Lost, Pipeline, Watch};
+use crate::{Control, Lost, Pipeline};
 
 /// How often the samples go to the pipeline: the live diagnosis is at most this late, and the
 /// pipeline sees a few batches a second, not one a sample.
@@ -58,7 +58,7 @@ impl<W> WithStacks<W> {
     }
 }
 
-impl<W: Watch> Watch for WithStacks<W> {
+impl<W: Control> Control for WithStacks<W> {
     type End = W::End;
 
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<W::End> {

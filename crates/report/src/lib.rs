@@ -7,9 +7,9 @@ pub mod compare;
 pub mod csv;
 pub mod folded;
 pub mod html;
-pub mod live;
 #[cfg(feature = "png")]
 pub mod png;
+pub mod row;
 /// Built without the `png` feature: the report is HTML only.
 #[cfg(not(feature = "png"))]
 pub mod png {

@@ -2,11 +2,11 @@
 //! host, the watched tree, the loop's pace and the findings that hold now. Absent values are
 //! `null`, never 0.
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use gpulse_model::{DeviceInfo, Poll};
 use serde_json::{Value, json};
 
-pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&LiveDiagnosis>) -> Value {
+pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&RollingDiagnosis>) -> Value {
     let gpus: Vec<Value> = poll
         .snapshot
         .iter()
@@ -45,7 +45,7 @@ pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&LiveDiagnosis>)
         .collect();
     let h = &poll.host;
     let steps = live
-        .and_then(LiveDiagnosis::recent_steps)
+        .and_then(RollingDiagnosis::recent_steps)
         .map(|s| json!({ "pid": s.pid, "steps_per_s": s.per_s(), "data_wait_share": s.data_wait_share() }));
     json!({
         "timestamp_us": h.timestamp_us,

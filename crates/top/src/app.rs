@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 use gpulse_live::Frame;
 use gpulse_model::{DeviceInfo, GIB, Poll};
 
@@ -206,7 +206,7 @@ pub fn finding_views(found: &[gpulse_diagnose::Finding]) -> Vec<FindingView> {
 }
 
 impl DiagnosisView {
-    fn new(live: &LiveDiagnosis, devices: &[DeviceInfo]) -> Self {
+    fn new(live: &RollingDiagnosis, devices: &[DeviceInfo]) -> Self {
         let findings = finding_views(live.current());
         let steps = live.recent_steps();
         Self {

@@ -398,10 +398,10 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     let (first, second) = (read("dl_bound.db"), read("dl_tuned.db"));
     let shift = first.snapshots.last().unwrap().timestamp_us + 2_000_000 - second.snapshots[0].timestamp_us;
     let second_start = second.snapshots[0].timestamp_us + shift;
-    let feed = |live: &mut LiveDiagnosis,
+    let feed = |live: &mut RollingDiagnosis,
                 run: &gpulse_record::Recording,
                 dt: i64,
-                mut each: Box<dyn FnMut(&LiveDiagnosis) + '_>| {
+                mut each: Box<dyn FnMut(&RollingDiagnosis) + '_>| {
         let mut r = Replay::analysed(run, 1.0);
         let now = std::time::Instant::now();
         while let Some((mut poll, _)) = r.due(now, true) {
@@ -414,14 +414,14 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
             each(live);
         }
     };
-    let found = |live: &LiveDiagnosis| -> Vec<(gpulse_diagnose::FindingId, Option<u32>)> {
+    let found = |live: &RollingDiagnosis| -> Vec<(gpulse_diagnose::FindingId, Option<u32>)> {
         live.current().iter().map(|f| (f.id, f.gpu)).collect()
     };
     let mut alone = crate::live_diagnosis(&second.devices, false, true);
     feed(&mut alone, &second, 0, Box::new(|_| {}));
     assert!(!alone.current().is_empty());
     // A diagnosis that does not follow workloads blends the two jobs.
-    let mut blended = LiveDiagnosis::new(&first.devices, false);
+    let mut blended = RollingDiagnosis::new(&first.devices, false);
     feed(&mut blended, &first, 0, Box::new(|_| {}));
     feed(&mut blended, &second, shift, Box::new(|_| {}));
     assert_ne!(found(&blended), found(&alone), "the first job still shows");
@@ -443,7 +443,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     );
     assert_eq!(found(&live), found(&alone));
     // Its own measure, over its GPU's active window: the machine's wall holds the first job too.
-    let share = |l: &LiveDiagnosis| l.current()[0].evidence.get("own_share").and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let share = |l: &RollingDiagnosis| l.current()[0].evidence.get("own_share").and_then(|v| v.as_f64()).unwrap_or(0.0);
     assert!((share(&live) - share(&alone)).abs() < 0.05, "{} against {}", share(&live), share(&alone));
 }
 

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gpulse_diagnose::{Finding, LiveDiagnosis, Steps};
-use gpulse_live::{Fed, Frame, Next, Pipeline, SampleError, Sink, Watch};
+use gpulse_diagnose::{Finding, RollingDiagnosis, Steps};
+use gpulse_live::{Control, Fed, Frame, Next, Pipeline, SampleError, Sink};
 use gpulse_model::DeviceInfo;
 
 use crate::app::{App, Update};
@@ -157,8 +157,8 @@ pub struct FeedSetup {
 /// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
 /// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
 /// does.
-pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> LiveDiagnosis {
-    let live = LiveDiagnosis::new(devices, instrumented);
+pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> RollingDiagnosis {
+    let live = RollingDiagnosis::new(devices, instrumented);
     if follow_workloads { live.following_workloads() } else { live }
 }
 
@@ -176,7 +176,7 @@ pub fn spawn(feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Sha
                 sink = sink.replaying(r);
             }
             pipeline.add_sink(Box::new(sink));
-            let mut watch = TopWatch {
+            let mut watch = TopControl {
                 app: app.clone(),
                 shared: shared.clone(),
                 jobs_dirs: setup.jobs_dirs,
@@ -195,14 +195,14 @@ pub fn spawn(feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Sha
 
 /// What the view looks after between polls: the UI's stop and the watched jobs. A failed poll
 /// is shown, and the view goes on, as it does past a replay's end.
-struct TopWatch {
+struct TopControl {
     app: Arc<Mutex<App>>,
     shared: Arc<Shared>,
     jobs_dirs: Vec<std::path::PathBuf>,
     jobs_due: Instant,
 }
 
-impl Watch for TopWatch {
+impl Control for TopControl {
     type End = ();
 
     fn between(&mut self, _: &mut Pipeline) -> Option<()> {

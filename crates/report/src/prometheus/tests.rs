@@ -289,7 +289,7 @@ fn label_values_are_escaped() {
 #[test]
 fn the_live_ledger_is_exported_by_account() {
     use gpulse_model::{Marker, MarkerKind};
-    let mut live = LiveDiagnosis::new(&[device(0)], true);
+    let mut live = RollingDiagnosis::new(&[device(0)], true);
     let t0 = 1_000_000_000i64;
     let mut last = Poll::default();
     for s in 0..=40 {
@@ -337,7 +337,7 @@ fn the_live_ledger_is_exported_by_account() {
 #[test]
 fn the_main_threads_states_are_counters() {
     use gpulse_model::{Gil, KernelState, PyFrame, StackBatch, ThreadSample};
-    let mut live = LiveDiagnosis::new(&[device(0)], false);
+    let mut live = RollingDiagnosis::new(&[device(0)], false);
     let frame = PyFrame { file: "/w/train.py".into(), line: 9, function: "main".into(), code: Some("f()".into()) };
     let sample = |i: i64| {
         let asleep = i < 200;

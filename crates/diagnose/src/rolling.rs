@@ -21,7 +21,7 @@ const RECENT_STEPS_US: i64 = 30 * 1_000_000;
 const TREND_US: i64 = 30 * 1_000_000;
 
 /// Times are the samples' own, so a recording replays through it as it ran.
-pub struct LiveDiagnosis {
+pub struct RollingDiagnosis {
     started_us: Option<i64>,
     now_us: i64,
     window: RunData,
@@ -36,7 +36,7 @@ pub struct LiveDiagnosis {
     ledger: Option<crate::Ledger>,
     /// Each GPU's distance from its roof, as of the latest diagnosis.
     efficiency: Vec<crate::Efficiency>,
-    /// Set for a view of the whole machine ([`LiveDiagnosis::following_workloads`]).
+    /// Set for a view of the whole machine ([`RollingDiagnosis::following_workloads`]).
     workloads: Option<Workloads>,
     /// GPUs whose oldest samples the window has dropped: their first sample's held readings
     /// (the energy counter's) were read before the window began.
@@ -63,7 +63,7 @@ struct Workloads {
     since_us: HashMap<u32, i64>,
 }
 
-impl LiveDiagnosis {
+impl RollingDiagnosis {
     /// `instrumented`: the job runs under `--instrument`, so every DataLoader wait is marked.
     pub fn new(devices: &[DeviceInfo], instrumented: bool) -> Self {
         let mut window = RunData { devices: devices.to_vec(), ..RunData::default() };
@@ -265,7 +265,7 @@ impl LiveDiagnosis {
     }
 
     /// Whether the window has been diagnosed yet (its warm-up is over): an empty
-    /// [`LiveDiagnosis::current`] is then a finding of nothing, not a wait.
+    /// [`RollingDiagnosis::current`] is then a finding of nothing, not a wait.
     pub fn diagnosed(&self) -> bool {
         self.last_diagnosis_us.is_some()
     }
@@ -406,14 +406,14 @@ mod tests {
             }
             g
         };
-        let mut live = LiveDiagnosis::new(&[], false).following_workloads();
+        let mut live = RollingDiagnosis::new(&[], false).following_workloads();
         let mut t = 0;
-        let mut push = |live: &mut LiveDiagnosis, gpus: Vec<GpuSample>| {
+        let mut push = |live: &mut RollingDiagnosis, gpus: Vec<GpuSample>| {
             t += 1_000_000;
             let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
             live.push_poll(Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus }), host, ..Poll::default() });
         };
-        let held = |live: &LiveDiagnosis, i: u32| {
+        let held = |live: &RollingDiagnosis, i: u32| {
             live.window().snapshots.iter().filter(|s| s.gpus.iter().any(|g| g.gpu_index == i)).count()
         };
         push(&mut live, vec![gpu(0, Some(&[10])), gpu(1, Some(&[20]))]);
@@ -438,7 +438,7 @@ mod tests {
         assert!(live.idle_processes().contains(&(1, 5)), "still known idle");
         push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[]))]);
         assert!(live.idle_processes().is_empty(), "gone with its process");
-        let mut plain = LiveDiagnosis::new(&[], false);
+        let mut plain = RollingDiagnosis::new(&[], false);
         push(&mut plain, vec![gpu(0, Some(&[10]))]);
         push(&mut plain, vec![gpu(0, Some(&[11]))]);
         assert_eq!(held(&plain, 0), 2, "a job's own diagnosis keeps its whole window");
@@ -459,7 +459,7 @@ mod tests {
             ..GpuSample::default()
         };
         let devices: Vec<DeviceInfo> = (0..2).map(|index| DeviceInfo { index, ..DeviceInfo::default() }).collect();
-        let mut live = LiveDiagnosis::new(&devices, false).following_workloads();
+        let mut live = RollingDiagnosis::new(&devices, false).following_workloads();
         let mut seen = Vec::new();
         for s in 1..=120i64 {
             let t = s * 1_000_000;
@@ -493,7 +493,7 @@ mod tests {
             ..ProcessSample::default()
         };
         let devices = [DeviceInfo { index: 0, ..DeviceInfo::default() }];
-        let mut live = LiveDiagnosis::new(&devices, false).following_workloads();
+        let mut live = RollingDiagnosis::new(&devices, false).following_workloads();
         let mut known = Vec::new();
         for s in 1..=110i64 {
             let t = s * 1_000_000;
@@ -526,7 +526,7 @@ mod tests {
 
     #[test]
     fn each_gpus_finding_is_written_once() {
-        let mut live = LiveDiagnosis::new(&[], false);
+        let mut live = RollingDiagnosis::new(&[], false);
         let on = |gpu: u32| Finding::new(FindingId::InputBound, crate::Severity::Warning, String::new()).on_gpu(gpu);
         let ids = |f: Vec<Finding>| f.iter().map(|f| f.gpu.unwrap()).collect::<Vec<_>>();
         assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);

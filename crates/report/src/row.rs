@@ -1,11 +1,11 @@
 //! The live status row of a watched job: each GPU's util, SM activity and memory with its trend,
 //! the tree's CPU, the loop's pace and the leading finding.
 
-use gpulse_diagnose::LiveDiagnosis;
+use gpulse_diagnose::RollingDiagnosis;
 
 /// One line: each GPU's util, SM activity and memory with its trend; the tree's CPU; steps;
 /// the leading finding.
-pub fn status_row(live: &LiveDiagnosis) -> String {
+pub fn status_row(live: &RollingDiagnosis) -> String {
     let mut parts = Vec::new();
     if let Some(snap) = live.window().snapshots.last() {
         for g in &snap.gpus {
@@ -59,7 +59,7 @@ pub fn status_row(live: &LiveDiagnosis) -> String {
 
 #[cfg(test)]
 mod tests {
-    use gpulse_diagnose::{Finding, FindingId, LiveDiagnosis};
+    use gpulse_diagnose::{Finding, FindingId, RollingDiagnosis};
     use gpulse_model::{DeviceInfo, Poll};
     use gpulse_record::Recording;
 
@@ -78,10 +78,10 @@ mod tests {
     }
 
     /// As [`replay`], from any fixture folder, with the live view at the end.
-    fn replay_in(dir: &str, name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>, LiveDiagnosis) {
+    fn replay_in(dir: &str, name: &str) -> (Vec<(i64, Finding)>, Recording, Vec<String>, RollingDiagnosis) {
         let path = gpulse_fixtures::root().join(dir).join(name);
         let rec = gpulse_record::read(&path).unwrap();
-        let mut live = LiveDiagnosis::new(&rec.devices, rec.instrumented());
+        let mut live = RollingDiagnosis::new(&rec.devices, rec.instrumented());
         let mut written = Vec::new();
         let mut statuses = Vec::new();
         let (mut ev, mut mk) = (0, 0);
@@ -151,7 +151,7 @@ mod tests {
 
     /// A live view fed one GPU's memory in GiB, a sample a second.
     fn memory_status(gib: impl Iterator<Item = f64>) -> String {
-        let mut live = LiveDiagnosis::new(&[DeviceInfo::default()], false);
+        let mut live = RollingDiagnosis::new(&[DeviceInfo::default()], false);
         for (i, g) in gib.enumerate() {
             let t = 1_000_000_000 + i as i64 * 1_000_000;
             let gpu = gpulse_model::GpuSample {

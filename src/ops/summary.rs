@@ -9,7 +9,7 @@ use gpulse_model::GpuProcessClass;
 
 use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_line};
 
-use crate::app::analyze::analyze;
+use crate::ops::analyze::analyze;
 
 /// Prints the summary of the finished recording at `path` on stderr (stdout is the job's), and
 /// what the recording `lost`, if anything. Write errors are ignored: after SIGHUP the terminal
@@ -22,7 +22,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
                 std::io::stderr(),
                 "\ngpulse: recording: {} (no diagnosis: {})",
                 path.display(),
-                crate::app::describe(&e)
+                crate::ops::describe(&e)
             );
             return;
         }
@@ -42,9 +42,9 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     out += &format!("recording: {}\n", path.display());
     if report {
         let html = path.with_extension("html");
-        match crate::app::report::write(path, &analysis, &html) {
+        match crate::ops::report::write(path, &analysis, &html) {
             Ok(()) => out += &format!("report:    {}\n", html.display()),
-            Err(e) => out += &format!("report:    not written: {}\n", crate::app::describe(&e)),
+            Err(e) => out += &format!("report:    not written: {}\n", crate::ops::describe(&e)),
         }
     }
     let out = gpulse_report::text::wrap(&out, crate::output::text_width(libc::STDERR_FILENO));
