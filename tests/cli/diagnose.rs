@@ -247,7 +247,7 @@ fn compare_reads_the_dataloader_fix_as_its_ground_truth() {
     let ((rb, fb), (ra, fa)) = (replay("dl_bound"), replay("dl_tuned"));
     let c = gpulse_diagnose::compare::compare(&rb, &fb, &ra, &fa);
     let ratio = c.gpu_work_ratio.unwrap();
-    assert_eq!(c.gpu_work_basis, "SM activity");
+    assert_eq!(c.gpu_work_basis, gpulse_diagnose::compare::WorkBasis::SmActivity);
     eprintln!("SM-activity ratio {ratio:.2}x against 7.3x");
     assert!((7.3 * 0.8..=7.3 * 1.2).contains(&ratio), "{ratio:.2}x against 7.3x: {}", c.verdict);
     assert!(c.verdict.starts_with("input bottleneck removed"), "{}", c.verdict);

@@ -62,7 +62,7 @@ fn compare_reports_steps_per_second() {
     let (after, a_wait, a_truth) = run_with_marks("dl_tuned");
     let (fb, fa) = (gpulse_diagnose::Diagnosis::of(&before), gpulse_diagnose::Diagnosis::of(&after));
     let c = gpulse_diagnose::compare::compare(&before, &fb, &after, &fa);
-    assert_eq!(c.gpu_work_basis, "steps/s");
+    assert_eq!(c.gpu_work_basis, gpulse_diagnose::compare::WorkBasis::StepsPerS);
     let truth = a_truth / b_truth;
     let ratio = c.gpu_work_ratio.unwrap();
     eprintln!("{}", c.verdict);

@@ -59,6 +59,27 @@ impl Figures {
     }
 }
 
+/// The figure a before/after ratio of the GPU's work rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WorkBasis {
+    #[serde(rename = "steps/s")]
+    StepsPerS,
+    #[serde(rename = "SM activity")]
+    SmActivity,
+    #[serde(rename = "GPU-Util")]
+    GpuUtil,
+}
+
+impl std::fmt::Display for WorkBasis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkBasis::StepsPerS => "steps/s",
+            WorkBasis::SmActivity => "SM activity",
+            WorkBasis::GpuUtil => "GPU-Util",
+        })
+    }
+}
+
 /// A before/after comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -69,7 +90,7 @@ pub struct Comparison {
     /// and batch stands in for it.
     pub gpu_work_ratio: Option<f64>,
     /// Which figure the ratio rests on.
-    pub gpu_work_basis: &'static str,
+    pub gpu_work_basis: WorkBasis,
     /// Half-width of the ratio's noise band, as a share of 1: two standard errors of each run's
     /// mean (step time, or per-sample SM activity or GPU-Util), combined (see `relative_error`). A ratio within
     /// `1 ± gpu_work_noise` is no measurable change.
@@ -86,9 +107,9 @@ pub fn compare(before: &Run, db: &Diagnosis, after: &Run, da: &Diagnosis) -> Com
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).filter(|(x, _)| *x > 0.5).map(|(x, y)| y / x);
     let steps_ratio = b.steps_per_s.zip(a.steps_per_s).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
     let (gpu_work_ratio, gpu_work_basis) = match (steps_ratio, ratio(b.sm_active_pct, a.sm_active_pct)) {
-        (Some(r), _) => (Some(r), "steps/s"),
-        (None, Some(r)) => (Some(r), "SM activity"),
-        (None, None) => (ratio(b.util_gpu_pct, a.util_gpu_pct), "GPU-Util"),
+        (Some(r), _) => (Some(r), WorkBasis::StepsPerS),
+        (None, Some(r)) => (Some(r), WorkBasis::SmActivity),
+        (None, None) => (ratio(b.util_gpu_pct, a.util_gpu_pct), WorkBasis::GpuUtil),
     };
     let gpu_work_noise = gpu_work_ratio.and(
         relative_error(before, gpu_work_basis)
@@ -123,10 +144,11 @@ pub fn compare(before: &Run, db: &Diagnosis, after: &Run, da: &Diagnosis) -> Com
     if let (Some(r), Some(noise)) = (gpu_work_ratio, gpu_work_noise)
         && (r - 1.0).abs() <= noise
     {
-        let what = if gpu_work_basis == "steps/s" { "steps/s" } else { "throughput" };
-        let by = if gpu_work_basis == "steps/s" { String::new() } else { format!(" by {gpu_work_basis}") };
+        let steps = gpu_work_basis == WorkBasis::StepsPerS;
+        let what = if steps { "steps/s" } else { "throughput" };
+        let by = if steps { String::new() } else { format!(" by {gpu_work_basis}") };
         parts.push(format!("{what} unchanged{by} (within ±{:.1}%, the noise of the measurement)", 100.0 * noise));
-    } else if let (Some(r), "steps/s") = (gpu_work_ratio, gpu_work_basis) {
+    } else if let (Some(r), WorkBasis::StepsPerS) = (gpu_work_ratio, gpu_work_basis) {
         let (n, what) = if r >= 1.0 { (r, "more") } else { (1.0 / r, "fewer") };
         parts.push(format!("{}× {what} steps/s", fmt_ratio(n)));
     } else if let Some(r) = gpu_work_ratio {
@@ -196,11 +218,11 @@ fn words(id: FindingId) -> Words {
 /// own jitter, not the run's slow changes (warm-up, phases, a stall's pauses), which are the job's
 /// and not noise in its measurement. It does not cover the job's run-to-run variation, which only
 /// repeated runs measure.
-fn relative_error(run: &Run, basis: &str) -> Option<f64> {
+fn relative_error(run: &Run, basis: WorkBasis) -> Option<f64> {
     let series: Vec<Vec<f64>> = match basis {
-        "steps/s" => vec![run.steps.as_ref()?.step_s.iter().map(|s| s.1).collect()],
-        "SM activity" => run.gpus.iter().map(|g| g.active_values(&g.sm_pct)).collect(),
-        _ => run.gpus.iter().map(|g| g.active_values(&g.util_pct)).collect(),
+        WorkBasis::StepsPerS => vec![run.steps.as_ref()?.step_s.iter().map(|s| s.1).collect()],
+        WorkBasis::SmActivity => run.gpus.iter().map(|g| g.active_values(&g.sm_pct)).collect(),
+        WorkBasis::GpuUtil => run.gpus.iter().map(|g| g.active_values(&g.util_pct)).collect(),
     };
     let all: Vec<f64> = series.iter().flatten().copied().collect();
     let m = mean(&all)?;

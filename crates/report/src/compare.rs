@@ -78,7 +78,7 @@ mod tests {
             before: figures(vec![(ThreadState::Sleep, 40.0), (ThreadState::Python, 60.0)]),
             after: figures(vec![(ThreadState::Python, 100.0)]),
             gpu_work_ratio: None,
-            gpu_work_basis: "steps/s",
+            gpu_work_basis: gpulse_diagnose::compare::WorkBasis::StepsPerS,
             gpu_work_noise: None,
             gone: Vec::new(),
             new: Vec::new(),

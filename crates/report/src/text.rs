@@ -103,7 +103,7 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
         if p.samples == 0 {
             continue;
         }
-        let role = if p.role == "worker" { "DataLoader worker" } else { "main thread" };
+        let role = if p.role == gpulse_model::ProcessRole::Worker { "DataLoader worker" } else { "main thread" };
         let _ = writeln!(s, "{role} of PID {} ({} samples at {:.0} Hz):", p.pid, p.samples, p.rate_hz);
         for st in p.states.iter().filter(|st| st.share >= 0.005) {
             let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");

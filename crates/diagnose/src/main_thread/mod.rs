@@ -87,7 +87,7 @@ pub struct StateShare {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Profile {
     pub pid: u32,
-    pub role: &'static str,
+    pub role: ProcessRole,
     pub samples: usize,
     pub rate_hz: f64,
     pub states: Vec<StateShare>,
@@ -146,21 +146,14 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
             } else {
                 0.0
             });
-            Profile {
-                pid: p.pid,
-                role: p.role.as_str(),
-                samples: pts.len(),
-                rate_hz: round(rate, 1),
-                states,
-                refused: None,
-            }
+            Profile { pid: p.pid, role: p.role, samples: pts.len(), rate_hz: round(rate, 1), states, refused: None }
         })
         .collect();
     for (pid, why) in &st.refusals {
         if !out.iter().any(|p| p.pid == *pid) {
             out.push(Profile {
                 pid: *pid,
-                role: "main",
+                role: ProcessRole::Main,
                 samples: 0,
                 rate_hz: 0.0,
                 states: Vec::new(),

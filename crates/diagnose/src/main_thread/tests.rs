@@ -144,7 +144,7 @@ fn a_profile_gives_each_state_its_share_and_sites() {
     let r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
     let p = profiles(&r);
     assert_eq!(p.len(), 1);
-    assert_eq!((p[0].pid, p[0].role, p[0].samples), (7, "main", 8000));
+    assert_eq!((p[0].pid, p[0].role, p[0].samples), (7, ProcessRole::Main, 8000));
     let share = |s: ThreadState| p[0].states.iter().find(|x| x.state == s).map_or(0.0, |x| x.share);
     assert!((share(ThreadState::Python) - 0.3).abs() < 0.01, "{p:#?}");
     assert!((share(ThreadState::GpuSync) - 0.4).abs() < 0.01, "{p:#?}");
