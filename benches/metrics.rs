@@ -70,7 +70,7 @@ fn main() {
         host: HostSample { timestamp_us: 1, cpu_busy_pct: Some(30.0), ..Default::default() },
         ..Default::default()
     };
-    let e = Exposition { devices: &devices, poll: &poll, hostname: "node", host_label: "Hostname", live: None };
+    let e = Exposition { devices: &devices, poll: &poll, hostname: "node", host_label: "Hostname", rolling: None };
     let n = 2000;
     let t = Instant::now();
     let mut bytes = 0;
@@ -92,7 +92,7 @@ fn main() {
     })
     .unwrap();
     let mut sink = server.sink(devices.clone(), "node".into(), "Hostname");
-    sink.frame(&Frame { poll: &poll, live: None, findings: &[] });
+    sink.frame(&Frame { poll: &poll, rolling: None, findings: &[] });
     let addr = server.local_addr();
     let mut times = Vec::new();
     for _ in 0..1000 {

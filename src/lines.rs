@@ -25,7 +25,7 @@ pub fn print<S: Source + Send + 'static>(
 ) -> anyhow::Result<Output> {
     let printer = Rc::new(RefCell::new(Printer { out, render: Box::new(render), failed: None }));
     let mut pipeline = Pipeline::new(None, None);
-    pipeline.add_sink(Box::new(Printing(printer.clone())));
+    pipeline.add_sink(Box::new(LineSink(printer.clone())));
     // Nothing to do between polls: sampled on this thread, with no hand-over from another.
     let feed = Inline::new(GpusOnly(source), pace, count);
     let stop = || printer.borrow().failed.as_ref().map(ToString::to_string);
@@ -54,9 +54,9 @@ struct Printer {
 
 /// The sink: shared with [`print`], which looks for a failed write between polls and takes the
 /// output back at the end.
-struct Printing(Rc<RefCell<Printer>>);
+struct LineSink(Rc<RefCell<Printer>>);
 
-impl Sink for Printing {
+impl Sink for LineSink {
     fn frame(&mut self, frame: &Frame) {
         let mut p = self.0.borrow_mut();
         let Some(snap) = frame.poll.snapshot.as_ref().filter(|_| p.failed.is_none()) else { return };

@@ -111,7 +111,7 @@ impl Store for SqliteStore {
         Ok(self.0.stacks(batch)?)
     }
 
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+    fn set_meta(&mut self, key: gpulse_model::MetaKey, value: &str) -> Result<(), StoreError> {
         Ok(self.0.set_meta(key, value)?)
     }
 
@@ -143,7 +143,7 @@ mod tests {
         fn frame(&mut self, frame: &Frame) {
             let mut s = self.0.lock().unwrap();
             s.frames += 1;
-            s.with_live += usize::from(frame.live.is_some());
+            s.with_live += usize::from(frame.rolling.is_some());
             s.findings.extend(frame.findings.iter().map(|f| f.id.as_str().to_owned()));
         }
     }

@@ -84,7 +84,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         recording.snapshots.push(s);
     }
     out.emit("\nDiagnosis (`gpulse diagnose`):\n")?;
-    let findings = gpulse_report::text::render_text(&gpulse_diagnose::diagnose(&recording));
+    let (_, diagnosis) = crate::ops::analyze::diagnose_recording(&recording);
+    let findings = gpulse_report::text::render_text(&diagnosis);
     out.emit(&gpulse_report::text::wrap(&findings, crate::output::text_width(libc::STDOUT_FILENO)))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use gpulse_diagnose::Diagnosis;
 use gpulse_report::Analysis;
 use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line, wrap};
 
@@ -11,8 +10,7 @@ use crate::ops::analyze::analyze;
 use crate::output::{Output, text_width};
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let Analysis { diagnosis, gpus, samples, run, .. } = analyze(&args.input)?;
-    let Diagnosis { findings, ledger, efficiency, stacks, summary } = diagnosis;
+    let Analysis { diagnosis: d, gpus, samples, run, .. } = analyze(&args.input)?;
     let text = match args.format {
         ReportFormat::Json => {
             let doc = serde_json::json!({
@@ -20,20 +18,20 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "gpus": gpus,
                 "samples": samples,
                 "steps": run.steps.as_ref().map(steps_json),
-                "summary": summary,
-                "findings": findings,
-                "ledger": ledger,
-                "efficiency": efficiency,
-                "stacks": stacks,
+                "summary": d.summary,
+                "findings": d.findings,
+                "ledger": d.ledger,
+                "efficiency": d.efficiency,
+                "stacks": d.stacks,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
         ReportFormat::Text => wrap(
             &(steps_line(&run)
-                + &render_text(&findings)
-                + &ledger_text(&ledger)
-                + &main_thread_text(&stacks)
-                + &roofline_text(&efficiency)),
+                + &render_text(&d)
+                + &ledger_text(&d.ledger)
+                + &main_thread_text(&d.stacks)
+                + &roofline_text(&d.efficiency)),
             text_width(libc::STDOUT_FILENO),
         ),
     };

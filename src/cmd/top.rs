@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use gpulse_live::Collector;
 use gpulse_sample::{NvmlOptions, SampleError};
-use gpulse_top::{Feed, Options, Replay};
+use gpulse_top::{Options, Origin, Replay};
 
 use crate::cli::{GlobalArgs, TopArgs};
 use crate::cmd::{EXIT_NO_DRIVER, Exit, open_nvml};
@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 follow_workloads: run.meta_value(gpulse_model::MetaKey::RootPid).is_none(),
             };
             let (whole, diagnosis) = crate::ops::analyze::diagnose_recording(&run);
-            (Feed::Replay(Replay::new(&run, args.speed, &diagnosis, whole.steps.as_ref())), options)
+            (Origin::Replay(Replay::new(&run, args.speed, &diagnosis, whole.steps.as_ref())), options)
         }
         None => {
             // The recorder's cadence: a view reads slow fields as rarely as a recording does.
@@ -59,7 +59,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 jobs_dirs: gpulse_live::jobs::dirs(),
                 follow_workloads: true,
             };
-            (Feed::Live(Collector::spawn(poller, args.interval)), options)
+            (Origin::Live(Collector::spawn(poller, args.interval)), options)
         }
     };
     gpulse_top::check_terminal().map_err(|m| Exit { code: 1, message: m, to_stdout: false })?;

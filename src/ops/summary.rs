@@ -34,7 +34,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     out += &ended_line(&analysis.run);
     out += &steps_line(&analysis.run);
     let d = &analysis.diagnosis;
-    out += &render_text(&d.findings);
+    out += &render_text(d);
     out += &ledger_text(&d.ledger);
     out += &main_thread_text(&d.stacks);
     out += &roofline_text(&d.efficiency);

@@ -149,7 +149,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     }
     let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;
-    writer.set_meta(MetaKey::StartedAtUs.as_str(), &first_t.unwrap_or(0).to_string())?;
+    writer.set_meta(MetaKey::StartedAtUs, &first_t.unwrap_or(0).to_string())?;
     let (mut gpu, mut apps) = (LogLayout::default(), LogLayout::default());
     for (_, s) in &summaries {
         gpu.extend(&s.gpu);
@@ -185,7 +185,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
 /// Stores how a log was written (its fields, format and header rows, under `keys` in that
 /// order), so that `gpulse export` writes it back the same way.
 fn write_layout(writer: &mut Writer, keys: [MetaKey; 3], layout: &LogLayout) -> anyhow::Result<()> {
-    let [fields, format, header_rows] = keys.map(MetaKey::as_str);
+    let [fields, format, header_rows] = keys;
     writer.set_meta(fields, &layout.fields.join(","))?;
     writer.set_meta(format, &layout.format().spec())?;
     let rows: Vec<String> = layout.header_rows.iter().map(ToString::to_string).collect();

@@ -69,7 +69,7 @@ struct StatusSink {
 
 impl Sink for StatusSink {
     fn frame(&mut self, frame: &Frame) {
-        if let Some(live) = frame.live
+        if let Some(live) = frame.rolling
             && Instant::now() >= self.next
         {
             self.next = Instant::now() + self.every;
@@ -147,7 +147,7 @@ impl Session {
         if let Some(p) = self.poller.as_mut() {
             p.follow(pid);
         }
-        self.pipeline.set_meta(MetaKey::RootPid.as_str(), &pid.to_string());
+        self.pipeline.set_meta(MetaKey::RootPid, &pid.to_string());
     }
 
     /// Where the job's stderr events go.

@@ -193,7 +193,7 @@ mod tests {
         fn stacks(&mut self, _: &gpulse_model::StackBatch) -> Result<(), StoreError> {
             Ok(())
         }
-        fn set_meta(&mut self, _: &str, _: &str) -> Result<(), StoreError> {
+        fn set_meta(&mut self, _: gpulse_model::MetaKey, _: &str) -> Result<(), StoreError> {
             Ok(())
         }
         fn finish(self: Box<Self>) -> Result<(), StoreError> {

@@ -287,7 +287,7 @@ impl JobSink {
 
 impl Sink for JobSink {
     fn frame(&mut self, frame: &Frame) {
-        if let Some(live) = frame.live
+        if let Some(live) = frame.rolling
             && let Some(r) = self.registration.as_mut()
             && Instant::now() >= self.next
         {

@@ -10,7 +10,7 @@ use crate::fold::Folder;
 pub struct Frame<'a> {
     pub poll: &'a Poll,
     /// The rolling diagnosis, when the pipeline runs one.
-    pub live: Option<&'a RollingDiagnosis>,
+    pub rolling: Option<&'a RollingDiagnosis>,
     /// Findings new with this poll (each also written to the recording).
     pub findings: &'a [Finding],
 }
@@ -38,7 +38,7 @@ pub trait Store: Send {
     /// The job's Python threads as sampled since the last batch.
     fn stacks(&mut self, batch: &gpulse_model::StackBatch) -> Result<(), StoreError>;
     /// A fact about the run (the followed root, say).
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
+    fn set_meta(&mut self, key: gpulse_model::MetaKey, value: &str) -> Result<(), StoreError>;
     /// Everything written is durable and the store is closed.
     fn finish(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -52,7 +52,7 @@ pub struct Lost {
 
 pub struct Pipeline {
     recording: Option<Box<dyn Store>>,
-    live: Option<RollingDiagnosis>,
+    rolling: Option<RollingDiagnosis>,
     folder: Folder,
     /// Called on the loop's thread only, so a sink may hold what cannot cross threads (a
     /// locked standard output).
@@ -64,11 +64,11 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// `recording`: where to write, if anywhere; `live`: the rolling diagnosis, if one is wanted.
-    pub fn new(recording: Option<Box<dyn Store>>, live: Option<RollingDiagnosis>) -> Self {
+    /// `recording`: where to write, if anywhere; `rolling`: the rolling diagnosis, if one is wanted.
+    pub fn new(recording: Option<Box<dyn Store>>, rolling: Option<RollingDiagnosis>) -> Self {
         Self {
             recording,
-            live,
+            rolling,
             folder: Folder::default(),
             sinks: Vec::new(),
             polls: 0,
@@ -94,8 +94,8 @@ impl Pipeline {
         self.polls
     }
 
-    pub fn live(&self) -> Option<&RollingDiagnosis> {
-        self.live.as_ref()
+    pub fn rolling(&self) -> Option<&RollingDiagnosis> {
+        self.rolling.as_ref()
     }
 
     /// What the recording lost, if it stopped early.
@@ -104,7 +104,7 @@ impl Pipeline {
     }
 
     /// Records a run fact (the followed root, say).
-    pub fn set_meta(&mut self, key: &str, value: &str) {
+    pub fn set_meta(&mut self, key: gpulse_model::MetaKey, value: &str) {
         self.write(|w| w.set_meta(key, value));
     }
 
@@ -129,14 +129,14 @@ impl Pipeline {
             xids.iter().try_for_each(|e| w.event(e))?;
             w.poll(&poll)
         });
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.rolling.as_mut() {
             xids.iter().for_each(|e| live.push_event(e));
         }
         if let Some(t) = started.filter(|_| self.recording.is_some()) {
             profile::add("sqlite write poll", t.elapsed());
         }
         let mut findings = Vec::new();
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.rolling.as_mut() {
             findings = profile::timed("live diagnosis", || {
                 if !poll.root_gone {
                     live.push_poll(poll.clone());
@@ -149,7 +149,7 @@ impl Pipeline {
             let payload = serde_json::to_value(f).unwrap_or_default();
             self.write(|w| w.event(&Event { t_ms, kind: EventKind::Finding, payload }));
         }
-        let frame = Frame { poll: &poll, live: self.live.as_ref(), findings: &findings };
+        let frame = Frame { poll: &poll, rolling: self.rolling.as_ref(), findings: &findings };
         if !self.sinks.is_empty() {
             profile::timed("sinks", || self.sinks.iter_mut().for_each(|s| s.frame(&frame)));
         }
@@ -188,7 +188,7 @@ impl Pipeline {
 
     /// An event from the job (its stderr, its marks socket) or about it.
     pub fn event(&mut self, e: Event) {
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.rolling.as_mut() {
             live.push_event(&e);
         }
         self.write(|w| w.event(&e));
@@ -200,7 +200,7 @@ impl Pipeline {
             return;
         }
         self.write(|w| w.stacks(&batch));
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.rolling.as_mut() {
             live.push_stacks(batch);
         }
     }
@@ -226,7 +226,7 @@ impl Pipeline {
         if marks.is_empty() {
             return;
         }
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.rolling.as_mut() {
             live.push_markers(marks);
         }
         self.write(|w| w.markers(marks));

@@ -3,90 +3,75 @@
 
 use std::fmt;
 
-/// The kind of an event, written as its snake_case name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum EventKind {
+/// Declares the known kinds once: each variant with its name, so the list of known kinds, the
+/// names written and the names read back cannot drift apart.
+macro_rules! event_kinds {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)*) => {
+        /// The kind of an event, written as its snake_case name.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum EventKind {
+            $($(#[doc = $doc])* $variant,)*
+            /// A kind this build does not know, as it was read.
+            Other(String),
+        }
+
+        impl EventKind {
+            /// Every kind this build knows, in declaration order.
+            pub const KNOWN: &'static [EventKind] = &[$(Self::$variant,)*];
+
+            /// Its name as recordings and JSON hold it.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $name,)*
+                    Self::Other(s) => s,
+                }
+            }
+
+            /// The kind a name stands for; an unknown name is kept as [`EventKind::Other`].
+            pub fn parse(name: &str) -> Self {
+                match name {
+                    $($name => Self::$variant,)*
+                    _ => Self::Other(name.to_owned()),
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
     /// The recording ended; its payload says how the job exited.
-    Stop,
+    Stop => "stop",
     /// A finding the live diagnosis raised.
-    Finding,
+    Finding => "finding",
     /// A mark from inside the training loop (`gpulse.mark(...)`).
-    Mark,
+    Mark => "mark",
     /// NVML said the GPU fell off the bus.
-    GpuLost,
+    GpuLost => "gpu_lost",
     /// An NVLink's state changed.
-    Nvlink,
+    Nvlink => "nvlink",
     /// The kernel logged an Xid.
-    Xid,
+    Xid => "xid",
     /// An out-of-memory line in a trace's own log.
-    Oom,
+    Oom => "oom",
     /// PyTorch's CUDA out-of-memory error on the job's stderr.
-    CudaOom,
+    CudaOom => "cuda_oom",
     /// NCCL's watchdog timed a collective out.
-    NcclTimeout,
+    NcclTimeout => "nccl_timeout",
     /// NCCL reported an error.
-    NcclError,
+    NcclError => "nccl_error",
     /// A DataLoader worker was killed or exited unexpectedly.
-    DataloaderKilled,
+    DataloaderKilled => "dataloader_killed",
     /// The loop's marks could not be received.
-    MarksRefused,
+    MarksRefused => "marks_refused",
     /// Marks arrived faster than they could be kept.
-    MarksDropped,
+    MarksDropped => "marks_dropped",
     /// The job was stopped (SIGSTOP, Ctrl-Z).
-    JobStopped,
+    JobStopped => "job_stopped",
     /// The stopped job resumed.
-    JobResumed,
-    /// A kind this build does not know, as it was read.
-    Other(String),
+    JobResumed => "job_resumed",
 }
 
 impl EventKind {
-    /// Every kind this build knows, in declaration order.
-    pub const KNOWN: [EventKind; 15] = [
-        Self::Stop,
-        Self::Finding,
-        Self::Mark,
-        Self::GpuLost,
-        Self::Nvlink,
-        Self::Xid,
-        Self::Oom,
-        Self::CudaOom,
-        Self::NcclTimeout,
-        Self::NcclError,
-        Self::DataloaderKilled,
-        Self::MarksRefused,
-        Self::MarksDropped,
-        Self::JobStopped,
-        Self::JobResumed,
-    ];
-
-    /// Its name as recordings and JSON hold it.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Stop => "stop",
-            Self::Finding => "finding",
-            Self::Mark => "mark",
-            Self::GpuLost => "gpu_lost",
-            Self::Nvlink => "nvlink",
-            Self::Xid => "xid",
-            Self::Oom => "oom",
-            Self::CudaOom => "cuda_oom",
-            Self::NcclTimeout => "nccl_timeout",
-            Self::NcclError => "nccl_error",
-            Self::DataloaderKilled => "dataloader_killed",
-            Self::MarksRefused => "marks_refused",
-            Self::MarksDropped => "marks_dropped",
-            Self::JobStopped => "job_stopped",
-            Self::JobResumed => "job_resumed",
-            Self::Other(s) => s,
-        }
-    }
-
-    /// The kind a name stands for; an unknown name is kept as [`EventKind::Other`].
-    pub fn parse(name: &str) -> Self {
-        Self::KNOWN.into_iter().find(|k| k.as_str() == name).unwrap_or_else(|| Self::Other(name.to_owned()))
-    }
-
     /// An out-of-memory error: a trace's own `oom`, or `cuda_oom` from the job's stderr.
     pub fn is_oom(&self) -> bool {
         matches!(self, Self::Oom | Self::CudaOom)
@@ -118,11 +103,12 @@ mod tests {
 
     #[test]
     fn every_name_reads_back_as_itself() {
+        assert_eq!(EventKind::KNOWN.len(), 15);
         for k in EventKind::KNOWN {
-            assert_eq!(EventKind::parse(k.as_str()), k);
-            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(&EventKind::parse(k.as_str()), k);
+            let json = serde_json::to_string(k).unwrap();
             assert_eq!(json, format!("\"{}\"", k.as_str()));
-            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), k);
+            assert_eq!(&serde_json::from_str::<EventKind>(&json).unwrap(), k);
         }
         let newer = EventKind::parse("checkpoint_saved");
         assert_eq!((newer.as_str(), &newer), ("checkpoint_saved", &EventKind::Other("checkpoint_saved".into())));

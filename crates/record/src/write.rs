@@ -324,9 +324,9 @@ impl Writer {
     }
 
     /// Adds meta entries.
-    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<(), RecordError> {
+    pub fn set_meta(&mut self, key: MetaKey, value: &str) -> Result<(), RecordError> {
         self.begin()?;
-        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![key, value])?;
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?1, ?2)", params![key.as_str(), value])?;
         Ok(())
     }
 

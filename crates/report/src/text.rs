@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use gpulse_diagnose::{Finding, Severity};
+use gpulse_diagnose::Severity;
 
 /// The loop's own measurements, for `--format json`.
 pub fn steps_json(s: &gpulse_diagnose::Steps) -> serde_json::Value {
@@ -115,11 +115,12 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
     s
 }
 
-/// Findings for a terminal: the primary cause in one line, then a headline each with evidence,
-/// advice and limits.
-pub fn render_text(findings: &[Finding]) -> String {
+/// Findings for a terminal: the primary cause in one line (the analysis's summary), then a
+/// headline each with evidence, advice and limits.
+pub fn render_text(d: &gpulse_diagnose::Diagnosis) -> String {
+    let findings = &d.findings;
     let mut s = String::new();
-    if let Some(line) = gpulse_diagnose::summary(findings) {
+    if let Some(line) = &d.summary {
         let _ = writeln!(s, "{line}\n");
     }
     if findings.is_empty() {

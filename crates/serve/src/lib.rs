@@ -137,9 +137,9 @@ impl Sink for ServeSink {
             poll: frame.poll,
             hostname: &self.hostname,
             host_label: self.host_label,
-            live: frame.live,
+            rolling: frame.rolling,
         });
-        let json: Arc<str> = snapshot::render(&self.devices, frame.poll, frame.live).to_string().into();
+        let json: Arc<str> = snapshot::render(&self.devices, frame.poll, frame.rolling).to_string().into();
         if let Ok(mut l) = self.shared.latest.write() {
             *l = Latest { metrics: Some(metrics.into()), snapshot: Some(json.clone()) };
         }

@@ -446,7 +446,7 @@ mod tests {
             ServeSink { shared: shared.clone(), devices: Vec::new(), hostname: "h".into(), host_label: "Hostname" };
         // Twenty polls a second apart, each GPU-Util its second; one poll arrives twice.
         for s in (1..=20).chain([20]) {
-            sink.frame(&Frame { poll: &poll(s * 1_000_000, s as u32), live: None, findings: &[] });
+            sink.frame(&Frame { poll: &poll(s * 1_000_000, s as u32), rolling: None, findings: &[] });
         }
         let app = router(shared);
         let get = |auth: Option<&str>| {

@@ -175,7 +175,7 @@ impl Update {
     /// (empty in a replay); `devices`: the view's, in its order.
     pub fn new(frame: &Frame, live: &HashMap<u32, ProcNow>, devices: &[DeviceInfo]) -> Self {
         let mut rows = rows::build(frame.poll, live);
-        let diagnosis = frame.live.map(|live| {
+        let diagnosis = frame.rolling.map(|live| {
             // The processes the diagnosis judged idle holders, by GPU and PID.
             let idle = live.idle_processes();
             for r in &mut rows {

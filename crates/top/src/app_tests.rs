@@ -157,7 +157,7 @@ pub(super) fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -
     let app = Arc::new(Mutex::new(App::new(run.devices.clone(), Some("a replay"))));
     app.lock().unwrap().replay = Some("replay".into());
     let follow = run.meta_value(gpulse_model::MetaKey::RootPid).is_none();
-    let mut pipeline = Pipeline::new(None, Some(crate::live_diagnosis(&run.devices, instrumented, follow)));
+    let mut pipeline = Pipeline::new(None, Some(crate::rolling_diagnosis(&run.devices, instrumented, follow)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
     let mut r = Replay::analysed(run, 1.0);
     let now = std::time::Instant::now();
@@ -225,7 +225,7 @@ fn eight_gpus_fit_at_80x24_and_use_200x60() {
         (0..8).map(|i| gpulse_model::GpuSample { gpu_index: i, util_gpu_pct: Some(10 * i), ..Default::default() });
     let poll =
         Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 1, gpus: gpus.collect() }), ..Poll::default() };
-    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &poll, rolling: None, findings: &[] }, &HashMap::new());
     let small = screen(&a, 80, 24);
     assert!((0..8).all(|i| small.contains(&format!("\n{i:<9}H200"))), "{small}");
     assert!(small.contains("UTL  70%"), "{small}");
@@ -259,7 +259,7 @@ fn eight_gpus_fit_at_80x24_and_use_200x60() {
     });
     let poll =
         Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 2, gpus: gpus.collect() }), ..Poll::default() };
-    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &poll, rolling: None, findings: &[] }, &HashMap::new());
     let small = screen(&a, 80, 24);
     assert!(small.contains("PWR 650/700W 61°C"), "GPU 7, one line:\n{small}");
     insta::assert_snapshot!("eight_gpus_80x24", small);
@@ -371,7 +371,7 @@ fn swap_is_shown_as_read_and_absent_as_absent() {
             ..Default::default()
         };
         let poll = Poll { host, ..Poll::default() };
-        a.apply(&gpulse_live::Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+        a.apply(&gpulse_live::Frame { poll: &poll, rolling: None, findings: &[] }, &HashMap::new());
         (screen(&a, 200, 60), screen(&a, 80, 24), a.host_swap_pct.last_n(1).next().flatten())
     };
     let (big, small, pct) = show(Some(2 << 30), Some(8 << 30));
@@ -417,7 +417,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     let found = |live: &RollingDiagnosis| -> Vec<(gpulse_diagnose::FindingId, Option<u32>)> {
         live.current().iter().map(|f| (f.id, f.gpu)).collect()
     };
-    let mut alone = crate::live_diagnosis(&second.devices, false, true);
+    let mut alone = crate::rolling_diagnosis(&second.devices, false, true);
     feed(&mut alone, &second, 0, Box::new(|_| {}));
     assert!(!alone.current().is_empty());
     // A diagnosis that does not follow workloads blends the two jobs.
@@ -426,7 +426,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     feed(&mut blended, &second, shift, Box::new(|_| {}));
     assert_ne!(found(&blended), found(&alone), "the first job still shows");
     // top's: nothing of GPU 0 during the second job's warm-up, then the second job's findings.
-    let mut live = crate::live_diagnosis(&first.devices, false, true);
+    let mut live = crate::rolling_diagnosis(&first.devices, false, true);
     feed(&mut live, &first, 0, Box::new(|_| {}));
     let before = found(&live);
     assert!(before.iter().any(|f| f.1 == Some(0)), "{before:?}");
@@ -499,7 +499,7 @@ fn nvlink_shows_on_a_gpu_with_links_and_not_on_one_without() {
     });
     let poll =
         Poll { snapshot: Some(gpulse_model::Snapshot { timestamp_us: 1, gpus: gpus.collect() }), ..Poll::default() };
-    a.apply(&Frame { poll: &poll, live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &poll, rolling: None, findings: &[] }, &HashMap::new());
     let s = screen(&a, 200, 60);
     assert_eq!(s.matches("NVLink ↑0.0 MiB/s").count(), 1, "GPU 1 alone:\n{s}");
 }

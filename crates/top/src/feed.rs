@@ -150,7 +150,7 @@ impl Replay {
 
 /// The polls a view is fed: the live collector, or a recording played back (held while
 /// paused, one poll a step).
-pub enum Feed {
+pub enum Origin {
     Live(Collector),
     Replay(Replay),
 }

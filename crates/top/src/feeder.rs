@@ -16,7 +16,7 @@ use gpulse_live::{Control, Fed, Frame, Next, Pipeline, SampleError, Sink};
 use gpulse_model::DeviceInfo;
 
 use crate::app::{App, Update};
-use crate::feed::{Feed, Replay};
+use crate::feed::{Origin, Replay};
 use crate::procs;
 
 /// How long the feed waits for a live poll, and sleeps when a replay has none due, before it
@@ -157,22 +157,22 @@ pub struct FeedSetup {
 /// The rolling diagnosis. Of the machine (`follow_workloads`), one job follows another on a GPU
 /// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
 /// does.
-pub fn live_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> RollingDiagnosis {
+pub fn rolling_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> RollingDiagnosis {
     let live = RollingDiagnosis::new(devices, instrumented);
     if follow_workloads { live.following_workloads() } else { live }
 }
 
 /// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
 /// nothing of the diagnosis ever runs on the UI thread.
-pub fn spawn(feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
+pub fn spawn(feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("gpulse-top-feed".into())
         .spawn(move || {
-            let live = matches!(feed, Feed::Live(_));
-            let diagnosis = live_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
+            let live = matches!(feed, Origin::Live(_));
+            let diagnosis = rolling_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
             let mut pipeline = Pipeline::new(None, Some(diagnosis));
             let mut sink = TopSink::new(app.clone(), live).telling(shared.clone());
-            if let Feed::Replay(r) = &feed {
+            if let Origin::Replay(r) = &feed {
                 sink = sink.replaying(r);
             }
             pipeline.add_sink(Box::new(sink));
@@ -183,8 +183,8 @@ pub fn spawn(feed: Feed, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Sha
                 jobs_due: Instant::now(),
             };
             match feed {
-                Feed::Live(collector) => gpulse_live::drive(collector, &mut pipeline, &mut watch),
-                Feed::Replay(replay) => {
+                Origin::Live(collector) => gpulse_live::drive(collector, &mut pipeline, &mut watch),
+                Origin::Replay(replay) => {
                     let playing = Playing { replay, app, shared, was_paused: false };
                     gpulse_live::drive(playing, &mut pipeline, &mut watch);
                 }
@@ -309,7 +309,7 @@ mod tests {
             follow_workloads: false,
             jobs_dirs: Vec::new(),
         };
-        let feed = Feed::Replay(Replay::analysed(&run, 1e6));
+        let feed = Origin::Replay(Replay::analysed(&run, 1e6));
         let thread = spawn(feed, setup, app.clone(), shared.clone());
         wait_for(&app, "the replay is labelled", |a| a.replay.as_deref().is_some_and(|l| l.starts_with("replay 0/")));
         std::thread::sleep(TICK * 2);

@@ -29,10 +29,10 @@ use ratatui::crossterm::{cursor, event, execute, terminal};
 
 pub use app::{Action, App, Key};
 pub use draw::draw;
-pub use feed::{Feed, Replay};
+pub use feed::{Origin, Replay};
 pub use feeder::TopSink;
 #[cfg(test)]
-use feeder::live_diagnosis;
+use feeder::rolling_diagnosis;
 
 /// Why `top` cannot start here, if it cannot: it draws on a terminal only.
 pub fn check_terminal() -> Result<(), String> {
@@ -79,7 +79,7 @@ pub struct Options {
 
 /// Runs the view until `q`, or until `stop` gives a reason (a stop signal). Returns the reason.
 /// This thread draws and answers keys; the feed thread ([`feeder`]) collects and diagnoses.
-pub fn run(feed: Feed, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
+pub fn run(feed: Origin, options: Options, mut stop: impl FnMut() -> Option<String>) -> std::io::Result<String> {
     let mut app = App::new(options.devices.clone(), options.no_signals);
     app.instrumented = options.instrumented;
     let app = Arc::new(Mutex::new(app));

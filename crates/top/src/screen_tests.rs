@@ -149,7 +149,7 @@ fn a_command_line_shows_whole_with_its_control_characters_escaped() {
     let escaped = r"python3 -c\nimport time\ttime.sleep(60)\x1b[2J\x9b31m";
     let mut a = App::new(vec![DeviceInfo::default()], None);
     let p = ProcessSample { pid: 4711, cmdline: Some(raw.into()), ..Default::default() };
-    a.apply(&Frame { poll: &one_process(1, p), live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &one_process(1, p), rolling: None, findings: &[] }, &HashMap::new());
     let s = screen(&a, 200, 40);
     let row = s.lines().find(|l| l.contains(" 4711 ")).unwrap_or_else(|| panic!("{s}"));
     assert!(row.ends_with(escaped), "{row}");
@@ -191,14 +191,14 @@ fn a_share_the_latest_poll_did_not_read_is_absent() {
         // GPU, PID, USER, GPU-MEM, %SM, %GMBW.
         row.split_whitespace().skip(4).take(2).map(str::to_owned).collect::<Vec<_>>()
     };
-    a.apply(&Frame { poll: &one_process(1, read(Some(87), Some(33))), live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &one_process(1, read(Some(87), Some(33))), rolling: None, findings: &[] }, &HashMap::new());
     assert_eq!(row(&a), ["87", "33"]);
-    a.apply(&Frame { poll: &one_process(2, read(None, None)), live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &one_process(2, read(None, None)), rolling: None, findings: &[] }, &HashMap::new());
     assert_eq!(row(&a), ["—", "—"], "not read in the latest poll");
     a.key(Key::Enter);
     let s = screen(&a, 120, 30);
     assert!(s.contains("%SM: — "), "the process's screen too:\n{s}");
     a.key(Key::Esc);
-    a.apply(&Frame { poll: &one_process(3, read(Some(0), Some(0))), live: None, findings: &[] }, &HashMap::new());
+    a.apply(&Frame { poll: &one_process(3, read(Some(0), Some(0))), rolling: None, findings: &[] }, &HashMap::new());
     assert_eq!(row(&a), ["0", "0"], "read as 0");
 }

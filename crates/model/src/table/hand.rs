@@ -1,7 +1,8 @@
 //! The hand-read metrics: those NVML gives through calls of their own, each a field of
-//! [`GpuSample`] that `nvml/read.rs` fills. A new one is a field, its read, and a row here:
-//! `--query-gpu` (names, unit, how it prints, an nvidia-smi log's cells) and `/metrics`
-//! (dcgm-exporter's series) follow from the row.
+//! [`GpuSample`] that `nvml/read.rs` fills. A new one is a field, its read, a row here, its
+//! recording column (`gpulse-record`'s schema, writer and reader) and the stand-in's answer
+//! (`fake-nvml`); `--query-gpu` (names, unit, how it prints, an nvidia-smi log's cells) and
+//! `/metrics` (dcgm-exporter's series) follow from the row.
 
 use super::{Call, Dcgm, Every, Kind, Shown, Source, TableMetric, Unit};
 use crate::{GpuSample, Metric};
@@ -47,8 +48,9 @@ const fn gauge(name: &'static str, help: &'static str) -> Option<Dcgm> {
     Some(Dcgm { name, kind: Kind::Gauge, help })
 }
 
-/// Every hand-read metric. Keys are the [`GpuSample`] fields; a field nvidia-smi shows under two
-/// fields of its own has a row for each.
+/// Every hand-read metric. Keys name the [`GpuSample`] field each reads; a field nvidia-smi shows
+/// under two names of its own has a row for each, the second keyed by that name
+/// (`power_draw_average_mw`, `pcie_link_gen_gpu`).
 #[rustfmt::skip]
 pub const HAND_READ: &[TableMetric] = &[
     row("util_gpu_pct", Unit::Pct, call!("nvmlDeviceGetUtilizationRates", Utilization, util_gpu_pct: u32), Every::Poll,

@@ -25,7 +25,7 @@ pub struct Exposition<'a> {
     /// That label's name: `Hostname` in released dcgm-exporters, `hostname` in its newest code.
     pub host_label: &'a str,
     /// The rolling diagnosis: the findings, the forecast and the loop's pace.
-    pub live: Option<&'a RollingDiagnosis>,
+    pub rolling: Option<&'a RollingDiagnosis>,
 }
 
 /// At most this many processes per GPU get their own series; the rest are summed.

@@ -188,7 +188,7 @@ fn host(e: &Exposition, out: &mut String) {
 
 /// The loop's pace and the findings of the rolling diagnosis.
 fn job(e: &Exposition, out: &mut String) {
-    let Some(live) = e.live else { return };
+    let Some(live) = e.rolling else { return };
     let gpus = e.poll.snapshot.as_ref().map(|s| s.gpus.as_slice()).unwrap_or_default();
     if let Some(s) = live.recent_steps() {
         let mut pid = label("pid", &s.pid.to_string());

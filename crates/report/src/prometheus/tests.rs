@@ -80,7 +80,7 @@ fn expose(gpus: Vec<GpuSample>) -> String {
         },
         ..Default::default()
     };
-    render(&Exposition { devices: &devices, poll: &poll, hostname: "node-a", host_label: "Hostname", live: None })
+    render(&Exposition { devices: &devices, poll: &poll, hostname: "node-a", host_label: "Hostname", rolling: None })
 }
 
 /// The value of the series `name` whose labels contain `has`.
@@ -318,7 +318,7 @@ fn the_live_ledger_is_exported_by_account() {
         poll: &last,
         hostname: "n",
         host_label: "Hostname",
-        live: Some(&live),
+        rolling: Some(&live),
     });
     let waited: f64 = value(&text, "gpulse_job_time_seconds", "account=\"data_wait\"").unwrap().parse().unwrap();
     // The marks inside the window: 0.06 s of each 0.1 s step from the first sample on.
@@ -364,7 +364,7 @@ fn the_main_threads_states_are_counters() {
         poll: &Poll::default(),
         hostname: "n",
         host_label: "Hostname",
-        live: Some(&live),
+        rolling: Some(&live),
     });
     assert!(text.contains("# TYPE gpulse_job_main_thread_seconds_total counter"), "{text}");
     let secs = |state: &str| -> f64 {
