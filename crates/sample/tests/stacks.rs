@@ -270,11 +270,13 @@ deep(40)\n";
     let path = dir.write("deep.py", script);
     let job = start(&path);
     let pid = job.0.id();
-    let stacks = sample(pid, StackOptions { budget: 0.002, ..StackOptions::default() }, 2.0);
+    // A fiftieth of the default budget: even a read of a few tens of µs (the optimized reader's)
+    // cannot keep the asked 50 Hz within it.
+    let stacks = sample(pid, StackOptions { budget: 0.0002, ..StackOptions::default() }, 2.0);
     let samples = of(&stacks, pid, 2);
     assert!(stacks.frames_of(samples[0].stack).count() > 40);
     let rate = stacks.rate_hz.iter().find(|r| r.0 == pid).unwrap().1;
-    assert!((1.0..20.0).contains(&rate), "{rate} Hz within 0.2% of a core");
+    assert!((1.0..20.0).contains(&rate), "{rate} Hz within 0.02% of a core");
     assert!(samples.len() as f64 <= rate * 2.0 * 1.5 + 3.0, "{} samples at {rate} Hz", samples.len());
 }
 
