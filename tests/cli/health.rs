@@ -3,13 +3,13 @@
 //! (dcgm-exporter's series, a real Prometheus alerting on the Xid), shown by `status`, recorded
 //! and diagnosed.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::serve::{free_port, get, have_prometheus, prometheus, prometheus_query, scrape_config, serve_scenario};
-use super::support::KillOnDrop;
-use super::support::{fixture, fresh_dir, gpulse, run, skipped};
+use super::serve::{
+    free_port, get, have_prometheus, prometheus, prometheus_query, promtool_dcgm_naming_only, scrape_config,
+    serve_scenario,
+};
+use super::support::{fixture, fresh_dir, gpulse, run};
 
 const SCENARIO: &str = "scenarios/health_xid_nvlink.json";
 
@@ -46,27 +46,7 @@ fn serve_exports_the_xid_nvlink_and_what_nvml_cannot_give_not_at_all() {
     // The scenario names no retired pages (an H200 remaps rows instead): no series, never 0.
     assert!(!metrics.contains("DCGM_FI_DEV_RETIRED_SBE"), "{metrics}");
     assert_eq!(value(&metrics, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 1), None, "GPU 1 names no counter");
-    let Ok(_) = Command::new("promtool").arg("--version").output() else {
-        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "promtool is required");
-        skipped("promtool check metrics on the Xid and NVLink series (no prometheus; CI installs it)");
-        return;
-    };
-    let mut lint = KillOnDrop::spawn(
-        Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    );
-    lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
-    let out = lint.wait_with_output().unwrap();
-    let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    for p in problems.lines() {
-        let dcgm_naming = p.starts_with("DCGM_FI_")
-            && (p.ends_with("label names should be written in 'snake_case' not 'camelCase'")
-                || p.ends_with("counter metrics should have \"_total\" suffix"));
-        assert!(dcgm_naming, "{p}");
-    }
+    promtool_dcgm_naming_only(&metrics, "promtool check metrics on the Xid and NVLink series");
 }
 
 /// A real Prometheus evaluates `DCGM_FI_DEV_XID_ERRORS > 0` (docs/cluster/alerts.yml's

@@ -332,13 +332,22 @@ fn prometheus_evaluates_nvidias_dashboard_and_the_alerts_on_gpulses_metrics() {
 /// `_total`), which gpulse keeps so that dashboards work unchanged.
 #[test]
 fn promtool_finds_nothing_but_dcgm_exporters_own_naming() {
-    let Ok(_) = Command::new("promtool").arg("--version").output() else {
-        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "promtool is required");
-        skipped("promtool check metrics (no prometheus; CI installs it)");
-        return;
-    };
     let s = serve(&[]);
     let (_, _, metrics) = get(&s.addr, "/metrics", &[]);
+    let Some(problems) = promtool_dcgm_naming_only(&metrics, "promtool check metrics") else { return };
+    assert!(problems >= 10, "promtool ran: {problems} lines");
+}
+
+/// Lints `exposition` with `promtool check metrics` and asserts that every line it reports is
+/// one dcgm-exporter's own names carry (camelCase labels, counters without `_total`); returns
+/// how many it reported. `None`, with `what` said skipped, where promtool is not installed
+/// (CI installs it and never skips).
+pub fn promtool_dcgm_naming_only(exposition: &str, what: &str) -> Option<usize> {
+    let Ok(_) = Command::new("promtool").arg("--version").output() else {
+        assert!(std::env::var_os("GPULSE_REQUIRE_PROMETHEUS").is_none(), "promtool is required");
+        skipped(&format!("{what} (no prometheus; CI installs it)"));
+        return None;
+    };
     let mut lint = KillOnDrop::spawn(
         Command::new("promtool")
             .args(["check", "metrics"])
@@ -346,16 +355,16 @@ fn promtool_finds_nothing_but_dcgm_exporters_own_naming() {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped()),
     );
-    lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
+    lint.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
     let out = lint.wait_with_output().unwrap();
     let problems = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(problems.lines().count() >= 10, "promtool ran: {problems}");
     for p in problems.lines() {
         let dcgm_naming = p.starts_with("DCGM_FI_")
             && (p.ends_with("label names should be written in 'snake_case' not 'camelCase'")
                 || p.ends_with("counter metrics should have \"_total\" suffix"));
         assert!(dcgm_naming, "{p}");
     }
+    Some(problems.lines().count())
 }
 
 /// `name="…"`'s value in the element or tag text `tag`.
