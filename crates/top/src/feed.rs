@@ -74,14 +74,10 @@ impl Replay {
         self.polls.len()
     }
 
-    /// The whole recording's steps, where it marked them.
-    pub fn final_steps(&self) -> Option<&gpulse_diagnose::Steps> {
-        self.final_steps.as_deref()
-    }
-
-    /// The whole recording's findings, in `gpulse diagnose`'s order.
-    pub fn final_findings(&self) -> &[gpulse_diagnose::Finding] {
-        &self.final_findings
+    /// Hands over the whole recording's findings (in `gpulse diagnose`'s order) and steps, once:
+    /// the view keeps them for the replay's end.
+    pub(crate) fn take_final(&mut self) -> (Vec<gpulse_diagnose::Finding>, Option<gpulse_diagnose::Steps>) {
+        (std::mem::take(&mut self.final_findings), self.final_steps.take().map(|s| *s))
     }
 
     pub fn is_empty(&self) -> bool {

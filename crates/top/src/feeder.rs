@@ -76,13 +76,9 @@ impl TopSink {
 
     /// Labels the view with `replay`'s progress (one frame a poll played) and, at its end, shows
     /// the whole recording's analysis in place of the live window's.
-    fn replaying(mut self, replay: &Replay) -> Self {
-        let progress = Progress {
-            played: replay.played(),
-            len: replay.len(),
-            final_findings: replay.final_findings().to_vec(),
-            final_steps: replay.final_steps().cloned(),
-        };
+    fn replaying(mut self, replay: &mut Replay) -> Self {
+        let (final_findings, final_steps) = replay.take_final();
+        let progress = Progress { played: replay.played(), len: replay.len(), final_findings, final_steps };
         label(&mut lock(&self.app), &progress);
         self.replay = Some(progress);
         self
@@ -164,7 +160,7 @@ pub fn rolling_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_work
 
 /// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
 /// nothing of the diagnosis ever runs on the UI thread.
-pub fn spawn(feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
+pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<Shared>) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("gpulse-top-feed".into())
         .spawn(move || {
@@ -172,7 +168,7 @@ pub fn spawn(feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: Arc<S
             let diagnosis = rolling_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
             let mut pipeline = Pipeline::new(None, Some(diagnosis));
             let mut sink = TopSink::new(app.clone(), live).telling(shared.clone());
-            if let Origin::Replay(r) = &feed {
+            if let Origin::Replay(r) = &mut feed {
                 sink = sink.replaying(r);
             }
             pipeline.add_sink(Box::new(sink));
