@@ -247,10 +247,11 @@ pub fn efficiency(full: &Run) -> Vec<Efficiency> {
     let masked = full.outside_phases();
     let run = masked.as_ref().unwrap_or(full);
     let samples = samples_per_step(full);
+    let job = full.job_gpus();
     run.gpus
         .iter()
         // The job's GPUs only: another process's work is not the job's efficiency.
-        .filter(|g| full.job_on(g.gpu))
+        .filter(|g| job.as_ref().is_none_or(|j| j.contains(&g.gpu)))
         .filter(|g| g.busy() && g.active_values(&g.sm_pct).len() + g.active_values(&g.tensor_pct).len() > 0)
         .map(|g| {
             let whole = full.gpus.iter().find(|w| w.gpu == g.gpu).unwrap_or(g);

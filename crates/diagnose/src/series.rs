@@ -181,11 +181,6 @@ impl Run {
         Some(self.gpus.iter().filter(job).map(|g| g.gpu).collect())
     }
 
-    /// Whether the job ran on GPU `gpu`, as far as the listings tell (`true` where they cannot).
-    pub fn job_on(&self, gpu: u32) -> bool {
-        self.job_gpus().is_none_or(|j| j.contains(&gpu))
-    }
-
     /// Mean CPU of the watched tree, percent of one core.
     pub fn tree_cpu_mean(&self) -> Option<f64> {
         crate::rules::mean(&self.tree_cpu.iter().map(|x| x.1).collect::<Vec<_>>())

@@ -271,7 +271,9 @@ fn job_gpus(run: &Run) -> Vec<&crate::GpuSeries> {
 pub fn healthy(run: &Run) -> Vec<Finding> {
     // Another process keeping a GPU busy says nothing of the job: a job that used no GPU is
     // never healthy.
-    let judged = run.gpus.iter().filter(|g| g.active_s() >= super::MIN_ACTIVE_S && run.job_on(g.gpu));
+    let job = run.job_gpus();
+    let on_job = |g: &&crate::GpuSeries| job.as_ref().is_none_or(|j| j.contains(&g.gpu));
+    let judged = run.gpus.iter().filter(on_job).filter(|g| g.active_s() >= super::MIN_ACTIVE_S);
     let best = judged.filter_map(|g| mean(&g.active_values(&g.util_pct))).fold(f64::MIN, f64::max);
     if best < 80.0 {
         return Vec::new();
@@ -279,7 +281,7 @@ pub fn healthy(run: &Run) -> Vec<Finding> {
     let mut f = Finding::new(FindingId::Healthy, Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
     f = f.with("util_gpu_mean_pct", round(best, 1));
     if let Some(sm) =
-        run.gpus.iter().filter(|g| run.job_on(g.gpu)).filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max)
+        run.gpus.iter().filter(on_job).filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max)
     {
         f = f.with("sm_active_mean_pct", round(sm, 1));
     } else {
