@@ -109,12 +109,20 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     let mut writer =
         Writer::create_bulk(out, &meta, &[]).with_context(|| format!("cannot create {}", out.display()))?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(4);
+    // Written batches go back to the parsing thread to be emptied and refilled: their memory is
+    // allocated once, not faulted in and unmapped again for every batch.
+    let (back_tx, back_rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(8);
+    let fresh = move || {
+        let mut batch = back_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        batch.clear();
+        batch
+    };
     let fields = fields.map(str::to_owned);
     let parser = std::thread::spawn(move || -> anyhow::Result<(Registry, Vec<(PathBuf, LogSummary)>)> {
         let mut registry = Registry::default();
         let mut summaries = Vec::new();
         for (path, bytes) in &texts {
-            let mut batch = Vec::with_capacity(BATCH);
+            let mut batch = fresh();
             let mut parser = gpulse_smi::log::LogParser::new(fields.as_deref(), &mut registry)
                 .with_context(|| format!("{}", path.display()))?;
             // Pieces are checked for UTF-8 one at a time, so rows flow from the first one on.
@@ -124,7 +132,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
                 parser.feed(&text, &mut |row| {
                     batch.push(row);
                     if batch.len() == BATCH {
-                        let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                        let _ = tx.send(std::mem::replace(&mut batch, fresh()));
                     }
                 });
             }
@@ -146,6 +154,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
             LogRow::Gpu(t, s) => Some((*t, s)),
             LogRow::App(..) => None,
         }))?;
+        let _ = back_tx.try_send(batch);
     }
     let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;

@@ -155,8 +155,8 @@ pub struct Writer {
     gpm: HashMap<u32, GpmMetrics>,
     /// The `gpm_samples` insert, its columns named from the model's table.
     insert_gpm: String,
-    /// gpu → the metric table's readings as last written.
-    table: HashMap<u32, gpulse_model::TableReadings>,
+    /// By GPU index: the metric table's readings as last written.
+    table: Vec<gpulse_model::TableReadings>,
     /// gpu → the process listing last written.
     processes: HashMap<u32, Listing>,
     identities: HashMap<u32, Identity>,
@@ -228,7 +228,7 @@ impl Writer {
             state: Vec::new(),
             gpm: HashMap::new(),
             insert_gpm: insert_gpm(),
-            table: HashMap::new(),
+            table: Vec::new(),
             processes: HashMap::new(),
             identities: HashMap::new(),
             last_hires_ms: HashMap::new(),
@@ -447,7 +447,10 @@ impl Writer {
                 .execute(rusqlite::params_from_iter(key.into_iter().chain(values)))?;
             self.gpm.insert(g.gpu_index, (**m).clone());
         }
-        crate::table::write(&self.conn, self.table.entry(g.gpu_index).or_default(), t, g)?;
+        if self.table.len() <= slot {
+            self.table.resize_with(slot + 1, Default::default);
+        }
+        crate::table::write(&self.conn, &mut self.table[slot], t, g)?;
         if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 

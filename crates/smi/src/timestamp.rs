@@ -1,6 +1,29 @@
 //! nvidia-smi's timestamp read back: local time as `YYYY/MM/DD HH:MM:SS.mmm` (written by
 //! `gpulse_base::clock`).
 
+/// [`parse_local`] along a log: the hour's UTC offset and the last stamp read are kept, since
+/// the rows of one poll (one per GPU) share a stamp.
+#[derive(Debug, Default)]
+pub struct LocalStamps {
+    offset: Option<(i64, i64)>,
+    last: String,
+    last_us: i64,
+}
+
+impl LocalStamps {
+    /// Microseconds since the Unix epoch of `s`, as [`parse_local`] reads it.
+    pub fn parse(&mut self, s: &str) -> Option<i64> {
+        if !self.last.is_empty() && self.last == s {
+            return Some(self.last_us);
+        }
+        let us = parse_local(s, &mut self.offset)?;
+        self.last.clear();
+        self.last.push_str(s);
+        self.last_us = us;
+        Some(us)
+    }
+}
+
 /// Parses nvidia-smi's `YYYY/MM/DD HH:MM:SS.mmm` (local time) into microseconds since the Unix
 /// epoch. `cache` keeps the last hour's UTC offset, so a long log costs one `mktime` an hour.
 pub fn parse_local(s: &str, cache: &mut Option<(i64, i64)>) -> Option<i64> {

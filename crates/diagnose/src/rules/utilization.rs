@@ -280,8 +280,7 @@ pub fn healthy(run: &Run) -> Vec<Finding> {
     }
     let mut f = Finding::new(FindingId::Healthy, Severity::Info, format!("No bottleneck found; GPU-Util {best:.0}%"));
     f = f.with("util_gpu_mean_pct", round(best, 1));
-    if let Some(sm) =
-        run.gpus.iter().filter(on_job).filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max)
+    if let Some(sm) = run.gpus.iter().filter(on_job).filter_map(|g| mean(&g.active_values(&g.sm_pct))).reduce(f64::max)
     {
         f = f.with("sm_active_mean_pct", round(sm, 1));
     } else {

@@ -15,7 +15,7 @@ pub struct LogParser<'r> {
     apps: bool,
     /// By column of the header: whether its field has a unit, to tell `nounits` logs.
     unit_cols: Vec<bool>,
-    tz: Option<(i64, i64)>,
+    tz: crate::timestamp::LocalStamps,
     lines_seen: usize,
     /// Lines before the current piece.
     line_offset: usize,
@@ -40,7 +40,7 @@ impl<'r> LogParser<'r> {
             header: None,
             apps: false,
             unit_cols: Vec::new(),
-            tz: None,
+            tz: Default::default(),
             lines_seen: 0,
             line_offset: 0,
             positional: 0,

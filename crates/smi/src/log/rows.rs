@@ -41,7 +41,7 @@ pub(super) fn device_for(reg: &mut Registry, key: String, info: DeviceInfo) -> u
 pub(super) fn gpu_row(
     cols: &[(Col, String)],
     cells: &[&str],
-    tz: &mut Option<(i64, i64)>,
+    tz: &mut crate::timestamp::LocalStamps,
     reg: &mut Registry,
     positional: &mut u32,
     last_t: &mut Option<i64>,
@@ -81,7 +81,7 @@ pub(super) fn gpu_row(
         };
         let mw = || milli(cell).or_else(|| scaled(cell, 1000.0, f64::from(u32::MAX)).map(|v| v as u32)).ok_or_else(bad);
         match key {
-            GpuKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
+            GpuKey::Timestamp => t = Some(tz.parse(cell).ok_or_else(bad)?),
             GpuKey::DriverVersion => driver_cell = Some(cell),
             GpuKey::Count | GpuKey::Probe(..) | GpuKey::Fixed(_) | GpuKey::Unread => {}
             GpuKey::Name => name_cell = Some(cell),
@@ -103,7 +103,9 @@ pub(super) fn gpu_row(
                     Shown::Watts => u64::from(mw()?),
                     Shown::MibCeil => mib()?,
                     Shown::Pstate => cell.strip_prefix('P').and_then(|p| p.parse::<u32>().ok()).ok_or_else(bad)?.into(),
-                    Shown::Hex16 => u64::from_str_radix(cell.trim_start_matches("0x"), 16).map_err(|_| bad())?,
+                    Shown::Hex16 => {
+                        u64::from_str_radix(cell.strip_prefix("0x").unwrap_or(cell), 16).map_err(|_| bad())?
+                    }
                 };
                 if let Some(c) = m.call() {
                     (c.write)(&mut s, v);
@@ -175,7 +177,7 @@ pub(super) fn gpu_row(
 pub(super) fn app_row(
     cols: &[(Col, String)],
     cells: &[&str],
-    tz: &mut Option<(i64, i64)>,
+    tz: &mut crate::timestamp::LocalStamps,
     reg: &mut Registry,
 ) -> Result<LogRow, String> {
     let mut p = ProcessSample::default();
@@ -189,7 +191,7 @@ pub(super) fn app_row(
         }
         let bad = || format!("{name}: cannot read {cell:?}");
         match key {
-            AppKey::Timestamp => t = Some(crate::timestamp::parse_local(cell, tz).ok_or_else(bad)?),
+            AppKey::Timestamp => t = Some(tz.parse(cell).ok_or_else(bad)?),
             AppKey::GpuName => info.name = cell.to_owned(),
             AppKey::GpuBusId => info.pci_bus_id = Some(cell.to_owned()),
             AppKey::GpuUuid => info.uuid = cell.to_owned(),

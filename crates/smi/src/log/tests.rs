@@ -125,6 +125,18 @@ mod properties {
     ];
 
     proptest! {
+        /// A line splits into the cells between its commas, less the one space nvidia-smi puts
+        /// after each, wherever the commas fall among the eight-byte words the splitter reads.
+        #[test]
+        fn cells_are_split_at_every_comma(line in "[, a\u{e9}0-9N/A]{0,70}") {
+            let mut cells = Vec::new();
+            super::cells::split_into(&line, &mut cells);
+            let expected: Vec<&str> = line.split(',').enumerate()
+                .map(|(i, c)| if i > 0 { c.strip_prefix(' ').unwrap_or(c) } else { c })
+                .collect();
+            prop_assert_eq!(cells, expected);
+        }
+
         /// Any text is imported or refused; never a panic.
         #[test]
         fn never_panics(text in "\\PC*") {
