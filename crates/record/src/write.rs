@@ -42,59 +42,45 @@ fn gpu_sample_batch_sql() -> &'static str {
     })
 }
 
-/// Binds the base row of `g` at `t` (ms) as parameters `first..first + 13`.
-fn bind_base(stmt: &mut rusqlite::Statement<'_>, first: usize, t: i64, g: &GpuSample) -> rusqlite::Result<()> {
-    let p = base_params(t, g);
-    stmt.raw_bind_parameter(first, p.0)?;
-    stmt.raw_bind_parameter(first + 1, p.1)?;
-    stmt.raw_bind_parameter(first + 2, p.2)?;
-    stmt.raw_bind_parameter(first + 3, p.3)?;
-    stmt.raw_bind_parameter(first + 4, p.4)?;
-    stmt.raw_bind_parameter(first + 5, p.5)?;
-    stmt.raw_bind_parameter(first + 6, p.6)?;
-    stmt.raw_bind_parameter(first + 7, p.7)?;
-    stmt.raw_bind_parameter(first + 8, p.8)?;
-    stmt.raw_bind_parameter(first + 9, p.9)?;
-    stmt.raw_bind_parameter(first + 10, p.10)?;
-    stmt.raw_bind_parameter(first + 11, p.11)?;
-    stmt.raw_bind_parameter(first + 12, p.12)
-}
-
-/// The base row of a GPU sample taken at `t` (ms): its key and the fast-changing fields.
-#[allow(clippy::type_complexity)]
-fn base_params(
+/// Binds the base row of `g` at `t` (ms) as parameters `first..first + 13`, each only where it
+/// differs from what `bound` says the parameter holds. SQLite keeps a statement's bindings across
+/// executions, and most of a GPU's readings hold from one poll to the next.
+fn bind_base(
+    stmt: &mut rusqlite::Statement<'_>,
+    bound: &mut [Option<i64>],
+    first: usize,
     t: i64,
     g: &GpuSample,
-) -> (
-    i64,
-    Option<i64>,
-    Option<u32>,
-    Option<u32>,
-    Option<i64>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<i64>,
-    Option<u32>,
-) {
-    (
-        (t << 8) | i64::from(g.gpu_index & 0xff),
+) -> rusqlite::Result<()> {
+    for (k, value) in base_values(t, g).into_iter().enumerate() {
+        let slot = &mut bound[first - 1 + k];
+        if *slot != value {
+            stmt.raw_bind_parameter(first + k, value)?;
+            *slot = value;
+        }
+    }
+    Ok(())
+}
+
+/// The base row of a GPU sample taken at `t` (ms), in [`GPU_SAMPLE_SQL`]'s order: its key and
+/// the fast-changing fields.
+fn base_values(t: i64, g: &GpuSample) -> [Option<i64>; 13] {
+    let n = |v: Option<u32>| v.map(i64::from);
+    [
+        Some((t << 8) | i64::from(g.gpu_index & 0xff)),
         (g.status == gpulse_model::DeviceStatus::Lost).then_some(1),
-        g.util_gpu_pct,
-        g.util_mem_pct,
+        n(g.util_gpu_pct),
+        n(g.util_mem_pct),
         g.memory_used_bytes.map(kib),
-        g.temperature_gpu_c,
-        g.temperature_memory_c,
-        g.power_draw_mw,
-        g.clock_sm_mhz,
-        g.clock_mem_mhz,
-        g.pstate,
+        n(g.temperature_gpu_c),
+        n(g.temperature_memory_c),
+        n(g.power_draw_mw),
+        n(g.clock_sm_mhz),
+        n(g.clock_mem_mhz),
+        n(g.pstate),
         g.clocks_event_reasons.map(|r| r as i64),
-        g.fan_speed_pct,
-    )
+        n(g.fan_speed_pct),
+    ]
 }
 
 /// A process listing reduced to what decides whether it changed: PIDs, KiB held, and the SM and
@@ -331,7 +317,7 @@ impl Writer {
     }
 
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
-        self.conn.prepare_cached(GPU_SAMPLE_SQL)?.execute(base_params(t, g))?;
+        self.conn.prepare_cached(GPU_SAMPLE_SQL)?.execute(rusqlite::params_from_iter(base_values(t, g)))?;
         self.gpu_rest(t, g, true)
     }
 
@@ -347,17 +333,20 @@ impl Writer {
             let mut many = self.conn.prepare_cached(gpu_sample_batch_sql())?;
             let mut one = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
             let mut pending = Vec::with_capacity(GPU_SAMPLE_BATCH);
+            // What each parameter of `many` holds: NULL as the cache hands it over (it clears a
+            // statement's bindings), then the value last bound.
+            let mut bound = vec![None; 13 * GPU_SAMPLE_BATCH];
             for (t, g) in rows.clone() {
                 pending.push((ms(t), g));
                 if pending.len() == GPU_SAMPLE_BATCH {
                     for (i, (t, g)) in pending.drain(..).enumerate() {
-                        bind_base(&mut many, 1 + 13 * i, t, g)?;
+                        bind_base(&mut many, &mut bound, 1 + 13 * i, t, g)?;
                     }
                     many.raw_execute()?;
                 }
             }
             for (t, g) in pending {
-                one.execute(base_params(t, g))?;
+                one.execute(rusqlite::params_from_iter(base_values(t, g)))?;
             }
         }
         for (t, g) in rows {
