@@ -80,7 +80,7 @@ proptest! {
         w.finish().unwrap();
         let back = gpulse_record::read(&path).unwrap();
         let read: Vec<Base> = back.snapshots.iter().flat_map(|s| s.gpus.iter().map(base_of)).collect();
-        let written: Vec<Base> = rows.iter().copied().collect();
+        let written: Vec<Base> = rows.to_vec();
         prop_assert_eq!(read, written);
     }
 }
