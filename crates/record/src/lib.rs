@@ -10,6 +10,7 @@ mod claim;
 mod poll;
 mod processes;
 mod read;
+mod rest;
 pub mod schema;
 mod stacks;
 mod table;

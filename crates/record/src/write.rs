@@ -4,10 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpulse_model::{
-    DeviceInfo, GPM_FIELDS, GpmMetrics, GpmUnit, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot,
-    TreeSample,
-};
+use gpulse_model::{DeviceInfo, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeSample};
 use rusqlite::{Connection, params};
 
 use crate::schema::{CREATE, CREATE_GPU_FIELDS, CREATE_MARKERS, SCHEMA_VERSION};
@@ -16,13 +13,6 @@ use crate::{Event, Marker, MetaKey, RecordError, RunMeta};
 
 /// How often the writer commits: the most a crash can lose.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
-
-/// The slow-changing fields of one GPU, as last written.
-#[derive(Debug, Clone, PartialEq)]
-struct State {
-    values: [Option<i64>; 12],
-    absent: gpulse_model::Absences,
-}
 
 const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
      temp_gpu_c, temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
@@ -119,34 +109,16 @@ struct Identity {
     cmdline: Option<String>,
 }
 
-/// `INSERT OR REPLACE INTO gpm_samples (t_ms, gpu, interval_ms, …) VALUES (?1, …)`, one column
-/// per row of the model's GPM table.
-fn insert_gpm() -> String {
-    let columns: Vec<&str> = GPM_FIELDS.iter().map(|f| f.column).collect();
-    let slots: Vec<String> = (1..=columns.len() + 3).map(|i| format!("?{i}")).collect();
-    format!(
-        "INSERT OR REPLACE INTO gpm_samples (t_ms, gpu, interval_ms, {}) VALUES ({})",
-        columns.join(", "),
-        slots.join(",")
-    )
-}
-
 /// Appends samples to a new recording.
 pub struct Writer {
     conn: Connection,
     last_commit: Instant,
     in_tx: bool,
-    /// By GPU index: looked up for every sample, so a vector rather than a hash map.
-    state: Vec<Option<State>>,
-    gpm: HashMap<u32, GpmMetrics>,
-    /// The `gpm_samples` insert, its columns named from the model's table.
-    insert_gpm: String,
-    /// By GPU index: the metric table's readings as last written.
-    table: Vec<gpulse_model::TableReadings>,
+    /// The slow fields, GPM and the metric table, as last written.
+    rest: crate::rest::Rest,
     /// gpu → the process listing last written.
     processes: HashMap<u32, Listing>,
     identities: HashMap<u32, Identity>,
-    last_hires_ms: HashMap<u32, i64>,
     workloads: crate::workloads::Written,
     stacks: crate::stacks::Written,
 }
@@ -211,13 +183,9 @@ impl Writer {
             conn,
             last_commit: Instant::now(),
             in_tx: true,
-            state: Vec::new(),
-            gpm: HashMap::new(),
-            insert_gpm: insert_gpm(),
-            table: Vec::new(),
+            rest: crate::rest::Rest::default(),
             processes: HashMap::new(),
             identities: HashMap::new(),
-            last_hires_ms: HashMap::new(),
             workloads: Default::default(),
             stacks: Default::default(),
         };
@@ -323,123 +291,47 @@ impl Writer {
 
     /// Writes many GPUs' samples, each at its own time, with one prepared statement: the fast path
     /// for imports. These rows carry no process listing (a log lists processes separately, through
-    /// [`Writer::process_poll`]), so their empty `processes` is not written as "none".
+    /// [`Writer::process_poll`]), so their empty `processes` is not written as "none". Each
+    /// statement's rows have the rest of them written right after, while they are still in cache.
     pub fn gpu_samples<'a, I>(&mut self, rows: I) -> Result<(), RecordError>
     where
-        I: Iterator<Item = (i64, &'a GpuSample)> + Clone,
+        I: Iterator<Item = (i64, &'a GpuSample)>,
     {
         self.begin()?;
-        {
-            let mut many = self.conn.prepare_cached(gpu_sample_batch_sql())?;
-            let mut one = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
-            let mut pending = Vec::with_capacity(GPU_SAMPLE_BATCH);
-            // What each parameter of `many` holds: NULL as the cache hands it over (it clears a
-            // statement's bindings), then the value last bound.
-            let mut bound = vec![None; 13 * GPU_SAMPLE_BATCH];
-            for (t, g) in rows.clone() {
-                pending.push((ms(t), g));
-                if pending.len() == GPU_SAMPLE_BATCH {
-                    for (i, (t, g)) in pending.drain(..).enumerate() {
-                        bind_base(&mut many, &mut bound, 1 + 13 * i, t, g)?;
-                    }
-                    many.raw_execute()?;
+        let mut many = self.conn.prepare_cached(gpu_sample_batch_sql())?;
+        let mut one = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
+        // What each parameter of `many` holds: NULL as the cache hands it over (it clears a
+        // statement's bindings), then the value last bound.
+        let mut bound = vec![None; 13 * GPU_SAMPLE_BATCH];
+        let mut rows = rows.map(|(t, g)| (ms(t), g));
+        let mut chunk = Vec::with_capacity(GPU_SAMPLE_BATCH);
+        loop {
+            chunk.clear();
+            chunk.extend(rows.by_ref().take(GPU_SAMPLE_BATCH));
+            if chunk.len() == GPU_SAMPLE_BATCH {
+                for (i, &(t, g)) in chunk.iter().enumerate() {
+                    bind_base(&mut many, &mut bound, 1 + 13 * i, t, g)?;
+                }
+                many.raw_execute()?;
+            } else {
+                for &(t, g) in &chunk {
+                    one.execute(rusqlite::params_from_iter(base_values(t, g)))?;
                 }
             }
-            for (t, g) in pending {
-                one.execute(rusqlite::params_from_iter(base_values(t, g)))?;
+            for &(t, g) in &chunk {
+                self.rest.write(&self.conn, t, g)?;
+            }
+            if chunk.len() < GPU_SAMPLE_BATCH {
+                break;
             }
         }
-        for (t, g) in rows {
-            self.gpu_rest(ms(t), g, false)?;
-        }
+        drop((many, one));
         self.commit_if_due()
     }
 
-    /// Everything of a GPU sample but its base row: slow fields, the utilization buffer, GPM and
-    /// the process listing, each written only when it changed.
+    /// Everything of a GPU sample but its base row, then its process listing when it has one.
     fn gpu_rest(&mut self, t: i64, g: &GpuSample, listed: bool) -> Result<(), RecordError> {
-        let values = [
-            g.memory_total_bytes.map(kib),
-            g.memory_reserved_bytes.map(kib),
-            g.power_limit_mw.map(i64::from),
-            g.enforced_power_limit_mw.map(i64::from),
-            g.clock_graphics_mhz.map(i64::from),
-            g.pcie_link_gen.map(i64::from),
-            g.pcie_link_width.map(i64::from),
-            g.pcie_tx_bytes_per_s.map(kib),
-            g.pcie_rx_bytes_per_s.map(kib),
-            g.ecc_uncorrected_volatile.map(|v| v as i64),
-            g.ecc_corrected_volatile.map(|v| v as i64),
-            g.energy_mj.map(|v| v as i64),
-        ];
-        let slot = g.gpu_index as usize;
-        let unchanged = self
-            .state
-            .get(slot)
-            .and_then(Option::as_ref)
-            .is_some_and(|st| st.values == values && st.absent == g.absent);
-        if !unchanged {
-            let state = State { values, absent: g.absent.clone() };
-            let v = &state.values;
-            self.conn
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO gpu_state VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
-                )?
-                .execute(params![
-                    t,
-                    g.gpu_index,
-                    v[0],
-                    v[1],
-                    v[2],
-                    v[3],
-                    v[4],
-                    v[5],
-                    v[6],
-                    v[7],
-                    v[8],
-                    v[9],
-                    v[10],
-                    v[11],
-                    (!state.absent.is_empty()).then(|| serde_json::to_string(&state.absent)).transpose()?
-                ])?;
-            if self.state.len() <= slot {
-                self.state.resize(slot + 1, None);
-            }
-            self.state[slot] = Some(state);
-        }
-        let last_hires = match g.util_gpu_samples.is_empty() {
-            true => i64::MAX,
-            false => self.last_hires_ms.get(&g.gpu_index).copied().unwrap_or(i64::MIN),
-        };
-        for u in &g.util_gpu_samples {
-            let ut = ms(u.timestamp_us);
-            if ut > last_hires {
-                self.conn
-                    .prepare_cached("INSERT OR REPLACE INTO gpu_util_hires VALUES (?1, ?2, ?3)")?
-                    .execute(params![ut, g.gpu_index, u.util_pct])?;
-                self.last_hires_ms.insert(g.gpu_index, ut);
-            }
-        }
-        if let Some(m) = &g.gpm
-            && self.gpm.get(&g.gpu_index) != Some(&**m)
-        {
-            // Percentages in per-mille, rates in KiB/s: the columns follow the model's table.
-            let values = GPM_FIELDS.iter().map(|f| {
-                (f.get)(m).map(|v| match f.unit {
-                    GpmUnit::Pct => pm(v),
-                    GpmUnit::MibPerS => (v / 1024.0).round() as i64,
-                })
-            });
-            let key = [Some(t), Some(i64::from(g.gpu_index)), Some(m.interval_ms.round() as i64)];
-            self.conn
-                .prepare_cached(&self.insert_gpm)?
-                .execute(rusqlite::params_from_iter(key.into_iter().chain(values)))?;
-            self.gpm.insert(g.gpu_index, (**m).clone());
-        }
-        if self.table.len() <= slot {
-            self.table.resize_with(slot + 1, Default::default);
-        }
-        crate::table::write(&self.conn, &mut self.table[slot], t, g)?;
+        self.rest.write(&self.conn, t, g)?;
         if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 
