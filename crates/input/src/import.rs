@@ -108,7 +108,8 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
     };
     let mut writer =
         Writer::create_bulk(out, &meta, &[]).with_context(|| format!("cannot create {}", out.display()))?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(4);
+    // Each batch says whether it holds process rows, so the writer walks only those that do.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<LogRow>, bool)>(4);
     // Written batches go back to the parsing thread to be emptied and refilled: their memory is
     // allocated once, not faulted in and unmapped again for every batch.
     let (back_tx, back_rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(8);
@@ -118,9 +119,13 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         batch
     };
     let fields = fields.map(str::to_owned);
-    let parser = std::thread::spawn(move || -> anyhow::Result<(Registry, Vec<(PathBuf, LogSummary)>)> {
+    type Parsed = (Registry, Vec<(PathBuf, LogSummary)>, Option<i64>);
+    let parser = std::thread::spawn(move || -> anyhow::Result<Parsed> {
         let mut registry = Registry::default();
         let mut summaries = Vec::new();
+        // The first GPU sample's time, the recording's start.
+        let mut first_t: Option<i64> = None;
+        let mut apps = false;
         for (path, bytes) in &texts {
             let mut batch = fresh();
             let mut parser = gpulse_smi::log::LogParser::new(fields.as_deref(), &mut registry)
@@ -130,24 +135,26 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
                 let text = std::str::from_utf8(piece)
                     .map_or_else(|_| String::from_utf8_lossy(piece), std::borrow::Cow::Borrowed);
                 parser.feed(&text, &mut |row| {
+                    match &row {
+                        LogRow::Gpu(t, _) => first_t = Some(first_t.map_or(*t, |f| f.min(*t))),
+                        LogRow::App(..) => apps = true,
+                    }
                     batch.push(row);
                     if batch.len() == BATCH {
-                        let _ = tx.send(std::mem::replace(&mut batch, fresh()));
+                        let _ = tx.send((std::mem::replace(&mut batch, fresh()), std::mem::take(&mut apps)));
                     }
                 });
             }
-            let _ = tx.send(batch);
+            let _ = tx.send((batch, std::mem::take(&mut apps)));
             let summary = parser.finish().with_context(|| format!("{}", path.display()))?;
             summaries.push((path.clone(), summary));
         }
-        Ok((registry, summaries))
+        Ok((registry, summaries, first_t))
     });
-    let mut first_t: Option<i64> = None;
-    for batch in rx {
-        for row in &batch {
-            match row {
-                LogRow::Gpu(t, _) => first_t = Some(first_t.map_or(*t, |f| f.min(*t))),
-                LogRow::App(t, gpu, p) => writer.process_poll(*t, *gpu, std::slice::from_ref(p))?,
+    for (batch, apps) in rx {
+        for row in batch.iter().filter(|_| apps) {
+            if let LogRow::App(t, gpu, p) = row {
+                writer.process_poll(*t, *gpu, std::slice::from_ref(p))?;
             }
         }
         writer.gpu_samples(batch.iter().filter_map(|r| match r {
@@ -156,7 +163,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         }))?;
         let _ = back_tx.try_send(batch);
     }
-    let (registry, summaries) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
+    let (registry, summaries, first_t) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
     writer.set_devices(&registry.devices)?;
     writer.set_meta(MetaKey::StartedAtUs, &first_t.unwrap_or(0).to_string())?;
     let (mut gpu, mut apps) = (LogLayout::default(), LogLayout::default());
