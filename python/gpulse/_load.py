@@ -7,7 +7,7 @@ import urllib.parse
 # The newest recording schema this package reads: the one the gpulse beside it writes
 # (`gpulse_record::schema::SCHEMA_VERSION`; tests/cli/python_package.rs keeps the two equal).
 # Schemas 1 up to this one are read; a newer one is refused, as the gpulse command refuses it.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Tables with a millisecond (or microsecond) time column to turn into timestamps.
 _TIME_COLUMNS = {"t_ms": "ms", "t_us": "us", "first_ms": "ms"}
@@ -106,7 +106,15 @@ def load(path):
     # pandas wraps SQLite's errors in its own DatabaseError (pandas.io.sql's before pandas 2).
     db_errors = (sqlite3.DatabaseError, getattr(pd.errors, "DatabaseError", sqlite3.DatabaseError))
     try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        # From schema 4, `gpu_samples` is a view over `gpu_sample_rows` that adds `t_ms` and `gpu`:
+        # the view is the table readers get, under the name it has always had.
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'gpu_sample_rows' "
+                "OR type = 'view' AND name = 'gpu_samples'"
+            )
+        ]
         out = {}
         for t in tables:
             cols = [r[1] for r in con.execute(f'PRAGMA table_xinfo("{t}")')]

@@ -395,6 +395,40 @@ fn the_python_package_works_outside_and_inside_gpulse_run() {
     assert_eq!(mark.payload["name"], "checkpoint");
     assert_eq!(mark.payload["epoch"], 3);
     assert_eq!(mark.payload["path"], "a b.pt");
+    // Recordings of schema 4, where `gpu_samples` is a view, load into pandas under the tables'
+    // usual names, with `t_ms` and `gpu`, and without the view's base table: the one just written
+    // and an imported log's.
+    let log = fixture("h200-2026-11-29/rich_dl_bound.csv");
+    let (code, _, err) = run(gpulse(None).arg("import").arg(&log).arg("-o").arg(dir.join("i.db")));
+    assert_eq!(code, 0, "{err}");
+    let load = r#"
+import sys, gpulse
+try:
+    import pandas
+except ImportError:
+    print("no pandas")
+    sys.exit(0)
+for path, rows in (sys.argv[1], 0), (sys.argv[2], 100):
+    t = gpulse.load(path)
+    assert "gpu_sample_rows" not in t, sorted(t)
+    g = t["gpu_samples"]
+    assert {"t_ms", "gpu", "util_gpu_pct"} <= set(g.columns), list(g.columns)
+    assert len(g) >= rows and (g["t_ms"] * 256 + g["gpu"] == g["id"]).all(), g.head()
+print("loaded")
+"#;
+    let (code, out, err) = run(Command::new("python3")
+        .args(["-c", load])
+        .arg(dir.join("p.db"))
+        .arg(dir.join("i.db"))
+        .env("PYTHONPATH", root().join("python"))
+        .env_remove("GPULSE_EVENTS"));
+    assert_eq!(code, 0, "{out}{err}");
+    if out.trim() == "no pandas" {
+        assert!(std::env::var("GPULSE_REQUIRE_PANDAS").is_err(), "CI installs pandas");
+        skipped("gpulse.load() of a schema-4 recording (python3 has no pandas)");
+    } else {
+        assert_eq!(out.trim(), "loaded", "{err}");
+    }
 }
 
 /// The marks socket is open to every process of the user: only the job's tree is heard, under

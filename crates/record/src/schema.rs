@@ -2,16 +2,19 @@
 //!
 //! Units are in column names. Percentages of GPM and host CPU are stored in per-mille integers,
 //! memory in KiB rounded up (so MiB rounded up, as nvidia-smi prints it, is exact), times in
-//! milliseconds since the Unix epoch. `gpu_samples`, the largest table, keys on one integer,
-//! `t_ms << 8 | gpu`, with `t_ms` and `gpu` as virtual columns: appends then fill B-tree pages
-//! densely, and a GPU-sample of the base fields stays under 48 bytes on disk. The other tables
+//! milliseconds since the Unix epoch. `gpu_sample_rows`, the largest table, keys on one integer,
+//! `t_ms << 8 | gpu`: appends then fill B-tree pages densely, and a GPU-sample of the base fields
+//! stays under 48 bytes on disk. Readers query the view `gpu_samples`, which adds `t_ms` and
+//! `gpu` (in schema 3 and before, a table with them as generated columns, which every insert
+//! computed: a fifth of an import's SQLite time). The other tables
 //! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
 
 /// Bumped whenever a table or column changes meaning; a column added at the end of a table is
 /// not a bump, since readers of the version before read past it (`host_samples.swap_*`,
 /// `tree_samples.read_kib`, `write_kib`, `pss_kib`). 3: `markers.count` (a row may stand for
-/// many marks). 2: `markers`. Every earlier version stays readable.
-pub const SCHEMA_VERSION: u32 = 3;
+/// many marks). 2: `markers`. 4: `gpu_samples` is a view over `gpu_sample_rows`; a query of
+/// `gpu_samples` reads the same columns from either. Every earlier version stays readable.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Added in schema 3 without a bump (older readers never open it): the metric table's rows
 /// (`gpulse_model::TABLE`), one row per change of one metric's reading, keyed by the table's
@@ -51,10 +54,8 @@ CREATE TABLE devices (
     info_json          TEXT NOT NULL
 );
 
-CREATE TABLE gpu_samples (
+CREATE TABLE gpu_sample_rows (
     id           INTEGER PRIMARY KEY,
-    t_ms         INTEGER GENERATED ALWAYS AS (id >> 8) VIRTUAL,
-    gpu          INTEGER GENERATED ALWAYS AS (id & 255) VIRTUAL,
     lost         INTEGER,
     util_gpu_pct INTEGER,
     util_mem_pct INTEGER,
@@ -68,6 +69,11 @@ CREATE TABLE gpu_samples (
     reasons      INTEGER,
     fan_pct      INTEGER
 );
+
+CREATE VIEW gpu_samples AS
+    SELECT id, id >> 8 AS t_ms, id & 255 AS gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c,
+           temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct
+    FROM gpu_sample_rows;
 
 CREATE TABLE gpu_state (
     t_ms                    INTEGER NOT NULL,

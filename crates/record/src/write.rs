@@ -14,7 +14,7 @@ use crate::{Event, Marker, MetaKey, RecordError, RunMeta};
 /// How often the writer commits: the most a crash can lose.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
-const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_samples (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
+const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_sample_rows (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
      temp_gpu_c, temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
      VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
 

@@ -40,9 +40,8 @@ fn the_idle_holder_is_foreign_and_the_trainer_is_in_the_tree() {
     assert_eq!(rec.events.last().unwrap().kind.as_str(), "stop");
 }
 
-/// Schema 3 is what gpulse writes; 1 and 2 (with or without `markers.count`) and recordings from
-/// before swap was kept stay readable,
-/// and a newer one is refused by name.
+/// Schema 4 is what gpulse writes; 1 to 3 (with or without `markers.count`) and recordings from
+/// before swap was kept stay readable, and a newer one is refused by name.
 #[test]
 fn schema_versions_read_and_refused() {
     let tmp = tempfile::Builder::new().prefix("gpulse-schema-").tempdir().unwrap();
@@ -61,8 +60,8 @@ fn schema_versions_read_and_refused() {
     w.host(&no_swap).unwrap();
     w.finish().unwrap();
     let rec = gpulse_record::read(&p).unwrap();
-    assert_eq!(rec.meta["schema_version"], "3");
-    assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 3);
+    assert_eq!(rec.meta["schema_version"], "4");
+    assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 4);
     assert_eq!(rec.host, [swapping, no_swap], "swap read back as written, an unread one absent");
     // The real dl_bound recording is schema 2 from before `count`: one mark a row.
     let v2 = gpulse_fixtures::path("h200-gpulse-run/dl_bound.db");
@@ -75,5 +74,30 @@ fn schema_versions_read_and_refused() {
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", []).unwrap();
     drop(conn);
     let e = gpulse_record::read(&p).unwrap_err().to_string();
-    assert!(e.contains("newer gpulse (schema 99, this one reads 3)"), "{e}");
+    assert!(e.contains("newer gpulse (schema 99, this one reads 4)"), "{e}");
+}
+
+/// From schema 4, `gpu_samples` is a view: a query of it still gets `t_ms` and `gpu` from each
+/// row's key, as the generated columns of schema 3 gave them.
+#[test]
+fn gpu_samples_is_a_view_with_time_and_gpu() {
+    let tmp = tempfile::Builder::new().prefix("gpulse-view-").tempdir().unwrap();
+    let p = tmp.path().join("v.db");
+    let meta = gpulse_record::RunMeta { gpulse_version: "test".into(), source: "test".into(), ..Default::default() };
+    let mut w = gpulse_record::Writer::create(&p, &meta, &[]).unwrap();
+    for (t_ms, util) in [(1_000, 10), (2_000, 20)] {
+        let gpus = (0..2)
+            .map(|gpu| gpulse_model::GpuSample { gpu_index: gpu, util_gpu_pct: Some(util + gpu), ..Default::default() })
+            .collect();
+        w.snapshot(&gpulse_model::Snapshot { timestamp_us: t_ms * 1000, gpus }).unwrap();
+    }
+    w.finish().unwrap();
+    let conn = rusqlite::Connection::open(&p).unwrap();
+    let kind: String =
+        conn.query_row("SELECT type FROM sqlite_master WHERE name = 'gpu_samples'", [], |r| r.get(0)).unwrap();
+    assert_eq!(kind, "view");
+    let mut stmt = conn.prepare("SELECT t_ms, gpu, util_gpu_pct FROM gpu_samples ORDER BY t_ms, gpu").unwrap();
+    let rows: Vec<(i64, i64, i64)> =
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(rows, [(1_000, 0, 10), (1_000, 1, 11), (2_000, 0, 20), (2_000, 1, 21)]);
 }
