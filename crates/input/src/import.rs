@@ -110,14 +110,11 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         Writer::create_bulk(out, &meta, &[]).with_context(|| format!("cannot create {}", out.display()))?;
     // Each batch says whether it holds process rows, so the writer walks only those that do.
     let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<LogRow>, bool)>(4);
-    // Written batches go back to the parsing thread to be emptied and refilled: their memory is
-    // allocated once, not faulted in and unmapped again for every batch.
+    // Written batches are emptied by the writing thread (the parsing one is the busier) and go
+    // back to be refilled: their memory is allocated once, not faulted in and unmapped again for
+    // every batch.
     let (back_tx, back_rx) = std::sync::mpsc::sync_channel::<Vec<LogRow>>(8);
-    let fresh = move || {
-        let mut batch = back_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        batch.clear();
-        batch
-    };
+    let fresh = move || back_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
     let fields = fields.map(str::to_owned);
     type Parsed = (Registry, Vec<(PathBuf, LogSummary)>, Option<i64>);
     let parser = std::thread::spawn(move || -> anyhow::Result<Parsed> {
@@ -151,7 +148,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         }
         Ok((registry, summaries, first_t))
     });
-    for (batch, apps) in rx {
+    for (mut batch, apps) in rx {
         for row in batch.iter().filter(|_| apps) {
             if let LogRow::App(t, gpu, p) = row {
                 writer.process_poll(*t, *gpu, std::slice::from_ref(p))?;
@@ -161,6 +158,7 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
             LogRow::Gpu(t, s) => Some((*t, s)),
             LogRow::App(..) => None,
         }))?;
+        batch.clear();
         let _ = back_tx.try_send(batch);
     }
     let (registry, summaries, first_t) = parser.join().map_err(|_| anyhow::anyhow!("the log parser failed"))??;
