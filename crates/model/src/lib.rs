@@ -36,8 +36,8 @@ pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use stacks::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
 pub use table::{
-    Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit, metrics,
-    table_metric,
+    Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit,
+    hand_read, metrics, table_metric,
 };
 pub use workload::{Pod, SlurmJob, Workload};
 

@@ -15,7 +15,7 @@ use crate::{Absence, DeviceInfo, GpuSample, Metric};
 
 mod hand;
 
-pub use hand::HAND_READ;
+pub use hand::{HAND_READ, hand_read};
 
 /// How often the sampler reads a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

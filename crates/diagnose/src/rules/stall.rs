@@ -22,7 +22,7 @@ const HOST_WORK_CPU_PCT: f64 = 80.0;
 
 /// What a pause coincides with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Cause {
+pub(crate) enum Cause {
     /// Measured data waits at an epoch's start (a fresh DataLoader iterator).
     EpochRestart,
     /// Measured data waits.
@@ -36,6 +36,24 @@ enum Cause {
     /// No mark explains it, and the training tree's CPU was busy.
     HostWork,
     Unknown,
+}
+
+impl Cause {
+    /// Its name in the finding's `cause` evidence, which other rules read back.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Cause::EpochRestart => "epoch_restart",
+            Cause::DataWait => "data_wait",
+            Cause::Named(n) => match n.as_bytes() {
+                b"evaluation" => "evaluation",
+                _ => "checkpoint",
+            },
+            Cause::Write => "checkpoint_write",
+            Cause::Disk => "disk",
+            Cause::HostWork => "host_work",
+            Cause::Unknown => "unknown",
+        }
+    }
 }
 
 /// Seconds of `spans` inside `[t0, t1]`.
@@ -199,19 +217,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
         .costs(lost, "pauses: the seconds the GPU stood idle in them over the active window")
         .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64)
-        .with(
-            "cause",
-            match cause {
-                Cause::EpochRestart => "epoch_restart",
-                Cause::DataWait => "data_wait",
-                Cause::Named("evaluation") => "evaluation",
-                Cause::Named(_) => "checkpoint",
-                Cause::Write => "checkpoint_write",
-                Cause::Disk => "disk",
-                Cause::HostWork => "host_work",
-                Cause::Unknown => "unknown",
-            },
-        );
+        .with("cause", cause.as_str());
         let waited: f64 = run.data_waits_s.iter().map(|w| w[1] - w[0]).sum();
         if waited > 0.0 {
             let inside: f64 =

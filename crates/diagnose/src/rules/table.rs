@@ -167,7 +167,8 @@ fn stall_explains_waits(stalls: &[Finding]) -> bool {
     let carried = stalls
         .iter()
         .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
-    carried || stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == "epoch_restart"))
+    let restart = super::stall::Cause::EpochRestart.as_str();
+    carried || stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == restart))
 }
 
 fn index(id: RuleId) -> usize {

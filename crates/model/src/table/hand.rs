@@ -116,3 +116,40 @@ pub const HAND_READ: &[TableMetric] = &[
         call!("nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", EccErrors, ecc_corrected_volatile: u64), Every::Settings,
         &["ecc.errors.corrected.volatile.total"], Shown::Int, None, None),
 ];
+
+/// The [`HAND_READ`] row keyed `key`. Evaluated in a constant, a key that no row has is a
+/// compile error, so code that names a row by its key cannot misspell it.
+pub const fn hand_read(key: &str) -> &'static TableMetric {
+    let mut i = 0;
+    while i < HAND_READ.len() {
+        if same(HAND_READ[i].key, key) {
+            return &HAND_READ[i];
+        }
+        i += 1;
+    }
+    panic!("no hand-read metric has this key");
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_row_is_found_by_its_key() {
+        assert_eq!(super::hand_read("power_draw_mw").key, "power_draw_mw");
+        assert!(std::panic::catch_unwind(|| super::hand_read("power_draw_w")).is_err());
+    }
+}

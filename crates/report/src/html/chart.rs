@@ -77,11 +77,28 @@ pub struct Band {
     pub pause: bool,
 }
 
+/// What a mark stands for: a recorded event, or the start of one of the loop's phases.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MarkKind {
+    Event(gpulse_model::EventKind),
+    Phase,
+}
+
+impl MarkKind {
+    /// Its name in the drawing's `data-kind`: the event kind's, or `phase`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Event(kind) => kind.as_str(),
+            Self::Phase => "phase",
+        }
+    }
+}
+
 /// An event at one moment, with its text as a tooltip.
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub t_s: f64,
-    pub kind: String,
+    pub kind: MarkKind,
     pub text: String,
     /// Shown on the plot ("OOM", "GPU lost") and in red: the events that end a run.
     pub label: Option<&'static str>,
@@ -254,7 +271,7 @@ impl Chart<'_> {
             let _ = write!(
                 s,
                 r##"<g class="event" data-kind="{}"><line x1="{xx:.1}" x2="{xx:.1}" y1="{plot_y0:.1}" y2="{plot_y1:.1}" stroke="{color}" stroke-width="{width}"{dash}/><path d="M{xx:.1},{plot_y1:.1}l-4,6h8z" fill="{color}"/>"##,
-                esc(&m.kind)
+                esc(m.kind.as_str())
             );
             if let Some(label) = m.label {
                 // Left of the line near the plot's right edge, so it stays inside.

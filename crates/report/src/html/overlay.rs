@@ -5,7 +5,7 @@ use gpulse_diagnose::{Finding, FindingId, Run};
 use gpulse_model::EventKind;
 use serde_json::Value;
 
-use super::chart::{Band, Mark, Scope};
+use super::chart::{Band, Mark, MarkKind, Scope};
 use crate::Analysis;
 
 /// One colour per finding, so its window reads the same on every chart.
@@ -91,29 +91,32 @@ fn marks(a: &Analysis) -> Vec<(Option<u32>, Mark)> {
         };
         let detail = super::page::event_text(payload);
         let text = format!("{kind} at {t:.1} s: {detail}");
-        out.push((gpu_of(payload), Mark { t_s: *t, kind: kind.to_string(), text, label }));
+        out.push((gpu_of(payload), Mark { t_s: *t, kind: MarkKind::Event(kind.clone()), text, label }));
     }
     // A GPU the samples found lost, and an OOM read from memory alone, have no event of their own.
     for g in &run.gpus {
         if let Some(t) = g.lost_at_s
-            && !out.iter().any(|(gpu, m)| m.kind == EventKind::GpuLost.as_str() && *gpu == Some(g.gpu))
+            && !out.iter().any(|(gpu, m)| m.kind == MarkKind::Event(EventKind::GpuLost) && *gpu == Some(g.gpu))
         {
             let text = format!("GPU {} lost at {t:.1} s: it stopped answering NVML", g.gpu);
             out.push((
                 Some(g.gpu),
-                Mark { t_s: t, kind: EventKind::GpuLost.to_string(), text, label: Some("GPU lost") },
+                Mark { t_s: t, kind: MarkKind::Event(EventKind::GpuLost), text, label: Some("GPU lost") },
             ));
         }
     }
     for f in a.diagnosis.findings.iter().filter(|f| f.id == FindingId::Oom && !f.evidence.contains_key("message")) {
         if let Some(t) = f.evidence.get("at_s").and_then(Value::as_f64) {
-            out.push((f.gpu, Mark { t_s: t, kind: "oom".into(), text: f.title.clone(), label: Some("OOM") }));
+            out.push((
+                f.gpu,
+                Mark { t_s: t, kind: MarkKind::Event(EventKind::Oom), text: f.title.clone(), label: Some("OOM") },
+            ));
         }
     }
     for (name, t, dur) in &a.phases {
         if a.phases.iter().filter(|p| p.0 == *name).count() <= MAX_PHASE_MARKS {
             let text = format!("phase {name} at {t:.1} s, for {dur:.1} s");
-            out.push((None, Mark { t_s: *t, kind: "phase".into(), text, label: None }));
+            out.push((None, Mark { t_s: *t, kind: MarkKind::Phase, text, label: None }));
         }
     }
     out
@@ -151,7 +154,7 @@ mod tests {
         };
         let a = Analysis { run, phases: vec![("checkpoint".into(), 40.0, 2.5)], ..Analysis::default() };
         let o = Overlay::new(&a);
-        let kinds = |s: Scope| o.marks(s).iter().map(|m| m.kind.clone()).collect::<Vec<_>>();
+        let kinds = |s: Scope| o.marks(s).iter().map(|m| m.kind.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(kinds(Scope::Gpu(0)), ["cuda_oom", "nccl_error", "phase"]);
         assert_eq!(kinds(Scope::Gpu(1)), ["nccl_error", "phase"], "the OOM was GPU 0's");
         assert_eq!(kinds(Scope::Run), ["cuda_oom", "nccl_error", "phase"]);

@@ -5,7 +5,7 @@
 
 use gpulse_model::{
     Dcgm, DeviceInfo, GPM_FIELDS, GpmDcgm, GpmField, GpmUnit, GpuSample, HAND_READ, MIB, Probe, Reading, TABLE,
-    TableMetric, Unit, mw_to_w,
+    TableMetric, Unit, hand_read, mw_to_w,
 };
 
 use super::{Exposition, Family, Value, label};
@@ -29,10 +29,10 @@ enum Read {
     Other(fn(&GpuSample) -> Option<Value>),
 }
 
-/// A series in the order `/metrics` writes it: a hand-read metric by its key (its name, type and
-/// help are its row's), or one that no row holds.
+/// A series in the order `/metrics` writes it: a hand-read metric's row (its name, type and help
+/// are the row's), or one that no row holds.
 enum Series {
-    Metric(&'static str),
+    Metric(&'static TableMetric),
     Other(Field),
 }
 
@@ -77,19 +77,19 @@ const fn other(
 
 /// The series before GPM's and the field values', in the order gpulse has always written them.
 const SERIES: &[Series] = &[
-    Series::Metric("clock_sm_mhz"),
-    Series::Metric("clock_mem_mhz"),
-    Series::Metric("temperature_memory_c"),
-    Series::Metric("temperature_gpu_c"),
-    Series::Metric("power_draw_mw"),
-    Series::Metric("energy_mj"),
-    Series::Metric("util_gpu_pct"),
-    Series::Metric("util_mem_pct"),
+    Series::Metric(hand_read("clock_sm_mhz")),
+    Series::Metric(hand_read("clock_mem_mhz")),
+    Series::Metric(hand_read("temperature_memory_c")),
+    Series::Metric(hand_read("temperature_gpu_c")),
+    Series::Metric(hand_read("power_draw_mw")),
+    Series::Metric(hand_read("energy_mj")),
+    Series::Metric(hand_read("util_gpu_pct")),
+    Series::Metric(hand_read("util_mem_pct")),
     other("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", |g| probed(g, Probe::UtilEncoder)),
     other("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", |g| probed(g, Probe::UtilDecoder)),
-    Series::Metric("memory_free_bytes"),
-    Series::Metric("memory_used_bytes"),
-    Series::Metric("memory_reserved_bytes"),
+    Series::Metric(hand_read("memory_free_bytes")),
+    Series::Metric(hand_read("memory_used_bytes")),
+    Series::Metric(hand_read("memory_reserved_bytes")),
     other(
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         "counter",
@@ -122,9 +122,9 @@ fn metric_field(m: &'static TableMetric) -> Option<Field> {
 /// Every series before GPM's and the field values': [`SERIES`], then each hand-read metric with a
 /// dcgm-exporter series that it does not place.
 pub(super) fn fields() -> impl Iterator<Item = Field> {
-    let placed = |m: &TableMetric| SERIES.iter().any(|s| matches!(s, Series::Metric(k) if *k == m.key));
+    let placed = |m: &TableMetric| SERIES.iter().any(|s| matches!(s, Series::Metric(p) if p.key == m.key));
     let listed = SERIES.iter().filter_map(|s| match s {
-        Series::Metric(k) => HAND_READ.iter().find(|m| m.key == *k).and_then(metric_field),
+        Series::Metric(m) => metric_field(m),
         Series::Other(f) => Some(*f),
     });
     listed.chain(HAND_READ.iter().filter(move |m| !placed(m)).filter_map(metric_field))
@@ -223,13 +223,12 @@ pub(super) fn table_series() -> impl Iterator<Item = (&'static TableMetric, Dcgm
 mod tests {
     use super::*;
 
-    /// A key [`SERIES`] places is a hand-read row's with a series: a misspelt one would move
-    /// the series to the end.
+    /// A row [`SERIES`] places has a series: one without would drop out of `/metrics`.
     #[test]
     fn every_placed_metric_is_a_row_with_a_series() {
         for s in SERIES {
-            if let Series::Metric(k) = s {
-                assert!(HAND_READ.iter().any(|m| m.key == *k && m.dcgm.is_some()), "{k}");
+            if let Series::Metric(m) = s {
+                assert!(m.dcgm.is_some(), "{}", m.key);
             }
         }
     }
