@@ -5,106 +5,83 @@ use std::fmt;
 use crate::main_thread::ThreadState;
 use crate::{Basis, FindingId};
 
-/// What kind of time an account holds, written as its snake_case name (`data_wait`,
-/// `main_thread_python`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AccountKind {
-    /// One of the loop's marked phases.
-    Phase,
-    /// The loop's timed waits for its next batch.
-    DataWait,
-    /// Timed waits before the loop's first step.
-    StartupDataWait,
-    StartupBeforeCuda,
-    StartupToFirstStep,
-    /// Start-up, where no CUDA context splits it.
-    Startup,
-    /// A stall's pauses.
-    Stall,
-    GpuWork,
-    /// The GPU running another process's kernels inside the loop.
-    GpuOthers,
-    /// The job used no GPU.
-    NoGpu,
-    HostSide,
-    /// Waiting for data, by the GPU's pattern.
-    InputInferred,
-    Transfer,
-    HostSaturated,
-    StorageWrite,
-    AfterLoopDataWait,
-    AfterLoop,
-    Unexplained,
-    /// The GPU idle while the job's main thread was in this state.
-    MainThread(ThreadState),
+/// Declares the accounts once, each with its name; the main thread's take theirs from
+/// [`ThreadState`]. So the list of every kind, the names written and the names read back cannot
+/// drift apart.
+macro_rules! account_kinds {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)*) => {
+        /// What kind of time an account holds, written as its snake_case name (`data_wait`,
+        /// `main_thread_python`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum AccountKind {
+            $($(#[doc = $doc])* $variant,)*
+            /// The GPU idle while the job's main thread was in this state.
+            MainThread(ThreadState),
+        }
+
+        impl AccountKind {
+            /// The kinds that are not the main thread's, in declaration order.
+            const PLAIN: [AccountKind; [$($name),*].len()] = [$(Self::$variant),*];
+
+            /// Its name in JSON, the report and the metrics' `account` label.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                    Self::MainThread(state) => state.account_name(),
+                }
+            }
+        }
+    };
 }
 
-impl AccountKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [AccountKind; 27] = [
-        Self::Phase,
-        Self::DataWait,
-        Self::StartupDataWait,
-        Self::StartupBeforeCuda,
-        Self::StartupToFirstStep,
-        Self::Startup,
-        Self::Stall,
-        Self::GpuWork,
-        Self::GpuOthers,
-        Self::NoGpu,
-        Self::HostSide,
-        Self::InputInferred,
-        Self::Transfer,
-        Self::HostSaturated,
-        Self::StorageWrite,
-        Self::AfterLoopDataWait,
-        Self::AfterLoop,
-        Self::Unexplained,
-        Self::MainThread(ThreadState::Python),
-        Self::MainThread(ThreadState::GpuSync),
-        Self::MainThread(ThreadState::GilWait),
-        Self::MainThread(ThreadState::Sleep),
-        Self::MainThread(ThreadState::Network),
-        Self::MainThread(ThreadState::Disk),
-        Self::MainThread(ThreadState::Ipc),
-        Self::MainThread(ThreadState::Lock),
-        Self::MainThread(ThreadState::Other),
-    ];
+account_kinds! {
+    /// One of the loop's marked phases.
+    Phase => "phase",
+    /// The loop's timed waits for its next batch.
+    DataWait => "data_wait",
+    /// Timed waits before the loop's first step.
+    StartupDataWait => "startup_data_wait",
+    StartupBeforeCuda => "startup_before_cuda",
+    StartupToFirstStep => "startup_to_first_step",
+    /// Start-up, where no CUDA context splits it.
+    Startup => "startup",
+    /// A stall's pauses.
+    Stall => "stall",
+    GpuWork => "gpu_work",
+    /// The GPU running another process's kernels inside the loop.
+    GpuOthers => "gpu_others",
+    /// The job used no GPU.
+    NoGpu => "no_gpu",
+    HostSide => "host_side",
+    /// Waiting for data, by the GPU's pattern.
+    InputInferred => "input_inferred",
+    Transfer => "transfer",
+    HostSaturated => "host_saturated",
+    StorageWrite => "storage_write",
+    AfterLoopDataWait => "after_loop_data_wait",
+    AfterLoop => "after_loop",
+    Unexplained => "unexplained",
+}
 
-    /// Its name in JSON, the report and the metrics' `account` label.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Phase => "phase",
-            Self::DataWait => "data_wait",
-            Self::StartupDataWait => "startup_data_wait",
-            Self::StartupBeforeCuda => "startup_before_cuda",
-            Self::StartupToFirstStep => "startup_to_first_step",
-            Self::Startup => "startup",
-            Self::Stall => "stall",
-            Self::GpuWork => "gpu_work",
-            Self::GpuOthers => "gpu_others",
-            Self::NoGpu => "no_gpu",
-            Self::HostSide => "host_side",
-            Self::InputInferred => "input_inferred",
-            Self::Transfer => "transfer",
-            Self::HostSaturated => "host_saturated",
-            Self::StorageWrite => "storage_write",
-            Self::AfterLoopDataWait => "after_loop_data_wait",
-            Self::AfterLoop => "after_loop",
-            Self::Unexplained => "unexplained",
-            Self::MainThread(state) => match state {
-                ThreadState::Python => "main_thread_python",
-                ThreadState::GpuSync => "main_thread_gpu_sync",
-                ThreadState::GilWait => "main_thread_gil_wait",
-                ThreadState::Sleep => "main_thread_sleep",
-                ThreadState::Network => "main_thread_network",
-                ThreadState::Disk => "main_thread_disk",
-                ThreadState::Ipc => "main_thread_ipc",
-                ThreadState::Lock => "main_thread_lock",
-                ThreadState::Other => "main_thread_other",
-            },
+/// How many kinds there are: the plain ones, then one per main-thread state.
+const KINDS: usize = AccountKind::PLAIN.len() + ThreadState::ALL.len();
+
+impl AccountKind {
+    /// Every kind, in declaration order, the main thread's last.
+    pub const ALL: [AccountKind; KINDS] = {
+        let mut all = [AccountKind::Phase; KINDS];
+        let mut i = 0;
+        while i < Self::PLAIN.len() {
+            all[i] = Self::PLAIN[i];
+            i += 1;
         }
-    }
+        let mut j = 0;
+        while j < ThreadState::ALL.len() {
+            all[i + j] = AccountKind::MainThread(ThreadState::ALL[j]);
+            j += 1;
+        }
+        all
+    };
 
     /// The kind a name stands for; `None` for a name no ledger writes.
     pub fn parse(name: &str) -> Option<Self> {

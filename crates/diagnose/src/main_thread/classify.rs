@@ -8,69 +8,61 @@ use serde::Serialize;
 
 use crate::Basis;
 
-/// What a thread was doing at a sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThreadState {
-    /// Running code on a CPU: Python, or native code called from Python.
-    Python,
-    /// Blocked on the device: `.item()`, `.cpu()`, `synchronize`, a blocking copy.
-    GpuSync,
-    /// Ready to run Python, waiting for another thread to let the GIL go.
-    GilWait,
-    Sleep,
-    /// A socket.
-    Network,
-    /// File I/O, or uninterruptible sleep in the kernel.
-    Disk,
-    /// Another process: a pipe, a queue, a DataLoader's result queue, a child.
-    Ipc,
-    /// A lock or a queue of its own threads.
-    Lock,
-    Other,
+/// Declares the states once, each with its name, its ledger account's name and its words, so
+/// that the list of every state cannot leave one out.
+macro_rules! thread_states {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal, $account:literal, $words:literal;)*) => {
+        /// What a thread was doing at a sample.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ThreadState {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl ThreadState {
+            /// Every state, in declaration order.
+            pub const ALL: [ThreadState; [$($name),*].len()] = [$(ThreadState::$variant),*];
+
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ThreadState::$variant => $name,)*
+                }
+            }
+
+            /// Its ledger account's name: the GPU idle while the main thread was in this state.
+            pub const fn account_name(self) -> &'static str {
+                match self {
+                    $(ThreadState::$variant => $account,)*
+                }
+            }
+
+            /// In words, after "the main thread ...".
+            pub const fn words(self) -> &'static str {
+                match self {
+                    $(ThreadState::$variant => $words,)*
+                }
+            }
+        }
+    };
 }
 
-impl ThreadState {
-    pub const ALL: [ThreadState; 9] = [
-        ThreadState::Python,
-        ThreadState::GpuSync,
-        ThreadState::GilWait,
-        ThreadState::Sleep,
-        ThreadState::Network,
-        ThreadState::Disk,
-        ThreadState::Ipc,
-        ThreadState::Lock,
-        ThreadState::Other,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ThreadState::Python => "python",
-            ThreadState::GpuSync => "gpu_sync",
-            ThreadState::GilWait => "gil_wait",
-            ThreadState::Sleep => "sleep",
-            ThreadState::Network => "network",
-            ThreadState::Disk => "disk",
-            ThreadState::Ipc => "ipc",
-            ThreadState::Lock => "lock",
-            ThreadState::Other => "other",
-        }
-    }
-
-    /// In words, after "the main thread ...".
-    pub const fn words(self) -> &'static str {
-        match self {
-            ThreadState::Python => "running Python on the host",
-            ThreadState::GpuSync => "waiting for the GPU to finish",
-            ThreadState::GilWait => "waiting for the GIL",
-            ThreadState::Sleep => "sleeping",
-            ThreadState::Network => "waiting on a socket",
-            ThreadState::Disk => "waiting on file I/O",
-            ThreadState::Ipc => "waiting on another process",
-            ThreadState::Lock => "waiting on a lock of its own threads",
-            ThreadState::Other => "blocked in the kernel",
-        }
-    }
+thread_states! {
+    /// Running code on a CPU: Python, or native code called from Python.
+    Python => "python", "main_thread_python", "running Python on the host";
+    /// Blocked on the device: `.item()`, `.cpu()`, `synchronize`, a blocking copy.
+    GpuSync => "gpu_sync", "main_thread_gpu_sync", "waiting for the GPU to finish";
+    /// Ready to run Python, waiting for another thread to let the GIL go.
+    GilWait => "gil_wait", "main_thread_gil_wait", "waiting for the GIL";
+    Sleep => "sleep", "main_thread_sleep", "sleeping";
+    /// A socket.
+    Network => "network", "main_thread_network", "waiting on a socket";
+    /// File I/O, or uninterruptible sleep in the kernel.
+    Disk => "disk", "main_thread_disk", "waiting on file I/O";
+    /// Another process: a pipe, a queue, a DataLoader's result queue, a child.
+    Ipc => "ipc", "main_thread_ipc", "waiting on another process";
+    /// A lock or a queue of its own threads.
+    Lock => "lock", "main_thread_lock", "waiting on a lock of its own threads";
+    Other => "other", "main_thread_other", "blocked in the kernel";
 }
 
 /// The library a sample's frames are in, where it says what the time is for.
