@@ -115,16 +115,8 @@ fn joules_per_step_come_from_two_counter_readings_and_the_steps_between() {
     let mut g = h200(61, 1830.0, &[("hmma", 50.0), ("dram", 10.0)]);
     g.energy_mj = (0..61).map(|i| Some(f64::from(i / 30 * 30) * 500_000.0)).collect();
     let mut r = run(vec![g]);
-    r.steps = Some(crate::Steps {
-        pid: 1,
-        ranks: 1,
-        marked: 61,
-        timed: 60,
-        window_s: [0.0, 60.0],
-        step_s: (1..=60).map(|i| (f64::from(i), 1.0)).collect(),
-        data_wait_s: Vec::new(),
-        waited_s: None,
-    });
+    let step_s = (1..=60).map(|i| (f64::from(i), 1.0)).collect();
+    r.steps = Some(crate::Steps { step_s, ..crate::rules::testing::steps(1, 60, [0.0, 60.0]) });
     let e = efficiency(&r).remove(0).energy.unwrap();
     assert_eq!((e.steps, e.span_s), (60, [0.0, 60.0]));
     assert!((e.joules_per_step - 500.0).abs() < 1e-9, "{}", e.joules_per_step);

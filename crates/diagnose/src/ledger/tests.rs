@@ -14,16 +14,7 @@ fn marked() -> Run {
     let mut r = crate::rules::testing::run(vec![g]);
     r.phases_s = vec![("eval".into(), [30.0, 50.0])];
     r.data_waits_s = [10.0, 20.0, 50.0, 60.0, 70.0, 80.0].iter().map(|t| [*t, t + 1.0]).collect();
-    r.steps = Some(crate::Steps {
-        pid: 7,
-        ranks: 1,
-        marked: 81,
-        timed: 80,
-        window_s: [10.0, 90.0],
-        step_s: Vec::new(),
-        data_wait_s: Vec::new(),
-        waited_s: Some(6.0),
-    });
+    r.steps = Some(crate::Steps { waited_s: Some(6.0), ..crate::rules::testing::steps(7, 80, [10.0, 90.0]) });
     r
 }
 

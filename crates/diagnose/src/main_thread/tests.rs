@@ -52,16 +52,7 @@ fn run(util: f64, mix: &[(u32, usize)]) -> Run {
     let u: Vec<f64> = (0..=100).map(|t| if (11..=90).contains(&t) { util } else { 0.0 }).collect();
     let g = testing::with_processes(testing::gpu(0, 1.0, &u), vec![testing::holder(7, 1.0)]);
     let mut r = testing::run(vec![g]);
-    r.steps = Some(crate::Steps {
-        pid: 7,
-        ranks: 1,
-        marked: 81,
-        timed: 80,
-        window_s: [10.0, 90.0],
-        step_s: Vec::new(),
-        data_wait_s: Vec::new(),
-        waited_s: Some(0.0),
-    });
+    r.steps = Some(crate::Steps { waited_s: Some(0.0), ..testing::steps(7, 80, [10.0, 90.0]) });
     let mut st = stacks();
     for sec in 10..90 {
         let mut i = 0;

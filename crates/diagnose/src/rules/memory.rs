@@ -370,16 +370,7 @@ mod tests {
     #[test]
     fn loading_before_the_first_step_is_not_growth() {
         let mut r = ramp(100.0, 40.0, 20);
-        let steps = |first_s: f64| crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 11,
-            timed: 10,
-            window_s: [first_s, 20.0],
-            step_s: Vec::new(),
-            data_wait_s: Vec::new(),
-            waited_s: None,
-        };
+        let steps = |first_s: f64| crate::rules::testing::steps(1, 10, [first_s, 20.0]);
         r.steps = Some(steps(19.0));
         assert!(found(&r).is_empty(), "loading, then one step");
         r.steps = Some(steps(0.0));

@@ -126,16 +126,7 @@ mod tests {
             g.processes = (0..101).map(|i| Arc::new(if i >= c { vec![holder(7, 2.0)] } else { Vec::new() })).collect();
         }
         let mut r = run(vec![g]);
-        r.steps = Some(crate::Steps {
-            pid: 7,
-            ranks: 1,
-            marked: 11,
-            timed: 10,
-            window_s: [first_s, 100.0],
-            step_s: Vec::new(),
-            data_wait_s: Vec::new(),
-            waited_s: None,
-        });
+        r.steps = Some(crate::rules::testing::steps(7, 10, [first_s, 100.0]));
         r
     }
 

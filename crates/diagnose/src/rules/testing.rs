@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use gpulse_model::ProcessSample;
 
-use crate::{Finding, GpuSeries, Run};
+use crate::{Finding, GpuSeries, Run, Steps};
 
 /// GPU `index` sampled every `dt_s` with `util` as GPU-Util; every other reading absent.
 pub fn gpu(index: u32, dt_s: f64, util: &[f64]) -> GpuSeries {
@@ -57,6 +57,21 @@ pub fn holder(pid: u32, gib: f64) -> ProcessSample {
 pub fn run(gpus: Vec<GpuSeries>) -> Run {
     let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
     Run { gpus, has_processes, ..Run::default() }
+}
+
+/// One process's loop that marked `timed` steps after its first mark, over `window_s`, with no
+/// step times or waits of its own: a test sets those it reads.
+pub fn steps(pid: u32, timed: usize, window_s: [f64; 2]) -> Steps {
+    Steps {
+        pid,
+        ranks: 1,
+        marked: timed + 1,
+        timed,
+        window_s,
+        step_s: Vec::new(),
+        data_wait_s: Vec::new(),
+        waited_s: None,
+    }
 }
 
 pub fn ids(findings: &[Finding]) -> Vec<&'static str> {

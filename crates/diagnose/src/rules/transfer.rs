@@ -249,16 +249,7 @@ mod tests {
     #[test]
     fn measured_copies_from_a_fifth_of_the_loop() {
         let mut r = copying(0.01, Some(90.0));
-        r.steps = Some(crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 21,
-            timed: 20,
-            window_s: [0.0, 20.0],
-            step_s: Vec::new(),
-            data_wait_s: Vec::new(),
-            waited_s: None,
-        });
+        r.steps = Some(crate::rules::testing::steps(1, 20, [0.0, 20.0]));
         r.copies_s = (0..20).map(|i| [f64::from(i), f64::from(i) + 0.19]).collect();
         assert!(findings(&r).is_empty(), "19 %");
         r.copies_s = (0..20).map(|i| [f64::from(i), f64::from(i) + 0.21]).collect();

@@ -317,16 +317,7 @@ mod tests {
         host.host_cpu = vec![(0.0, 30.0), (10.0, 30.0)];
         assert!(limits(&host).contains("process tree was not watched") && !limits(&host).contains("no host data"));
         let mut stepped = run(vec![steady(0, 40.0, 20)]);
-        stepped.steps = Some(crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 20,
-            timed: 19,
-            window_s: [0.0, 19.0],
-            step_s: Vec::new(),
-            data_wait_s: Vec::new(),
-            waited_s: None,
-        });
+        stepped.steps = Some(crate::rules::testing::steps(1, 19, [0.0, 19.0]));
         assert!(
             limits(&stepped).contains("marked its steps but not its waits")
                 && !limits(&stepped).contains("no step markers")
