@@ -149,9 +149,11 @@ pub fn import_logs(logs: &[PathBuf], fields: Option<&str>, out: &Path) -> anyhow
         Ok((registry, summaries, first_t))
     });
     for (mut batch, apps) in rx {
-        for row in batch.iter().filter(|_| apps) {
-            if let LogRow::App(t, gpu, p) = row {
-                writer.process_poll(*t, *gpu, std::slice::from_ref(p))?;
+        if apps {
+            for row in &batch {
+                if let LogRow::App(t, gpu, p) = row {
+                    writer.process_poll(*t, *gpu, std::slice::from_ref(p))?;
+                }
             }
         }
         writer.gpu_samples(batch.iter().filter_map(|r| match r {

@@ -6,8 +6,8 @@
 //! `t_ms << 8 | gpu`: appends then fill B-tree pages densely, and a GPU-sample of the base fields
 //! stays under 48 bytes on disk. Readers query the view `gpu_samples`, which adds `t_ms` and
 //! `gpu` (in schema 3 and before, a table with them as generated columns, which every insert
-//! computed: a fifth of an import's SQLite time). The other tables
-//! that key on `(t_ms, gpu)` are `WITHOUT ROWID`, so the key is their only index.
+//! computed: a fifth of an import's SQLite time). The other tables that key on `(t_ms, gpu)`
+//! are `WITHOUT ROWID`, so the key is their only index.
 
 /// Bumped whenever a table or column changes meaning; a column added at the end of a table is
 /// not a bump, since readers of the version before read past it (`host_samples.swap_*`,

@@ -284,9 +284,11 @@ impl Writer {
         Ok(())
     }
 
+    /// A live sample: its base row, the rest of it, and its process listing.
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
         self.conn.prepare_cached(GPU_SAMPLE_SQL)?.execute(rusqlite::params_from_iter(base_values(t, g)))?;
-        self.gpu_rest(t, g, true)
+        self.rest.write(&self.conn, t, g)?;
+        self.gpu_processes(t, g)
     }
 
     /// Writes many GPUs' samples, each at its own time, with one prepared statement: the fast path
@@ -327,12 +329,6 @@ impl Writer {
         }
         drop((many, one));
         self.commit_if_due()
-    }
-
-    /// Everything of a GPU sample but its base row, then its process listing when it has one.
-    fn gpu_rest(&mut self, t: i64, g: &GpuSample, listed: bool) -> Result<(), RecordError> {
-        self.rest.write(&self.conn, t, g)?;
-        if listed { self.gpu_processes(t, g) } else { Ok(()) }
     }
 
     /// Process listings are written when they change (a process, its memory, or a share that
