@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use crate::Basis;
 
-/// Declares the states once, each with its name, its ledger account's name and its words, so
-/// that the list of every state cannot leave one out.
+/// Declares the states once, each with its name and its words (its ledger account's name is
+/// `main_thread_` and its name), so that the list of every state cannot leave one out.
 macro_rules! thread_states {
-    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal, $account:literal, $words:literal;)*) => {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal, $words:literal;)*) => {
         /// What a thread was doing at a sample.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(rename_all = "snake_case")]
@@ -32,7 +32,7 @@ macro_rules! thread_states {
             /// Its ledger account's name: the GPU idle while the main thread was in this state.
             pub const fn account_name(self) -> &'static str {
                 match self {
-                    $(ThreadState::$variant => $account,)*
+                    $(ThreadState::$variant => concat!("main_thread_", $name),)*
                 }
             }
 
@@ -48,21 +48,21 @@ macro_rules! thread_states {
 
 thread_states! {
     /// Running code on a CPU: Python, or native code called from Python.
-    Python => "python", "main_thread_python", "running Python on the host";
+    Python => "python", "running Python on the host";
     /// Blocked on the device: `.item()`, `.cpu()`, `synchronize`, a blocking copy.
-    GpuSync => "gpu_sync", "main_thread_gpu_sync", "waiting for the GPU to finish";
+    GpuSync => "gpu_sync", "waiting for the GPU to finish";
     /// Ready to run Python, waiting for another thread to let the GIL go.
-    GilWait => "gil_wait", "main_thread_gil_wait", "waiting for the GIL";
-    Sleep => "sleep", "main_thread_sleep", "sleeping";
+    GilWait => "gil_wait", "waiting for the GIL";
+    Sleep => "sleep", "sleeping";
     /// A socket.
-    Network => "network", "main_thread_network", "waiting on a socket";
+    Network => "network", "waiting on a socket";
     /// File I/O, or uninterruptible sleep in the kernel.
-    Disk => "disk", "main_thread_disk", "waiting on file I/O";
+    Disk => "disk", "waiting on file I/O";
     /// Another process: a pipe, a queue, a DataLoader's result queue, a child.
-    Ipc => "ipc", "main_thread_ipc", "waiting on another process";
+    Ipc => "ipc", "waiting on another process";
     /// A lock or a queue of its own threads.
-    Lock => "lock", "main_thread_lock", "waiting on a lock of its own threads";
-    Other => "other", "main_thread_other", "blocked in the kernel";
+    Lock => "lock", "waiting on a lock of its own threads";
+    Other => "other", "blocked in the kernel";
 }
 
 /// The library a sample's frames are in, where it says what the time is for.

@@ -96,10 +96,7 @@ pub(super) fn uint(cell: &str) -> Option<u32> {
 /// going through floating point.
 pub(super) fn milli(cell: &str) -> Option<u32> {
     let n = strip_unit(cell);
-    let (whole, frac) = match n.bytes().position(|b| b == b'.') {
-        Some(i) => (&n[..i], &n[i + 1..]),
-        None => (n, ""),
-    };
+    let (whole, frac) = n.split_once('.').unwrap_or((n, ""));
     if frac.len() > 3 || whole.is_empty() || whole.len() > 6 {
         return None;
     }
