@@ -197,3 +197,29 @@ fn on_the_h200_a_network_wait_leads_and_a_gpu_bound_loop_has_none() {
     }
     assert!(d["stacks"][0]["samples"].as_u64().unwrap() > 300, "{:#}", d["stacks"]);
 }
+
+/// A real H200 recording (`tests/fixtures/h200-main-thread/sleep_saturated.db`): a CUDA loop that
+/// sleeps 20 ms a step while other processes keep all 16 cores busy. The host is saturated, but
+/// the main thread's samples say what the GPU waited for: the sleep, within 5 points of the loop's
+/// own timing of its sleeps. The saturation stays a fact of the run and claims none of the time.
+#[test]
+fn on_a_saturated_h200_host_a_sleeping_loop_is_told_by_its_sleep() {
+    let dir = super::support::fixture("h200-main-thread");
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sleep_saturated.truth.json")).unwrap()).unwrap();
+    let d = diagnose_json(&dir.join("sleep_saturated.db"));
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "sleep_in_loop", "{d:#}");
+    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:143 one_host_step");
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let mech = truth["mech_s"].as_f64().unwrap() / wall;
+    let share = first["evidence"]["wall_share"].as_f64().unwrap();
+    assert!((share - mech).abs() < 0.05, "sleep: {share:.3} of the wall, the loop's sleeps took {mech:.3}");
+    let accounts = d["ledger"]["accounts"].as_array().unwrap();
+    assert!(accounts.iter().all(|a| a["account"] != "host_saturated"), "{accounts:#?}");
+    let saturated = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "host_saturated");
+    let saturated = saturated.unwrap_or_else(|| panic!("the host was saturated: {d:#}"));
+    assert_eq!(saturated["severity"], "info", "{saturated:#}");
+    assert!(saturated.get("lost_share").is_none_or(serde_json::Value::is_null), "{saturated:#}");
+    assert!(d["summary"].as_str().unwrap().contains("sleeping"), "{}", d["summary"]);
+}

@@ -17,12 +17,14 @@ F=timestamp,name,utilization.gpu,memory.used,memory.total,temperature.gpu,temper
 timeout -s INT 3 nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu --format=csv -lms 200 >"$o/smi_lms.csv" 2>&1 &
 timeout -s INT 3 "$G" query --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu --format=csv -lms 200 >"$o/gpulse_lms.csv" 2>&1 &
 wait
-for x in 0 -1; do nvidia-smi --query-gpu=name --format=csv -l $x >/dev/null 2>&1; echo "smi -l $x exit $?"; "$G" query --query-gpu=name --format=csv -l $x >/dev/null 2>&1; echo "gpulse -l $x exit $?"; done >"$o/loop_values.txt"
+# nvidia-smi takes `-l -1` as a loop without end, so each try is cut after 3 s (exit 124).
+for x in 0 -1; do timeout 3 nvidia-smi --query-gpu=name --format=csv -l $x >"$o/smi_l$x.txt" 2>&1; echo "smi -l $x exit $?"; timeout 3 "$G" query --query-gpu=name --format=csv -l $x >/dev/null 2>&1; echo "gpulse -l $x exit $?"; done >"$o/loop_values.txt"
 /usr/bin/time -f "watch -i 500ms -n 4: %e s" "$G" watch -i 500ms -n 4 >"$o/watch.txt" 2>"$o/watch.time"
 "$G" watch -n 0 >>"$o/watch.txt" 2>&1; echo "watch -n 0 exit $?" >>"$o/watch.txt"
 nvidia-smi >"$o/smi_status.txt" 2>&1; "$G" status >"$o/gpulse_status.txt" 2>&1
-# top in a real pseudo-terminal of 160×45, stopped by SIGINT after 4 s.
-script -qfc "stty cols 160 rows 45; timeout -s INT 4 $G top" "$o/top.raw" >/dev/null 2>&1; echo "top exit $?" >"$o/top.exit"
+# top in a real pseudo-terminal of 160×45, stopped by SIGINT after 4 s; --foreground, or top,
+# reading its terminal from a background group, is stopped by SIGTTIN.
+timeout 20 script -qfc "stty cols 160 rows 45; timeout --foreground -s INT 4 $G top" "$o/top.raw" </dev/null >/dev/null 2>&1; echo "top exit $?" >"$o/top.exit"
 # /metrics under dcgm-exporter's names, beside nvidia-smi.
 "$G" serve --listen 127.0.0.1:9477 >"$o/serve.out" 2>&1 & S=$!
 sleep 3
@@ -31,7 +33,7 @@ import urllib.request
 t = urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=5).read().decode()
 for l in t.splitlines():
     if l.startswith(("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_TOTAL_ENERGY")):
-        print(l[:200])
+        print(l.split("{")[0], l.rsplit(" ", 1)[-1])
 PY
 nvidia-smi --query-gpu=power.draw,temperature.gpu,clocks.sm,clocks.mem,memory.used,memory.free,utilization.gpu,power.limit --format=csv >>"$o/metrics.txt" 2>&1
 kill -INT $S; wait $S 2>/dev/null

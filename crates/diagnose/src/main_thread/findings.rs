@@ -63,9 +63,9 @@ fn top(map: &HashMap<u32, f64>) -> Option<u32> {
     map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
 }
 
-/// Splits the loop's host-side and unexplained idle time by the main thread's states, drops the
-/// generic findings whose time it now names (`host_bound`, `process_bound`), and adds a finding
-/// for each part of [`MATERIAL`] size or more.
+/// Splits the loop's host-side, saturated-host and unexplained idle time by the main thread's
+/// states, drops the generic findings whose time it now names (`host_bound`, `process_bound`),
+/// and adds a finding for each part of [`MATERIAL`] size or more.
 pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Ledger {
     let Some(pid) = main_pid(run) else { return ledger };
     let pts = points(run, pid);
@@ -73,6 +73,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let splittable = |a: &Account| {
         a.account == AccountKind::HostSide
             || a.account == AccountKind::InputInferred
+            || a.account == AccountKind::HostSaturated
             || (a.account == AccountKind::Unexplained
                 && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
     };
@@ -140,10 +141,18 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     if samples < MIN_SAMPLES || weight <= 0.0 {
         return ledger;
     }
-    // The split replaces the accounts, and the generic findings that explained them.
+    // The split replaces the accounts, and the generic findings that explained them. A saturated
+    // host stays a fact of the run, but the thread's own states now say what the idle time was:
+    // it slows only the part in which the thread needed a core, so it no longer claims the time.
     let explained: Vec<(FindingId, Option<u32>)> =
         ledger.accounts.iter().filter(|a| splittable(a)).filter_map(|a| Some((a.finding?, a.finding_gpu))).collect();
-    out.retain(|f| !explained.contains(&(f.id, f.gpu)));
+    for f in out.iter_mut().filter(|f| f.id == FindingId::HostSaturated && explained.contains(&(f.id, f.gpu))) {
+        f.severity = Severity::Info;
+        f.limits.push(format!(
+            "the GPU's idle time is booked by what the main thread (PID {pid}) did, from its samples; a busy host slows only the part in which the thread needed a core"
+        ));
+    }
+    out.retain(|f| f.id == FindingId::HostSaturated || !explained.contains(&(f.id, f.gpu)));
     ledger.accounts.retain(|a| !splittable(a));
     let loop_len = (hi - lo).max(1e-9);
     let drain = top(&drains).and_then(|f| run.stacks.frames.get(f as usize)).map(|f| f.site());

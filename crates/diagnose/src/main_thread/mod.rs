@@ -3,9 +3,9 @@
 //!
 //! Each sample is classified by mechanism (`classify.rs`). A process's profile is its states'
 //! shares of its sampled time, with their sites. The ledger's host-side time inside the loop
-//! (what `host_bound` or elimination put there, and the loop's unexplained idle) is split by
-//! what the main thread did while the GPU idled: each sample weighs the idle share of the GPU
-//! poll it falls in. A thread waiting on the device coincides with the GPU working, so it takes
+//! (what `host_bound`, `host_saturated` or elimination put there, and the loop's unexplained
+//! idle) is split by what the main thread did while the GPU idled: each sample weighs the idle
+//! share of the GPU poll it falls in. A thread waiting on the device coincides with the GPU working, so it takes
 //! no idle time: it says where the GPU's queue drains.
 
 mod classify;

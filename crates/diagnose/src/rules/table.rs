@@ -130,8 +130,9 @@ pub(crate) const TABLE: [Rule; 24] = [
     rule(RuleId::ResetPending, Whole, &[], |_, run| health::reset_pending(run)),
     rule(RuleId::Nvlink, Loop, &[], |_, run| nvlink::unused(run)),
     // What the main thread did while the GPU idled names the host-side time by its mechanism:
-    // it splits the ledger's accounts, and replaces the generic findings that explained them.
-    // It adds the `main_thread_*` accounts in their place.
+    // it splits the ledger's accounts, and replaces the generic findings that explained them
+    // (a saturated host stays, as a fact that claims no time). It adds the `main_thread_*`
+    // accounts in their place.
     rule(RuleId::MainThread, Whole, &[Accounts(HOST_SIDE_IDLE)], |cx, run| {
         let ledger = std::mem::take(cx.ledger_mut());
         *cx.ledger_mut() = crate::main_thread::split(run, ledger, &mut cx.out);
@@ -159,7 +160,8 @@ pub(crate) const TABLE: [Rule; 24] = [
 ];
 
 /// The accounts of the GPU's idle time that the main thread's samples can name.
-const HOST_SIDE_IDLE: &[AccountKind] = &[AccountKind::HostSide, AccountKind::InputInferred, AccountKind::Unexplained];
+const HOST_SIDE_IDLE: &[AccountKind] =
+    &[AccountKind::HostSide, AccountKind::InputInferred, AccountKind::HostSaturated, AccountKind::Unexplained];
 
 /// Whether the stalls already explain the loop's waits: they lie mostly in a stall's pauses
 /// (the stall carries them), or a stall at each epoch start names the restarts, with their period.
