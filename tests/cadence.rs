@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gpulse_model::{Absence, GPM_RECORDED, Metric, Snapshot};
+use gpulse_model::{Absence, Every, GPM_RECORDED, HAND_READ, Metric, Snapshot, Source as Row};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Source};
 
 /// The stand-in library, built with the profile of the tests.
@@ -64,6 +64,40 @@ fn scenario() -> tempfile::TempDir {
     dir
 }
 
+/// What the metric table says the recorder calls in `polls` polls close together: each hand-read
+/// row's C function (its `Call.name` up to the argument), once a poll for a row read every poll,
+/// once in all for a held one; a call with several arguments (`nvmlDeviceGetClockInfo(SM)`)
+/// counts once for each. Rows read through `nvmlDeviceGetFieldValues` share it with the
+/// field-value table and are left out.
+fn table_says(polls: u64) -> Vec<(&'static str, u64)> {
+    let mut calls: Vec<(&str, Every)> = Vec::new();
+    for m in HAND_READ {
+        let Row::Call(c) = m.source else { panic!("{} is hand-read", m.key) };
+        match calls.iter().find(|x| x.0 == c.name) {
+            Some(x) => assert_eq!(x.1, m.every, "{}: one call, one cadence", c.name),
+            None => calls.push((c.name, m.every)),
+        }
+    }
+    let mut out: Vec<(&str, u64)> = Vec::new();
+    for (name, every) in calls {
+        let function = name.split('(').next().unwrap();
+        if function == "nvmlDeviceGetFieldValues" {
+            continue;
+        }
+        // The scenario's GPU gives PCIe traffic through GPM, so its own call is never made.
+        let n = match every {
+            Every::Poll => polls,
+            Every::Pcie => 0,
+            Every::Settings | Every::PowerLimit | Every::Energy => 1,
+        };
+        match out.iter_mut().find(|x| x.0 == function) {
+            Some(x) => x.1 += n,
+            None => out.push((function, n)),
+        }
+    }
+    out
+}
+
 fn polls(source: &mut NvmlSource, n: usize) -> Vec<Snapshot> {
     (0..n).map(|_| source.sample().unwrap()).collect()
 }
@@ -97,13 +131,18 @@ fn the_recorder_reads_slow_fields_on_their_cadence_and_holds_what_it_read() {
     // 30 polls over ~0.3 s (30 scenario seconds) on the recorder's cadence of 5 and 10 s: each
     // held field is read once, at the first poll; power draw every poll.
     let mut rec = open(Cadence::RECORDER);
+    let said = table_says(30);
     let before: Vec<u64> = counted.iter().map(|c| calls(&lib, c)).collect();
+    let before_said: Vec<u64> = said.iter().map(|c| calls(&lib, c.0)).collect();
     let mut got = Vec::new();
     for _ in 0..30 {
         got.push(rec.sample().unwrap());
         std::thread::sleep(Duration::from_millis(10));
     }
     let delta: Vec<u64> = counted.iter().zip(&before).map(|(c, b)| calls(&lib, c) - b).collect();
+    // The metric table's cadence and NVML call for each hand-read row are what the reader does.
+    let done: Vec<(&str, u64)> = said.iter().zip(&before_said).map(|(c, b)| (c.0, calls(&lib, c.0) - b)).collect();
+    assert_eq!(done, said, "calls made in 30 polls, against the table's rows");
     // ECC has two counters; the buffer and process utilization take NVML's two calls (size,
     // then fill) per read.
     assert_eq!(delta, [1, 1, 1, 2, 2, 1, 2, 30], "{counted:?}");

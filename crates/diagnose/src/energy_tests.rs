@@ -25,16 +25,7 @@ fn gpu(n: usize, watts: impl Fn(f64) -> f64, reads: &[usize]) -> GpuSeries {
 
 /// One step a second from `from` to `to` (seconds).
 fn steps(from: usize, to: usize) -> Steps {
-    Steps {
-        pid: 1,
-        ranks: 1,
-        marked: to - from + 1,
-        timed: to - from,
-        window_s: [from as f64, to as f64],
-        step_s: (from + 1..=to).map(|i| (i as f64, 1.0)).collect(),
-        data_wait_s: Vec::new(),
-        waited_s: None,
-    }
+    crate::rules::testing::each_second(from, to, None)
 }
 
 #[test]

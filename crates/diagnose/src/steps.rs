@@ -293,16 +293,7 @@ mod tests {
     /// every tenth step are no change of level.
     #[test]
     fn a_loop_whose_wait_changes_level_has_two_regimes() {
-        let steps = |wait: &dyn Fn(usize) -> f64| Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 41,
-            timed: 40,
-            window_s: [0.0, 40.0],
-            step_s: (1..=40).map(|i| (i as f64, 1.0)).collect(),
-            data_wait_s: (1..=40).map(|i| (i as f64, wait(i))).collect(),
-            waited_s: Some((1..=40).map(wait).sum()),
-        };
+        let steps = |wait: &dyn Fn(usize) -> f64| crate::rules::testing::each_second(0, 40, Some(wait));
         let [a, b] = steps(&|i| if i <= 15 { 0.8 } else { 0.05 }).regimes().expect("two regimes");
         assert_eq!((a.window_s, a.steps, b.window_s, b.steps), ([0.0, 15.0], 15, [15.0, 40.0], 25));
         assert!((a.wait_share - 0.8).abs() < 1e-9 && (b.wait_share - 0.05).abs() < 1e-9, "{a:?} {b:?}");

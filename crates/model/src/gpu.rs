@@ -155,7 +155,8 @@ pub struct GpuSample {
     pub pstate: Option<u32>,
     /// Fan speed, percent of maximum (`nvmlDeviceGetFanSpeed_v2`; `fan.speed`).
     pub fan_speed_pct: Option<u32>,
-    /// Active clocks-event reasons, NVML bitmask (`nvmlDeviceGetCurrentClocksEventReasons`; `clocks_event_reasons.active`).
+    /// Active clocks-event reasons, NVML bitmask (`nvmlDeviceGetCurrentClocksThrottleReasons`, the
+    /// older name of `…EventReasons`; `clocks_event_reasons.active`).
     pub clocks_event_reasons: Option<u64>,
     /// PCIe bytes per second sent by the GPU (`nvmlDeviceGetPcieThroughput(TX)`, or GPM).
     pub pcie_tx_bytes_per_s: Option<u64>,

@@ -62,8 +62,8 @@ pub fn to_gib(bytes: f64) -> f64 {
 }
 
 /// `mw` milliwatts in watts, unrounded: each view rounds or truncates as it prints.
-pub fn mw_to_w(mw: u32) -> f64 {
-    f64::from(mw) / 1000.0
+pub fn mw_to_w(mw: impl Into<u64>) -> f64 {
+    mw.into() as f64 / 1000.0
 }
 
 /// `w` watts in whole milliwatts, rounded: how a trace's or a scenario's watts become NVML's unit.
@@ -110,10 +110,10 @@ mod tests {
 
     #[test]
     fn watts_and_milliwatts() {
-        assert_eq!(mw_to_w(512_340), 512.34);
+        assert_eq!(mw_to_w(512_340_u32), 512.34);
         assert_eq!(w_to_mw(512.3404), 512_340);
         assert_eq!(w_to_mw(mw_to_w(u32::MAX)), u32::MAX);
         // `watch` and `status` cut to whole watts: never up.
-        assert_eq!(mw_to_w(999_999).trunc(), 999.0);
+        assert_eq!(mw_to_w(999_999_u32).trunc(), 999.0);
     }
 }

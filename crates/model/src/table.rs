@@ -29,6 +29,9 @@ pub enum Every {
     PowerLimit,
     /// With the energy counter (`Cadence::energy`), the costliest read.
     Energy,
+    /// From GPM's window where GPM gives PCIe traffic; else the call, only on
+    /// `NvmlOptions::pcie_every` (it blocks about 20 ms, so never by default).
+    Pcie,
 }
 
 /// Where NVML gives a metric.

@@ -138,7 +138,7 @@ fn gpu_cell(f: &GpuField, row: &GpuRow<'_>, fmt: CsvFormat) -> String {
 pub fn shown(how: Shown, v: u64) -> String {
     match how {
         Shown::Int => v.to_string(),
-        Shown::Watts => format!("{:.2}", v as f64 / 1000.0),
+        Shown::Watts => format!("{:.2}", gpulse_model::mw_to_w(v)),
         Shown::MibCeil => mib_ceil(v).to_string(),
         Shown::Pstate => format!("P{v}"),
         Shown::Hex16 => format!("0x{v:016X}"),
@@ -174,7 +174,10 @@ fn formatted(r: &Reading, how: Fmt) -> Result<String, &'static str> {
         },
         Fmt::Int => n.map(|n| n.to_string()).ok_or("[Unknown Error]"),
         Fmt::Hex(w) => n.map(|n| format!("0x{n:0w$X}")).ok_or("[Unknown Error]"),
-        Fmt::Watts => n.map(|mw| format!("{:.2}", mw as f64 / 1000.0)).ok_or("[Unknown Error]"),
+        Fmt::Watts => n
+            .and_then(|mw| u64::try_from(mw).ok())
+            .map(|mw| format!("{:.2}", gpulse_model::mw_to_w(mw)))
+            .ok_or("[Unknown Error]"),
         Fmt::Mib => n.map(|b| mib_ceil(b.max(0) as u64).to_string()).ok_or("[Unknown Error]"),
         Fmt::Micros => n.map(|ns| (ns / 1000).to_string()).ok_or("[Unknown Error]"),
         // The details of a registered fabric are not read yet (docs/query.md).

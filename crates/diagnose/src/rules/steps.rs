@@ -151,20 +151,13 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::each_second;
     use super::*;
 
     /// Ten 1 s steps that waited `share` of the time for data.
     fn waited(share: f64) -> Run {
-        let steps = crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 11,
-            timed: 10,
-            window_s: [0.0, 10.0],
-            step_s: (1..=10).map(|i| (f64::from(i), 1.0)).collect(),
-            data_wait_s: (1..=10).map(|i| (f64::from(i), share)).collect(),
-            waited_s: Some(10.0 * share),
-        };
+        // The total at the threshold exactly: 10 × share, where a sum of ten falls just short.
+        let steps = crate::Steps { waited_s: Some(10.0 * share), ..each_second(0, 10, Some(&|_| share)) };
         Run { steps: Some(steps), ..Run::default() }
     }
 
@@ -196,16 +189,7 @@ mod tests {
     /// over a longer cached run (under a fifth on average) is still named.
     #[test]
     fn a_wait_that_changes_level_is_said_by_stretch() {
-        let steps = |n: usize| crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: n + 1,
-            timed: n,
-            window_s: [0.0, n as f64],
-            step_s: (1..=n).map(|i| (i as f64, 1.0)).collect(),
-            data_wait_s: (1..=n).map(|i| (i as f64, if i <= 15 { 0.8 } else { 0.05 })).collect(),
-            waited_s: Some((1..=n).map(|i| if i <= 15 { 0.8 } else { 0.05 }).sum()),
-        };
+        let steps = |n: usize| each_second(0, n, Some(&|i| if i <= 15 { 0.8 } else { 0.05 }));
         for n in [60, 100] {
             let r = crate::Run { steps: Some(steps(n)), ..crate::Run::default() };
             let f = input_bound(&r);

@@ -74,6 +74,18 @@ pub fn steps(pid: u32, timed: usize, window_s: [f64; 2]) -> Steps {
     }
 }
 
+/// One 1 s step a second from `from` to `to` seconds, each marked at its end; step `i` (by the
+/// second it ends) waited `wait(i)` seconds for data, or the waits were not timed (`None`).
+pub fn each_second(from: usize, to: usize, wait: Option<&dyn Fn(usize) -> f64>) -> Steps {
+    let ends = from + 1..=to;
+    Steps {
+        step_s: ends.clone().map(|i| (i as f64, 1.0)).collect(),
+        data_wait_s: wait.map_or_else(Vec::new, |w| ends.clone().map(|i| (i as f64, w(i))).collect()),
+        waited_s: wait.map(|w| ends.map(w).sum()),
+        ..steps(1, to - from, [from as f64, to as f64])
+    }
+}
+
 pub fn ids(findings: &[Finding]) -> Vec<&'static str> {
     findings.iter().map(|f| f.id.as_str()).collect()
 }

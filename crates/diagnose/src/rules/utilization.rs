@@ -423,16 +423,8 @@ mod tests {
 
     #[test]
     fn a_measured_wait_of_20_percent_hands_over_to_the_measured_finding() {
-        let steps = |share: f64| crate::Steps {
-            pid: 1,
-            ranks: 1,
-            marked: 11,
-            timed: 10,
-            window_s: [0.0, 10.0],
-            step_s: vec![(1.0, 1.0); 10],
-            data_wait_s: vec![(1.0, share); 10],
-            waited_s: Some(10.0 * share),
-        };
+        // The total as the loop's counter holds it at the threshold: 10 × share, not a sum of ten.
+        let steps = |share: f64| crate::Steps { waited_s: Some(10.0 * share), ..each_second(0, 10, Some(&|_| share)) };
         let bursty = |share: f64| Run { steps: Some(steps(share)), ..run(vec![alternating(45.0, 5.0, 20)]) };
         // Bursty, but the loop measured a small wait: not input-bound.
         assert_eq!(found(&bursty(0.19)), ["host_bound"]);
