@@ -153,6 +153,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         ));
     }
     out.retain(|f| f.id == FindingId::HostSaturated || !explained.contains(&(f.id, f.gpu)));
+    let saturated = explained.iter().any(|e| e.0 == FindingId::HostSaturated);
     ledger.accounts.retain(|a| !splittable(a));
     let loop_len = (hi - lo).max(1e-9);
     let drain = top(&drains).and_then(|f| run.stacks.frames.get(f as usize)).map(|f| f.site());
@@ -237,6 +238,15 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             drain.as_deref(),
             holder.as_deref(),
         );
+        // The kernel's state R is running or ready to run: on a saturated host, part of the time
+        // "running" was a wait for a core.
+        if saturated && state == ThreadState::Python {
+            f.limits.push("the host's CPU was saturated (host_saturated): the kernel shows a thread waiting for a core as running, so part of this time is that wait".to_owned());
+            f.advice.push(
+                "free cores for the job first (host_saturated): the same Python runs faster on a core of its own"
+                    .to_owned(),
+            );
+        }
         if let Some((site, what)) = workers {
             f.advice.insert(
                 0,

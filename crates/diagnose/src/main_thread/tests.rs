@@ -248,3 +248,30 @@ fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
     assert!(host[0].advice[0].contains("mark_dynamic"), "{:?}", host[0].advice);
     assert_eq!(ledger.seconds(AccountKind::MainThread(ThreadState::Lock)), 0.0, "{ledger:#?}");
 }
+
+#[test]
+fn a_saturated_hosts_idle_time_is_split_and_the_saturation_claims_none() {
+    // GPU-Util 40 % on a host other processes keep 99 % busy; the main thread computes numpy
+    // metrics half of each second and sleeps the other half.
+    let mut r = run(40.0, &[(1, 50), (2, 50)]);
+    r.cores = 16;
+    r.host_cpu = (0..=100).map(|t| (f64::from(t), 99.0)).collect();
+    r.tree_cpu = (0..=100).map(|t| (f64::from(t), 50.0)).collect();
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    assert_eq!(ledger.seconds(AccountKind::HostSaturated), 0.0, "{ledger:#?}");
+    let idle = 80.0 - ledger.seconds(AccountKind::GpuWork);
+    for state in [ThreadState::Python, ThreadState::Sleep] {
+        let s = ledger.seconds(AccountKind::MainThread(state));
+        assert!((s - idle / 2.0).abs() < 0.5, "{state:?}: {ledger:#?}");
+    }
+    let saturated = findings.iter().find(|f| f.id == FindingId::HostSaturated).expect("a fact of the run");
+    assert_eq!(saturated.severity, Severity::Info);
+    assert_eq!(saturated.lost_share, None, "{saturated:?}");
+    // Running, as the kernel says it, is running or waiting for a core: the Python part says so;
+    // a sleep is no wait for a core.
+    let python = findings.iter().find(|f| f.id == FindingId::HostPython).expect("main_thread_python");
+    assert!(python.limits.iter().any(|l| l.contains("waiting for a core")), "{:?}", python.limits);
+    assert!(python.advice.iter().any(|a| a.contains("free cores")), "{:?}", python.advice);
+    let sleep = findings.iter().find(|f| f.id == FindingId::SleepInLoop).expect("sleep_in_loop");
+    assert!(sleep.limits.iter().all(|l| !l.contains("core")), "{:?}", sleep.limits);
+}
