@@ -11,30 +11,6 @@ use std::time::{Duration, Instant};
 use gpulse_model::Metric;
 use gpulse_sample::{NvmlOptions, NvmlSource, Source};
 
-/// Every metric a live source reads.
-const ALL: &[Metric] = &[
-    Metric::Utilization,
-    Metric::UtilSamples,
-    Metric::Memory,
-    Metric::TemperatureGpu,
-    Metric::TemperatureMemory,
-    Metric::PowerDraw,
-    Metric::PowerLimit,
-    Metric::EnforcedPowerLimit,
-    Metric::Energy,
-    Metric::ClockSm,
-    Metric::ClockMem,
-    Metric::ClockGraphics,
-    Metric::Pstate,
-    Metric::FanSpeed,
-    Metric::ClocksEventReasons,
-    Metric::PcieThroughput,
-    Metric::PcieLink,
-    Metric::EccErrors,
-    Metric::Processes,
-    Metric::Gpm,
-];
-
 fn fake_lib() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -106,7 +82,7 @@ fn main() {
         None,
     );
     measure("every field, processes, 1 s GPM windows", base.clone(), gpus, 2000, None);
-    let all_but_buffer: Vec<Metric> = ALL.iter().copied().filter(|m| *m != Metric::UtilSamples).collect();
+    let all_but_buffer: Vec<Metric> = Metric::ALL.iter().copied().filter(|m| *m != Metric::UtilSamples).collect();
     let no_buffer = NvmlOptions { metrics: Some(all_but_buffer), ..base.clone() };
     measure("every field but the utilization buffer", no_buffer, gpus, 2000, None);
     // The shortest window, 100 ms, and a poll just after each one is due: every poll closes one.

@@ -487,10 +487,13 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             _ => {}
         }
     }
-    let commands = [
-        "query", "status", "watch", "record", "run", "attach", "import", "export", "diagnose", "compare", "report",
-        "demo", "help",
-    ];
+    // Every command clap knows, so that none added later is taken for a query's argument.
+    let cli = <Cli as clap::CommandFactory>::command();
+    let mut commands: Vec<&str> = vec!["help"];
+    for c in cli.get_subcommands() {
+        commands.push(c.get_name());
+        commands.extend(c.get_all_aliases());
+    }
     let has_command = out[1.min(ours)..ours].iter().any(|a| a.to_str().is_some_and(|s| commands.contains(&s)));
     let is_query = out[..ours]
         .iter()
@@ -521,6 +524,10 @@ mod tests {
         );
         assert_eq!(norm(&["gpulse", "watch", "-i", "1"]), ["gpulse", "watch", "-i", "1"]);
         assert_eq!(norm(&["gpulse", "query", "--query-gpu=x"]), ["gpulse", "query", "--query-gpu=x"]);
+        // Every command, not only those of nvidia-smi's kind, is one: `top` and `serve` too.
+        for cmd in ["top", "serve", "status"] {
+            assert_eq!(norm(&["gpulse", cmd, "--query-gpu=x"]), ["gpulse", cmd, "--query-gpu=x"]);
+        }
         // A command that `run` starts keeps its arguments as they are.
         assert_eq!(
             norm(&["gpulse", "run", "--", "nvidia-smi", "--query-gpu=index", "-lms", "5"]),

@@ -15,30 +15,11 @@ use crate::cli::{GlobalArgs, StatusArgs};
 use crate::cmd::{Exit, open_nvml};
 use crate::output::Output;
 
-/// What the text view shows: everything but the utilization buffer and the energy counter
+/// What the text view shows: every metric but the utilization buffer and the energy counter
 /// (3 ms each on an H200), which only `--json` prints.
-const SHOWN: &[Metric] = &[
-    Metric::Utilization,
-    Metric::Memory,
-    Metric::TemperatureGpu,
-    Metric::TemperatureMemory,
-    Metric::PowerDraw,
-    Metric::PowerLimit,
-    Metric::EnforcedPowerLimit,
-    Metric::ClockSm,
-    Metric::ClockMem,
-    Metric::ClockGraphics,
-    Metric::Pstate,
-    Metric::FanSpeed,
-    Metric::ClocksEventReasons,
-    Metric::PcieThroughput,
-    Metric::PcieLink,
-    Metric::EccErrors,
-    Metric::Processes,
-    Metric::Gpm,
-    Metric::NvLink,
-    Metric::Table,
-];
+fn shown() -> Vec<Metric> {
+    Metric::ALL.iter().copied().filter(|m| !matches!(m, Metric::UtilSamples | Metric::Energy)).collect()
+}
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let options = if args.json {
@@ -47,7 +28,7 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         NvmlOptions {
             process_util: true,
             gpm_wait_first: true,
-            metrics: Some(SHOWN.to_vec()),
+            metrics: Some(shown()),
             gpm_metrics: Some(GPM_STATUS.to_vec()),
             ..NvmlOptions::default()
         }

@@ -31,10 +31,25 @@ pub enum Absence {
     Unknown,
 }
 
-/// The GPU fields a source reads, named so that an absence can say which one it concerns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
+/// Declares [`Metric`] and [`Metric::ALL`] from one list, so that no list of every metric
+/// (`status`'s reads, the poll-cost benchmark's) can leave a new one out.
+macro_rules! metrics {
+    ($($(#[doc = $doc:literal])* $variant:ident,)+) => {
+        /// The GPU fields a source reads, named so that an absence can say which one it concerns.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Metric {
+            $($(#[doc = $doc])* $variant,)+
+        }
+
+        impl Metric {
+            /// Every metric, in the order declared.
+            pub const ALL: &[Metric] = &[$(Metric::$variant,)+];
+        }
+    };
+}
+
+metrics! {
     Utilization,
     /// NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
     UtilSamples,

@@ -14,25 +14,49 @@ use crate::{Event, Marker, MetaKey, RecordError, RunMeta};
 /// How often the writer commits: the most a crash can lose.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
-const GPU_SAMPLE_SQL: &str = "INSERT OR REPLACE INTO gpu_sample_rows (id, lost, util_gpu_pct, util_mem_pct, mem_used_kib, \
-     temp_gpu_c, temp_mem_c, power_mw, sm_mhz, mem_mhz, pstate, reasons, fan_pct) \
-     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
+/// `gpu_sample_rows`' columns, in the order [`base_values`] gives them: its length is theirs.
+const BASE_COLUMNS: [&str; 13] = [
+    "id",
+    "lost",
+    "util_gpu_pct",
+    "util_mem_pct",
+    "mem_used_kib",
+    "temp_gpu_c",
+    "temp_mem_c",
+    "power_mw",
+    "sm_mhz",
+    "mem_mhz",
+    "pstate",
+    "reasons",
+    "fan_pct",
+];
+const BASE: usize = BASE_COLUMNS.len();
+
+/// The insert of one base row.
+fn gpu_sample_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let params: Vec<String> = (1..=BASE).map(|i| format!("?{i}")).collect();
+        format!("INSERT OR REPLACE INTO gpu_sample_rows ({}) VALUES ({})", BASE_COLUMNS.join(", "), params.join(","))
+    })
+}
 
 /// Base rows an import inserts with one statement: one B-tree cursor stays open across them,
 /// and SQLite runs one statement where it would run 256.
 const GPU_SAMPLE_BATCH: usize = 256;
 
-/// [`GPU_SAMPLE_SQL`] for [`GPU_SAMPLE_BATCH`] rows.
+/// [`gpu_sample_sql`] for [`GPU_SAMPLE_BATCH`] rows.
 fn gpu_sample_batch_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
-        let head = &GPU_SAMPLE_SQL[..GPU_SAMPLE_SQL.find("VALUES").expect("an INSERT") + "VALUES ".len()];
-        let row = format!("({})", vec!["?"; 13].join(","));
+        let sql = gpu_sample_sql();
+        let head = &sql[..sql.find("VALUES").expect("an INSERT") + "VALUES ".len()];
+        let row = format!("({})", vec!["?"; BASE].join(","));
         format!("{head}{}", vec![row; GPU_SAMPLE_BATCH].join(","))
     })
 }
 
-/// Binds the base row of `g` at `t` (ms) as parameters `first..first + 13`, each only where it
+/// Binds the base row of `g` at `t` (ms) as parameters `first..first + BASE`, each only where it
 /// differs from what `bound` says the parameter holds. SQLite keeps a statement's bindings across
 /// executions, and most of a GPU's readings hold from one poll to the next.
 fn bind_base(
@@ -52,9 +76,9 @@ fn bind_base(
     Ok(())
 }
 
-/// The base row of a GPU sample taken at `t` (ms), in [`GPU_SAMPLE_SQL`]'s order: its key and
+/// The base row of a GPU sample taken at `t` (ms), in [`BASE_COLUMNS`]' order: its key and
 /// the fast-changing fields.
-fn base_values(t: i64, g: &GpuSample) -> [Option<i64>; 13] {
+fn base_values(t: i64, g: &GpuSample) -> [Option<i64>; BASE] {
     let n = |v: Option<u32>| v.map(i64::from);
     [
         Some((t << 8) | i64::from(g.gpu_index & 0xff)),
@@ -286,7 +310,7 @@ impl Writer {
 
     /// A live sample: its base row, the rest of it, and its process listing.
     fn gpu(&mut self, t: i64, g: &GpuSample) -> Result<(), RecordError> {
-        self.conn.prepare_cached(GPU_SAMPLE_SQL)?.execute(rusqlite::params_from_iter(base_values(t, g)))?;
+        self.conn.prepare_cached(gpu_sample_sql())?.execute(rusqlite::params_from_iter(base_values(t, g)))?;
         self.rest.write(&self.conn, t, g)?;
         self.gpu_processes(t, g)
     }
@@ -301,10 +325,10 @@ impl Writer {
     {
         self.begin()?;
         let mut many = self.conn.prepare_cached(gpu_sample_batch_sql())?;
-        let mut one = self.conn.prepare_cached(GPU_SAMPLE_SQL)?;
+        let mut one = self.conn.prepare_cached(gpu_sample_sql())?;
         // What each parameter of `many` holds: NULL as the cache hands it over (it clears a
         // statement's bindings), then the value last bound.
-        let mut bound = vec![None; 13 * GPU_SAMPLE_BATCH];
+        let mut bound = vec![None; BASE * GPU_SAMPLE_BATCH];
         let mut rows = rows.map(|(t, g)| (ms(t), g));
         let mut chunk = Vec::with_capacity(GPU_SAMPLE_BATCH);
         loop {
@@ -312,7 +336,7 @@ impl Writer {
             chunk.extend(rows.by_ref().take(GPU_SAMPLE_BATCH));
             if chunk.len() == GPU_SAMPLE_BATCH {
                 for (i, &(t, g)) in chunk.iter().enumerate() {
-                    bind_base(&mut many, &mut bound, 1 + 13 * i, t, g)?;
+                    bind_base(&mut many, &mut bound, 1 + BASE * i, t, g)?;
                 }
                 many.raw_execute()?;
             } else {

@@ -98,7 +98,7 @@ use Input::{Accounts, Everything, Findings};
 use View::{Job, Loop, Whole};
 
 /// Every rule, in the order their findings are listed.
-pub(crate) const TABLE: [Rule; 24] = [
+pub(crate) const TABLE: &[Rule] = &[
     rule(RuleId::InputBound, Job, &[Findings(RuleId::Stall), Findings(RuleId::Epoch)], |cx, run| {
         // A stall that carries the waits, or the workers' restarts, already names them.
         match stall_explains_waits(cx.of(RuleId::Stall)) || !cx.of(RuleId::Epoch).is_empty() {
