@@ -198,12 +198,13 @@ fn on_the_h200_a_network_wait_leads_and_a_gpu_bound_loop_has_none() {
     assert!(d["stacks"][0]["samples"].as_u64().unwrap() > 300, "{:#}", d["stacks"]);
 }
 
-/// A real H200 recording (`tests/fixtures/h200-main-thread/sleep_saturated.db`): a CUDA loop that
-/// sleeps 20 ms a step while other processes keep all 16 cores busy. The host is saturated, but
+/// Real H200 recordings (`tests/fixtures/h200-main-thread/*_saturated.db`): a CUDA loop that
+/// sleeps 20 ms a step, then one that runs 20 ms of Python, while other processes keep all 16
+/// cores busy. The host is saturated, but
 /// the main thread's samples say what the GPU waited for: the sleep, within 5 points of the loop's
 /// own timing of its sleeps. The saturation stays a fact of the run and claims none of the time.
 #[test]
-fn on_a_saturated_h200_host_a_sleeping_loop_is_told_by_its_sleep() {
+fn on_a_saturated_h200_host_the_main_thread_says_what_the_gpu_waited_for() {
     let dir = super::support::fixture("h200-main-thread");
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sleep_saturated.truth.json")).unwrap()).unwrap();
@@ -222,4 +223,20 @@ fn on_a_saturated_h200_host_a_sleeping_loop_is_told_by_its_sleep() {
     assert_eq!(saturated["severity"], "info", "{saturated:#}");
     assert!(saturated.get("lost_share").is_none_or(serde_json::Value::is_null), "{saturated:#}");
     assert!(d["summary"].as_str().unwrap().contains("sleeping"), "{}", d["summary"]);
+    // Pure Python on the same saturated host: told as Python, within 5 points of its own timing,
+    // saying that the kernel's "running" holds the wait for a core, and advising cores first.
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("python_saturated.truth.json")).unwrap()).unwrap();
+    let d = diagnose_json(&dir.join("python_saturated.db"));
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "main_thread_python", "{d:#}");
+    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:40 busy_python");
+    let mech = truth["mech_s"].as_f64().unwrap() / d["ledger"]["wall_s"].as_f64().unwrap();
+    let share = first["evidence"]["wall_share"].as_f64().unwrap();
+    assert!((share - mech).abs() < 0.05, "python: {share:.3} of the wall, the loop's Python took {mech:.3}");
+    let said =
+        |key: &str| first[key].as_array().is_some_and(|a| a.iter().any(|l| l.as_str().unwrap().contains("core")));
+    assert!(said("limits") && said("advice"), "{first:#}");
+    let saturated = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "host_saturated");
+    assert_eq!(saturated.expect("the host was saturated")["severity"], "info");
 }
