@@ -40,6 +40,7 @@ pub fn print<S: Source + Send + 'static>(
         Stopped::SamplingFailed(SampleError::Ended) => Ok(out),
         Stopped::SamplingFailed(e) => Err(e.into()),
         Stopped::Asked(_) | Stopped::DurationReached | Stopped::RootGone => Ok(out),
+        // No store here, so never; said as any failure would be.
         Stopped::WriteFailed(l) => anyhow::bail!("{}", l.error),
     }
 }
