@@ -65,11 +65,11 @@ fn scenario() -> tempfile::TempDir {
 }
 
 /// What the metric table says the recorder calls in `polls` polls close together: each hand-read
-/// row's C function (its `Call.name` up to the argument), once a poll for a row read every poll,
-/// once in all for a held one; a call with several arguments (`nvmlDeviceGetClockInfo(SM)`)
-/// counts once for each. Rows read through `nvmlDeviceGetFieldValues` share it with the
-/// field-value table and are left out.
-fn table_says(polls: u64) -> Vec<(&'static str, u64)> {
+/// row's C function (its `Call.name` up to the argument), once a poll for a row read every poll
+/// (or held on the cadence `fast`, made to read every poll), once in all for a held one; a call
+/// with several arguments (`nvmlDeviceGetClockInfo(SM)`) counts once for each. Rows read through
+/// `nvmlDeviceGetFieldValues` share it with the field-value table and are left out.
+fn table_says(polls: u64, fast: Option<Every>) -> Vec<(&'static str, u64)> {
     let mut calls: Vec<(&str, Every)> = Vec::new();
     for m in HAND_READ {
         let Row::Call(c) = m.source else { panic!("{} is hand-read", m.key) };
@@ -84,11 +84,12 @@ fn table_says(polls: u64) -> Vec<(&'static str, u64)> {
         if function == "nvmlDeviceGetFieldValues" {
             continue;
         }
-        // The scenario's GPU gives PCIe traffic through GPM, so its own call is never made.
+        // The PCIe call is made only on `NvmlOptions::pcie_every`, left unset here as everywhere
+        // (GPM gives the traffic).
         let n = match every {
-            Every::Poll => polls,
             Every::Pcie => 0,
-            Every::Settings | Every::PowerLimit | Every::Energy => 1,
+            e if e == Every::Poll || Some(e) == fast => polls,
+            Every::Poll | Every::Settings | Every::PowerLimit | Every::Energy => 1,
         };
         match out.iter_mut().find(|x| x.0 == function) {
             Some(x) => x.1 += n,
@@ -131,7 +132,7 @@ fn the_recorder_reads_slow_fields_on_their_cadence_and_holds_what_it_read() {
     // 30 polls over ~0.3 s (30 scenario seconds) on the recorder's cadence of 5 and 10 s: each
     // held field is read once, at the first poll; power draw every poll.
     let mut rec = open(Cadence::RECORDER);
-    let said = table_says(30);
+    let said = table_says(30, None);
     let before: Vec<u64> = counted.iter().map(|c| calls(&lib, c)).collect();
     let before_said: Vec<u64> = said.iter().map(|c| calls(&lib, c.0)).collect();
     let mut got = Vec::new();
@@ -167,6 +168,20 @@ fn the_recorder_reads_slow_fields_on_their_cadence_and_holds_what_it_read() {
     assert_eq!(gpm.graphics_util_pct, None);
     assert_eq!(gpm.nvlink_tx_bytes_per_s, Some(0.0), "NVLink's bytes are recorded");
     drop(rec);
+
+    // Each held cadence on its own read every poll: its rows' calls follow, the others' stay held.
+    for (fast, cadence) in [
+        (Every::PowerLimit, Cadence { power_limit: Duration::ZERO, ..Cadence::RECORDER }),
+        (Every::Settings, Cadence { settings: Duration::ZERO, ..Cadence::RECORDER }),
+        (Every::Energy, Cadence { energy: Duration::ZERO, ..Cadence::RECORDER }),
+    ] {
+        let mut source = open(cadence);
+        let said = table_says(5, Some(fast));
+        let before: Vec<u64> = said.iter().map(|c| calls(&lib, c.0)).collect();
+        polls(&mut source, 5);
+        let done: Vec<(&str, u64)> = said.iter().zip(&before).map(|(c, b)| (c.0, calls(&lib, c.0) - b)).collect();
+        assert_eq!(done, said, "{fast:?} read every poll");
+    }
 
     // A view reads every poll, and sees the counter move.
     let mut view = open(Cadence::VIEW);

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// NVML's clocks-event reasons bitmask (`nvmlDeviceGetCurrentClocksEventReasons`).
+/// NVML's clocks-event reasons bitmask (`nvmlDeviceGetCurrentClocksThrottleReasons`, the older
+/// name of `…EventReasons`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClocksEventReasons(pub u64);
 

@@ -63,9 +63,10 @@ fn top(map: &HashMap<u32, f64>) -> Option<u32> {
     map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
 }
 
-/// Splits the loop's host-side, saturated-host and unexplained idle time by the main thread's
-/// states, drops the generic findings whose time it now names (`host_bound`, `process_bound`),
-/// and adds a finding for each part of [`MATERIAL`] size or more.
+/// Splits the loop's host-side, inferred data-wait, saturated-host and unexplained idle time by
+/// the main thread's states, drops the generic findings whose time it now names (`host_bound`,
+/// `process_bound`, an inferred `input_bound`), keeps `host_saturated` as a fact that claims no
+/// time, and adds a finding for each part of [`MATERIAL`] size or more.
 pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Ledger {
     let Some(pid) = main_pid(run) else { return ledger };
     let pts = points(run, pid);
@@ -144,16 +145,20 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // The split replaces the accounts, and the generic findings that explained them. A saturated
     // host stays a fact of the run, but the thread's own states now say what the idle time was:
     // it slows only the part in which the thread needed a core, so it no longer claims the time.
+    // The host is one machine: each GPU's finding of it says so.
     let explained: Vec<(FindingId, Option<u32>)> =
         ledger.accounts.iter().filter(|a| splittable(a)).filter_map(|a| Some((a.finding?, a.finding_gpu))).collect();
-    for f in out.iter_mut().filter(|f| f.id == FindingId::HostSaturated && explained.contains(&(f.id, f.gpu))) {
-        f.severity = Severity::Info;
-        f.limits.push(format!(
-            "the GPU's idle time is booked by what the main thread (PID {pid}) did, from its samples; a busy host slows only the part in which the thread needed a core"
-        ));
+    if explained.iter().any(|e| e.0 == FindingId::HostSaturated) {
+        for f in out.iter_mut().filter(|f| f.id == FindingId::HostSaturated) {
+            f.severity = Severity::Info;
+            (f.lost_share, f.lost_share_basis) = (None, None);
+            f.limits.push(format!(
+                "the GPU's idle time is booked by what the main thread (PID {pid}) did, from its samples; a busy host slows only the part in which the thread needed a core"
+            ));
+        }
     }
     out.retain(|f| f.id == FindingId::HostSaturated || !explained.contains(&(f.id, f.gpu)));
-    let saturated = explained.iter().any(|e| e.0 == FindingId::HostSaturated);
+    let saturated = out.iter().any(|f| f.id == FindingId::HostSaturated);
     ledger.accounts.retain(|a| !splittable(a));
     let loop_len = (hi - lo).max(1e-9);
     let drain = top(&drains).and_then(|f| run.stacks.frames.get(f as usize)).map(|f| f.site());
@@ -243,8 +248,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if saturated && state == ThreadState::Python {
             f.limits.push("the host's CPU was saturated (host_saturated): the kernel shows a thread waiting for a core as running, so part of this time is that wait".to_owned());
             f.advice.push(
-                "free cores for the job first (host_saturated): the same Python runs faster on a core of its own"
-                    .to_owned(),
+                "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
             );
         }
         if let Some((site, what)) = workers {

@@ -267,8 +267,8 @@ fn a_saturated_hosts_idle_time_is_split_and_the_saturation_claims_none() {
     let saturated = findings.iter().find(|f| f.id == FindingId::HostSaturated).expect("a fact of the run");
     assert_eq!(saturated.severity, Severity::Info);
     assert_eq!(saturated.lost_share, None, "{saturated:?}");
-    // Running, as the kernel says it, is running or waiting for a core: the Python part says so;
-    // a sleep is no wait for a core.
+    // Running, as the kernel says it, is running or waiting for a core: the Python part says so.
+    // A woken sleeper's wait for a core is its sleep's, as the loop's own clock counts it.
     let python = findings.iter().find(|f| f.id == FindingId::HostPython).expect("main_thread_python");
     assert!(python.limits.iter().any(|l| l.contains("waiting for a core")), "{:?}", python.limits);
     assert!(python.advice.iter().any(|a| a.contains("free cores")), "{:?}", python.advice);
