@@ -161,24 +161,30 @@ fn record_pid_samples_the_followed_python_process() {
     assert!(record("without.db", &["--no-stacks"]).samples.is_empty());
 }
 
+/// Diagnoses the H200 recording `tests/fixtures/h200-main-thread/<name>.db` and checks that its
+/// first finding is `id` at `site`, its share of the wall time within 5 points of the loop's own
+/// timing of the mechanism (`<name>.truth.json`). Returns the diagnosis.
+fn leads_within_5_points(name: &str, id: &str, site: &str) -> serde_json::Value {
+    let dir = super::support::fixture("h200-main-thread");
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
+    let d = diagnose_json(&dir.join(format!("{name}.db")));
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], id, "{d:#}");
+    assert_eq!(first["evidence"]["site"], site);
+    let mech = truth["mech_s"].as_f64().unwrap() / d["ledger"]["wall_s"].as_f64().unwrap();
+    let share = first["evidence"]["wall_share"].as_f64().unwrap();
+    assert!((share - mech).abs() < 0.05, "{name}: {share:.3} of the wall, the loop's own timing {mech:.3}");
+    d
+}
+
 /// Two real H200 recordings (`tests/fixtures/h200-main-thread/`): a CUDA loop that fetches each
 /// step's data over a local socket is told so first, at its line, within 5 points of the loop's
 /// own timing of its `recv`s; a GPU-bound loop gets no host-side finding.
 #[test]
 fn on_the_h200_a_network_wait_leads_and_a_gpu_bound_loop_has_none() {
-    let dir = super::support::fixture("h200-main-thread");
-    let truth = |name: &str| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap()
-    };
-    let d = diagnose_json(&dir.join("network.db"));
-    let first = &d["findings"][0];
-    assert_eq!(first["id"], "network_wait", "{d:#}");
-    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:148 one_host_step");
-    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
-    let mech = truth("network")["mech_s"].as_f64().unwrap() / wall;
-    let share = first["evidence"]["wall_share"].as_f64().unwrap();
-    assert!((share - mech).abs() < 0.05, "network: {share:.3} of the wall, the loop's recv took {mech:.3}");
-    let d = diagnose_json(&dir.join("gpu_bound.db"));
+    leads_within_5_points("network", "network_wait", "device/main_thread_workloads.py:148 one_host_step");
+    let d = diagnose_json(&super::support::fixture("h200-main-thread/gpu_bound.db"));
     let ids: Vec<&str> = d["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&"healthy"), "{ids:?}");
     for host in [
@@ -200,22 +206,12 @@ fn on_the_h200_a_network_wait_leads_and_a_gpu_bound_loop_has_none() {
 
 /// Real H200 recordings (`tests/fixtures/h200-main-thread/*_saturated.db`): a CUDA loop that
 /// sleeps 20 ms a step, then one that runs 20 ms of Python, while other processes keep all 16
-/// cores busy. The host is saturated, but
-/// the main thread's samples say what the GPU waited for: the sleep, within 5 points of the loop's
-/// own timing of its sleeps. The saturation stays a fact of the run and claims none of the time.
+/// cores busy. The host is saturated, but the main thread's samples say what the GPU waited for:
+/// the sleep, within 5 points of the loop's own timing of its sleeps. The saturation stays a fact of the run and claims none of the time.
 #[test]
 fn on_a_saturated_h200_host_the_main_thread_says_what_the_gpu_waited_for() {
-    let dir = super::support::fixture("h200-main-thread");
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("sleep_saturated.truth.json")).unwrap()).unwrap();
-    let d = diagnose_json(&dir.join("sleep_saturated.db"));
-    let first = &d["findings"][0];
-    assert_eq!(first["id"], "sleep_in_loop", "{d:#}");
-    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:143 one_host_step");
-    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
-    let mech = truth["mech_s"].as_f64().unwrap() / wall;
-    let share = first["evidence"]["wall_share"].as_f64().unwrap();
-    assert!((share - mech).abs() < 0.05, "sleep: {share:.3} of the wall, the loop's sleeps took {mech:.3}");
+    let d =
+        leads_within_5_points("sleep_saturated", "sleep_in_loop", "device/main_thread_workloads.py:143 one_host_step");
     let accounts = d["ledger"]["accounts"].as_array().unwrap();
     assert!(accounts.iter().all(|a| a["account"] != "host_saturated"), "{accounts:#?}");
     let saturated = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "host_saturated");
@@ -227,15 +223,12 @@ fn on_a_saturated_h200_host_the_main_thread_says_what_the_gpu_waited_for() {
     assert!(d["summary"].as_str().unwrap().contains("sleeping"), "{}", d["summary"]);
     // Pure Python on the same saturated host: told as Python, within 5 points of its own timing,
     // saying that the kernel's "running" holds the wait for a core, and advising cores first.
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("python_saturated.truth.json")).unwrap()).unwrap();
-    let d = diagnose_json(&dir.join("python_saturated.db"));
+    let d = leads_within_5_points(
+        "python_saturated",
+        "main_thread_python",
+        "device/main_thread_workloads.py:40 busy_python",
+    );
     let first = &d["findings"][0];
-    assert_eq!(first["id"], "main_thread_python", "{d:#}");
-    assert_eq!(first["evidence"]["site"], "device/main_thread_workloads.py:40 busy_python");
-    let mech = truth["mech_s"].as_f64().unwrap() / d["ledger"]["wall_s"].as_f64().unwrap();
-    let share = first["evidence"]["wall_share"].as_f64().unwrap();
-    assert!((share - mech).abs() < 0.05, "python: {share:.3} of the wall, the loop's Python took {mech:.3}");
     let said =
         |key: &str| first[key].as_array().is_some_and(|a| a.iter().any(|l| l.as_str().unwrap().contains("core")));
     assert!(said("limits") && said("advice"), "{first:#}");

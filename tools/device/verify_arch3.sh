@@ -38,22 +38,4 @@ PY
 nvidia-smi --query-gpu=power.draw,temperature.gpu,clocks.sm,clocks.mem,memory.used,memory.free,utilization.gpu,power.limit --format=csv >>"$o/metrics.txt" 2>&1
 kill -INT $S; wait $S 2>/dev/null
 # A sleeping main thread on a host whose every core is busy: woken, it waits for a core.
-n=$(nproc); for i in $(seq "$n"); do timeout 25 sh -c 'while :; do :; done' & done
-nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader -lms 500 >"$o/sleep.smi" &
-smi=$!
-TRUTH="$o/sleep.truth.json" "$G" run --status off --no-report -o "$o/sleep.db" -- \
-    python3 tools/device/main_thread_workloads.py sleep 12 >"$o/sleep.out" 2>&1
-kill $smi 2>/dev/null; wait $smi 2>/dev/null
-"$G" diagnose "$o/sleep.db" >"$o/sleep.txt" 2>&1
-"$G" diagnose --format json "$o/sleep.db" >"$o/sleep.json" 2>&1
-python3 - "$o/sleep.json" "$o/sleep.truth.json" >"$o/sleep_summary.txt" 2>&1 <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); t = json.load(open(sys.argv[2]))
-wall = d["ledger"]["wall_s"]
-print(f"truth: sleep {t['mech_s']:.2f} s = {100*t['mech_s']/wall:.1f}% of the {wall:.1f} s wall; loop {t['loop_s']:.2f} s, {t['steps']} steps")
-for a in d["ledger"]["accounts"]:
-    print("  ledger", a["account"], a["seconds"], round(100 * a["share"], 1))
-for f in d["findings"][:3]: print("  finding", f["id"], f["severity"], "|", f["title"][:160])
-PY
-wait
-rm -f "$o"/*.db-*
+OUT="$o" bash tools/device/verify_saturated.sh "$G" 12 sleep >"$o/sleep_summary.txt" 2>&1

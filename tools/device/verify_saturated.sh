@@ -1,23 +1,13 @@
 #!/usr/bin/env bash
-# The main thread on a saturated host, on a real H200: every core kept busy by shell loops while
-# a CUDA loop runs pure Python (then sleeps) between its steps; beside nvidia-smi at 500 ms.
-# Each run's truth.json is the loop's own timing of its mechanism.
-# Usage: OUT=dir [MECHS="python sleep"] [SECONDS_EACH=16] bash tools/device/verify_saturated.sh carry/gpulse
-# (host_saturated reads a GPU active 10 s or more, so a loop shorter than that gets none).
+# The main thread on a saturated host, on a real H200: verify_main_thread.sh's loops while shell
+# loops keep every core busy. host_saturated reads a GPU active 10 s or more, so a shorter loop
+# gets none.
+# Usage: OUT=dir bash tools/device/verify_saturated.sh [gpulse] [seconds] [mech...]
 set -u
-G=$(readlink -f "${1:-carry/gpulse}"); o=${OUT:-/tmp/verify_saturated}; mkdir -p "$o"
-export PYTHONPATH=$PWD/python
-n=$(nproc); spin=()
-for i in $(seq "$n"); do timeout 90 sh -c 'while :; do :; done' & spin+=($!); done
-for mech in ${MECHS:-python sleep}; do
-    nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader -lms 500 >"$o/$mech.smi" &
-    smi=$!
-    TRUTH="$o/$mech.truth.json" "$G" run --status off --no-report -o "$o/$mech.db" -- \
-        python3 tools/device/main_thread_workloads.py "$mech" "${SECONDS_EACH:-16}" >"$o/$mech.out" 2>&1
-    kill $smi 2>/dev/null; wait $smi 2>/dev/null
-    "$G" diagnose "$o/$mech.db" >"$o/$mech.txt" 2>&1
-    "$G" diagnose --format json "$o/$mech.db" >"$o/$mech.json" 2>&1
-done
-kill "${spin[@]}" 2>/dev/null; wait 2>/dev/null
-rm -f "$o"/*.db-*
-cd "$o" && tar czf /tmp/saturated.tgz . && rm -f ./* && mv /tmp/saturated.tgz .
+G=$(readlink -f "${1:-carry/gpulse}"); secs=${2:-16}; shift 2 2>/dev/null || shift $#
+spin=()
+for _ in $(seq "$(nproc)"); do timeout 600 sh -c 'while :; do :; done' & spin+=($!); done
+OUT=${OUT:-/tmp/verify_saturated} bash "$(dirname "$0")/verify_main_thread.sh" "$G" "$secs" "${@:-python sleep}"
+rc=$?
+kill "${spin[@]}" 2>/dev/null; wait "${spin[@]}" 2>/dev/null
+exit $rc
