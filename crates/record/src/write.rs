@@ -32,28 +32,26 @@ const BASE_COLUMNS: [&str; 13] = [
 ];
 const BASE: usize = BASE_COLUMNS.len();
 
+/// The insert of `rows` base rows.
+fn insert_rows(rows: usize) -> String {
+    let row = format!("({})", vec!["?"; BASE].join(","));
+    format!("INSERT OR REPLACE INTO gpu_sample_rows ({}) VALUES {}", BASE_COLUMNS.join(", "), vec![row; rows].join(","))
+}
+
 /// The insert of one base row.
 fn gpu_sample_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        let params: Vec<String> = (1..=BASE).map(|i| format!("?{i}")).collect();
-        format!("INSERT OR REPLACE INTO gpu_sample_rows ({}) VALUES ({})", BASE_COLUMNS.join(", "), params.join(","))
-    })
+    SQL.get_or_init(|| insert_rows(1))
 }
 
 /// Base rows an import inserts with one statement: one B-tree cursor stays open across them,
 /// and SQLite runs one statement where it would run 256.
 const GPU_SAMPLE_BATCH: usize = 256;
 
-/// [`gpu_sample_sql`] for [`GPU_SAMPLE_BATCH`] rows.
+/// The insert of [`GPU_SAMPLE_BATCH`] base rows.
 fn gpu_sample_batch_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        let sql = gpu_sample_sql();
-        let head = &sql[..sql.find("VALUES").expect("an INSERT") + "VALUES ".len()];
-        let row = format!("({})", vec!["?"; BASE].join(","));
-        format!("{head}{}", vec![row; GPU_SAMPLE_BATCH].join(","))
-    })
+    SQL.get_or_init(|| insert_rows(GPU_SAMPLE_BATCH))
 }
 
 /// Binds the base row of `g` at `t` (ms) as parameters `first..first + BASE`, each only where it
