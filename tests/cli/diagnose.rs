@@ -374,10 +374,10 @@ fn the_recorded_gpm_metrics_are_all_diagnosis_needs() {
     }
 }
 
-/// Every recording and log among the fixtures: the warnings' lost shares are their ledger
-/// accounts' shares and so add up to at most the run; every finding that has one says the same
-/// share in `lost_share` and `wall_share`; and every inferred cause of the loop's idle time that
-/// holds 5 % of the run names the finding that explains it.
+/// Every recording and log among the fixtures: the warnings' costs are their ledger accounts'
+/// shares and so add up to at most the run; a title that says a share of the wall time says its
+/// cost's, as the headline does; and every inferred cause of the loop's idle time that holds 5 %
+/// of the run names the finding that explains it.
 #[test]
 fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
     let mut inputs = Vec::new();
@@ -410,13 +410,31 @@ fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let ctx = input.display();
         let mut sum = 0.0;
+        let mut shown = Vec::new();
         for f in v["findings"].as_array().unwrap() {
-            let e = &f["evidence"];
-            let Some(lost) = e["lost_share"].as_f64() else { continue };
-            assert_eq!(e["wall_share"].as_f64(), Some(lost), "{ctx}: {f}");
+            let Some(lost) = f["cost"]["wall_share"].as_f64() else { continue };
+            let pct = gpulse_diagnose::pct(lost);
+            let title = f["title"].as_str().unwrap();
+            if title.contains("% of the wall time") {
+                assert!(title.contains(&format!("{pct} of the wall time")), "{ctx}: {pct}: {title}");
+            }
+            // Each account it names is in the ledger.
+            for name in f["cost"]["accounts"].as_array().unwrap() {
+                assert!(
+                    v["ledger"]["accounts"].as_array().unwrap().iter().any(|a| a["account"] == *name),
+                    "{ctx}: {f}"
+                );
+            }
+            shown.push(pct);
             if f["severity"] != "info" {
                 sum += lost;
             }
+        }
+        if let Some(headline) = v["summary"].as_str().filter(|s| s.contains("% of the wall time")) {
+            assert!(
+                shown.iter().any(|p| headline.contains(&format!(" {p} of the wall time"))),
+                "{ctx}: {headline}: {shown:?}"
+            );
         }
         assert!(sum <= 1.0005, "{ctx}: warnings' lost shares sum to {sum}");
         for a in v["ledger"]["accounts"].as_array().unwrap() {

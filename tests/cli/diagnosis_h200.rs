@@ -42,12 +42,12 @@ fn the_findings_carry_their_cost_basis_and_cause() {
     let f = finding(&v, "transfer_bound");
     // What the copies cost: their account in the ledger, after a fifth of the run in start-up;
     // the rule's own measure, the SMs' idle time over the active window (0.91 against the
-    // loop's own 0.89), stays in the evidence under its own name.
-    let own = f["evidence"]["own_share"].as_f64().unwrap();
+    // loop's own 0.89), stays beside it under its own name.
+    let own = f["cost"]["own_share"].as_f64().unwrap();
     assert!((0.84..=0.94).contains(&own), "{own}");
-    assert!(f["evidence"]["own_share_basis"].as_str().unwrap().starts_with("sm_idle_time"), "{f}");
-    let wall_share = f["evidence"]["wall_share"].as_f64().unwrap();
-    assert_eq!(f["evidence"]["lost_share"].as_f64(), Some(wall_share));
+    assert!(f["cost"]["basis"].as_str().unwrap().starts_with("ledger"), "{f}");
+    assert_eq!(f["cost"]["accounts"], serde_json::json!(["transfer"]), "{f}");
+    let wall_share = f["cost"]["wall_share"].as_f64().unwrap();
     let (wall, by) = ledger(&v);
     assert!(
         (wall_share - by["transfer"] / wall).abs() < 0.001 && (0.6..=0.8).contains(&wall_share),

@@ -35,7 +35,7 @@ fn diagnose_wraps_at_80_columns_into_a_pipe_with_evidence_in_words() {
         assert!(v["findings"].as_array().unwrap().iter().all(|f| f["evidence"].is_object()), "{name}");
     }
     let (_, json, _) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(fixture(FIXTURES[0])));
-    assert!(json.contains("\"lost_share_basis\""), "{json}");
+    assert!(json.contains("\"cost\": {") && json.contains("\"basis\": \"ledger"), "{json}");
     let (_, text, _) = run(gpulse(None).arg("diagnose").arg(fixture(FIXTURES[0])));
     assert!(text.contains("evidence: data wait mean 307.3 ms · data wait share 86.9% ·"), "{text}");
 }

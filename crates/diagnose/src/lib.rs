@@ -67,10 +67,9 @@ pub struct Finding {
     pub pauses_s: Vec<[f64; 2]>,
     /// Seconds until memory runs out at the present trend.
     pub time_to_oom_s: Option<f64>,
-    /// The share of the wall time it costs, 0 to 1, where it can be estimated.
-    pub lost_share: Option<f64>,
-    /// How `lost_share` was estimated.
-    pub lost_share_basis: Option<&'static str>,
+    /// What it costs: the one number every view prints. A rule sets its own estimate; once the
+    /// ledger is drawn, a finding that explains an account costs that account's time.
+    pub cost: Option<Cost>,
     pub basis: Basis,
     /// The other numbers it rests on.
     pub evidence: Map<String, Value>,
@@ -78,6 +77,85 @@ pub struct Finding {
     pub advice: Vec<String>,
     /// What the input could not tell, and what to record to be sure.
     pub limits: Vec<String>,
+}
+
+/// What one finding costs the run: worked out once, rounded once, and printed by every view
+/// (the headline, the title, the ledger line, JSON, the report, `top`, `/metrics`) through
+/// [`pct`], so they cannot disagree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cost {
+    /// Seconds of the wall time, where the ledger counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// Of the wall time, 0 to 1: the seconds of the accounts it explains over the wall time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_share: Option<f64>,
+    /// Of the loop's window, 0 to 1, where the time lies in the loop: what the steps/s would
+    /// gain without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_share: Option<f64>,
+    /// Its rule's own estimate over a base of its own (a GPU's active window), before the ledger
+    /// priced it, or where no account holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_share: Option<f64>,
+    /// How it was counted.
+    pub basis: &'static str,
+    /// The ledger's accounts whose seconds it is, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accounts: Vec<&'static str>,
+}
+
+impl Cost {
+    /// A rule's own estimate, before the ledger is drawn.
+    pub fn own(share: f64, how: &'static str) -> Self {
+        Cost {
+            seconds: None,
+            wall_share: None,
+            loop_share: None,
+            own_share: Some(round(share.clamp(0.0, 1.0), 3)),
+            basis: how,
+            accounts: Vec::new(),
+        }
+    }
+
+    /// The ledger's seconds of `accounts`, over the wall time and over the loop.
+    pub fn of_ledger(seconds: f64, wall_s: f64, loop_s: Option<f64>, accounts: Vec<&'static str>) -> Self {
+        Cost {
+            seconds: Some(round(seconds, 3)),
+            wall_share: Some(round((seconds / wall_s.max(1e-9)).clamp(0.0, 1.0), 4)),
+            loop_share: loop_s.filter(|l| *l > 0.0).map(|l| round((seconds / l).clamp(0.0, 1.0), 3)),
+            own_share: None,
+            basis: rules::LEDGER_SHARE,
+            accounts,
+        }
+    }
+
+    /// `part` of the seconds of `accounts`, as the ledger shows them: a single account's share
+    /// is its own, so its line and the finding print the same number.
+    pub fn of_accounts(accounts: &[&Account], part: f64, loop_s: Option<f64>) -> Self {
+        let seconds: f64 = part * accounts.iter().map(|a| a.seconds).sum::<f64>();
+        let mut names: Vec<&'static str> = accounts.iter().map(|a| a.account.as_str()).collect();
+        names.dedup();
+        Cost {
+            seconds: Some(round(seconds, 3)),
+            wall_share: Some(round((part * accounts.iter().map(|a| a.share).sum::<f64>()).clamp(0.0, 1.0), 4)),
+            loop_share: loop_s.filter(|l| *l > 0.0).map(|l| round((seconds / l).clamp(0.0, 1.0), 3)),
+            own_share: None,
+            basis: rules::LEDGER_SHARE,
+            accounts: names,
+        }
+    }
+
+    /// What the loop's steps/s would gain without it: the loop's share, else the run's.
+    pub fn speedup(&self) -> Option<f64> {
+        let lost = self.loop_share.or(self.wall_share)?;
+        (lost > 0.0).then(|| 1.0 / (1.0 - lost).max(1e-9))
+    }
+}
+
+/// A share as a whole percentage: the one rounding every view applies to the one stored value.
+pub fn pct(share: f64) -> String {
+    format!("{:.0}%", 100.0 * share)
 }
 
 impl Serialize for Finding {
@@ -88,6 +166,8 @@ impl Serialize for Finding {
             severity: Severity,
             basis: Basis,
             title: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            cost: Option<&'a Cost>,
             evidence: Map<String, Value>,
             advice: &'a [String],
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -98,6 +178,7 @@ impl Serialize for Finding {
             severity: self.severity,
             basis: self.basis,
             title: &self.title,
+            cost: self.cost.as_ref(),
             evidence: self.all_evidence(),
             advice: &self.advice,
             limits: &self.limits,
@@ -122,19 +203,17 @@ impl Finding {
         if let Some(t) = self.time_to_oom_s {
             evidence.insert("time_to_oom_s".into(), t.into());
         }
-        if let Some(l) = self.lost_share {
-            evidence.insert("lost_share".into(), l.into());
-        }
-        if let Some(b) = self.lost_share_basis {
-            evidence.insert("lost_share_basis".into(), b.into());
-        }
         evidence
     }
 
-    /// Its share of the whole run: the ledger's account where it has one, else its own
-    /// `lost_share` (which for the loop's rules is a share of the loop's window).
+    /// Its rule's own estimate, over the base its rule read.
+    pub fn own_share(&self) -> Option<f64> {
+        self.cost.as_ref().and_then(|c| c.own_share)
+    }
+
+    /// Its share of the whole run, from its [`Cost`].
     pub fn wall_share(&self) -> Option<f64> {
-        self.evidence.get("wall_share").and_then(Value::as_f64).or(self.lost_share)
+        self.cost.as_ref().and_then(|c| c.wall_share)
     }
 
     /// What a finding is ranked by among those of its severity: [`Finding::wall_share`], those
@@ -153,8 +232,7 @@ impl Finding {
             window_s: None,
             pauses_s: Vec::new(),
             time_to_oom_s: None,
-            lost_share: None,
-            lost_share_basis: None,
+            cost: None,
             basis: Basis::Measured,
             evidence: Map::new(),
             advice: Vec::new(),
@@ -184,11 +262,52 @@ impl Finding {
         self
     }
 
-    /// Costs `share` of the wall time (rounded to 0.1 %), estimated as `how` says.
+    /// Its rule's own estimate: `share` of the base `how` names (the wall time, or the window
+    /// its rule read), until the ledger prices it.
     pub fn costs(mut self, share: f64, how: &'static str) -> Self {
-        self.lost_share = Some(round(share.clamp(0.0, 1.0), 3));
-        self.lost_share_basis = Some(how);
+        self.cost = Some(Cost::own(share, how));
         self
+    }
+
+    /// Its rule's own estimate as a share of the loop's window, where the loop's own timing
+    /// measured it: the title's number, which the ledger's pricing keeps.
+    pub fn costs_of_loop(mut self, share: f64, how: &'static str) -> Self {
+        let mut c = Cost::own(share, how);
+        c.loop_share = c.own_share.take();
+        self.cost = Some(c);
+        self
+    }
+
+    /// Costs what the ledger's accounts hold: its rule's own estimate stays beside it.
+    pub fn priced(mut self, cost: Cost) -> Self {
+        self.price(cost);
+        self
+    }
+
+    /// [`Finding::priced`] in place.
+    pub fn price(&mut self, mut cost: Cost) {
+        if cost.own_share.is_none() {
+            cost.own_share = self.cost.as_ref().filter(|c| c.accounts.is_empty()).and_then(|c| c.own_share);
+        }
+        self.cost = Some(cost);
+    }
+
+    /// Whether the ledger has priced it.
+    pub fn priced_by_ledger(&self) -> bool {
+        self.cost.as_ref().is_some_and(|c| !c.accounts.is_empty())
+    }
+
+    /// Fills the title's `{wall}` and `{loop}` with its cost's shares, as every view prints
+    /// them; where the ledger gave no such share, its rule's own estimate.
+    pub fn settle(&mut self) {
+        if !self.title.contains("{wall}") && !self.title.contains("{loop}") {
+            return;
+        }
+        let c = self.cost.as_ref();
+        let own = c.and_then(|c| c.own_share);
+        let wall = c.and_then(|c| c.wall_share).or(own).map_or("?%".to_owned(), pct);
+        let of_loop = c.and_then(|c| c.loop_share).or(own).map_or("?%".to_owned(), pct);
+        self.title = self.title.replace("{wall}", &wall).replace("{loop}", &of_loop);
     }
 
     /// The cause is deduced from a pattern, not read.
@@ -242,24 +361,24 @@ pub fn diagnose_with_ledger(run: &Run) -> (Vec<Finding>, Ledger) {
 /// [`diagnose_run`] sorts them; `None` when nothing is wrong.
 pub fn summary(findings: &[Finding]) -> Option<String> {
     // Other processes' memory and a clean bill of health say nothing of what slows the job.
-    let top = findings
-        .iter()
-        .filter(|f| f.id.is_about_the_job())
-        .find(|f| f.severity <= Severity::Warning || f.lost_share.is_some() || f.evidence.contains_key("own_share"))?;
-    // The gain in steps/s comes from what the cause takes of the loop's time; the share of the
-    // whole run is the ledger's.
-    let share = |key: &str| top.evidence.get(key).and_then(serde_json::Value::as_f64);
-    // The loop's share of the ledger's seconds; a measured share of the loop's own timing where
-    // there is no loop account.
+    let top = findings.iter().filter(|f| f.id.is_about_the_job()).find(|f| {
+        f.severity <= Severity::Warning
+            || f.cost.as_ref().is_some_and(|c| c.wall_share.is_some() || c.own_share.is_some())
+    })?;
+    // The finding's own cost, as its title and its ledger line print it: the gain in steps/s
+    // from its share of the loop, the share of the whole run from the ledger. A measured share
+    // of a base of its own stands in where the ledger holds no account of it.
+    let cost = top.cost.as_ref();
     let measured = top.basis == Basis::Measured;
-    let own = share("own_share").filter(|_| measured);
-    let Some(lost) = share("loop_share").or(own).or(top.lost_share).filter(|l| *l > 0.0) else {
+    let own = cost.and_then(|c| c.own_share).filter(|_| measured);
+    let loop_share = cost.and_then(|c| c.loop_share);
+    let Some(lost) = loop_share.or(own).or(cost.and_then(|c| c.wall_share)).filter(|l| *l > 0.0) else {
         return Some(format!("Primary finding: {}.", top.title));
     };
-    let of_loop = 100.0 * lost;
-    let pct = 100.0 * share("wall_share").unwrap_or(lost);
+    let wall = cost.and_then(|c| c.wall_share);
+    let (of_loop, pct) = (crate::pct(lost), crate::pct(wall.unwrap_or(lost)));
     // Past 20× the remaining time is too small a share to say how much.
-    let gain = 1.0 / (1.0 - lost);
+    let gain = 1.0 / (1.0 - lost).max(1e-9);
     let gain = if gain > 20.0 {
         "over 20×".to_owned()
     } else if gain >= 10.0 {
@@ -271,20 +390,20 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     let what = match top.id {
         InputBound if top.basis == Basis::Measured => {
             return Some(format!(
-                "The loop waits for data {of_loop:.0}% of the loop's time: {gain} more steps/s if it did not."
+                "The loop waits for data {of_loop} of the loop's time: {gain} more steps/s if it did not."
             ));
         }
         TransferBound if top.basis == Basis::Measured => {
             return Some(format!(
-                "Copies to the GPU hold the loop up {of_loop:.0}% of its time: {gain} more steps/s if they did not."
+                "Copies to the GPU hold the loop up {of_loop} of its time: {gain} more steps/s if they did not."
             ));
         }
         // A fixed cost: it lengthens the run, it does not slow the steps.
-        Startup => return Some(format!("Start-up before the first step took {pct:.0}% of the run.")),
+        Startup => return Some(format!("Start-up before the first step took {pct} of the run.")),
         // Time spent on purpose: how much, not what removing it would gain.
         MarkedPhase => {
             let name = top.evidence.get("phase").and_then(|p| p.as_str()).unwrap_or("marked");
-            return Some(format!("The loop's '{name}' phase took {pct:.0}% of the wall time."));
+            return Some(format!("The loop's '{name}' phase took {pct} of the wall time."));
         }
         EpochRestart => "Restarting the DataLoader's workers at each epoch",
         // The mechanism and its site, without the title's figures.
@@ -305,8 +424,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.
-    let of_loop = if (of_loop - pct).abs() >= 1.0 { format!(" ({of_loop:.0}% of the loop's)") } else { String::new() };
-    Some(format!("{what} cost{about} {pct:.0}% of the wall time{of_loop}: {gain} more steps/s without it."))
+    // No account holds it: its rule's own share, of the window that rule read, said as such.
+    if wall.is_none() {
+        return Some(format!("{what} cost{about} {pct} of its GPU's active time: {gain} more steps/s without it."));
+    }
+    let of_loop = if of_loop != pct { format!(" ({of_loop} of the loop's)") } else { String::new() };
+    Some(format!("{what} cost{about} {pct} of the wall time{of_loop}: {gain} more steps/s without it."))
 }
 
 /// Rounds for display in evidence.

@@ -378,7 +378,7 @@ mod tests {
         use FindingId::{Healthy, InputBound, Startup, Throttling};
         let f = |id: FindingId, share: Option<f64>| {
             let mut f = Finding::new(id, Severity::Warning, id.to_string());
-            f.lost_share = share;
+            f.cost = share.map(|s| crate::Cost::of_ledger(s, 1.0, None, vec!["data_wait"]));
             f
         };
         // A loop 36 s in, 28 s of it spent starting: the data wait is what costs it now.

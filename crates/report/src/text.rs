@@ -86,7 +86,7 @@ pub fn ledger_text(ledger: &gpulse_diagnose::Ledger) -> String {
             gpulse_diagnose::Basis::Measured => "measured",
             gpulse_diagnose::Basis::Inferred => "inferred",
         };
-        let _ = writeln!(s, "  {:>8.1} s {:>4.0}%  {label}  ({basis})", a.seconds, 100.0 * a.seconds / ledger.wall_s);
+        let _ = writeln!(s, "  {:>8.1} s {:>5}  {label}  ({basis})", a.seconds, gpulse_diagnose::pct(a.share));
     }
     s + "\n"
 }
@@ -137,7 +137,7 @@ pub fn render_text(d: &gpulse_diagnose::Diagnosis) -> String {
             gpulse_diagnose::Basis::Inferred => " (inferred)",
         };
         let _ = writeln!(s, "{tag:<8} {}  [{}]{basis}", f.title, f.id);
-        let evidence = evidence_words(&f.all_evidence());
+        let evidence = evidence_words(&with_cost(f));
         if !evidence.is_empty() {
             let _ = writeln!(s, "         evidence: {evidence}");
         }
@@ -152,16 +152,38 @@ pub fn render_text(d: &gpulse_diagnose::Diagnosis) -> String {
     s
 }
 
+/// A finding's evidence with its cost's parts, for a reader: the shares of the wall time and of
+/// the loop, and its rule's own estimate where that differs.
+fn with_cost(f: &gpulse_diagnose::Finding) -> serde_json::Map<String, serde_json::Value> {
+    let mut e = f.all_evidence();
+    if let Some(s) = f.cost.as_ref().and_then(|c| c.seconds).filter(|_| !e.contains_key("seconds")) {
+        e.insert("seconds".to_owned(), ((s * 10.0).round() / 10.0).into());
+    }
+    if let Some(c) = &f.cost {
+        let mut put = |k: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                e.insert(k.to_owned(), gpulse_diagnose::pct(v).into());
+            }
+        };
+        put("wall_share", c.wall_share);
+        let shown = |v: Option<f64>| v.map(gpulse_diagnose::pct);
+        put("loop_share", c.loop_share.filter(|l| shown(Some(*l)) != shown(c.wall_share)));
+        put(
+            "own_share",
+            c.own_share.filter(|o| shown(Some(*o)) != shown(c.loop_share) && shown(Some(*o)) != shown(c.wall_share)),
+        );
+    }
+    e
+}
+
 /// A finding's evidence as a reader takes it in: short `name value` pairs in words, with units
 /// (`SM active mean 88.4%`, `window 8.0–26.5 s`). What only a program reads stays in the JSON:
-/// the basis of a share (`*_basis`), `wall_share` where `lost_share` says it, and the long texts a finding carries whole (a message, a
+/// the basis of a share (`*_basis`), and the long texts a finding carries whole (a message, a
 /// command line) are cut to their start.
 pub fn evidence_words(evidence: &serde_json::Map<String, serde_json::Value>) -> String {
     evidence
         .iter()
         .filter(|(k, _)| !k.ends_with("_basis"))
-        // The same share as `lost_share` since the ledger gives both: said once.
-        .filter(|(k, v)| !(k.as_str() == "wall_share" && evidence.get("lost_share") == Some(*v)))
         .filter_map(|(k, v)| {
             let (name, unit) = name_and_unit(k);
             let value = value_words(v, unit)?;

@@ -443,7 +443,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
     );
     assert_eq!(found(&live), found(&alone));
     // Its own measure, over its GPU's active window: the machine's wall holds the first job too.
-    let share = |l: &RollingDiagnosis| l.current()[0].evidence.get("own_share").and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let share = |l: &RollingDiagnosis| l.current()[0].own_share().unwrap_or(0.0);
     assert!((share(&live) - share(&alone)).abs() < 0.05, "{} against {}", share(&live), share(&alone));
 }
 

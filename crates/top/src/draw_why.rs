@@ -36,7 +36,7 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
     }
     match &j.leading {
         Some(f) => {
-            let cost = f.lost_share.map_or_else(String::new, |s| format!(" {:.0}%", s * 100.0));
+            let cost = f.lost_share.map_or_else(String::new, |s| format!(" {}", gpulse_diagnose::pct(s)));
             let oom = f.time_to_oom_s.map_or_else(String::new, |s| format!(" (OOM in {})", fmt::duration(Some(s))));
             let style = if f.finding_id() == Some(FindingId::Healthy) { Style::new() } else { WARN };
             spans.push(Span::styled(format!("{}{cost}{oom}", escape_control(&f.id)), style));
@@ -102,7 +102,7 @@ pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<L
         parts.push(Part { head: Vec::new(), text: waiting_text(app).into(), style: DIM });
     }
     for (n, fd) in app.findings.iter().enumerate() {
-        let cost = fd.lost_share.map_or_else(|| format!("{NONE:>4}"), |s| format!("{:>3.0}%", s * 100.0));
+        let cost = fd.lost_share.map_or_else(|| format!("{NONE:>4}"), |s| format!("{:>4}", gpulse_diagnose::pct(s)));
         let gpu = fd.gpu.map_or_else(|| "     ".into(), |g| format!("GPU {g}"));
         let style = if n == 0 && fd.id != FindingId::Healthy { WARN } else { Style::new() };
         let head = vec![Span::styled(format!("{:<16}", fd.id), style), Span::raw(format!("{gpu} costs {cost}  "))];

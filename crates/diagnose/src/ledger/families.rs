@@ -260,9 +260,10 @@ fn explaining(findings: &[Finding], gpu: u32) -> Option<Explained> {
     let evidence = format!(
         "the GPU's idle time inside the loop, explained by {} ({})",
         f.id,
-        f.lost_share_basis.unwrap_or("GPU-Util")
+        f.cost.as_ref().map_or("GPU-Util", |c| c.basis)
     );
-    Some(Explained { account, label, evidence, share: f.lost_share.unwrap_or(0.0), id: f.id })
+    let share = f.cost.as_ref().and_then(|c| c.own_share).unwrap_or(0.0);
+    Some(Explained { account, label, evidence, share, id: f.id })
 }
 
 /// A stall's cause as its title states it.

@@ -79,7 +79,7 @@ fn a_marked_phase_is_never_blamed_on_anything_else() {
     let r = marked();
     let (findings, l) = crate::diagnose_with_ledger(&r);
     let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
-    let share = |id: FindingId| findings.iter().find(|f| f.id == id).and_then(|f| f.lost_share);
+    let share = |id: FindingId| findings.iter().find(|f| f.id == id).and_then(|f| f.wall_share());
     assert_eq!(share(FindingId::MarkedPhase), Some(0.2), "{ids:?}");
     // The evaluation's idle GPU is no stall and no starved loop: the rules read the run
     // without it. The 6 s of host-side time inside the steps, by elimination, are named, and

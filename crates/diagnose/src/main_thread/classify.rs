@@ -393,9 +393,32 @@ fn sleeps(f: &PyFrame) -> bool {
     f.code.as_deref().is_some_and(|c| c.contains("sleep("))
 }
 
-/// Whether a file is the job's own code rather than the interpreter's or a package's.
+/// The modules of gpulse's own Python package, as `--instrument` puts them on the job's path
+/// or the wheel installs them.
+const GPULSE_MODULES: [&str; 7] =
+    ["__init__.py", "_events.py", "_instrument.py", "_load.py", "lightning.py", "huggingface.py", "sitecustomize.py"];
+
+/// Whether a frame is gpulse's own instrumentation: never the user's line.
+pub fn gpulse_frame(file: &str) -> bool {
+    let Some((dir, name)) = file.rsplit_once('/') else { return false };
+    let parent = dir.rsplit('/').next().unwrap_or("");
+    // The bootstrap's `sitecustomize.py` sits beside the package, in gpulse's private directory.
+    (parent == "gpulse" && GPULSE_MODULES.contains(&name))
+        || (name == "sitecustomize.py" && dir.contains("/gpulse-") && parent == "python")
+}
+
+/// Whether a frame is `--instrument`'s wrapper around a wait it times: a DataLoader's
+/// `__next__`, a save, a copy. What runs under it is in a measured account already.
+pub fn timed_by_gpulse(f: &PyFrame) -> bool {
+    // Python 3.11 and later name a nested function by its qualified name.
+    let name = f.function.rsplit('.').next().unwrap_or("");
+    f.file.ends_with("/gpulse/_instrument.py") && matches!(name, "__next__" | "copy" | "save")
+}
+
+/// Whether a file is the job's own code rather than the interpreter's, a package's or gpulse's.
 pub fn own_code(file: &str) -> bool {
-    !(file.contains("/site-packages/")
+    !(gpulse_frame(file)
+        || file.contains("/site-packages/")
         || file.contains("/dist-packages/")
         || file.starts_with('<')
         || file.contains("/lib/python3")
@@ -474,6 +497,43 @@ mod tests {
         assert_eq!(state(&lock, sample('S', Some(202), None, Gil::Other { stack: 3 })), ThreadState::Lock);
         let mine = [train, frame("/w/train.py", "step", "with self.lock.acquire():")];
         assert_eq!(state(&mine, sample('S', Some(202), None, Gil::Free)), ThreadState::Lock);
+    }
+
+    /// `--instrument`'s wrapper runs under the user's `next(it)`: the site is the user's line, and
+    /// the wait is one gpulse timed.
+    #[test]
+    fn gpulse_frames_are_never_the_users_line() {
+        for file in [
+            "/tmp/gpulse-4242-1733400000/python/gpulse/_instrument.py",
+            "/tmp/gpulse-4242-1733400000/python/gpulse/_events.py",
+            "/tmp/gpulse-4242-1733400000/python/sitecustomize.py",
+            "/venv/lib/python3.12/site-packages/gpulse/_events.py",
+        ] {
+            assert!(!own_code(file), "{file}");
+        }
+        assert!(own_code("/home/me/gpulse/train.py"), "a project of that name is the user's");
+        assert!(own_code("/home/me/sitecustomize.py"));
+        let stacks = Stacks {
+            frames: vec![
+                frame("/w/train.py", "main", "batch = next(it)"),
+                frame(
+                    "/tmp/gpulse-1-2/python/gpulse/_instrument.py",
+                    "_patch_dataloader.<locals>.__next__",
+                    "return inner(self)",
+                ),
+                frame("/v/site-packages/torch/utils/data/dataloader.py", "__next__", "data = self._next_data()"),
+            ],
+            stacks: vec![vec![0, 1, 2]],
+            ..Stacks::default()
+        };
+        assert_eq!(site_frame(&stacks, 0), Some(0));
+        assert!(timed_by_gpulse(&stacks.frames[1]) && !timed_by_gpulse(&stacks.frames[0]));
+        let hook = frame(
+            "/tmp/gpulse-1-2/python/gpulse/_instrument.py",
+            "_patch_optimizer.<locals>.step",
+            "out = inner(self)",
+        );
+        assert!(!timed_by_gpulse(&hook), "the optimizer's step runs under it: not a wait");
     }
 
     #[test]

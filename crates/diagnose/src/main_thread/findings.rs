@@ -90,12 +90,15 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     apart.extend(run.copies_s.iter().copied());
     let apart = merged(apart, lo, hi);
 
-    // Per stack, once: its site's frame, and whether it runs in torch's own Python.
-    let mut known: HashMap<u32, (Option<u32>, bool)> = HashMap::new();
+    // Per stack, once: its site's frame, whether it runs in torch's own Python, and whether it
+    // is inside gpulse's instrumentation (a timed wait, save or copy: measured, whatever the
+    // clocks' skew at a fast loop's edges).
+    let mut known: HashMap<u32, (Option<u32>, bool, bool)> = HashMap::new();
     let mut facts = |stack: u32| {
         *known.entry(stack).or_insert_with(|| {
             let in_torch = run.stacks.frames_of(stack).any(|f| f.file.contains("/torch/"));
-            (super::site_frame(&run.stacks, stack), in_torch)
+            let timed = run.stacks.frames_of(stack).any(super::classify::timed_by_gpulse);
+            (super::site_frame(&run.stacks, stack), in_torch, timed)
         })
     };
     let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
@@ -122,11 +125,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
             _ => p.class.state,
         };
+        let (site, in_torch, timed) = facts(p.stack);
+        if timed {
+            continue;
+        }
         let part = parts.entry((state, p.class.domain)).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
         part.samples += 1;
-        let (site, in_torch) = facts(p.stack);
         if in_torch {
             part.in_torch += w;
         }
@@ -151,7 +157,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     if explained.iter().any(|e| e.0 == FindingId::HostSaturated) {
         for f in out.iter_mut().filter(|f| f.id == FindingId::HostSaturated) {
             f.severity = Severity::Info;
-            (f.lost_share, f.lost_share_basis) = (None, None);
+            f.cost = None;
             f.limits.push(format!(
                 "the GPU's idle time is booked by what the main thread (PID {pid}) did, from its samples; a busy host slows only the part in which the thread needed a core"
             ));
@@ -181,7 +187,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         };
         let id = state.finding();
         let material = share >= MATERIAL;
-        ledger.accounts.push(Account {
+        let account = Account {
             account: state.account(),
             label: label.clone(),
             seconds: round(seconds, 3),
@@ -190,14 +196,17 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             evidence: how,
             finding: material.then_some(id),
             finding_gpu: if material { gpu } else { None },
-        });
+        };
+        let cost = crate::Cost::of_accounts(&[&account], 1.0, Some(loop_len));
+        ledger.accounts.push(account);
         if !material {
             continue;
         }
-        let loop_share = (seconds / loop_len).min(1.0);
+        let loop_share = cost.loop_share.unwrap_or(0.0);
+
         let waits = if g.is_some() { " while the GPU waits" } else { "" };
         let code = site.and_then(|f| f.code.as_deref()).map(|c| format!(" (`{c}`)")).unwrap_or_default();
-        let mut title = format!("{}{code}{waits}: {:.0}% of the wall time", upper(&label), 100.0 * share);
+        let mut title = format!("{}{code}{waits}: {{wall}} of the wall time", upper(&label));
         if let (ThreadState::GilWait, Some(h)) = (state, holder.as_deref()) {
             title.push_str(&format!("; another thread holds the GIL at {h}"));
         }
@@ -208,7 +217,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .with("seconds", round(seconds, 1))
             .with("samples", part.samples as u64)
             .with("pid", u64::from(pid))
-            .costs(loop_share, "the ledger's seconds of the GPU's idle time in the loop with the main thread in this state, over the loop")
+            .priced(cost)
             .inferred();
         if let Some(d) = domain {
             f = f.with("domain", d.as_str());

@@ -73,9 +73,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         FindingId::EpochRestart,
         severity,
         format!(
-            "Each new epoch waits {mean_s:.1} s for its first batch while the DataLoader starts its workers again ({} restarts, {:.0}% of the loop)",
-            found.len(),
-            100.0 * share
+            "Each new epoch waits {mean_s:.1} s for its first batch while the DataLoader starts its workers again ({} restarts, {{loop}} of the loop)",
+            found.len()
         ),
     )
     .over([first, last])
@@ -83,7 +82,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     .with("restarts", found.len() as u64)
     .with("first_batch_wait_mean_s", round(mean_s, 2))
     .with("share_of_data_wait", round(at / all.max(1e-9), 3))
-    .costs(share, "restart_waits: the loop's measured first wait after each fresh DataLoader iterator, over the loop")
+    .costs_of_loop(share, "restart_waits: the loop's measured first wait after each fresh DataLoader iterator, over the loop")
     .advise(&[
         "persistent_workers=True keeps the DataLoader's workers alive between epochs, so each epoch does not start them again",
         "make worker start cheap: a light Dataset to pickle into each worker, and little work in worker_init_fn (open files lazily, in __getitem__)",

@@ -138,7 +138,7 @@ mod tests {
         let f = findings(&busy(30.0, 90.0, None));
         assert_eq!(ids(&f), ["host_saturated"]);
         assert_eq!(f[0].basis, crate::Basis::Inferred);
-        assert_eq!(f[0].lost_share, Some(0.7));
+        assert_eq!(f[0].own_share(), Some(0.7));
         assert!(f[0].limits.iter().any(|l| l.contains("not watched")), "{:?}", f[0].limits);
         assert!(findings(&busy(60.0, 100.0, None)).is_empty(), "a fed GPU: a busy host is no bottleneck");
         assert_eq!(ids(&findings(&busy(59.9, 100.0, None))), ["host_saturated"]);

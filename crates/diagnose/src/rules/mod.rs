@@ -24,7 +24,7 @@ mod transfer;
 mod utilization;
 mod workers;
 
-use crate::{AccountKind, Basis, Finding, Ledger, Run, Severity};
+use crate::{AccountKind, Basis, Cost, Finding, FindingId, Ledger, Run, Severity};
 
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 pub(crate) const MATERIAL: f64 = 0.05;
@@ -51,79 +51,71 @@ pub fn all(whole: &Run) -> (Vec<Finding>, Ledger) {
     (out, ledger)
 }
 
-/// Every finding's share of the wall time, from the ledger's account of what it costs.
+/// Every finding's cost, from the ledger's accounts of what it explains: each finding instance
+/// is priced once, by the accounts that name it, so two findings of one id keep their own.
 fn price(whole: &Run, cx: &mut table::Cx, ledger: &Ledger) {
     let (out, loop_s) = (&mut cx.out, cx.loop_s);
-    // An inferred cause's account in the ledger says what it costs the whole run, start-up and
+    let wall = ledger.wall_s;
+    // An inferred cause's accounts in the ledger say what it costs the whole run, start-up and
     // marked phases included; below a twentieth of the wall time, fixing it gains too little to
-    // warn. Its `lost_share` stays over its GPU's active window, the same in a view of the whole
-    // machine, where one GPU's job is part of the window.
-    for a in ledger.accounts.iter().filter(|a| a.finding.is_some()) {
-        for f in
-            out.iter_mut().filter(|f| Some(f.id) == a.finding && f.gpu == a.finding_gpu && f.basis == Basis::Inferred)
-        {
-            f.evidence.insert("wall_share".into(), a.share.into());
-            if let Some(l) = loop_s.filter(|l| *l > 0.0) {
-                f.evidence.insert("loop_share".into(), crate::round((a.seconds / l).min(1.0), 3).into());
-            }
-            if a.share < MATERIAL && f.severity == Severity::Warning {
-                f.severity = Severity::Info;
-            }
+    // warn. A finding made with its account (the main thread's split) is priced already.
+    for f in out.iter_mut().filter(|f| f.basis == Basis::Inferred && !f.priced_by_ledger()) {
+        let mine: Vec<&crate::Account> =
+            ledger.accounts.iter().filter(|a| a.finding == Some(f.id) && a.finding_gpu == f.gpu).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        f.price(Cost::of_accounts(&mine, 1.0, loop_s));
+        if f.wall_share().unwrap_or(0.0) < MATERIAL && f.severity == Severity::Warning {
+            f.severity = Severity::Info;
         }
     }
-    // Measured causes with an account of their own carry its share of the wall time too, so
-    // every finding ranks by the time the ledger gives it.
+    // Measured causes with an account of their own cost its seconds too, so every finding ranks
+    // by the time the ledger gives it; a share of the loop its rule measured stays its own.
     // Only the findings of the GPU the ledger reads hold its seconds (a data-parallel job's ranks
     // stall alike, but the seconds are counted once); processes sharing it split theirs by
     // their SM time.
     let primary = crate::ledger::primary(whole).map(|g| g.gpu);
     let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    let shared_sm: f64 = out.iter().filter(|f| f.id == crate::FindingId::GpuShared && f.gpu == primary).map(sm).sum();
+    let shared_sm: f64 = out.iter().filter(|f| f.id == FindingId::GpuShared && f.gpu == primary).map(sm).sum();
     for f in out.iter_mut() {
         let Some(account) = f.id.own_account(f.basis) else { continue };
         if f.gpu.is_some() && f.gpu != primary {
             continue;
         }
-        let part = if f.id == crate::FindingId::GpuShared { sm(f) / shared_sm.max(1e-9) } else { 1.0 };
-        f.evidence.insert("wall_share".into(), crate::round(part * ledger.share(account), 4).into());
-        if let Some(l) = loop_s.filter(|l| *l > 0.0) {
-            let of_loop = (part * ledger.seconds(account) / l).min(1.0);
-            f.evidence.insert("loop_share".into(), crate::round(of_loop, 3).into());
+        let part = if f.id == FindingId::GpuShared { sm(f) / shared_sm.max(1e-9) } else { 1.0 };
+        let mine: Vec<&crate::Account> = ledger.accounts.iter().filter(|a| a.account == account).collect();
+        let mut cost = Cost::of_accounts(&mine, part, loop_s);
+        if let Some(own) = f.cost.as_ref().and_then(|c| c.loop_share) {
+            cost.loop_share = Some(own);
         }
+        f.price(cost);
     }
     // The workers' restarts are part of the loop's measured data wait: their own seconds.
     if let Some(l) = loop_s.filter(|l| *l > 0.0) {
-        for f in out.iter_mut().filter(|f| f.id == crate::FindingId::EpochRestart) {
-            let Some(own) = f.lost_share else { continue };
-            let share = (own * l / ledger.wall_s.max(1e-9)).min(ledger.share(AccountKind::DataWait));
-            f.evidence.insert("wall_share".into(), crate::round(share, 4).into());
+        for f in out.iter_mut().filter(|f| f.id == FindingId::EpochRestart) {
+            let Some(own) = f.cost.as_ref().and_then(|c| c.loop_share) else { continue };
+            let seconds = (own * l).min(ledger.seconds(AccountKind::DataWait));
+            let mut cost = Cost::of_ledger(seconds, wall, loop_s, vec![AccountKind::DataWait.as_str()]);
+            cost.loop_share = Some(own);
+            f.price(cost);
         }
     }
     // Start-up is every start-up account of the ledger together.
-    let startup: f64 = ledger.accounts.iter().filter(|a| a.account.is_startup()).map(|a| a.share).sum();
-    for f in out.iter_mut().filter(|f| f.id == crate::FindingId::Startup) {
-        f.evidence.insert("wall_share".into(), crate::round(startup, 4).into());
+    let startup: Vec<&crate::Account> = ledger.accounts.iter().filter(|a| a.account.is_startup()).collect();
+    for f in out.iter_mut().filter(|f| f.id == FindingId::Startup) {
+        f.price(Cost::of_accounts(&startup, 1.0, None));
     }
 }
 
-/// How a finding's `lost_share` is counted once the ledger is drawn.
-pub(crate) const LEDGER_SHARE: &str = "ledger: the seconds of the account it explains, over the wall time";
+/// How a finding's cost is counted once the ledger is drawn.
+pub(crate) const LEDGER_SHARE: &str = "ledger: the seconds of the accounts it explains, over the wall time";
 
-/// A finding's `lost_share` becomes the share of the ledger account it explains, so that the
-/// findings' shares add up as the disjoint accounts do; what its rule measured on its own base
-/// stays in the evidence as `own_share` with `own_share_basis`. A finding that explains no
-/// account loses nothing the ledger can show.
+/// A finding's rule's own estimate, over a base of its own, stays beside its cost for the reader
+/// (`own_share`); a finding that explains no account costs nothing the ledger can show. Its title
+/// then takes its cost's numbers.
 fn on_the_ledger(f: &mut Finding) {
-    if let Some(own) = f.lost_share.take() {
-        f.evidence.insert("own_share".into(), own.into());
-        if let Some(basis) = f.lost_share_basis.take() {
-            f.evidence.insert("own_share_basis".into(), basis.into());
-        }
-    }
-    if let Some(wall) = f.evidence.get("wall_share").and_then(serde_json::Value::as_f64) {
-        f.lost_share = Some(wall);
-        f.lost_share_basis = Some(LEDGER_SHARE);
-    }
+    f.settle();
 }
 
 /// `host_bound` for the host-side time the ledger books by elimination (the loop's timed steps
@@ -136,25 +128,20 @@ fn by_elimination(run: &Run, ledger: &mut Ledger, loop_s: Option<f64>) -> Option
     }
     a.finding = Some(crate::FindingId::HostBound);
     a.finding_gpu = crate::ledger::primary(run).map(|g| g.gpu);
-    let mut f = Finding::new(
+    let cost = Cost::of_accounts(&[&*a], 1.0, loop_s);
+    let f = Finding::new(
         crate::FindingId::HostBound,
         Severity::Warning,
-        format!(
-            "Host-side work inside the steps: the GPU idle {:.0}% of the wall time between the loop's data waits",
-            100.0 * a.share
-        ),
+        "Host-side work inside the steps: the GPU idle {wall} of the wall time between the loop's data waits".into(),
     )
-    .with("seconds", crate::round(a.seconds, 1))
-    .with("wall_share", a.share)
+    .priced(cost)
     .advise(&[
         "gpulse run samples the job's main thread (unless --no-stacks) and names the line and the mechanism of this time",
         "remove per-step synchronizations: .item(), .cpu(), print(loss) and torch.cuda.synchronize() inside the loop",
         "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs; do more work per launch with a larger batch",
     ])
     .limit("by elimination: the steps' time less their measured waits, with the GPU idle; what the host did is not known");
-    if let Some(l) = loop_s.filter(|l| *l > 0.0) {
-        f = f.with("loop_share", crate::round((a.seconds / l).min(1.0), 3));
-    }
+    let mut f = f;
     if let Some(g) = a.finding_gpu {
         f = f.on_gpu(g);
     }

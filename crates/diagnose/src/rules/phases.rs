@@ -4,7 +4,7 @@
 //! measured time spent on purpose. It is reported when it is a material share of the wall time,
 //! and no other rule may blame it on anything else: those rules read the run without it.
 
-use crate::{AccountKind, Finding, FindingId, Ledger, Run, Severity, round};
+use crate::{AccountKind, Cost, Finding, FindingId, Ledger, Run, Severity, round};
 
 /// A tenth of the wall time in one phase is worth knowing; a quarter is a warning: the run
 /// spends more time on it than most bottlenecks cost.
@@ -41,6 +41,7 @@ fn util_in(run: &Run, spans: &[[f64; 2]]) -> Option<f64> {
 
 pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     let mut out = Vec::new();
+    let of = |kind: AccountKind| ledger.accounts.iter().filter(|a| a.account == kind).collect::<Vec<_>>();
     for a in ledger.accounts.iter().filter(|a| a.account == AccountKind::Phase) {
         let share = a.seconds / ledger.wall_s.max(1e-9);
         if share < PHASE_INFO {
@@ -54,9 +55,8 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             FindingId::MarkedPhase,
             severity,
             format!(
-                "The loop's '{}' phase took {:.0}% of the wall time: {} of {} on average (measured)",
+                "The loop's '{}' phase took {{wall}} of the wall time: {} of {} on average (measured)",
                 a.label,
-                100.0 * share,
                 spans.len(),
                 if mean_s >= 1.0 { format!("{mean_s:.1} s") } else { format!("{:.0} ms", 1000.0 * mean_s) }
             ),
@@ -65,8 +65,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         .with("phase_s", round(a.seconds, 1))
         .with("count", spans.len() as u64)
         .with("mean_s", round(mean_s, 2))
-        .costs(share, "marked_phase: the seconds in the loop's own phase marks over the wall time")
-        .with("wall_share", round(share, 4));
+        .priced(Cost::of_accounts(&[a], 1.0, None));
         if let (Some(first), Some(last)) = (spans.first(), spans.last()) {
             f = f.over([first[0], last[1]]);
         }
@@ -108,15 +107,13 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
                 FindingId::CheckpointWrites,
                 if writing >= PHASE_WARNING { Severity::Warning } else { Severity::Info },
                 format!(
-                    "The job wrote {:.1} GB to storage while the GPU stood idle, {:.0}% of the wall time: saving checkpoints, by its I/O counters",
-                    written / 1e9,
-                    100.0 * writing
+                    "The job wrote {:.1} GB to storage while the GPU stood idle, {{wall}} of the wall time: saving checkpoints, by its I/O counters",
+                    written / 1e9
                 ),
             )
             .with("written_gb", round(written / 1e9, 2))
             .with("seconds", round(secs, 1))
-            .costs(writing, "storage_write: the ledger's seconds of bulk writes with the GPU idle, over the wall time")
-            .with("wall_share", round(writing, 4))
+            .priced(Cost::of_accounts(&of(AccountKind::StorageWrite), 1.0, None))
             .advise(&[
                 "save asynchronously (torch.distributed.checkpoint.async_save, or a background thread writing a CPU copy of the state_dict)",
                 "save less often, or only the model's weights between full checkpoints; write to fast local disk",
@@ -140,11 +137,10 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             Finding::new(
                 FindingId::UnexplainedTime,
                 Severity::Info,
-                format!("{:.0}% of the wall time is in no account: {}", 100.0 * unexplained, parts.join(", ")),
+                format!("{{wall}} of the wall time is in no account: {}", parts.join(", ")),
             )
             .with("unexplained_s", round(ledger.seconds(AccountKind::Unexplained), 1))
-            .costs(unexplained, "unexplained: the ledger's seconds no mark, sample or finding accounts for")
-            .with("wall_share", round(unexplained, 4))
+            .priced(Cost::of_accounts(&of(AccountKind::Unexplained), 1.0, None))
             .advise(&[
                 "mark the loop: gpulse run --instrument times steps and data waits; with gpulse.phase(\"name\") around evaluation, logging or anything else, its time gets an account of its own",
             ])

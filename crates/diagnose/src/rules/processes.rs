@@ -507,8 +507,8 @@ mod tests {
         assert!((ledger.seconds(AccountKind::GpuWork) - 12.0).abs() < 0.01, "{ledger:?}");
         assert!((ledger.seconds(AccountKind::GpuOthers) - 17.1).abs() < 0.01, "{ledger:?}");
         assert_eq!(
-            shared.evidence["wall_share"],
-            crate::round(ledger.share(AccountKind::GpuOthers), 4),
+            shared.wall_share(),
+            Some(crate::round(ledger.share(AccountKind::GpuOthers), 4)),
             "the account's share, rounded once as the ledger rounds it"
         );
     }

@@ -355,7 +355,7 @@ mod tests {
         let two = [(10.0, 12.0), (25.0, 27.0)];
         // 4 s of 40 s: 10 %; of 40.5 s: 9.9 %.
         let f = stall(&paused(40.0, 90.0, 0.0, &two)).unwrap();
-        assert_eq!((f.severity, f.lost_share), (Severity::Warning, Some(0.1)));
+        assert_eq!((f.severity, f.own_share()), (Severity::Warning, Some(0.1)));
         assert_eq!(stall(&paused(40.5, 90.0, 0.0, &two)).unwrap().severity, Severity::Info);
     }
 

@@ -55,7 +55,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let mut f = Finding::new(
         FindingId::Startup,
         severity,
-        format!("The first step ended {first_step_s:.1} s into the run: {:.0}% of it before training", 100.0 * share),
+        format!("The first step ended {first_step_s:.1} s into the run: {{wall}} of it before training"),
     )
     .over([0.0, first_step_s])
     .with("first_step_s", round(first_step_s, 1))
@@ -134,7 +134,7 @@ mod tests {
     fn startup_from_5_s_and_a_tenth_of_the_run_a_warning_from_a_quarter_and_a_minute() {
         assert!(findings(&started(9.9, None)).is_empty(), "under a tenth");
         let f = findings(&started(10.0, None));
-        assert_eq!((ids(&f), f[0].severity, f[0].lost_share), (vec!["startup"], Severity::Info, Some(0.1)));
+        assert_eq!((ids(&f), f[0].severity, f[0].own_share()), (vec!["startup"], Severity::Info, Some(0.1)));
         assert!(f[0].limits.iter().any(|l| l.contains("not split")));
         assert_eq!(findings(&started(30.0, None))[0].severity, Severity::Info, "a quarter, under a minute");
         let long = |first_s: f64, end_s: f64| {

@@ -36,16 +36,13 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
     let mut f = Finding::new(
         FindingId::InputBound,
         severity,
-        format!(
-            "The loop waits for data {:.0}% of the loop's time (measured in the loop, which marks no steps)",
-            100.0 * share
-        ),
+        "The loop waits for data {loop} of the loop's time (measured in the loop, which marks no steps)".to_owned(),
     )
     .over(window)
     .with("data_wait_s", round(waited, 1))
     .with("data_wait_share_pct", round(100.0 * share, 1))
     .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1))
-    .costs(share, "measured_data_wait: the loop's own timing of each wait for a batch");
+    .costs_of_loop(share, "measured_data_wait: the loop's own timing of each wait for a batch");
     if run.worker_count > 0 {
         f = f.with("dataloader_workers", run.worker_count as u64);
     }
@@ -93,8 +90,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
         FindingId::InputBound,
         severity,
         format!(
-            "The loop waits for data {:.0}% of the loop's time: {:.0} ms of each {:.0} ms step (measured in the loop)",
-            100.0 * share,
+            "The loop waits for data {{loop}} of the loop's time: {:.0} ms of each {:.0} ms step (measured in the loop)",
             wait_ms,
             1000.0 * steps.mean_step_s()
         ),
@@ -108,7 +104,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     .with("data_wait_mean_ms", round(wait_ms, 1))
     .with("step_mean_ms", round(1000.0 * steps.mean_step_s(), 1))
     .with("speedup_if_hidden", round(1.0 / (1.0 - share).max(0.01), 1))
-    .costs(share, "measured_data_wait: the loop's own timing of each wait for a batch");
+    .costs_of_loop(share, "measured_data_wait: the loop's own timing of each wait for a batch");
     if let Some(r) = regimes {
         f.title += &format!(
             "; {:.0}% up to {:.0} s, then {:.0}% ({:.0} ms steps, then {:.0} ms)",

@@ -80,7 +80,7 @@ mod tests {
         assert_eq!(pipes(50.0, 20.0, 5.0), ["tensor_idle"], "at every edge");
         let mut g = steady(0, 95.0, 21);
         (g.sm_pct, g.fp32_pct, g.tensor_pct) = (vec![Some(90.0); 21], vec![Some(72.0); 21], vec![Some(0.0); 21]);
-        assert_eq!(findings(&run(vec![g]))[0].lost_share, Some(0.63), "72 % of the time, 7/8 of it saved");
+        assert_eq!(findings(&run(vec![g]))[0].own_share(), Some(0.63), "72 % of the time, 7/8 of it saved");
         assert!(pipes(49.9, 60.0, 0.0).is_empty(), "the SMs wait: another finding's matter");
         assert!(pipes(90.0, 19.9, 0.0).is_empty(), "memory-bound FP32 work: no matmuls to move");
         assert!(pipes(90.0, 60.0, 5.1).is_empty(), "the tensor cores work");

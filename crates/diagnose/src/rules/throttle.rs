@@ -96,7 +96,7 @@ mod tests {
         let f = findings(&clocked(10, 1, 0x20, 1500.0));
         assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Warning), "1 of 10");
         // A tenth of the time at 1500 of 2000 MHz: 2.5 % of the run.
-        assert_eq!(f[0].lost_share, Some(0.025));
+        assert_eq!(f[0].own_share(), Some(0.025));
         assert!(findings(&clocked(11, 1, 0x20, 1500.0)).is_empty(), "1 of 11");
     }
 
@@ -105,7 +105,7 @@ mod tests {
         // Clock 1799 of 2000: 10.05 % lost; 1801: 9.95 %.
         let f = findings(&clocked(10, 5, 0x4, 1799.0));
         assert_eq!((ids(&f), f[0].severity), (vec!["throttling"], Severity::Info));
-        assert_eq!(f[0].lost_share, Some(0.05), "half the time, a tenth of the clock");
+        assert_eq!(f[0].own_share(), Some(0.05), "half the time, a tenth of the clock");
         assert!(findings(&clocked(10, 5, 0x4, 1801.0)).is_empty(), "the cap, at little cost");
         assert!(findings(&clocked(11, 1, 0x4, 1000.0)).is_empty(), "1 of 11 samples");
         assert_eq!(ids(&findings(&clocked(10, 1, 0x4, 1000.0))), ["throttling"], "1 of 10");

@@ -101,15 +101,14 @@ fn measured(run: &Run) -> Option<Finding> {
         FindingId::TransferBound,
         if share >= 0.5 { Severity::Critical } else { Severity::Warning },
         format!(
-            "Copies to the GPU hold the loop up {:.0}% of its time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
-            100.0 * share,
+            "Copies to the GPU hold the loop up {{loop}} of its time: {} copies of {mean_ms:.0} ms on average (measured in the loop)",
             copies.len()
         ),
     )
     .with("copies", copies.len() as u64)
     .with("copy_mean_ms", round(mean_ms, 1))
     .with("copy_share_pct", round(100.0 * share, 1))
-    .costs(share, "measured_copies: the loop's own timing of each copy to the GPU that blocked it");
+    .costs_of_loop(share, "measured_copies: the loop's own timing of each copy to the GPU that blocked it");
     if let Some(g) = run.gpus.iter().find(|g| traffic(g).is_some_and(|t| t.0 > 0.0)) {
         let (rx, _) = traffic(g).unwrap_or_default();
         // The rate the blocking copies ran at: the link's bytes over the time spent copying.
@@ -230,7 +229,7 @@ mod tests {
         assert!(findings(&copying(share(0.89), Some(10.0))).is_empty());
         let f = findings(&copying(share(0.91), Some(10.0)));
         assert_eq!(ids(&f), ["transfer_bound"]);
-        assert_eq!(f[0].lost_share, Some(0.9), "the SMs' idle time");
+        assert_eq!(f[0].own_share(), Some(0.9), "the SMs' idle time");
         assert_eq!(f[0].basis, crate::Basis::Inferred);
         assert_eq!(f[0].evidence["evidence_supports"], "pageable", "pinned: 1.4 % of the time");
         assert!(f[0].advice[0].contains("pinned"), "{:?}", f[0].advice);
@@ -255,7 +254,7 @@ mod tests {
         r.copies_s = (0..20).map(|i| [f64::from(i), f64::from(i) + 0.21]).collect();
         let f = findings(&r);
         assert_eq!(
-            (ids(&f), f[0].basis, f[0].lost_share),
+            (ids(&f), f[0].basis, f[0].cost.as_ref().and_then(|c| c.loop_share)),
             (vec!["transfer_bound"], crate::Basis::Measured, Some(0.21))
         );
     }

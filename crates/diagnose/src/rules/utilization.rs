@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn an_inferred_finding_costs_the_gpus_idle_time() {
         let f = findings(&run(vec![steady(0, 30.0, 20)]), &[]);
-        assert_eq!((f[0].lost_share, f[0].basis), (Some(0.7), crate::Basis::Inferred));
+        assert_eq!((f[0].own_share(), f[0].basis), (Some(0.7), crate::Basis::Inferred));
     }
 
     #[test]
@@ -471,7 +471,7 @@ mod tests {
         assert!(ids(&imbalance(&run(vec![steady(0, 90.0, 20)]))).is_empty(), "one GPU");
         // 80 and 40: evened out at 60, each step is a quarter shorter.
         let f = imbalance(&run(vec![steady(0, 80.0, 20), steady(1, 40.0, 20)]));
-        assert_eq!(f[0].lost_share, Some(0.25));
+        assert_eq!(f[0].own_share(), Some(0.25));
     }
 
     #[test]

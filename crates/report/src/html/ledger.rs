@@ -62,11 +62,11 @@ pub fn section(ledger: &Ledger) -> String {
         };
         let _ = write!(
             s,
-            "<tr><td style=\"background:{}\"></td><td>{}</td><td>{:.1}</td><td>{:.0}%</td><td>{basis}</td><td>{}</td></tr>",
+            "<tr><td style=\"background:{}\"></td><td>{}</td><td>{:.1}</td><td>{}</td><td>{basis}</td><td>{}</td></tr>",
             color(a.account),
             esc(&name(a)),
             a.seconds,
-            100.0 * a.seconds / ledger.wall_s,
+            gpulse_diagnose::pct(a.share),
             esc(&a.evidence)
         );
     }

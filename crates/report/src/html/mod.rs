@@ -22,8 +22,6 @@ use axis::TimeAxis;
 use chart::{Chart, Scope, Series, YRange};
 use overlay::Overlay;
 
-pub use summary::lost_share;
-
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

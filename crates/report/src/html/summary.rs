@@ -1,23 +1,16 @@
 //! The lines at the top of the report: what slowed the run and what it cost, the loop's pace, how
 //! long it ran and what ran.
 
-use gpulse_diagnose::Finding;
-
 use super::axis::duration;
 use crate::Analysis;
-
-/// The share of the run a finding cost, where its rule measured one (the ledger's account,
-/// else its own share).
-pub fn lost_share(f: &Finding) -> Option<f64> {
-    f.wall_share()
-}
 
 /// (label, text) pairs, in the order shown.
 pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let cause = match a.diagnosis.findings.first() {
         Some(f) => {
-            let cost = lost_share(f).map_or(String::new(), |l| format!("; it cost about {:.0}% of the run", 100.0 * l));
+            let cost =
+                f.wall_share().map_or(String::new(), |l| format!("; it cost {} of the run", gpulse_diagnose::pct(l)));
             format!("{} ({}){cost}", f.title, f.id)
         }
         None => "none found".to_owned(),
@@ -62,7 +55,7 @@ pub fn facts(input: &str, a: &Analysis, length_s: f64) -> Vec<(&'static str, Str
 
 #[cfg(test)]
 mod tests {
-    use gpulse_diagnose::Severity;
+    use gpulse_diagnose::{Finding, Severity};
 
     use super::*;
 
@@ -77,8 +70,8 @@ mod tests {
         };
         let cause = |a: &Analysis| facts("x.db", a, 75.0)[0].1.clone();
         assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall)");
-        a.diagnosis.findings[0].lost_share = Some(0.203);
-        assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall); it cost about 20% of the run");
+        a.diagnosis.findings[0].cost = Some(gpulse_diagnose::Cost::of_ledger(15.2, 75.0, None, vec!["stall"]));
+        assert_eq!(cause(&a), "GPU 0 stalls (periodic_stall); it cost 20% of the run");
         let f = facts("x.db", &a, 75.0);
         assert_eq!(f[1], ("Run", "1 min 15 s from 1970-01-01 00:00:00 UTC; 1 GPU, 3 samples".to_owned()));
         assert!(!f.iter().any(|l| l.0 == "Training loop" || l.0 == "Command"), "not in the input: not shown");
