@@ -7,10 +7,24 @@ Nothing is imported eagerly: an import hook patches ``torch.utils.data.dataloade
 """
 
 import importlib.abc
+import json
 import sys
 import time
 
 from . import _events
+
+
+def _settings(it):
+    """The DataLoader's settings, as its iterator holds them, in JSON."""
+    fields = {
+        "num_workers": getattr(it, "_num_workers", None),
+        "pin_memory": getattr(it, "_pin_memory", None),
+        "persistent_workers": getattr(it, "_persistent_workers", None),
+        "prefetch_factor": getattr(it, "_prefetch_factor", None),
+        "batch_size": getattr(getattr(it, "_index_sampler", None), "batch_size", None),
+    }
+    kept = {k: v for k, v in fields.items() if isinstance(v, (bool, int))}
+    return json.dumps(kept, separators=(",", ":"))
 
 
 def _patch_dataloader(module):
@@ -24,8 +38,9 @@ def _patch_dataloader(module):
             return inner(self)
         if getattr(self, "_num_yielded", 1) == 0:
             # A fresh iterator: an epoch (or an evaluation) starts, and without
-            # persistent_workers its workers start with it.
-            _events.mark("loader_start", "{}")
+            # persistent_workers its workers start with it. Its settings say what
+            # advice the loop already follows.
+            _events.mark("loader_start", _settings(self))
         start = time.time_ns()
         try:
             return inner(self)

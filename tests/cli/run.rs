@@ -274,6 +274,17 @@ fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
     assert!((measured - truth_pct).abs() <= 5.0, "{measured} vs {truth_pct}");
     let ids: Vec<&str> = doc["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&"input_bound"), "{ids:?}");
+    let input = doc["findings"].as_array().unwrap().iter().find(|f| f["id"] == "input_bound").unwrap();
+    // The loader's settings as the iterator held them, and no advice the loop already follows.
+    assert_eq!(input["evidence"]["dataloader"]["pin_memory"], true, "{input:#}");
+    assert_eq!(input["evidence"]["dataloader"]["num_workers"], 0, "{input:#}");
+    assert_eq!(input["evidence"]["dataloader"]["batch_size"], 1, "{input:#}");
+    let advice: Vec<&str> = input["advice"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(!advice.iter().any(|a| a.contains("pin_memory=True") || a.contains("persistent_workers")), "{advice:?}");
+    // No workers: the main thread builds each batch, sleeping in the dataset's own line.
+    assert_eq!(input["evidence"]["loader_site"], "python/train_loop.py:28 SlowDataset.__getitem__", "{input:#}");
+    assert_eq!(input["evidence"]["loader_state"], "sleep", "{input:#}");
+    assert!(advice[0].contains("python/train_loop.py:28 SlowDataset.__getitem__"), "{advice:?}");
     assert!(err.contains("waiting for data"), "the summary at exit: {err}");
     // The summary counts the steps the loop took, and says the rate is over the ones after the
     // first (whose mark opens the window), as the loop's own timing has it.

@@ -29,7 +29,7 @@ class SlowDataset:
         return i
 
 
-loader = DataLoader(SlowDataset(), batch_size=1)
+loader = DataLoader(SlowDataset(), batch_size=1, pin_memory=True)
 opt = torch.optim.SGD([], lr=0.1)
 waits, copies, saves, ends = [], [], [], []
 it = iter(loader)

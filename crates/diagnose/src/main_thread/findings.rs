@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::loader::workers_site;
 use super::{Domain, ThreadState, main_pid, points, site_text};
 use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
 use crate::rules::MATERIAL;
@@ -234,8 +235,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting for the DataLoader: where its workers spend their time is the line to speed up.
         let workers =
             (state == ThreadState::Ipc && domain == Some(Domain::DataLoader)).then(|| workers_site(run)).flatten();
-        if let Some((site, what)) = &workers {
-            f = f.with("worker_site", site.as_str()).with("worker_state", what.as_str());
+        if let Some(w) = &workers {
+            f = f.with(w.evidence_key(), w.site.as_str()).with("worker_state", w.state.as_str());
         }
         if let Some(gpu) = gpu {
             f = f.on_gpu(gpu);
@@ -260,38 +261,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
             );
         }
-        if let Some((site, what)) = workers {
-            f.advice.insert(
-                0,
-                format!(
-                    "the DataLoader's workers spend their time {} at {site}: that is the line to make faster",
-                    what.words()
-                ),
-            );
+        if let Some(w) = workers {
+            f.advice.insert(0, w.advice());
         }
         out.push(f);
     }
     ledger
-}
-
-/// The DataLoader workers' most sampled site and its state, over all their samples.
-fn workers_site(run: &Run) -> Option<(String, ThreadState)> {
-    let st = &run.stacks;
-    let workers: Vec<u32> =
-        st.processes.iter().filter(|p| p.role == gpulse_model::ProcessRole::Worker).map(|p| p.pid).collect();
-    let mut classifier = super::Classifier::default();
-    let mut by: HashMap<(u32, ThreadState), usize> = HashMap::new();
-    for s in st.samples.iter().filter(|s| workers.contains(&s.pid)) {
-        *by.entry((s.stack, classifier.classify(st, s).state)).or_default() += 1;
-    }
-    // By site: stacks that end on the same line of the workers' code are one site.
-    let mut sites: HashMap<(String, ThreadState), usize> = HashMap::new();
-    for ((stack, state), n) in by {
-        if let Some(site) = site_text(st, stack) {
-            *sites.entry((site, state)).or_default() += n;
-        }
-    }
-    sites.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|(k, _)| k)
 }
 
 fn upper(s: &str) -> String {

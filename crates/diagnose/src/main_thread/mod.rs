@@ -10,6 +10,7 @@
 
 mod classify;
 mod findings;
+mod loader;
 
 use std::collections::HashMap;
 
@@ -165,6 +166,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
 }
 
 pub(crate) use findings::split;
+pub(crate) use loader::loader_site;
 
 #[cfg(test)]
 mod tests;

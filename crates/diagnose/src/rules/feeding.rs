@@ -26,12 +26,82 @@ pub(crate) fn dataloader_seen(run: &Run) -> bool {
         || run.stacks.processes.iter().any(|p| p.role == gpulse_model::ProcessRole::Worker)
         || run.stacks.frames.iter().any(|f| f.file.contains("torch/utils/data/"))
 }
-/// What else helps any loop that waits for data.
+/// What else helps any loop that waits for data, where its DataLoader's settings are not known.
 pub(crate) const INPUT_ADVICE: [&str; 3] = [
     "pin_memory=True, and .to(device, non_blocking=True) in the loop",
     "persistent_workers=True so workers survive between epochs; prefetch_factor=4 to queue more batches",
-    "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it",
+    AUGMENT,
 ];
+const AUGMENT: &str = "move heavy augmentation to the GPU (torchvision.transforms.v2 on tensors) or precompute it";
+
+/// A DataLoader's settings, as `--instrument` hears them at its first fresh iterator (the
+/// training loader's, in a loop that evaluates later); each `None` where it was not said.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LoaderSettings {
+    pub num_workers: Option<u64>,
+    pub pin_memory: Option<bool>,
+    pub persistent_workers: Option<bool>,
+    pub prefetch_factor: Option<u64>,
+    pub batch_size: Option<u64>,
+}
+
+pub(crate) fn loader_settings(run: &Run) -> Option<LoaderSettings> {
+    let e = run.events.iter().find(|e| {
+        e.0 == gpulse_model::EventKind::Mark
+            && e.2.get("name").and_then(|n| n.as_str()) == Some("loader_start")
+            && e.2.get("num_workers").is_some()
+    })?;
+    let u = |k: &str| e.2.get(k).and_then(serde_json::Value::as_u64);
+    let b = |k: &str| e.2.get(k).and_then(serde_json::Value::as_bool);
+    Some(LoaderSettings {
+        num_workers: u("num_workers"),
+        pin_memory: b("pin_memory"),
+        persistent_workers: b("persistent_workers"),
+        prefetch_factor: u("prefetch_factor"),
+        batch_size: u("batch_size"),
+    })
+}
+
+/// [`INPUT_ADVICE`] less what the loop's DataLoader already does, by its settings.
+pub(crate) fn input_advice(run: &Run) -> Vec<String> {
+    let Some(s) = loader_settings(run) else { return INPUT_ADVICE.iter().map(|a| (*a).to_owned()).collect() };
+    let mut out = Vec::new();
+    match s.pin_memory {
+        Some(true) => {}
+        _ => out.push("pin_memory=True, and .to(device, non_blocking=True) in the loop".to_owned()),
+    }
+    // Workers' settings mean nothing without workers: the advice to add them comes first.
+    if s.num_workers.is_some_and(|n| n > 0) {
+        let mut parts = Vec::new();
+        if s.persistent_workers != Some(true) {
+            parts.push("persistent_workers=True so workers survive between epochs");
+        }
+        if s.prefetch_factor.is_none_or(|p| p < 4) {
+            parts.push("prefetch_factor=4 to queue more batches");
+        }
+        if !parts.is_empty() {
+            out.push(parts.join("; "));
+        }
+    }
+    out.push(AUGMENT.to_owned());
+    out
+}
+
+/// The settings as evidence: what the advice was read against.
+pub(crate) fn settings_evidence(s: &LoaderSettings) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<serde_json::Value>| {
+        if let Some(v) = v {
+            m.insert(k.to_owned(), v);
+        }
+    };
+    put("num_workers", s.num_workers.map(Into::into));
+    put("pin_memory", s.pin_memory.map(Into::into));
+    put("persistent_workers", s.persistent_workers.map(Into::into));
+    put("prefetch_factor", s.prefetch_factor.map(Into::into));
+    put("batch_size", s.batch_size.map(Into::into));
+    m.into()
+}
 
 /// Cores the job could give DataLoader workers: those idle, by the machine's CPU (the job's own
 /// busy cores are not free). `None` without the host's CPU and core count.
@@ -153,6 +223,28 @@ pub(crate) fn storage_blocked(run: &Run) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The advice read against the settings `--instrument` heard: nothing the loader already does.
+    #[test]
+    fn input_advice_leaves_out_what_the_loader_already_does() {
+        let mut r = Run::default();
+        assert_eq!(input_advice(&r).len(), INPUT_ADVICE.len(), "no settings heard: all of it");
+        let settings = serde_json::json!({"name": "loader_start", "num_workers": 4, "pin_memory": true,
+            "persistent_workers": true, "prefetch_factor": 2, "batch_size": 64});
+        r.events.push((gpulse_model::EventKind::Mark, 1.0, settings));
+        let advice = input_advice(&r);
+        assert!(!advice.iter().any(|a| a.contains("pin_memory") || a.contains("persistent_workers")), "{advice:?}");
+        assert!(advice.iter().any(|a| a.contains("prefetch_factor=4")), "2 is torch's default: {advice:?}");
+        assert_eq!(loader_settings(&r).unwrap().batch_size, Some(64));
+        // Without workers, their settings mean nothing: only pinning and augmentation are left.
+        r.events[0].2 = serde_json::json!({"name": "loader_start", "num_workers": 0, "pin_memory": false});
+        let advice = input_advice(&r);
+        assert!(advice[0].starts_with("pin_memory=True"), "{advice:?}");
+        assert!(
+            !advice.iter().any(|a| a.contains("prefetch_factor") || a.contains("persistent_workers")),
+            "{advice:?}"
+        );
+    }
 
     /// 16 cores `host` % busy; the training tree, a process and four workers, at `tree` % of a
     /// core.

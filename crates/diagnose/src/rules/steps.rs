@@ -1,6 +1,8 @@
 //! Findings from the loop's own marks: the measured wait for data.
 
-use super::feeding::{DATA_WAIT_SHARE, INPUT_ADVICE, storage_blocked, workers_advice};
+use super::feeding::{
+    DATA_WAIT_SHARE, input_advice, loader_settings, settings_evidence, storage_blocked, workers_advice,
+};
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Half the time waiting: the input pipeline, not the model, sets the speed.
@@ -50,7 +52,7 @@ fn input_bound_unstepped(run: &Run) -> Vec<Finding> {
     if let Some(f) = storage(run, &mut f, window) {
         return vec![f];
     }
-    vec![f.advise(&INPUT_ADVICE)]
+    vec![with_loader(run, f)]
 }
 
 /// The storage evidence for a loop that waits for data, when its loaders wait on storage: the
@@ -71,6 +73,20 @@ fn storage(run: &Run, f: &mut Finding, [a, b]: [f64; 2]) -> Option<Finding> {
     } else {
         out.limit("the bytes read were not sampled: the read rate is unknown")
     })
+}
+
+/// A measured wait's mechanism and advice: the line the loader spends its time at (its workers',
+/// or the main thread's own `__getitem__` and collate), and the advice its settings leave.
+fn with_loader(run: &Run, mut f: Finding) -> Finding {
+    if let Some(s) = loader_settings(run) {
+        f = f.with("dataloader", settings_evidence(&s));
+    }
+    if let Some(l) = crate::main_thread::loader_site(run) {
+        f = f.with(l.evidence_key(), l.site.as_str()).with("loader_state", l.state.as_str());
+        f.advice.insert(0, l.advice());
+    }
+    f.advice.extend(input_advice(run));
+    f
 }
 
 /// `input_bound` resting on the data wait measured inside the loop.
@@ -142,7 +158,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
     if let Some(f) = storage(run, &mut f, steps.window_s) {
         return vec![f];
     }
-    vec![f.advise(&INPUT_ADVICE)]
+    vec![with_loader(run, f)]
 }
 
 #[cfg(test)]
