@@ -7,7 +7,7 @@ import urllib.parse
 # The newest recording schema this package reads: the one the gpulse beside it writes
 # (`gpulse_record::schema::SCHEMA_VERSION`; tests/cli/python_package.rs keeps the two equal).
 # Schemas 1 up to this one are read; a newer one is refused, as the gpulse command refuses it.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Tables with a millisecond (or microsecond) time column to turn into timestamps.
 _TIME_COLUMNS = {"t_ms": "ms", "t_us": "us", "first_ms": "ms"}

@@ -19,7 +19,14 @@ fn process(pid: u32, role: ProcessRole) -> SampledProcess {
 }
 
 fn sample(t_us: i64, pid: u32, stack: u32) -> ThreadSample {
-    ThreadSample { t_us, pid, stack, kernel: KernelState { state: 'R', syscall: None, wchan: None }, gil: Gil::Held }
+    ThreadSample {
+        clock: None,
+        t_us,
+        pid,
+        stack,
+        kernel: KernelState { state: 'R', syscall: None, wchan: None },
+        gil: Gil::Held,
+    }
 }
 
 /// A recording of `batches`, written with the recorder's own writer.

@@ -36,6 +36,7 @@ mod status;
 mod support;
 mod table;
 mod text_width;
+mod thread_clocks;
 mod top;
 mod typed_words;
 mod web_config;

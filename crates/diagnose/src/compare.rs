@@ -203,6 +203,8 @@ fn words(id: FindingId) -> Words {
         HostPython => {
             Words { gone: Some("host-side Python removed"), gap: Some("host-side Python"), gap_says_new: true }
         }
+        NativeCode => Words { gone: Some("native CPU code removed"), gap: Some("native CPU code"), ..PLAIN },
+        CoreWait => Words { gone: Some("wait for a core gone"), gap: Some("waits for a core"), ..PLAIN },
         GilContention => Words { gone: Some("GIL contention gone"), gap: Some("GIL contention"), ..PLAIN },
         SleepInLoop => Words { gone: Some("sleep in the loop gone"), gap: Some("a sleep in the loop"), ..PLAIN },
         NetworkWait => Words { gone: Some("network wait gone"), gap: Some("network waits"), ..PLAIN },

@@ -105,6 +105,10 @@ finding_ids! {
     NvlinkUnused = "nvlink_unused",
     /// The main thread runs Python (or native code called from it) while the GPU waits.
     HostPython = "main_thread_python",
+    /// The main thread runs native code that released the GIL (a torch CPU op, numpy).
+    NativeCode = "main_thread_native",
+    /// The main thread is ready to run but waits for a core (its clocks say so).
+    CoreWait = "core_wait",
     /// The main thread waits for the GIL another thread holds.
     GilContention = "gil_contention",
     /// The main thread sleeps while the GPU waits.
@@ -146,8 +150,8 @@ impl FindingId {
             | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
             | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython
-            | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked
-            | GpuShared | CpuOversubscribed => Concern::Job,
+            | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
+            | MainThreadBlocked | GpuShared | CpuOversubscribed => Concern::Job,
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,

@@ -407,7 +407,8 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         }
         EpochRestart => "Restarting the DataLoader's workers at each epoch",
         // The mechanism and its site, without the title's figures.
-        HostPython | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => {
+        HostPython | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait
+        | LockWait | MainThreadBlocked => {
             top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str())
         }
         InputBound => "Waiting for data (inferred from the GPU's idle bursts)",

@@ -34,7 +34,9 @@ pub use peak::{Arch, DevicePeak, Precision, device_peak};
 pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
-pub use stacks::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
+pub use stacks::{
+    Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
+};
 pub use table::{
     Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit,
     hand_read, metrics, table_metric,

@@ -110,6 +110,20 @@ pub struct ThreadSample {
     pub stack: u32,
     pub kernel: KernelState,
     pub gil: Gil,
+    /// The thread's clocks at the sample; `None` where the kernel keeps no schedstat, or in a
+    /// recording made before gpulse read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ThreadClock>,
+}
+
+/// A thread's own clocks, as the kernel keeps them (`/proc/PID/task/TID/schedstat`): time on a
+/// CPU and time ready to run but waiting for one, in µs since the thread started. The difference
+/// of two samples' clocks splits the time between them into running, waiting for a core, and off
+/// the CPU, where one snapshot can only say `R`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadClock {
+    pub cpu_us: u64,
+    pub wait_us: u64,
 }
 
 /// What the sampler sends up the pipeline: the frames and stacks new since its last batch, under

@@ -13,8 +13,10 @@
 /// not a bump, since readers of the version before read past it (`host_samples.swap_*`,
 /// `tree_samples.read_kib`, `write_kib`, `pss_kib`). 3: `markers.count` (a row may stand for
 /// many marks). 2: `markers`. 4: `gpu_samples` is a view over `gpu_sample_rows`; a query of
-/// `gpu_samples` reads the same columns from either. Every earlier version stays readable.
-pub const SCHEMA_VERSION: u32 = 4;
+/// `gpu_samples` reads the same columns from either. 5: `stack_samples.clocks`, the sampled
+/// threads' own clocks, which change what a main-thread sample's time is split into. Every earlier
+/// version stays readable.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Added in schema 3 without a bump (older readers never open it): the metric table's rows
 /// (`gpulse_model::TABLE`), one row per change of one metric's reading, keyed by the table's

@@ -7,7 +7,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
+use gpulse_model::{
+    Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
+};
 use rusqlite::{Connection, params};
 
 use crate::RecordError;
@@ -23,7 +25,9 @@ use crate::RecordError;
 /// - `stack_refusals`: why a process could not be sampled.
 /// - `stack_samples`: a run of one process's samples within one second (by `t_us`): the first
 ///   at `t_us`, each as three LEB128 varints: µs since the sample before (0 for the first),
-///   stack id, observation id.
+///   stack id, observation id. `clocks` (schema 5; NULL before) holds each sample's thread
+///   clocks in the same order: `0` where unread, else two varints, each a zigzag-coded change
+///   plus one of `cpu_us` and `wait_us` since the row's sample before (since 0 for the first).
 pub const CREATE_STACKS: &str = r#"
 CREATE TABLE stack_frames (
     id       INTEGER PRIMARY KEY,
@@ -66,7 +70,8 @@ CREATE TABLE stack_samples (
     id      INTEGER PRIMARY KEY,
     pid     INTEGER NOT NULL,
     t_us    INTEGER NOT NULL,
-    samples BLOB NOT NULL
+    samples BLOB NOT NULL,
+    clocks  BLOB
 );
 "#;
 
@@ -89,6 +94,9 @@ struct Run {
     last_us: i64,
     count: usize,
     bytes: Vec<u8>,
+    clocks: Vec<u8>,
+    /// The clock of the row's last sample that had one.
+    last_clock: ThreadClock,
 }
 
 /// What the writer holds between batches.
@@ -248,10 +256,20 @@ impl Written {
             last_us: s.t_us,
             count: 0,
             bytes: Vec::with_capacity(64 * 5),
+            clocks: Vec::with_capacity(64 * 5),
+            last_clock: ThreadClock { cpu_us: 0, wait_us: 0 },
         });
         put_varint(&mut run.bytes, (s.t_us - run.last_us) as u64);
         put_varint(&mut run.bytes, u64::from(s.stack));
         put_varint(&mut run.bytes, u64::from(obs));
+        match s.clock {
+            Some(c) => {
+                put_varint(&mut run.clocks, zigzag(c.cpu_us as i64 - run.last_clock.cpu_us as i64) + 1);
+                put_varint(&mut run.clocks, zigzag(c.wait_us as i64 - run.last_clock.wait_us as i64) + 1);
+                run.last_clock = c;
+            }
+            None => put_varint(&mut run.clocks, 0),
+        }
         run.last_us = s.t_us;
         run.count += 1;
         Ok(())
@@ -259,8 +277,10 @@ impl Written {
 
     fn flush(&mut self, conn: &Connection, pid: u32) -> Result<(), RecordError> {
         if let Some(run) = self.runs.remove(&pid) {
-            conn.prepare_cached("INSERT INTO stack_samples (pid, t_us, samples) VALUES (?1, ?2, ?3)")?
-                .execute(params![pid, run.first_us, run.bytes])?;
+            // A row without one clock stores none: NULL, as a recording made before them.
+            let clocks = (run.clocks.len() > run.count).then_some(run.clocks);
+            conn.prepare_cached("INSERT INTO stack_samples (pid, t_us, samples, clocks) VALUES (?1, ?2, ?3, ?4)")?
+                .execute(params![pid, run.first_us, run.bytes, clocks])?;
         }
         Ok(())
     }
@@ -328,10 +348,19 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
     }
     batch.refusals =
         crate::read::rows(conn, "SELECT pid, text FROM stack_refusals ORDER BY rowid", |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let mut stmt = conn.prepare("SELECT pid, t_us, samples FROM stack_samples ORDER BY id")?;
+    // Schema 4 and before kept no clocks.
+    let has_clocks = conn.prepare("SELECT clocks FROM stack_samples LIMIT 0").is_ok();
+    let query = if has_clocks {
+        "SELECT pid, t_us, samples, clocks FROM stack_samples ORDER BY id"
+    } else {
+        "SELECT pid, t_us, samples, NULL FROM stack_samples ORDER BY id"
+    };
+    let mut stmt = conn.prepare(query)?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         let (pid, mut t_us, bytes): (u32, i64, Vec<u8>) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let clocks: Option<Vec<u8>> = r.get(3)?;
+        let (mut cpos, mut last) = (0, ThreadClock { cpu_us: 0, wait_us: 0 });
         let mut pos = 0;
         while pos < bytes.len() {
             let mut next = || get_varint(&bytes, &mut pos);
@@ -342,7 +371,29 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
             let Some((kernel, gil)) = obs.get(&(o as u32)) else {
                 return Err(damaged(format!("stack_samples names observation {o}, which stack_obs lacks")));
             };
-            batch.samples.push(ThreadSample { t_us, pid, stack: stack as u32, kernel: kernel.clone(), gil: *gil });
+            let clock = match &clocks {
+                Some(c) => {
+                    let cut = || damaged(format!("the clocks of a row of stack_samples (pid {pid}) are cut"));
+                    match get_varint(c, &mut cpos).ok_or_else(cut)? {
+                        0 => None,
+                        cpu => {
+                            let wait = get_varint(c, &mut cpos).filter(|w| *w > 0).ok_or_else(cut)?;
+                            let add = |base: u64, v: u64| base.saturating_add_signed(unzigzag(v - 1));
+                            last = ThreadClock { cpu_us: add(last.cpu_us, cpu), wait_us: add(last.wait_us, wait) };
+                            Some(last)
+                        }
+                    }
+                }
+                None => None,
+            };
+            batch.samples.push(ThreadSample {
+                t_us,
+                pid,
+                stack: stack as u32,
+                kernel: kernel.clone(),
+                gil: *gil,
+                clock,
+            });
         }
     }
     // Rows are written a second per process as each completes: put back in time order.
@@ -350,6 +401,14 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
     let mut stacks = Stacks::default();
     stacks.add(batch);
     Ok(stacks)
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
 /// Fills `full[i]` with stack `i`'s whole frame list, resolving its bases first (a chain may be
@@ -413,5 +472,8 @@ mod tests {
         }
         assert_eq!(pos, out.len());
         assert_eq!(get_varint(&[0x80], &mut 0), None);
+        for v in [0, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
     }
 }

@@ -60,8 +60,8 @@ fn schema_versions_read_and_refused() {
     w.host(&no_swap).unwrap();
     w.finish().unwrap();
     let rec = gpulse_record::read(&p).unwrap();
-    assert_eq!(rec.meta["schema_version"], "4");
-    assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 4);
+    assert_eq!(rec.meta["schema_version"], "5");
+    assert_eq!(gpulse_record::schema::SCHEMA_VERSION, 5);
     assert_eq!(rec.host, [swapping, no_swap], "swap read back as written, an unread one absent");
     // The real dl_bound recording is schema 2 from before `count`: one mark a row.
     let v2 = gpulse_fixtures::path("h200-gpulse-run/dl_bound.db");

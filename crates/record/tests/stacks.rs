@@ -85,13 +85,13 @@ fn batches() -> Vec<StackBatch> {
     while t < T0 + 3_500_000 {
         let o = &observations[rng.next() as usize % observations.len()];
         let stack = (rng.next() % 3) as u32;
-        samples.push(ThreadSample { t_us: t, pid: 4242, stack, kernel: o.0.clone(), gil: o.1 });
+        samples.push(ThreadSample { clock: None, t_us: t, pid: 4242, stack, kernel: o.0.clone(), gil: o.1 });
         t += 15_000 + (rng.next() % 10_000) as i64;
     }
     // The worker from its first sample at 1 s on, at 10 Hz.
     let mut t = T0 + 1_000_017;
     while t < T0 + 3_500_000 {
-        samples.push(ThreadSample { t_us: t, pid: 4300, stack: 1, kernel: running(), gil: Gil::Held });
+        samples.push(ThreadSample { clock: None, t_us: t, pid: 4300, stack: 1, kernel: running(), gil: Gil::Held });
         t += 97_531;
     }
     samples.sort_by_key(|s| (s.t_us, s.pid));
@@ -257,7 +257,7 @@ fn hour_at_50_hz(path: &Path) -> (u64, usize) {
                 _ => (sleeping(230, "hrtimer_nanosleep"), Gil::Free),
             };
             let stack = if rng.next().is_multiple_of(50) { next_stack - 1 } else { S + (rng.next() % 30) as u32 };
-            batch.samples.push(ThreadSample { t_us: t, pid: 31337, stack, kernel, gil });
+            batch.samples.push(ThreadSample { clock: None, t_us: t, pid: 31337, stack, kernel, gil });
             n += 1;
             // Jittered around 20 ms, as the sampler's intervals are.
             t += 16_000 + (rng.next() % 8_000) as i64;

@@ -75,6 +75,7 @@ mod tests {
 
     fn sample(t_us: i64, pid: u32, stack: u32) -> ThreadSample {
         ThreadSample {
+            clock: None,
             t_us,
             pid,
             stack,

@@ -123,7 +123,8 @@ mod tests {
     fn profiles_share_frames_and_line_up_in_time() {
         let f = |n: &str, line| PyFrame { file: "/w/t.py".into(), line, function: n.into(), code: None };
         let k = KernelState { state: 'R', syscall: None, wchan: None };
-        let sample = |t_us, pid, stack| ThreadSample { t_us, pid, stack, kernel: k.clone(), gil: Gil::Held };
+        let sample =
+            |t_us, pid, stack| ThreadSample { clock: None, t_us, pid, stack, kernel: k.clone(), gil: Gil::Held };
         let mut s = Stacks::default();
         s.add(StackBatch {
             frames: vec![(0, f("main", 1)), (1, f("step", 2)), (2, f("load", 0))],

@@ -189,6 +189,16 @@ pub fn task_state(pid: u32, tid: u32) -> Option<char> {
     after.iter().find(|b| !b.is_ascii_whitespace()).map(|b| char::from(*b))
 }
 
+/// A thread's clocks (`/proc/PID/task/TID/schedstat`: ns on a CPU, ns ready but waiting for one),
+/// in µs; `None` when the kernel keeps no schedstat or the thread is gone.
+pub fn task_clock(pid: u32, tid: u32) -> Option<gpulse_model::ThreadClock> {
+    let mut buf = [0u8; 128];
+    let text = std::str::from_utf8(read_small(&format!("/proc/{pid}/task/{tid}/schedstat"), &mut buf)?).ok()?;
+    let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
+    let (cpu_ns, wait_ns) = (fields.next()??, fields.next()??);
+    Some(gpulse_model::ThreadClock { cpu_us: cpu_ns / 1000, wait_us: wait_ns / 1000 })
+}
+
 /// The system call a thread is blocked in (`/proc/PID/task/TID/syscall`'s first field: x86-64
 /// numbers there); `None` while it runs (`running`), between calls (`-1`), or unread (another
 /// user's thread, without the capability).
@@ -348,6 +358,27 @@ mod tests {
         assert!(handle(u32::MAX).is_none() && exited(&[]).is_empty());
     }
 
+    /// The clocks against the thread's own doing: spinning adds to its CPU time, sleeping does not.
+    #[test]
+    fn a_threads_clock_counts_its_time_on_a_cpu() {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        let pid = std::process::id();
+        let a = task_clock(pid, tid).expect("schedstat");
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(200) {
+            std::hint::spin_loop();
+        }
+        let b = task_clock(pid, tid).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let c = task_clock(pid, tid).unwrap();
+        // Spinning: on a CPU or waiting for one, the whole 200 ms; asleep, neither.
+        let spun = (b.cpu_us + b.wait_us) - (a.cpu_us + a.wait_us);
+        assert!((195_000..400_000).contains(&spun), "{a:?} {b:?}");
+        assert!(b.cpu_us - a.cpu_us >= 20_000, "{a:?} {b:?}");
+        assert!(c.cpu_us - b.cpu_us < 20_000, "asleep: {b:?} {c:?}");
+    }
+
     #[test]
     fn a_sleeping_thread_says_where_it_sleeps() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -364,6 +395,7 @@ mod tests {
         let me = std::process::id();
         assert_eq!(task_state(me, me), state(me), "read as procfs reads it");
         assert_eq!((task_state(u32::MAX, 1), task_syscall(u32::MAX, 1), task_wchan(u32::MAX, 1)), (None, None, None));
+        assert_eq!(task_clock(u32::MAX, 1), None);
     }
 
     #[test]

@@ -194,6 +194,7 @@ mod tests {
         run.stacks.frames = vec![PyFrame { file: "/w/t.py".into(), line: 3, function: "f".into(), code: None }];
         run.stacks.stacks = vec![vec![0]];
         let sample = |t_us: i64| ThreadSample {
+            clock: None,
             t_us,
             pid: 7,
             stack: 0,

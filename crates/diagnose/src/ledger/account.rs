@@ -123,8 +123,8 @@ impl FindingId {
             | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
             | Throttling | IdleHolder | ForeignProcess | GpuShared | CpuOversubscribed | DataParallel
             | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
-            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
-            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
+            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 
@@ -142,8 +142,8 @@ impl FindingId {
             | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
             | EpochRestart | Throttling | IdleHolder | ForeignProcess | CpuOversubscribed | DataParallel
             | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
-            | Xid | GpuResetPending | NvlinkUnused | HostPython | GilContention | SleepInLoop | NetworkWait
-            | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
+            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
         }
     }
 }

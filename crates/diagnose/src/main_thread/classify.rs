@@ -47,8 +47,13 @@ macro_rules! thread_states {
 }
 
 thread_states! {
-    /// Running code on a CPU: Python, or native code called from Python.
+    /// Running code on a CPU: Python, or native code called from Python that kept the GIL.
     Python => "python", "running Python on the host";
+    /// Running native code that let the GIL go: a torch CPU op, numpy, PIL, a codec.
+    Native => "native", "running native code with the GIL released";
+    /// Ready to run, waiting for a core: the host's other threads and processes hold them all
+    /// (measured by the thread's clocks).
+    CoreWait => "core_wait", "waiting for a core";
     /// Blocked on the device: `.item()`, `.cpu()`, `synchronize`, a blocking copy.
     GpuSync => "gpu_sync", "waiting for the GPU to finish";
     /// Ready to run Python, waiting for another thread to let the GIL go.
@@ -249,10 +254,24 @@ fn thread_lock_frame(f: &PyFrame) -> bool {
         || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
 }
 
-/// Whether a frame's line reads a file: the calls that release the GIL around a read.
+/// Whether a frame's line reads or writes a file: the calls that release the GIL around the I/O.
 fn reads_a_file(f: &PyFrame) -> bool {
-    const CALLS: [&str; 8] =
-        ["os.read(", ".read(", ".readinto(", ".readline(", "os.pread(", ".fromfile(", "np.load(", "torch.load("];
+    const CALLS: [&str; 14] = [
+        "os.read(",
+        ".read(",
+        ".readinto(",
+        ".readline(",
+        "os.pread(",
+        ".fromfile(",
+        "np.load(",
+        "torch.load(",
+        "fsync(",
+        "fdatasync(",
+        ".flush()",
+        ".write(",
+        "os.pwrite(",
+        ".tofile(",
+    ];
     f.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
 }
 
@@ -306,7 +325,7 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
     let wchan = k.wchan.as_deref().unwrap_or("");
     let measured = |state| (state, Basis::Measured);
     let inferred = |state| (state, Basis::Inferred);
-    let (state, basis) = if k.state == 'D' {
+    let (state, basis) = if k.state == 'D' || (k.state == 'R' && matches!(k.syscall, Some(nr::FSYNC | nr::FDATASYNC))) {
         measured(Disk)
     } else if leaf.is_some_and(syncs) && k.state != 'D' {
         // The line is a copy to the host or a synchronize: spinning (R) or blocked, the thread
@@ -326,6 +345,10 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
         // without it on a line that sleeps, the thread was woken and waits for a core, time the
         // loop's own clock counts as the sleep's.
         inferred(Sleep)
+    } else if k.state == 'R' && matches!(sample.gil, Gil::Other { .. }) && !leaf.is_some_and(releases_the_gil) {
+        // Ready to run Python while another thread holds the GIL: it runs once the holder lets
+        // go (its clocks say how much of the time it waited for a core meanwhile).
+        measured(GilWait)
     } else if matches!(k.state, 'R') {
         measured(Python)
     } else {
@@ -333,8 +356,12 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
             Some(nr::NANOSLEEP | nr::CLOCK_NANOSLEEP) => measured(Sleep),
             _ if wchan.contains("nanosleep") => measured(Sleep),
             Some(nr::FUTEX) => match sample.gil {
-                // Waiting for its own threads: a lock, a queue, a future.
-                _ if any(thread_lock_frame) => inferred(Lock),
+                // Waiting for a multiprocessing pool, or the DataLoader's pin-memory thread: the
+                // work is another process's.
+                _ if any(ipc_frame) => inferred(Ipc),
+                // Waiting for its own threads: a lock, a queue, a future, or a `with lock:`
+                // block (the lock's C code has no frame of its own).
+                _ if any(thread_lock_frame) || leaf.is_some_and(with_block) => inferred(Lock),
                 Gil::Other { .. } => measured(GilWait),
                 // The autograd engine's threads run the backward pass while the main thread
                 // waits for them: host-side work of the step, native code called from Python.
@@ -386,6 +413,17 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
         }
     };
     Class { state, domain: domain(frames), basis }
+}
+
+/// Whether a frame's line is a `with` statement: entering it may take a lock.
+fn with_block(f: &PyFrame) -> bool {
+    f.code.as_deref().is_some_and(|c| c.trim_start().starts_with("with "))
+}
+
+/// Whether a frame's line calls what releases the GIL while it runs or blocks: a running thread
+/// there need not hold it, whoever does.
+fn releases_the_gil(f: &PyFrame) -> bool {
+    reads_a_file(f) || sleeps(f) || syncs(f)
 }
 
 /// Whether the frame's line calls a sleep (`time.sleep(…)`, `asyncio.sleep(…)`).
@@ -448,6 +486,7 @@ mod tests {
 
     fn sample(state: char, syscall: Option<u32>, wchan: Option<&str>, gil: Gil) -> ThreadSample {
         ThreadSample {
+            clock: None,
             t_us: 0,
             pid: 1,
             stack: 0,

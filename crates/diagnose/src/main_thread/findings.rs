@@ -28,6 +28,8 @@ impl ThreadState {
     pub const fn finding(self) -> FindingId {
         match self {
             ThreadState::Python | ThreadState::GpuSync => FindingId::HostPython,
+            ThreadState::Native => FindingId::NativeCode,
+            ThreadState::CoreWait => FindingId::CoreWait,
             ThreadState::GilWait => FindingId::GilContention,
             ThreadState::Sleep => FindingId::SleepInLoop,
             ThreadState::Network => FindingId::NetworkWait,
@@ -71,6 +73,7 @@ fn top(map: &HashMap<u32, f64>) -> Option<u32> {
 pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Ledger {
     let Some(pid) = main_pid(run) else { return ledger };
     let pts = points(run, pid);
+    let clocked = pts.iter().any(|p| p.split) || run.stacks.samples.iter().any(|s| s.pid == pid && s.clock.is_some());
     let g = crate::ledger::primary(run);
     let splittable = |a: &Account| {
         a.account == AccountKind::HostSide
@@ -133,7 +136,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let part = parts.entry((state, p.class.domain)).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
-        part.samples += 1;
+        part.samples += usize::from(!p.split);
         if in_torch {
             part.in_torch += w;
         }
@@ -254,8 +257,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             holder.as_deref(),
         );
         // The kernel's state R is running or ready to run: on a saturated host, part of the time
-        // "running" was a wait for a core.
-        if saturated && state == ThreadState::Python {
+        // "running" was a wait for a core, unless the thread's clocks told the two apart.
+        if saturated && state == ThreadState::Python && !clocked {
             f.limits.push("the host's CPU was saturated (host_saturated): the kernel shows a thread waiting for a core as running, so part of this time is that wait".to_owned());
             f.advice.push(
                 "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
@@ -333,6 +336,12 @@ fn advice(
         (ThreadState::Python, _) => vec![format!(
             "the job's own Python{at} is the step's critical path: make it tensor operations, run it every N steps, or move it to the DataLoader's workers"
         )],
+        (ThreadState::Native, _) => vec![format!(
+            "native CPU code{at} runs on the main thread with the GIL released (a torch CPU op, numpy, PIL): run it on the GPU as tensor ops on CUDA tensors, or in the DataLoader's workers, where it overlaps the GPU's work"
+        )],
+        (ThreadState::CoreWait, _) => vec![
+            "the main thread is ready to run but every core is taken: free cores for the job (fewer DataLoader workers, torch.set_num_threads, OMP_NUM_THREADS=1 in workers, or fewer jobs on the node)".into(),
+        ],
         (ThreadState::GilWait, _) => vec![format!(
             "another thread holds the GIL{}: move its pure-Python work to a process (multiprocessing, a DataLoader worker), or make it release the GIL",
             holder.map(|h| format!(" at {h}")).unwrap_or_default()

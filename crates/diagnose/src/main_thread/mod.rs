@@ -9,6 +9,7 @@
 //! no idle time: it says where the GPU's queue drains.
 
 mod classify;
+mod clocks;
 mod findings;
 mod loader;
 
@@ -25,12 +26,15 @@ use crate::{Run, round};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Point {
     pub t_s: f64,
-    /// How long it stands for: to the process's next sample, at most two median gaps.
+    /// How long it stands for: half the gaps to the process's samples on either side, each at most
+    /// two median gaps.
     pub dur_s: f64,
     pub stack: u32,
     /// The stack of the thread that held the GIL, when another did.
     pub gil_stack: Option<u32>,
     pub class: Class,
+    /// Part of the sample before it (its wait for a core, by the thread's clocks), not a sample.
+    pub split: bool,
 }
 
 /// A process's samples, classified, in time order.
@@ -42,17 +46,39 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     gaps.sort_by(f64::total_cmp);
     let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
     let mut classifier = Classifier::default();
-    mine.iter()
+    // Where the reader tells who holds the GIL (some sample shows this thread holding it), a
+    // thread running with the GIL free runs native code that let it go: a torch CPU op, numpy.
+    let gil_told = mine.iter().any(|s| s.gil == gpulse_model::Gil::Held);
+    let pts = mine
+        .iter()
         .enumerate()
         .map(|(i, s)| {
-            let next = mine.get(i + 1).map_or(cap, |n| (t(n.t_us) - t(s.t_us)).clamp(0.0, cap));
+            // Half the gap on either side: the sampler's next read comes later after some states
+            // than after others (a thread in D state is slower to read), and the gap after alone
+            // would weigh those states by it.
+            let after = mine.get(i + 1).map(|n| (t(n.t_us) - t(s.t_us)).clamp(0.0, cap));
+            let before = i.checked_sub(1).map(|p| (t(s.t_us) - t(mine[p].t_us)).clamp(0.0, cap));
+            let next = match (before, after) {
+                (Some(b), Some(a)) => (a + b) / 2.0,
+                (Some(g), None) | (None, Some(g)) => g,
+                (None, None) => cap,
+            };
             let gil_stack = match s.gil {
                 gpulse_model::Gil::Other { stack } => Some(stack),
                 _ => None,
             };
-            Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class: classifier.classify(st, s) }
+            let mut class = classifier.classify(st, s);
+            if gil_told
+                && class.state == ThreadState::Python
+                && s.gil == gpulse_model::Gil::Free
+                && s.kernel.state == 'R'
+            {
+                class.state = ThreadState::Native;
+            }
+            Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }
         })
-        .collect()
+        .collect();
+    clocks::apply(&mine, pts)
 }
 
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
@@ -141,13 +167,14 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
                 })
                 .collect();
             states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
+            let samples = pts.iter().filter(|x| !x.split).count();
             let span = pts.last().zip(pts.first()).map_or(0.0, |(l, f)| l.t_s - f.t_s);
             let rate = st.rate_hz.iter().find(|r| r.0 == p.pid).map(|r| r.1).unwrap_or(if span > 0.0 {
-                (pts.len() - 1) as f64 / span
+                (samples - 1) as f64 / span
             } else {
                 0.0
             });
-            Profile { pid: p.pid, role: p.role, samples: pts.len(), rate_hz: round(rate, 1), states, refused: None }
+            Profile { pid: p.pid, role: p.role, samples, rate_hz: round(rate, 1), states, refused: None }
         })
         .collect();
     for (pid, why) in &st.refusals {

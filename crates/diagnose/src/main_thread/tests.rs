@@ -42,7 +42,14 @@ fn sample(t_s: f64, stack: u32) -> ThreadSample {
         1 | 3 => ('R', None, None, Gil::Held),
         _ => ('S', Some(230), Some("hrtimer_nanosleep".to_owned()), Gil::Free),
     };
-    ThreadSample { t_us: (t_s * 1e6) as i64, pid: 7, stack, kernel: KernelState { state, syscall, wchan }, gil }
+    ThreadSample {
+        clock: None,
+        t_us: (t_s * 1e6) as i64,
+        pid: 7,
+        stack,
+        kernel: KernelState { state, syscall, wchan },
+        gil,
+    }
 }
 
 /// 100 s, polled each second; the loop's steps marked from 10 to 90 s, its waits timed (none);
@@ -187,6 +194,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
     }
     for i in 0..400 {
         st.samples.push(ThreadSample {
+            clock: None,
             t_us: 10_000_000 + i * 200_000,
             pid: 8,
             stack: work,

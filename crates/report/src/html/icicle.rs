@@ -35,6 +35,8 @@ const CHAR_W: f64 = 6.0;
 pub fn color(state: ThreadState) -> (&'static str, &'static str) {
     match state {
         ThreadState::Python => ("#4a7fc1", "#ffffff"),
+        ThreadState::Native => ("#2f5d8f", "#ffffff"),
+        ThreadState::CoreWait => ("#c2185b", "#ffffff"),
         ThreadState::GpuSync => ("#3a9d4a", "#ffffff"),
         ThreadState::GilWait => ("#d43d3d", "#ffffff"),
         ThreadState::Sleep => ("#8c8c8c", "#ffffff"),
@@ -420,6 +422,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, (stack, kernel, gil))| ThreadSample {
+                    clock: None,
                     t_us: 20_000 * i as i64,
                     pid,
                     stack: *stack,

@@ -342,6 +342,7 @@ fn the_main_threads_states_are_counters() {
     let sample = |i: i64| {
         let asleep = i < 200;
         ThreadSample {
+            clock: None,
             t_us: 1_000_000_000 + i * 10_000,
             pid: 7,
             stack: 0,

@@ -181,7 +181,8 @@ impl Target {
                         WalkedGil::Other(frames) => Gil::Other { stack: w.intern(&frames, interner, &self.view) },
                     };
                     let stack = w.intern(&walked.frames, interner, &self.view);
-                    out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil });
+                    let clock = proc_info::task_clock(pid, pid);
+                    out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil, clock });
                     return Outcome::Sampled { walked: true };
                 }
                 Err(_) => {
@@ -239,7 +240,8 @@ impl Target {
             None => Gil::Free,
         };
         let stack = interner.stack(std::mem::take(&mut traces[main].frames), &self.view);
-        out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil });
+        let clock = proc_info::task_clock(pid, pid);
+        out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil, clock });
         Outcome::Sampled { walked: false }
     }
 }
@@ -294,6 +296,10 @@ fn main_thread(traces: &[StackTrace], pid: u32) -> Option<usize> {
 fn role<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<ProcessRole> {
     let has = |pred: &dyn Fn(&str, &str) -> bool| frames.clone().any(|(file, name)| pred(file, name));
     if has(&|file, name| name == "_worker_loop" && file.ends_with("torch/utils/data/_utils/worker.py")) {
+        return Some(ProcessRole::Worker);
+    }
+    // A multiprocessing pool's worker does the job's work, for the main process that waits on it.
+    if has(&|file, name| name == "worker" && file.ends_with("multiprocessing/pool.py")) {
         return Some(ProcessRole::Worker);
     }
     let helper = |file: &str, _: &str| {

@@ -1,0 +1,264 @@
+//! What one snapshot of a thread cannot tell, told by the thread's own clocks and the GIL: real
+//! CPU-only Python jobs under `gpulse run`, each timing its own parts (`time.thread_time`, or the
+//! wall time around the call), and `diagnose` of the recording. Each mechanism's account must be
+//! within 5 points of the job's own timing, and the first finding must name it at its line.
+
+use super::support::{gpulse, run};
+
+/// A job: its name, its script, and the arguments after its truth file's path.
+struct Job<'a> {
+    name: &'static str,
+    script: &'static str,
+    args: &'a [&'a str],
+}
+
+/// One job at a time: each times itself, and one saturates the host on purpose.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `job` under gpulse without a driver and returns (the job's own figures, the diagnosis,
+/// the script's file name).
+fn diagnose(job: &Job<'_>) -> (serde_json::Value, serde_json::Value, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    diagnose_alone(job)
+}
+
+/// [`diagnose`] where the caller holds [`ONE_AT_A_TIME`].
+fn diagnose_alone(job: &Job<'_>) -> (serde_json::Value, serde_json::Value, String) {
+    let dir = super::support::fresh_dir("thread-clocks", job.name);
+    let scenario = dir.join("scenario.json");
+    std::fs::write(&scenario, r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let script = dir.join(format!("{}.py", job.name));
+    std::fs::write(&script, job.script).unwrap();
+    let truth = dir.join("truth.json");
+    let rec = dir.join("r.db");
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario)
+        .env("PYTHONPATH", super::support::root().join("python"))
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .env("OMP_NUM_THREADS", "1");
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]);
+    cmd.arg(&rec).args(["--", "python3"]).arg(&script).arg(&truth).args(job.args);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&truth).unwrap()).unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    let d = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    (t, d, format!("{}.py", job.name))
+}
+
+/// The seconds of the ledger's accounts named `names`, as a share of the wall time.
+fn share(d: &serde_json::Value, names: &[&str]) -> f64 {
+    let accounts = d["ledger"]["accounts"].as_array().unwrap();
+    let s: f64 = accounts
+        .iter()
+        .filter(|a| names.contains(&a["account"].as_str().unwrap()))
+        .map(|a| a["seconds"].as_f64().unwrap())
+        .sum();
+    s / d["ledger"]["wall_s"].as_f64().unwrap()
+}
+
+/// Asserts the share of `names` is within 5 points of `truth_s` of the wall, and that the first
+/// finding is `id` at the script's `line`.
+fn within_5_points(d: &serde_json::Value, names: &[&str], truth_s: f64, id: &str, script: &str, line: u32) {
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let (got, want) = (share(d, names), truth_s / wall);
+    assert!((got - want).abs() < 0.05, "{names:?}: {got:.3} of the wall, the job's own timing {want:.3}: {d:#}");
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], id, "{d:#}");
+    let site = first["evidence"]["site"].as_str().unwrap();
+    assert!(site.contains(&format!("{script}:{line} ")), "{site}: {first:#}");
+}
+
+/// The main thread loops over pure Python while another thread spins on pure Python too: it is
+/// off its CPU about half the time, waiting for the GIL, as its own `thread_time` says.
+const GIL: &str = r#"import json, sys, threading, time
+stop = False
+def hog():
+    x = 0
+    while not stop:
+        x += 1
+for _ in range(2):
+    threading.Thread(target=hog, daemon=True).start()
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+t0 = time.perf_counter(); c0 = time.thread_time()
+while time.perf_counter() - t0 < 8:
+    work(20000)
+wall = time.perf_counter() - t0; cpu = time.thread_time() - c0
+stop = True
+json.dump({"loop_s": wall, "cpu_s": cpu}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn a_gil_starved_main_thread_is_told_by_its_own_clocks() {
+    let (t, d, script) = diagnose(&Job { name: "gil", script: GIL, args: &[] });
+    let (loop_s, cpu_s) = (t["loop_s"].as_f64().unwrap(), t["cpu_s"].as_f64().unwrap());
+    // Off its CPU: waiting for the GIL, or for a core to take it on.
+    within_5_points(
+        &d,
+        &["main_thread_gil_wait", "main_thread_core_wait"],
+        loop_s - cpu_s,
+        "gil_contention",
+        &script,
+        11,
+    );
+    assert!(d["findings"][0]["evidence"]["gil_holder_site"].as_str().unwrap().contains(&format!("{script}:6 hog")));
+}
+
+/// `write`, `flush` and `fsync` of each step: much of it on a CPU in the kernel, with the GIL
+/// released. That is file I/O, not Python.
+const FSYNC: &str = r#"import json, os, sys, time
+f = open(sys.argv[2], "wb")
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+t0 = time.perf_counter(); io = 0.0
+while time.perf_counter() - t0 < 8:
+    work(30000)
+    buf = b"x" * 65536
+    s = time.perf_counter()
+    f.write(buf); f.flush(); os.fsync(f.fileno())
+    io += time.perf_counter() - s
+json.dump({"loop_s": time.perf_counter() - t0, "io_s": io}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn fsync_in_the_loop_is_file_io_not_python() {
+    let dir = super::support::fresh_dir("thread-clocks", "fsync-data");
+    let data = dir.join("data.bin");
+    let (t, d, script) = diagnose(&Job { name: "fsync", script: FSYNC, args: &[data.to_str().unwrap()] });
+    let io_s = t["io_s"].as_f64().unwrap();
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let (got, want) = (share(&d, &["main_thread_disk"]), io_s / wall);
+    assert!((got - want).abs() < 0.05, "disk: {got:.3} of the wall, the job timed {want:.3}: {d:#}");
+    let disk = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "disk_wait").expect("disk_wait");
+    assert!(disk["evidence"]["site"].as_str().unwrap().contains(&format!("{script}:13 ")), "{disk:#}");
+    let python = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "main_thread_python");
+    assert!(python.is_none_or(|p| !p["evidence"]["site"].as_str().unwrap().contains(":13 ")), "{d:#}");
+}
+
+/// `with lock:` while another thread holds the lock 30 ms at a time: a futex wait with no frame
+/// of its own, on the `with` line.
+const LOCK: &str = r#"import json, sys, threading, time
+lock = threading.Lock()
+stop = False
+def holder():
+    while not stop:
+        with lock:
+            time.sleep(0.03)
+        time.sleep(0.001)
+threading.Thread(target=holder, daemon=True).start()
+t0 = time.perf_counter(); waited = 0.0
+while time.perf_counter() - t0 < 8:
+    s = time.perf_counter()
+    with lock:
+        waited += time.perf_counter() - s
+        x = sum(range(20000))
+wall = time.perf_counter() - t0
+stop = True
+json.dump({"loop_s": wall, "lock_s": waited}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn a_with_lock_block_is_a_lock_wait() {
+    let (t, d, script) = diagnose(&Job { name: "lock", script: LOCK, args: &[] });
+    within_5_points(&d, &["main_thread_lock"], t["lock_s"].as_f64().unwrap(), "lock_wait", &script, 13);
+}
+
+/// `Pool.map` of busy work: the main thread waits for the pool's processes, and the pool's
+/// workers, busier than it, are never taken for the job's main process.
+const POOL: &str = r#"import json, multiprocessing, sys, time
+def f(x):
+    end = time.perf_counter() + 0.002
+    while time.perf_counter() < end: pass
+    return x
+if __name__ == "__main__":
+    with multiprocessing.Pool(2) as p:
+        t0 = time.perf_counter(); waited = 0.0
+        while time.perf_counter() - t0 < 8:
+            s = time.perf_counter()
+            p.map(f, range(20))
+            waited += time.perf_counter() - s
+            x = sum(range(20000))
+        wall = time.perf_counter() - t0
+    json.dump({"loop_s": wall, "pool_s": waited}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn a_multiprocessing_pool_is_a_wait_on_other_processes() {
+    let (t, d, script) = diagnose(&Job { name: "pool", script: POOL, args: &[] });
+    within_5_points(&d, &["main_thread_ipc"], t["pool_s"].as_f64().unwrap(), "ipc_wait", &script, 11);
+    let first = &d["findings"][0];
+    assert!(!first["advice"][0].as_str().unwrap().contains("its own threads"), "{first:#}");
+    assert_eq!(d["stacks"][0]["role"], "main", "{:#}", d["stacks"]);
+}
+
+/// numpy's matrix product, which lets the GIL go for its BLAS call: native code, not Python. The
+/// job times the call's CPU time: a wait for a core in it is `core_wait`'s.
+const NATIVE: &str = r#"import json, sys, time
+import numpy as np
+a = np.random.rand(400, 400)
+def work(n):
+    x = 0
+    for i in range(n): x += i
+    return x
+t0 = time.perf_counter(); native = 0.0
+while time.perf_counter() - t0 < 8:
+    s = time.thread_time()
+    b = a @ a
+    native += time.thread_time() - s
+    work(20000)
+json.dump({"loop_s": time.perf_counter() - t0, "native_s": native}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn native_code_that_releases_the_gil_is_not_python() {
+    let (t, d, script) = diagnose(&Job { name: "native", script: NATIVE, args: &[] });
+    within_5_points(&d, &["main_thread_native"], t["native_s"].as_f64().unwrap(), "main_thread_native", &script, 11);
+    let advice = d["findings"][0]["advice"][0].as_str().unwrap();
+    assert!(!advice.contains("make it tensor operations"), "{advice}");
+}
+
+/// Pure Python while more processes than the machine has cores spin beside it: the kernel says R
+/// all along, the thread's clocks say how much of that was a wait for a core.
+const SATURATED: &str = r#"import json, sys, time
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+t0 = time.perf_counter(); c0 = time.thread_time()
+while time.perf_counter() - t0 < 8:
+    work(20000)
+wall = time.perf_counter() - t0; cpu = time.thread_time() - c0
+json.dump({"loop_s": wall, "cpu_s": cpu}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn on_a_saturated_host_the_wait_for_a_core_is_measured() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let _spin: Vec<super::support::KillOnDrop> = (0..=cores)
+        .map(|_| {
+            super::support::KillOnDrop::spawn(std::process::Command::new("python3").args(["-c", "while True: pass"]))
+        })
+        .collect();
+    let (t, d, script) = diagnose_alone(&Job { name: "saturated", script: SATURATED, args: &[] });
+    let (loop_s, cpu_s) = (t["loop_s"].as_f64().unwrap(), t["cpu_s"].as_f64().unwrap());
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let python = share(&d, &["main_thread_python"]);
+    assert!((python - cpu_s / wall).abs() < 0.05, "python {python:.3}, on its CPU {:.3}: {d:#}", cpu_s / wall);
+    let waited = share(&d, &["main_thread_core_wait"]);
+    assert!((waited - (loop_s - cpu_s) / wall).abs() < 0.05, "core wait {waited:.3}: {d:#}");
+    assert!(waited > 0.2, "{cores} cores, {} spinning beside it: {waited:.3}", cores + 1);
+    let python = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "main_thread_python").unwrap();
+    assert!(python["evidence"]["site"].as_str().unwrap().contains(&format!("{script}:5 ")), "{python:#}");
+    // Measured, not hedged: no word that the running time may hold the wait.
+    assert!(python["limits"].as_array().is_none_or(|l| l.is_empty()), "{python:#}");
+}
