@@ -7,6 +7,7 @@ mechanism. The loop marks its steps (gpulse.step()) and writes {"mech", "loop_s"
 
 Usage: python3 main_thread_workloads.py MECH SECONDS
 MECH: python numpy sync sleep network disk ipc gil lock optimizer recompile gpu_bound deep
+      fsync native withlock pool loader0
 """
 
 import json
@@ -119,10 +120,52 @@ elif mech == "recompile":
         return (x * 2 + 1).relu().sum()
 
     setup["f"] = f
+elif mech == "fsync":
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpulse_fsync_workload.bin")
+    setup["path"] = path
+    setup["f"] = open(path, "wb")
+elif mech == "native":
+    import torch.nn.functional as F
+
+    setup["img"] = torch.rand(8, 3, 256, 256)
+    setup["F"] = F
+elif mech == "withlock":
+    # Another thread holds the lock 30 ms at a time.
+    lock = threading.Lock()
+
+    def holder():
+        while True:
+            with lock:
+                time.sleep(0.03)
+            time.sleep(0.001)
+
+    threading.Thread(target=holder, daemon=True).start()
+    setup["lock"] = lock
+elif mech == "pool":
+    import multiprocessing
+
+    setup["pool"] = multiprocessing.get_context("fork").Pool(2)
+elif mech == "loader0":
+    from torch.utils.data import DataLoader, Dataset
+
+    class SlowLocal(Dataset):
+        def __len__(self):
+            return 1_000_000
+
+        def __getitem__(self, i):
+            time.sleep(0.025)
+            return torch.ones(16)
+
+    setup["it"] = iter(DataLoader(SlowLocal(), batch_size=1, num_workers=0, pin_memory=True))
 elif mech == "deep":
     # Eight idle threads beside the main one, as a training process has.
     for _ in range(8):
         threading.Thread(target=threading.Event().wait, daemon=True).start()
+
+
+def pool_work(x):
+    """A pool worker's share: 5 ms of pure Python."""
+    return busy_python(5)
 
 
 def one_host_step(i):
@@ -158,6 +201,20 @@ def one_host_step(i):
         busy_python(5)
     elif mech == "lock":
         setup["q"].get()
+    elif mech == "fsync":
+        f = setup["f"]
+        f.write(b"x" * 65536)
+        f.flush()
+        os.fsync(f.fileno())
+    elif mech == "native":
+        setup["F"].interpolate(setup["img"], scale_factor=2, mode="bilinear")
+    elif mech == "withlock":
+        with setup["lock"]:
+            busy_python(1)
+    elif mech == "pool":
+        setup["pool"].map(pool_work, range(8))
+    elif mech == "loader0":
+        next(setup["it"])
     elif mech == "optimizer":
         setup["opt"].step()
     elif mech == "recompile":
@@ -197,6 +254,6 @@ print(json.dumps(out), flush=True)
 if os.environ.get("TRUTH"):
     with open(os.environ["TRUTH"], "w") as f:
         json.dump(out, f)
-if mech == "disk":
+if mech in ("disk", "fsync"):
     os.unlink(setup["path"])
 os._exit(0)

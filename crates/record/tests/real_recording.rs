@@ -69,12 +69,16 @@ fn schema_versions_read_and_refused() {
     assert_eq!(old.meta["schema_version"], "2");
     assert!(!old.markers.is_empty() && old.markers.iter().all(|m| m.count == 1));
     assert!(!old.host.is_empty() && old.host.iter().all(|h| h.swap_total_bytes.is_none()), "no swap kept yet");
+    // A schema 3 recording with stacks loads them, without the clocks it never had.
+    let v4 = gpulse_record::read(&gpulse_fixtures::path("h200-main-thread/network.db")).unwrap();
+    assert_eq!(v4.meta["schema_version"], "3");
+    assert!(v4.stacks.samples.len() > 100 && v4.stacks.samples.iter().all(|s| s.clock.is_none()));
     // A schema from a later gpulse: refused, saying which.
     let conn = rusqlite::Connection::open(&p).unwrap();
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", []).unwrap();
     drop(conn);
     let e = gpulse_record::read(&p).unwrap_err().to_string();
-    assert!(e.contains("newer gpulse (schema 99, this one reads 4)"), "{e}");
+    assert!(e.contains("newer gpulse (schema 99, this one reads 5)"), "{e}");
 }
 
 /// From schema 4, `gpu_samples` is a view: a query of it still gets `t_ms` and `gpu` from each

@@ -82,10 +82,21 @@ fn batches() -> Vec<StackBatch> {
     let mut rng = Lcg(7);
     let mut samples = Vec::new();
     let mut t = T0 + 3_000;
+    // The thread's clocks: rising, unread one sample in five, and once lower than before (the
+    // thread reread after a restart): every change must come back as it was.
+    let mut clock = gpulse_model::ThreadClock { cpu_us: 1_000_000, wait_us: 5_000 };
+    let mut n = 0;
     while t < T0 + 3_500_000 {
         let o = &observations[rng.next() as usize % observations.len()];
         let stack = (rng.next() % 3) as u32;
-        samples.push(ThreadSample { clock: None, t_us: t, pid: 4242, stack, kernel: o.0.clone(), gil: o.1 });
+        clock.cpu_us += rng.next() % 20_000;
+        clock.wait_us += rng.next() % 300;
+        n += 1;
+        if n == 40 {
+            clock.cpu_us -= 500_000;
+        }
+        let read = (!rng.next().is_multiple_of(5)).then_some(clock);
+        samples.push(ThreadSample { clock: read, t_us: t, pid: 4242, stack, kernel: o.0.clone(), gil: o.1 });
         t += 15_000 + (rng.next() % 10_000) as i64;
     }
     // The worker from its first sample at 1 s on, at 10 Hz.
@@ -134,6 +145,7 @@ fn stacks_round_trip() {
     let want = expected(&batches);
     assert!(want.samples.len() > 150, "{}", want.samples.len());
     assert!(want.samples.iter().any(|s| s.pid == 4300));
+    assert!(want.samples.iter().filter(|s| s.clock.is_some()).count() > 100, "clocks to round-trip");
     assert_eq!(rec.stacks.frames, want.frames);
     assert_eq!(rec.stacks.stacks, want.stacks);
     assert_eq!(rec.stacks.processes, want.processes);

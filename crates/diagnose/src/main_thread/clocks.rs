@@ -20,17 +20,13 @@ const BLOCK: usize = 25;
 /// `pts[i]` is the point of `samples[i]`; returns the points with each sample's time rescaled
 /// by its block's clocks, and the time it waited for a core as a point of its own after it.
 pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
-    // Each interval's (µs on a CPU, µs waiting for one), scaled to the time the point stands for.
-    let intervals: Vec<Option<(f64, f64)>> = (0..pts.len())
+    // Each interval's (s on a CPU, s waiting for one, s of wall time) to the next sample.
+    let intervals: Vec<Option<(f64, f64, f64)>> = (0..pts.len())
         .map(|i| {
             let (a, b) = (samples[i].clock?, samples.get(i + 1)?.clock?);
             let wall_s = (samples[i + 1].t_us - samples[i].t_us) as f64 / 1e6;
             let (cpu, wait) = (b.cpu_us.checked_sub(a.cpu_us)?, b.wait_us.checked_sub(a.wait_us)?);
-            if wall_s <= 0.0 {
-                return None;
-            }
-            let scale = pts[i].dur_s / wall_s / 1e6;
-            Some((cpu as f64 * scale, wait as f64 * scale))
+            (wall_s > 0.0).then(|| (cpu as f64 / 1e6, wait as f64 / 1e6, wall_s))
         })
         .collect();
     let mut out = Vec::with_capacity(pts.len() + pts.len() / 4);
@@ -52,10 +48,12 @@ pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
     out
 }
 
-fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64)>], out: &mut Vec<Point>) {
+fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64, f64)>], out: &mut Vec<Point>) {
     let total_s: f64 = pts.iter().map(|p| p.dur_s).sum();
-    let on_s: f64 = intervals.iter().flatten().map(|x| x.0).sum();
-    let wait_s: f64 = intervals.iter().flatten().map(|x| x.1).sum();
+    // The clocks' shares of the block's wall time, applied to the time its samples stand for.
+    let wall_s: f64 = intervals.iter().flatten().map(|x| x.2).sum::<f64>().max(1e-9);
+    let on_s = intervals.iter().flatten().map(|x| x.0).sum::<f64>() / wall_s * total_s;
+    let wait_s = intervals.iter().flatten().map(|x| x.1).sum::<f64>() / wall_s * total_s;
     let ran = |s: &ThreadSample| s.kernel.state == 'R';
     let in_r_s: f64 = pts.iter().zip(samples).filter(|(_, s)| ran(s)).map(|(p, _)| p.dur_s).sum();
     let off_snap_s = total_s - in_r_s;

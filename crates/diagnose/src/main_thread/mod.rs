@@ -26,8 +26,7 @@ use crate::{Run, round};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Point {
     pub t_s: f64,
-    /// How long it stands for: half the gaps to the process's samples on either side, each at most
-    /// two median gaps.
+    /// How long it stands for: the median gap between the process's samples around it.
     pub dur_s: f64,
     pub stack: u32,
     /// The stack of the thread that held the GIL, when another did.
@@ -37,6 +36,9 @@ pub(crate) struct Point {
     pub split: bool,
 }
 
+/// Samples whose median gap weighs each of them: about half a second at 50 Hz.
+const WEIGHT_RUN: usize = 32;
+
 /// A process's samples, classified, in time order.
 pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
@@ -45,6 +47,22 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let mut gaps: Vec<f64> = mine.windows(2).map(|w| t(w[1].t_us) - t(w[0].t_us)).filter(|g| *g > 0.0).collect();
     gaps.sort_by(f64::total_cmp);
     let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
+    // Each sample stands for its stretch's median gap, not for the gap after it: the sampler's
+    // next read comes later after some states than others (a running thread's stack is slower to
+    // copy), and weighing a sample by the gap after it would weigh its state by that.
+    let weights: Vec<f64> = mine
+        .chunks(WEIGHT_RUN)
+        .enumerate()
+        .flat_map(|(k, run)| {
+            let start = k * WEIGHT_RUN;
+            let mut g: Vec<f64> = (start..start + run.len())
+                .filter_map(|i| Some((t(mine.get(i + 1)?.t_us) - t(mine[i].t_us)).clamp(0.0, cap)))
+                .collect();
+            g.sort_by(f64::total_cmp);
+            let median = g.get(g.len() / 2).copied().unwrap_or(cap / 2.0);
+            std::iter::repeat_n(median, run.len())
+        })
+        .collect();
     let mut classifier = Classifier::default();
     // Where the reader tells who holds the GIL (some sample shows this thread holding it), a
     // thread running with the GIL free runs native code that let it go: a torch CPU op, numpy.
@@ -53,16 +71,7 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            // Half the gap on either side: the sampler's next read comes later after some states
-            // than after others (a thread in D state is slower to read), and the gap after alone
-            // would weigh those states by it.
-            let after = mine.get(i + 1).map(|n| (t(n.t_us) - t(s.t_us)).clamp(0.0, cap));
-            let before = i.checked_sub(1).map(|p| (t(s.t_us) - t(mine[p].t_us)).clamp(0.0, cap));
-            let next = match (before, after) {
-                (Some(b), Some(a)) => (a + b) / 2.0,
-                (Some(g), None) | (None, Some(g)) => g,
-                (None, None) => cap,
-            };
+            let next = weights[i];
             let gil_stack = match s.gil {
                 gpulse_model::Gil::Other { stack } => Some(stack),
                 _ => None,
@@ -166,6 +175,8 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
                     StateShare { state, share: round(secs / total.max(1e-9), 3), seconds: round(secs, 2), sites }
                 })
                 .collect();
+            // A state the clocks left no time (a wait for a core of microseconds) is not one.
+            states.retain(|s| s.seconds > 0.0);
             states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
             let samples = pts.iter().filter(|x| !x.split).count();
             let span = pts.last().zip(pts.first()).map_or(0.0, |(l, f)| l.t_s - f.t_s);
