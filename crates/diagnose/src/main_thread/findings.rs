@@ -171,7 +171,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let saturated = out.iter().any(|f| f.id == FindingId::HostSaturated);
     ledger.accounts.retain(|a| !splittable(a));
     let loop_len = (hi - lo).max(1e-9);
-    let drain = top(&drains).and_then(|f| run.stacks.frames.get(f as usize)).map(|f| f.site());
+    let drain_frame = top(&drains).and_then(|f| run.stacks.frames.get(f as usize));
+    let drain = drain_frame.map(|f| f.site());
+    // An explicit synchronize is not an `.item()`: the advice differs.
+    let explicit_sync = drain_frame.and_then(|f| f.code.as_deref()).is_some_and(|c| c.contains("synchronize("));
     let mut ordered: Vec<((ThreadState, Option<Domain>), Part)> = parts.into_iter().collect();
     ordered.sort_by(|a, b| b.1.weight.total_cmp(&a.1.weight).then(a.0.cmp(&b.0)));
     let gpu = g.map(|g| g.gpu);
@@ -253,7 +256,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             recompile,
             launches,
             site.map(|s| s.site()).as_deref(),
-            drain.as_deref(),
+            drain.as_deref().map(|d| (d, explicit_sync)),
             holder.as_deref(),
         );
         // The kernel's state R is running or ready to run: on a saturated host, part of the time
@@ -297,7 +300,7 @@ fn advice(
     recompile: bool,
     launches: bool,
     site: Option<&str>,
-    drain: Option<&str>,
+    drain: Option<(&str, bool)>,
     holder: Option<&str>,
 ) -> Vec<String> {
     let at = site.map(|s| format!(" ({s})")).unwrap_or_default();
@@ -364,10 +367,14 @@ fn advice(
             "py-spy dump --pid PID --native while it happens shows the native call{at}"
         )],
     };
-    if let Some(d) = drain.filter(|_| state == ThreadState::Python) {
-        out.push(format!(
+    match drain.filter(|_| state == ThreadState::Python) {
+        Some((d, true)) => out.push(format!(
+            "the GPU's queue drains at {d}, an explicit synchronize: take it out of the step (time the GPU with torch.cuda.Event(enable_timing=True) instead), so the host's next launches overlap the GPU's work"
+        )),
+        Some((d, false)) => out.push(format!(
             "the GPU's queue drains at {d}: accumulate on the device (total += loss.detach()) and call .item() every N steps, so the host's next launches overlap the GPU's work"
-        ));
+        )),
+        None => {}
     }
     out
 }

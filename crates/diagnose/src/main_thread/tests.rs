@@ -102,6 +102,16 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     assert_eq!(python.evidence["gpu_drains_at"], "w/train.py:41 train");
     assert!(python.advice[0].contains("metrics on the GPU"), "{:?}", python.advice);
     assert!(python.advice.iter().any(|a| a.contains(".item() every N steps")), "{:?}", python.advice);
+    // The same drain at an explicit synchronize: no `.item()` to take out, the synchronize is.
+    let mut r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
+    let mut st = (*r.stacks).clone();
+    let at = st.frames.iter().position(|f| f.line == 41).unwrap();
+    st.frames[at].code = Some("torch.cuda.synchronize()".into());
+    r.stacks = Arc::new(st);
+    let (explicit, _) = crate::diagnose_with_ledger(&r);
+    let python2 = explicit.iter().find(|f| f.id == FindingId::HostPython).expect("main_thread_python");
+    assert!(!python2.advice.iter().any(|a| a.contains(".item()")), "{:?}", python2.advice);
+    assert!(python2.advice.iter().any(|a| a.contains("an explicit synchronize: take it out")), "{:?}", python2.advice);
     let sleep = findings.iter().find(|f| f.id == FindingId::SleepInLoop).expect("sleep_in_loop");
     assert_eq!(sleep.evidence["site"], "w/train.py:60 train");
     let own = sleep.cost.as_ref().and_then(|c| c.loop_share).unwrap();
