@@ -103,8 +103,14 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
         if p.samples == 0 {
             continue;
         }
-        let role = if p.role == gpulse_model::ProcessRole::Worker { "DataLoader worker" } else { "main thread" };
-        let _ = writeln!(s, "{role} of PID {} ({} samples at {:.0} Hz):", p.pid, p.samples, p.rate_hz);
+        let role = if p.role == gpulse_model::ProcessRole::Worker { "worker process" } else { "main thread" };
+        let slow =
+            p.slow_start.map(|w| format!("; the first {:.0} s at {:.0} Hz", w.seconds, w.rate_hz)).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{role} of PID {} ({} samples over {:.1} s at {:.0} Hz{slow}):",
+            p.pid, p.samples, p.span_s, p.rate_hz
+        );
         for st in p.states.iter().filter(|st| st.share >= 0.005) {
             let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");
             let words = gpulse_diagnose::main_thread::ThreadState::words(st.state);

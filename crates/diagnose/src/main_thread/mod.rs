@@ -119,13 +119,54 @@ pub struct StateShare {
     pub sites: Vec<SiteShare>,
 }
 
+/// A first stretch of a process's samples at a lower rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowStart {
+    pub seconds: f64,
+    pub rate_hz: f64,
+}
+
+/// The first stretch of whole seconds, two or more, whose sample counts stay under half the
+/// median of the seconds after it; `times_s` in order.
+fn slow_start(times_s: &[f64]) -> Option<SlowStart> {
+    let (first, last) = (*times_s.first()?, *times_s.last()?);
+    let seconds = (last - first).floor() as usize;
+    if seconds < 4 {
+        return None;
+    }
+    let mut per = vec![0usize; seconds];
+    for t in times_s {
+        if let Some(n) = per.get_mut((t - first) as usize) {
+            *n += 1;
+        }
+    }
+    let mut sorted = per.clone();
+    sorted.sort_unstable();
+    let median_all = sorted[sorted.len() / 2];
+    let slow = per.iter().position(|n| 2 * n >= median_all)?;
+    let mut after = per[slow..].to_vec();
+    after.sort_unstable();
+    let median = after[after.len() / 2];
+    (slow >= 2 && per[..slow].iter().all(|n| 2 * n < median)).then(|| SlowStart {
+        seconds: slow as f64,
+        rate_hz: round(per[..slow].iter().sum::<usize>() as f64 / slow as f64, 1),
+    })
+}
+
 /// What one sampled process's main thread did over the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Profile {
     pub pid: u32,
     pub role: ProcessRole,
     pub samples: usize,
+    /// The rate achieved: samples over the span from the first to the last.
     pub rate_hz: f64,
+    /// From the first sample to the last.
+    pub span_s: f64,
+    /// A first stretch sampled at under half the rate that followed (the sampler finding its
+    /// budget, or a busy machine), said as such rather than folded into one rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_start: Option<SlowStart>,
     pub states: Vec<StateShare>,
     /// Why it could not be sampled, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,14 +219,21 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
             // A state the clocks left no time (a wait for a core of microseconds) is not one.
             states.retain(|s| s.seconds > 0.0);
             states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
-            let samples = pts.iter().filter(|x| !x.split).count();
-            let span = pts.last().zip(pts.first()).map_or(0.0, |(l, f)| l.t_s - f.t_s);
-            let rate = st.rate_hz.iter().find(|r| r.0 == p.pid).map(|r| r.1).unwrap_or(if span > 0.0 {
-                (samples - 1) as f64 / span
-            } else {
-                0.0
-            });
-            Profile { pid: p.pid, role: p.role, samples, rate_hz: round(rate, 1), states, refused: None }
+            let times: Vec<f64> = pts.iter().filter(|x| !x.split).map(|x| x.t_s).collect();
+            let samples = times.len();
+            let span = times.last().zip(times.first()).map_or(0.0, |(l, f)| l - f);
+            // What happened, not what the sampler aimed at.
+            let rate = if span > 0.0 { (samples - 1) as f64 / span } else { 0.0 };
+            Profile {
+                pid: p.pid,
+                role: p.role,
+                samples,
+                rate_hz: round(rate, 1),
+                span_s: round(span, 1),
+                slow_start: slow_start(&times),
+                states,
+                refused: None,
+            }
         })
         .collect();
     for (pid, why) in &st.refusals {
@@ -195,6 +243,8 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
                 role: ProcessRole::Main,
                 samples: 0,
                 rate_hz: 0.0,
+                span_s: 0.0,
+                slow_start: None,
                 states: Vec::new(),
                 refused: Some(why.clone()),
             });
@@ -208,6 +258,23 @@ pub(crate) use loader::loader_site;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod slow_start_tests {
+    use super::*;
+
+    /// 4 s at 5 Hz, then 8 s at 50 Hz: the first stretch is said; a steady 50 Hz has none.
+    #[test]
+    fn a_first_stretch_at_a_lower_rate_is_said() {
+        let mut t: Vec<f64> = (0..20).map(|i| f64::from(i) * 0.2).collect();
+        t.extend((0..400).map(|i| 4.0 + f64::from(i) * 0.02));
+        let s = slow_start(&t).expect("a slow start");
+        assert_eq!(s.seconds, 4.0);
+        assert!((s.rate_hz - 5.0).abs() < 0.01, "{s:?}");
+        let steady: Vec<f64> = (0..600).map(|i| f64::from(i) * 0.02).collect();
+        assert_eq!(slow_start(&steady), None);
+    }
+}
 
 /// A live run's main threads: seconds in each state since the run began (what a counter
 /// exports), and each process's latest sample.
