@@ -298,6 +298,40 @@ fn instrument_measures_the_data_wait_of_a_pytorch_shaped_loop() {
     assert!(!err.contains("instrumentation off"), "{err}");
 }
 
+/// A loop that only waits for data, at 33 steps/s: the measured waits are the data wait's, and
+/// none of it reaches the main thread's split (a fast loop's waits are folded into rows, yet the
+/// samples inside them are still the loader's); the main thread's profile sums to its span.
+#[test]
+fn instrument_keeps_a_fast_loops_data_waits_out_of_the_main_thread_split() {
+    let dir = tmp("instrument-fast");
+    let mut cmd = gpulse_run(&dir, &["-o", "f.db", "--instrument"], &["python3"]);
+    cmd.arg(root().join("tests/python/train_loop.py")).args(["0.03", "0", "250"]);
+    cmd.env("PYTHONPATH", root().join("tests/python/fake_torch"));
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let truth: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(truth["steps_per_s"].as_f64().unwrap() > 25.0, "{truth}");
+    let (_, json, _) = run(gpulse(None).arg("diagnose").arg(dir.join("f.db")).args(["--format", "json"]));
+    let d: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let measured = d["steps"]["data_wait_share_pct"].as_f64().unwrap();
+    let truth_pct = truth["data_wait_share_pct"].as_f64().unwrap();
+    assert!((measured - truth_pct).abs() <= 5.0, "{measured} vs {truth_pct}");
+    let accounts = d["ledger"]["accounts"].as_array().unwrap();
+    let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+    let split: f64 = accounts
+        .iter()
+        .filter(|a| a["account"].as_str().unwrap().starts_with("main_thread_"))
+        .map(|a| a["seconds"].as_f64().unwrap())
+        .sum();
+    assert!(split / wall < 0.05, "the waits leaked into the split: {accounts:#?}");
+    let ids: Vec<&str> = d["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(ids.first() == Some(&"input_bound") && !ids.contains(&"sleep_in_loop"), "{ids:?}");
+    let p = &d["stacks"][0];
+    let secs: f64 = p["states"].as_array().unwrap().iter().map(|s| s["seconds"].as_f64().unwrap()).sum();
+    let span = p["span_s"].as_f64().unwrap();
+    assert!((secs - span).abs() <= 0.05 * span + 0.1, "the profile sums to {secs} s of a {span} s span: {p:#}");
+}
+
 /// `--instrument` times the copies to the GPU that block the loop and each `torch.save`: the
 /// ledger's accounts and the measured `transfer_bound` against the loop's own timing.
 #[test]

@@ -26,7 +26,7 @@ use crate::{Run, round};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Point {
     pub t_s: f64,
-    /// How long it stands for: the median gap between the process's samples around it.
+    /// How long it stands for: its stretch's time between samples, shared evenly.
     pub dur_s: f64,
     pub stack: u32,
     /// The stack of the thread that held the GIL, when another did.
@@ -36,7 +36,7 @@ pub(crate) struct Point {
     pub split: bool,
 }
 
-/// Samples whose median gap weighs each of them: about half a second at 50 Hz.
+/// Samples that share their time evenly: about half a second at 50 Hz.
 const WEIGHT_RUN: usize = 32;
 
 /// A process's samples, classified, in time order.
@@ -47,20 +47,28 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let mut gaps: Vec<f64> = mine.windows(2).map(|w| t(w[1].t_us) - t(w[0].t_us)).filter(|g| *g > 0.0).collect();
     gaps.sort_by(f64::total_cmp);
     let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
-    // Each sample stands for its stretch's median gap, not for the gap after it: the sampler's
-    // next read comes later after some states than others (a running thread's stack is slower to
-    // copy), and weighing a sample by the gap after it would weigh its state by that.
+    // Each sample of a stretch stands for the same time, the stretch's gaps shared evenly, not for
+    // the gap after it: the sampler's next read comes later after some states than others (a
+    // running thread's stack is slower to copy), and weighing a sample by the gap after it would
+    // weigh its state by that. The stretch's time is kept whole, so a profile sums to the time
+    // sampled.
     let weights: Vec<f64> = mine
         .chunks(WEIGHT_RUN)
         .enumerate()
         .flat_map(|(k, run)| {
             let start = k * WEIGHT_RUN;
-            let mut g: Vec<f64> = (start..start + run.len())
-                .filter_map(|i| Some((t(mine.get(i + 1)?.t_us) - t(mine[i].t_us)).clamp(0.0, cap)))
-                .collect();
-            g.sort_by(f64::total_cmp);
-            let median = g.get(g.len() / 2).copied().unwrap_or(cap / 2.0);
-            std::iter::repeat_n(median, run.len())
+            let gaps: Vec<f64> =
+                (start..start + run.len()).filter_map(|i| Some(t(mine.get(i + 1)?.t_us) - t(mine[i].t_us))).collect();
+            // A pause in sampling is not time in a state: a gap counts up to twice the stretch's
+            // median (the whole run's where the stretch is too short to say).
+            let mut sorted = gaps.clone();
+            sorted.sort_by(f64::total_cmp);
+            let local_cap = if sorted.len() >= 8 { 2.0 * sorted[sorted.len() / 2] } else { cap };
+            let covered: f64 = gaps.iter().map(|g| g.clamp(0.0, local_cap)).sum();
+            // The last sample of all stands for a typical gap: none follows it.
+            let n_gaps = run.len() - usize::from(start + run.len() == mine.len());
+            let each = if n_gaps > 0 { covered / n_gaps as f64 } else { cap / 2.0 };
+            std::iter::repeat_n(each, run.len())
         })
         .collect();
     let mut classifier = Classifier::default();
