@@ -262,3 +262,56 @@ fn on_a_saturated_host_the_wait_for_a_core_is_measured() {
     // Measured, not hedged: no word that the running time may hold the wait.
     assert!(python["limits"].as_array().is_none_or(|l| l.is_empty()), "{python:#}");
 }
+
+/// A launcher shaped as torchrun's: a script named `torchrun` that starts one rank with the
+/// environment torchrun gives it and watches it in a monitor loop. The rank is sampled and
+/// diagnosed; the launcher is neither sampled nor named.
+const LAUNCHER: &str = r#"#!/usr/bin/env python3
+import json, os, subprocess, sys, time
+env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+rank = subprocess.Popen([sys.executable, sys.argv[2]], env=env)
+while rank.poll() is None:
+    time.sleep(0.1)
+json.dump({"launcher": os.getpid(), "rank": rank.pid}, open(sys.argv[1], "w"))
+"#;
+
+const RANK: &str = r#"import time
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+t0 = time.perf_counter()
+while time.perf_counter() - t0 < 5:
+    work(20000)
+"#;
+
+#[test]
+fn a_launcher_is_not_the_job_its_rank_is() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = super::support::fresh_dir("thread-clocks", "launcher");
+    std::fs::create_dir(dir.join("bin")).unwrap();
+    let launcher = dir.join("bin/torchrun");
+    std::fs::write(&launcher, LAUNCHER).unwrap();
+    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("train.py"), RANK).unwrap();
+    let (truth, rec) = (dir.join("truth.json"), dir.join("r.db"));
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json"));
+    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "-o"]).arg(&rec).arg("--");
+    cmd.arg(&launcher).arg(&truth).arg(dir.join("train.py"));
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&truth).unwrap()).unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sampled: Vec<u64> = d["stacks"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    assert_eq!(sampled, [t["rank"].as_u64().unwrap()], "{:#}", d["stacks"]);
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "main_thread_python", "{d:#}");
+    let site = first["evidence"]["site"].as_str().unwrap();
+    assert!(site.contains("train.py:") && site.ends_with(" work"), "{first:#}");
+    assert!(!out.contains("torchrun:"), "the launcher's frames are nowhere: {d:#}");
+}

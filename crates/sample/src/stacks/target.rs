@@ -265,18 +265,41 @@ fn first_role<'a>(
     workers: bool,
     out: &mut StackBatch,
 ) -> Option<ProcessRole> {
+    let command = proc_info::cmdline(pid).unwrap_or_default();
+    // A launcher is told by its command line too: its first stack may be still importing.
+    if launcher(&command) {
+        return None;
+    }
     match role(frames) {
         Some(ProcessRole::Worker) if !workers => None,
         Some(r) => {
-            out.processes.push(SampledProcess {
-                pid,
-                role: r,
-                python,
-                command: proc_info::cmdline(pid).unwrap_or_default(),
-            });
+            out.processes.push(SampledProcess { pid, role: r, python, command });
             Some(r)
         }
         None => None,
+    }
+}
+
+/// Whether a command line starts a distributed job's launcher rather than a process that trains:
+/// `torchrun`, `python -m torch.distributed.run` (or `.launch`), `accelerate launch`, `deepspeed`.
+fn launcher(command: &str) -> bool {
+    let words: Vec<&str> =
+        command.split(' ').filter(|w| !w.is_empty()).map(|a| a.rsplit('/').next().unwrap_or(a)).collect();
+    // The program, or the script an interpreter runs (its flags skipped), then what follows it.
+    let mut at = 0;
+    if words.first().is_some_and(|w| w.starts_with("python")) {
+        at = 1;
+        while words.get(at).is_some_and(|w| w.starts_with('-') && *w != "-m") {
+            at += 1;
+        }
+        if words.get(at) == Some(&"-m") {
+            return matches!(words.get(at + 1), Some(&"torch.distributed.run" | &"torch.distributed.launch"));
+        }
+    }
+    match words.get(at) {
+        Some(&"torchrun" | &"deepspeed") => true,
+        Some(&"accelerate") => words.get(at + 1) == Some(&"launch"),
+        _ => false,
     }
 }
 
@@ -355,6 +378,30 @@ fn ptrace_advice() -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Launchers by their command lines, whatever their first stack; the processes they start
+    /// are not launchers.
+    #[test]
+    fn launchers_are_told_by_their_command_line() {
+        for c in [
+            "/usr/bin/python3 /usr/local/bin/torchrun --standalone --nproc_per_node=8 train.py",
+            "/venv/bin/torchrun --nproc_per_node=2 train.py",
+            "python -m torch.distributed.run --nproc_per_node=2 train.py",
+            "python3 -m torch.distributed.launch train.py",
+            "/venv/bin/python /venv/bin/accelerate launch train.py",
+            "/venv/bin/python /venv/bin/deepspeed train.py",
+        ] {
+            assert!(launcher(c), "{c}");
+        }
+        for c in [
+            "/usr/bin/python3 -u train.py --local-rank=0",
+            "python3 train.py torchrun",
+            "python train.py --launcher deepspeed",
+            "python -m torch.utils.bottleneck train.py",
+        ] {
+            assert!(!launcher(c), "{c}");
+        }
+    }
+
     use super::*;
 
     #[test]
