@@ -88,6 +88,10 @@ pub enum Domain {
     /// logging, print, progress bars, experiment trackers.
     Logging,
     Collective,
+    /// `gc.collect()`: a full collection, called from the job's code.
+    Gc,
+    /// The import system: an import run inside the loop.
+    Import,
 }
 
 impl Domain {
@@ -103,6 +107,8 @@ impl Domain {
             Domain::HostMath => "host_math",
             Domain::Logging => "logging",
             Domain::Collective => "collective",
+            Domain::Gc => "gc",
+            Domain::Import => "import",
         }
     }
 
@@ -118,6 +124,8 @@ impl Domain {
             Domain::HostMath => "numpy, pandas or scikit-learn",
             Domain::Logging => "logging and printing",
             Domain::Collective => "a collective (torch.distributed)",
+            Domain::Gc => "the garbage collector (gc.collect)",
+            Domain::Import => "the import system",
         }
     }
 }
@@ -174,6 +182,11 @@ fn in_module(file: &str, module: &str) -> bool {
 
 /// The frames' library, innermost first: the deepest frame in a known library names it.
 pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
+    // An import runs the imported module's code: whatever library that is, the time is the
+    // import's.
+    if frames.iter().any(|f| f.file.starts_with("<frozen importlib")) {
+        return Some(Domain::Import);
+    }
     for f in frames.iter().rev() {
         let p = f.file.as_str();
         let d = if in_module(p, "torch/_dynamo/") || in_module(p, "torch/_inductor/") {
@@ -221,6 +234,9 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     }
     if code.contains("empty_cache(") {
         return Some(Domain::Allocator);
+    }
+    if code.contains("gc.collect(") {
+        return Some(Domain::Gc);
     }
     None
 }
@@ -585,6 +601,14 @@ mod tests {
         assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Optimizer));
         let frames = [frame("/w/train.py", "main", "print(f\"loss {l}\")")];
         assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+        let frames = [frame("/w/train.py", "main", "gc.collect()")];
+        assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Gc));
+        let frames = [
+            frame("/w/train.py", "step", "from metrics import score"),
+            frame("<frozen importlib._bootstrap>", "_find_and_load", ""),
+            frame("/v/site-packages/numpy/__init__.py", "<module>", "from . import core"),
+        ];
+        assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Import), "numpy's import is the import's");
         let frames = [frame("/w/train.py", "main", "x = items()")];
         assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), None);
         assert!(!syncs(&frames[0]), "items() is no .item()");

@@ -325,6 +325,12 @@ fn advice(
         (ThreadState::Python, Some(Domain::Allocator)) => {
             vec![format!("take torch.cuda.empty_cache() out of the loop{at}: the caching allocator reuses the memory")]
         }
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Gc)) => vec![format!(
+            "gc.collect(){at} runs a full collection each time: call it every N steps, or gc.freeze() once after start-up so the collector skips what lives for the whole run"
+        )],
+        (_, Some(Domain::Import)) => vec![format!(
+            "an import runs inside the loop{at}: import once, at the top of the module, before the loop"
+        )],
         (ThreadState::Python, Some(Domain::DataLoader)) => vec![
             "the DataLoader builds batches in the training process: num_workers > 0 moves it to worker processes".into(),
         ],
