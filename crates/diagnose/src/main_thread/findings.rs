@@ -58,7 +58,25 @@ struct Part {
     in_torch: f64,
     samples: usize,
     sites: HashMap<u32, f64>,
+    /// (file, function) of each site: a cause is a function, its lines' time added up.
+    functions: HashMap<(String, String), f64>,
+    /// The frame that called the site's function.
+    callers: HashMap<u32, f64>,
     holders: HashMap<u32, f64>,
+}
+
+/// The frame that called the site's function: the next frame out of the job's own code, else the
+/// next frame out.
+fn caller_frame(st: &gpulse_model::Stacks, stack: u32, site: Option<u32>) -> Option<u32> {
+    let ids = st.stacks.get(stack as usize)?;
+    let at = ids.iter().rposition(|id| Some(*id) == site)?;
+    let outer = &ids[..at];
+    outer
+        .iter()
+        .rev()
+        .find(|id| st.frames.get(**id as usize).is_some_and(|f| super::own_code(&f.file)))
+        .or(outer.last())
+        .copied()
 }
 
 /// The most weighed key of a map.
@@ -97,12 +115,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // Per stack, once: its site's frame, whether it runs in torch's own Python, and whether it
     // is inside gpulse's instrumentation (a timed wait, save or copy: measured, whatever the
     // clocks' skew at a fast loop's edges).
-    let mut known: HashMap<u32, (Option<u32>, bool, bool)> = HashMap::new();
+    let mut known: HashMap<u32, (Option<u32>, bool, bool, Option<u32>)> = HashMap::new();
     let mut facts = |stack: u32| {
         *known.entry(stack).or_insert_with(|| {
             let in_torch = run.stacks.frames_of(stack).any(|f| f.file.contains("/torch/"));
             let timed = run.stacks.frames_of(stack).any(super::classify::timed_by_gpulse);
-            (super::site_frame(&run.stacks, stack), in_torch, timed)
+            let site = super::site_frame(&run.stacks, stack);
+            (site, in_torch, timed, caller_frame(&run.stacks, stack, site))
         })
     };
     let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
@@ -129,7 +148,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
             _ => p.class.state,
         };
-        let (site, in_torch, timed) = facts(p.stack);
+        let (site, in_torch, timed, caller) = facts(p.stack);
         if timed {
             continue;
         }
@@ -142,6 +161,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         if let Some(site) = site {
             *part.sites.entry(site).or_default() += w;
+            if let Some(f) = run.stacks.frames.get(site as usize) {
+                *part.functions.entry((f.file.clone(), f.function.clone())).or_default() += w;
+            }
+        }
+        if let Some(c) = caller {
+            *part.callers.entry(c).or_default() += w;
         }
         if let Some(h) = p.gil_stack {
             *part.holders.entry(h).or_default() += w;
@@ -231,6 +256,18 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         if let Some(site) = site {
             f = f.with("site", site.site());
+            // The function the line is in, all its lines together, and who called it.
+            let key = (site.file.clone(), site.function.clone());
+            if let Some(w) = part.functions.get(&key) {
+                let line = part.sites.values().copied().fold(0.0, f64::max);
+                f = f
+                    .with("function", format!("{} {}", gpulse_model::stacks::short_path(&site.file), site.function))
+                    .with("function_share", round(seconds * w / part.weight.max(1e-12) / end.max(1e-9), 4))
+                    .with("line_share", round(seconds * line / part.weight.max(1e-12) / end.max(1e-9), 4));
+            }
+            if let Some(c) = top(&part.callers).and_then(|c| run.stacks.frames.get(c as usize)) {
+                f = f.with("called_from", c.site());
+            }
         }
         if let Some(h) = &holder {
             f = f.with("gil_holder_site", h.as_str());

@@ -100,6 +100,11 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     assert_eq!(python.evidence["site"], "w/train.py:52 train");
     assert_eq!(python.evidence["domain"], "host_math");
     assert_eq!(python.evidence["gpu_drains_at"], "w/train.py:41 train");
+    // The line's function, all its lines together, and its caller.
+    assert_eq!(python.evidence["function"], "w/train.py train");
+    assert_eq!(python.evidence["called_from"], "w/train.py:80 main");
+    let (f, l) = (python.evidence["function_share"].as_f64().unwrap(), python.evidence["line_share"].as_f64().unwrap());
+    assert!(f >= l && (l - python.wall_share().unwrap()).abs() < 0.01, "{f} {l}: {python:?}");
     assert!(python.advice[0].contains("metrics on the GPU"), "{:?}", python.advice);
     assert!(python.advice.iter().any(|a| a.contains(".item() every N steps")), "{:?}", python.advice);
     // The same drain at an explicit synchronize: no `.item()` to take out, the synchronize is.
