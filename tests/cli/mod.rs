@@ -1,6 +1,7 @@
 mod as_typed;
 mod causes;
 mod container;
+mod cpythons;
 mod deploy;
 mod diagnose;
 mod diagnosis_h200;

@@ -13,7 +13,7 @@ struct Job<'a> {
 }
 
 /// One job at a time: each times itself, and one saturates the host on purpose.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(super) static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `job` under gpulse without a driver and returns (the job's own figures, the diagnosis,
 /// the script's file name).

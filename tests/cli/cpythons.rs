@@ -1,0 +1,168 @@
+//! The main thread on every CPython a training job runs: the same jobs as `thread_clocks.rs`,
+//! run by CPython 3.13 and 3.14 inside Debian chroots (trixie, sid) that `.ci/run` makes with
+//! `debootstrap --variant=minbase --include=python3`, while gpulse runs outside and reads them by
+//! PID. `GPULSE_CPYTHON_ROOTS` lists the chroots (`:`-separated); under `GPULSE_REQUIRE_CPYTHONS`
+//! (CI) a missing one fails rather than skips.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::support::{gpulse, run, skipped};
+
+fn roots() -> Vec<PathBuf> {
+    let roots: Vec<PathBuf> = std::env::var("GPULSE_CPYTHON_ROOTS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|r| !r.is_empty())
+        .map(PathBuf::from)
+        .filter(|r| r.join("usr/bin/python3").exists())
+        .collect();
+    if std::env::var_os("GPULSE_REQUIRE_CPYTHONS").is_some() {
+        assert!(roots.len() >= 2, "GPULSE_CPYTHON_ROOTS must name the trixie and sid chroots .ci/run makes");
+    } else if roots.is_empty() {
+        skipped("CPython 3.13 and 3.14 (GPULSE_CPYTHON_ROOTS names no chroot; .ci/run makes them)");
+    }
+    roots
+}
+
+/// The chroot's CPython version, `3.13.5`.
+fn version(root: &Path) -> String {
+    let out = Command::new("chroot")
+        .arg(root)
+        .args(["python3", "-c", "import sys; print(sys.version.split()[0])"])
+        .output()
+        .expect("chroot runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A folder inside the chroot for one job, removed with what is in it when dropped.
+struct Inside {
+    root: PathBuf,
+    rel: String,
+}
+
+impl Inside {
+    fn new(root: &Path, name: &str) -> Self {
+        let rel = format!("tmp/gpulse-cpython-{name}-{}", std::process::id());
+        std::fs::create_dir_all(root.join(&rel)).unwrap();
+        Self { root: root.to_owned(), rel }
+    }
+
+    fn host(&self, file: &str) -> PathBuf {
+        self.root.join(&self.rel).join(file)
+    }
+
+    fn guest(&self, file: &str) -> String {
+        format!("/{}/{file}", self.rel)
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.root.join(&self.rel));
+    }
+}
+
+/// Runs `script` in the chroot under `gpulse run` and returns (its truth, the diagnosis).
+fn diagnose(root: &Path, name: &str, script: &str) -> (serde_json::Value, serde_json::Value) {
+    let inside = Inside::new(root, name);
+    std::fs::write(inside.host("job.py"), script).unwrap();
+    let scenario = inside.host("scenario.json");
+    std::fs::write(&scenario, r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let rec = inside.host("r.db");
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario);
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]);
+    cmd.arg(&rec).arg("--").arg("chroot").arg(root).args(["python3", &inside.guest("job.py"), &inside.guest("t.json")]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let t = serde_json::from_str(&std::fs::read_to_string(inside.host("t.json")).unwrap()).unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    (t, serde_json::from_str(&out).unwrap())
+}
+
+fn seconds(d: &serde_json::Value, names: &[&str]) -> f64 {
+    d["ledger"]["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| names.contains(&a["account"].as_str().unwrap()))
+        .map(|a| a["seconds"].as_f64().unwrap())
+        .sum()
+}
+
+/// Each step sleeps 30 ms (line 11) and runs 20 ms of pure Python (`work`), timing both.
+const SLEEP_AND_PYTHON: &str = r#"import json, sys, time
+def work(ms):
+    end = time.perf_counter() + ms / 1000
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+    return x
+t0 = time.perf_counter(); slept = 0.0
+while time.perf_counter() - t0 < 6:
+    s = time.perf_counter()
+    time.sleep(0.03)
+    slept += time.perf_counter() - s
+    work(20)
+json.dump({"loop_s": time.perf_counter() - t0, "sleep_s": slept}, open(sys.argv[1], "w"))
+"#;
+
+/// The main thread's pure Python against two threads spinning on pure Python: off its CPU about
+/// two thirds of the time, by its own `thread_time`.
+const GIL: &str = r#"import json, sys, threading, time
+stop = False
+def hog():
+    x = 0
+    while not stop:
+        x += 1
+for _ in range(2):
+    threading.Thread(target=hog, daemon=True).start()
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+t0 = time.perf_counter(); c0 = time.thread_time()
+while time.perf_counter() - t0 < 6:
+    work(20000)
+wall = time.perf_counter() - t0; cpu = time.thread_time() - c0
+stop = True
+json.dump({"loop_s": wall, "cpu_s": cpu}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn cpython_313_and_314_give_the_same_states_and_sites_as_311() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for root in roots() {
+        let v = version(&root);
+        let (t, d) = diagnose(&root, "sleep", SLEEP_AND_PYTHON);
+        let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+        let (loop_s, sleep_s) = (t["loop_s"].as_f64().unwrap(), t["sleep_s"].as_f64().unwrap());
+        let sleep = seconds(&d, &["main_thread_sleep"]);
+        assert!((sleep - sleep_s).abs() / wall < 0.05, "{v}: sleep {sleep:.2} s, the job {sleep_s:.2} s: {d:#}");
+        let python = seconds(&d, &["main_thread_python"]);
+        let want = loop_s - sleep_s;
+        assert!((python - want).abs() / wall < 0.05, "{v}: python {python:.2} s, the job {want:.2} s: {d:#}");
+        let findings = d["findings"].as_array().unwrap();
+        let site = |id: &str| {
+            let f = findings.iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("{v}: {id}: {d:#}"));
+            f["evidence"]["site"].as_str().unwrap().to_owned()
+        };
+        assert!(site("sleep_in_loop").ends_with("job.py:11 <module>"), "{v}: {d:#}");
+        // Lines 5 and 6 share the loop of `work`: the cause is the function.
+        let python = findings.iter().find(|f| f["id"] == "main_thread_python").unwrap();
+        assert!(site("main_thread_python").ends_with(" work"), "{v}: {d:#}");
+        assert!(python["evidence"]["function"].as_str().unwrap().ends_with("job.py work"), "{v}: {python:#}");
+        assert_eq!(d["stacks"][0]["role"], "main", "{v}");
+        let (t, d) = diagnose(&root, "gil", GIL);
+        let off = t["loop_s"].as_f64().unwrap() - t["cpu_s"].as_f64().unwrap();
+        let waited = seconds(&d, &["main_thread_gil_wait", "main_thread_core_wait"]);
+        let wall = d["ledger"]["wall_s"].as_f64().unwrap();
+        assert!((waited - off).abs() / wall < 0.05, "{v}: GIL wait {waited:.2} s, off its CPU {off:.2} s: {d:#}");
+        assert_eq!(d["findings"][0]["id"], "gil_contention", "{v}: {d:#}");
+        eprintln!("{v}: sleep {sleep:.2}/{sleep_s:.2} s, GIL wait {waited:.2}/{off:.2} s");
+    }
+}
