@@ -4,13 +4,14 @@
 # verify_main_thread.sh), then pure Python and a sleep on a saturated host (verify_saturated.sh),
 # then a DataLoader without workers under --instrument: its wait must name the dataset's line and
 # leave out the advice the loader already follows. Writes everything under $OUT.
-# Usage: OUT=dir bash tools/device/verify_thread_clocks.sh [gpulse] [seconds]
+# Usage: OUT=dir [MECHS="gil fsync ..."] [SATURATED=0] bash tools/device/verify_thread_clocks.sh [gpulse] [seconds]
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); secs=${2:-10}
 o=${OUT:-/tmp/verify_thread_clocks}; mkdir -p "$o"
 here=$(dirname "$0")
-OUT=$o/mech bash "$here/verify_main_thread.sh" "$G" "$secs" python gil fsync native withlock pool sleep sync
-OUT=$o/saturated bash "$here/verify_saturated.sh" "$G" 12 python
+# shellcheck disable=SC2086
+OUT=$o/mech bash "$here/verify_main_thread.sh" "$G" "$secs" ${MECHS:-python gil fsync native withlock pool sleep sync}
+[ "${SATURATED:-1}" = 0 ] || OUT=$o/saturated bash "$here/verify_saturated.sh" "$G" 12 python
 echo "== loader0 (--instrument)"
 mkdir -p "$o/loader0"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$o/loader0/smi.csv" &
