@@ -83,10 +83,17 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     .with("first_batch_wait_mean_s", round(mean_s, 2))
     .with("share_of_data_wait", round(at / all.max(1e-9), 3))
     .costs_of_loop(share, "restart_waits: the loop's measured first wait after each fresh DataLoader iterator, over the loop")
-    .advise(&[
-        "persistent_workers=True keeps the DataLoader's workers alive between epochs, so each epoch does not start them again",
-        "make worker start cheap: a light Dataset to pickle into each worker, and little work in worker_init_fn (open files lazily, in __getitem__)",
-    ])]
+    .advise(if super::feeding::persistent(run) {
+        // Its workers already persist: what restarts is the iterator's first batch.
+        &[
+            "make worker start cheap: a light Dataset to pickle into each worker, and little work in worker_init_fn (open files lazily, in __getitem__)",
+        ][..]
+    } else {
+        &[
+            "persistent_workers=True keeps the DataLoader's workers alive between epochs, so each epoch does not start them again",
+            "make worker start cheap: a light Dataset to pickle into each worker, and little work in worker_init_fn (open files lazily, in __getitem__)",
+        ][..]
+    })]
 }
 
 #[cfg(test)]
@@ -120,6 +127,14 @@ mod tests {
         assert_eq!(f[0].evidence["restarts"], serde_json::json!(2));
         assert_eq!(f[0].evidence["first_batch_wait_mean_s"], serde_json::json!(3.0));
         assert!(f[0].advice[0].contains("persistent_workers=True"));
+        // A loader that already keeps its workers is not told to.
+        let mut r = epochs(3.0, 3);
+        for e in r.events.iter_mut() {
+            e.2 = serde_json::json!({"name": "loader_start", "num_workers": 4, "persistent_workers": true});
+        }
+        let f = findings(&r);
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].advice.iter().any(|a| a.contains("persistent_workers")), "{:?}", f[0].advice);
     }
 
     #[test]

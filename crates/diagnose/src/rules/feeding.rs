@@ -87,6 +87,12 @@ pub(crate) fn input_advice(run: &Run) -> Vec<String> {
     out
 }
 
+/// Whether the loop's DataLoader already keeps its workers between epochs, as `--instrument`
+/// heard it.
+pub(crate) fn persistent(run: &Run) -> bool {
+    loader_settings(run).is_some_and(|s| s.persistent_workers == Some(true))
+}
+
 /// The settings as evidence: what the advice was read against.
 pub(crate) fn settings_evidence(s: &LoaderSettings) -> serde_json::Value {
     let mut m = serde_json::Map::new();

@@ -69,8 +69,13 @@ pub fn findings(run: &Run) -> Vec<Finding> {
             if c >= first_step_s - c {
                 f = f.advise(&[
                     "most of it comes before the GPU is touched: process start, imports and building the dataset; `python -X importtime` shows slow imports",
-                    "load or index the dataset lazily (in __getitem__, or memory-mapped) and cache preprocessing on disk instead of redoing it at each start",
                 ]);
+                // A dataset to load lazily only where the run built one.
+                if super::feeding::dataloader_seen(run) {
+                    f = f.advise(&[
+                        "load or index the dataset lazily (in __getitem__, or memory-mapped) and cache preprocessing on disk instead of redoing it at each start",
+                    ]);
+                }
             } else {
                 // Only what the recording saw: torch.compile's workers in the tree, DataLoader
                 // workers starting before the first batch.

@@ -1,6 +1,6 @@
 //! Low utilization (input- or host-bound), GPU-Util that misleads, imbalance, and health.
 
-use super::feeding::{DATA_WAIT_SHARE, INPUT_ADVICE, LOW_UTIL_PCT, WORKERS_BUSY_PCT, workers_advice};
+use super::feeding::{DATA_WAIT_SHARE, LOW_UTIL_PCT, WORKERS_BUSY_PCT, input_advice, workers_advice};
 use super::{MIN_ACTIVE_S, mean, stdev};
 use crate::{Finding, FindingId, Run, Severity, round};
 
@@ -67,7 +67,8 @@ pub fn findings(run: &Run, stalls: &[Finding]) -> Vec<Finding> {
                 format!("GPU {}: waits for data; GPU-Util {mu:.0}%, {why}", g.gpu),
             );
             f.advice.push(workers_advice(run));
-            f.advise(&INPUT_ADVICE)
+            f.advice.extend(input_advice(run));
+            f
         } else if unmeasured && one_core_loader {
             // One busy core loads data or runs Python: utilization cannot tell which.
             let mut f = Finding::new(

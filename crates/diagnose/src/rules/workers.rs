@@ -97,7 +97,7 @@ fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Find
     } else {
         "; without persistent_workers=True, each epoch's new workers take it again"
     };
-    let f = Finding::new(
+    let mut f = Finding::new(
         FindingId::WorkerMemory,
         Severity::Warning,
         format!(
@@ -118,6 +118,9 @@ fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Find
         "persistent_workers=True keeps the workers, and what they hold, across epochs instead of building it again",
         "fewer workers hold fewer copies, if the loader keeps up",
     ]);
+    if super::feeding::persistent(run) {
+        f.advice.retain(|a| !a.starts_with("persistent_workers=True"));
+    }
     vec![f]
 }
 
