@@ -165,7 +165,12 @@ fn record_pid_samples_the_followed_python_process() {
 /// first finding is `id` at `site`, its share of the wall time within 5 points of the loop's own
 /// timing of the mechanism (`<name>.truth.json`). Returns the diagnosis.
 fn leads_within_5_points(name: &str, id: &str, site: &str) -> serde_json::Value {
-    let dir = super::support::fixture("h200-main-thread");
+    leads_within_5_points_in("h200-main-thread", name, id, site)
+}
+
+/// [`leads_within_5_points`] for the recordings of the fixture folder `folder`.
+fn leads_within_5_points_in(folder: &str, name: &str, id: &str, site: &str) -> serde_json::Value {
+    let dir = super::support::fixture(folder);
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
     let d = diagnose_json(&dir.join(format!("{name}.db")));
@@ -236,4 +241,22 @@ fn on_a_saturated_h200_host_the_main_thread_says_what_the_gpu_waited_for() {
     assert!(said("limits") && said("advice"), "{first:#}");
     let saturated = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "host_saturated");
     assert_eq!(saturated.expect("the host was saturated")["severity"], "info");
+}
+
+/// A real H100 recording with the thread's clocks (schema 5, `tests/fixtures/h100-thread-clocks/`):
+/// a CUDA loop that writes 64 KiB, flushes and fsyncs each step. The fsync, much of it on a CPU in
+/// the kernel with the GIL released, is file I/O at its line, within 5 points of the loop's own
+/// timing of it; no part of it is called Python.
+#[test]
+fn on_an_h100_fsync_in_the_loop_is_file_io_by_the_threads_clocks() {
+    let d = leads_within_5_points_in(
+        "h100-thread-clocks",
+        "fsync",
+        "disk_wait",
+        "device/main_thread_workloads.py:208 one_host_step",
+    );
+    let rec = gpulse_record::read(&super::support::fixture("h100-thread-clocks/fsync.db")).unwrap();
+    assert!(rec.stacks.samples.iter().filter(|s| s.clock.is_some()).count() > 300, "the clocks were recorded");
+    let python = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "main_thread_python");
+    assert!(python.is_none_or(|p| !p["evidence"]["site"].as_str().unwrap().contains(":208 ")), "{d:#}");
 }

@@ -23,6 +23,12 @@ import torch
 import gpulse
 
 mech, seconds = sys.argv[1], float(sys.argv[2])
+if mech == "pool":
+    import multiprocessing
+
+    # Forked before CUDA and gpulse's threads start: a fork after them can deadlock the workers
+    # (a run of this workload forked later hung). Each worker's task is a builtin's, picklable.
+    POOL = multiprocessing.get_context("fork").Pool(2)
 dev = "cuda"
 a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
 
@@ -142,9 +148,7 @@ elif mech == "withlock":
     threading.Thread(target=holder, daemon=True).start()
     setup["lock"] = lock
 elif mech == "pool":
-    import multiprocessing
-
-    setup["pool"] = multiprocessing.get_context("fork").Pool(2)
+    setup["pool"] = POOL
 elif mech == "loader0":
     from torch.utils.data import DataLoader, Dataset
 
@@ -161,11 +165,6 @@ elif mech == "deep":
     # Eight idle threads beside the main one, as a training process has.
     for _ in range(8):
         threading.Thread(target=threading.Event().wait, daemon=True).start()
-
-
-def pool_work(x):
-    """A pool worker's share: 5 ms of pure Python."""
-    return busy_python(5)
 
 
 def one_host_step(i):
@@ -212,7 +211,7 @@ def one_host_step(i):
         with setup["lock"]:
             busy_python(1)
     elif mech == "pool":
-        setup["pool"].map(pool_work, range(8))
+        setup["pool"].map(sum, [range(300_000)] * 8)
     elif mech == "loader0":
         next(setup["it"])
     elif mech == "optimizer":

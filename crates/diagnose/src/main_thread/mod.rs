@@ -74,7 +74,19 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let mut classifier = Classifier::default();
     // Where the reader tells who holds the GIL (some sample shows this thread holding it), a
     // thread running with the GIL free runs native code that let it go: a torch CPU op, numpy.
+    // One sample's GIL and frames are read moments apart, so a pure-Python line is now and then
+    // read with the GIL free: a stack is native only where most of its running samples say so.
     let gil_told = mine.iter().any(|s| s.gil == gpulse_model::Gil::Held);
+    let mut running: HashMap<u32, (usize, usize)> = HashMap::new();
+    for s in mine.iter().filter(|s| s.kernel.state == 'R') {
+        let e = running.entry(s.stack).or_default();
+        match s.gil {
+            gpulse_model::Gil::Held => e.0 += 1,
+            gpulse_model::Gil::Free => e.1 += 1,
+            gpulse_model::Gil::Other { .. } => {}
+        }
+    }
+    let native_stack = |stack: u32| running.get(&stack).is_some_and(|(held, free)| free > held);
     let pts = mine
         .iter()
         .enumerate()
@@ -86,6 +98,7 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
             };
             let mut class = classifier.classify(st, s);
             if gil_told
+                && native_stack(s.stack)
                 && class.state == ThreadState::Python
                 && s.gil == gpulse_model::Gil::Free
                 && s.kernel.state == 'R'
