@@ -110,29 +110,6 @@ while time.perf_counter() - t0 < 6:
 json.dump({"loop_s": time.perf_counter() - t0, "sleep_s": slept}, open(sys.argv[1], "w"))
 "#;
 
-/// The main thread's pure Python against two threads spinning on pure Python: off its CPU about
-/// two thirds of the time, by its own `thread_time`.
-const GIL: &str = r#"import json, sys, threading, time
-stop = False
-def hog():
-    x = 0
-    while not stop:
-        x += 1
-for _ in range(2):
-    threading.Thread(target=hog, daemon=True).start()
-def work(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
-t0 = time.perf_counter(); c0 = time.thread_time()
-while time.perf_counter() - t0 < 6:
-    work(20000)
-wall = time.perf_counter() - t0; cpu = time.thread_time() - c0
-stop = True
-json.dump({"loop_s": wall, "cpu_s": cpu}, open(sys.argv[1], "w"))
-"#;
-
 #[test]
 fn cpython_313_and_314_give_the_same_states_and_sites_as_311() {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -157,7 +134,7 @@ fn cpython_313_and_314_give_the_same_states_and_sites_as_311() {
         assert!(site("main_thread_python").ends_with(" work"), "{v}: {d:#}");
         assert!(python["evidence"]["function"].as_str().unwrap().ends_with("job.py work"), "{v}: {python:#}");
         assert_eq!(d["stacks"][0]["role"], "main", "{v}");
-        let (t, d) = diagnose(&root, "gil", GIL);
+        let (t, d) = diagnose(&root, "gil", super::thread_clocks::GIL);
         let off = t["loop_s"].as_f64().unwrap() - t["cpu_s"].as_f64().unwrap();
         let waited = seconds(&d, &["main_thread_gil_wait", "main_thread_core_wait"]);
         let wall = d["ledger"]["wall_s"].as_f64().unwrap();

@@ -72,7 +72,7 @@ fn within_5_points(d: &serde_json::Value, names: &[&str], truth_s: f64, id: &str
 
 /// The main thread loops over pure Python while two other threads spin on pure Python too: it is
 /// off its CPU about two thirds of the time, waiting for the GIL, as its own `thread_time` says.
-const GIL: &str = r#"import json, sys, threading, time
+pub(super) const GIL: &str = r#"import json, sys, threading, time
 stop = False
 def hog():
     x = 0
