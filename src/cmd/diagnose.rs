@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use gpulse_report::Analysis;
-use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_json, steps_line, wrap};
+use gpulse_report::text::{
+    ledger_text, main_thread_text, ranks_text, render_text, roofline_text, steps_json, steps_line, wrap,
+};
 
 use crate::cli::{DiagnoseArgs, ReportFormat};
 use crate::ops::analyze::analyze;
@@ -23,6 +25,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
                 "ledger": d.ledger,
                 "efficiency": d.efficiency,
                 "stacks": d.stacks,
+                "ranks": d.ranks,
             });
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
@@ -30,6 +33,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
             &(steps_line(&run)
                 + &render_text(&d)
                 + &ledger_text(&d.ledger)
+                + &ranks_text(&d.ranks)
                 + &main_thread_text(&d.stacks)
                 + &roofline_text(&d.efficiency)),
             text_width(libc::STDOUT_FILENO),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gpulse_model::GpuProcessClass;
 
-use gpulse_report::text::{ledger_text, main_thread_text, render_text, roofline_text, steps_line};
+use gpulse_report::text::{ledger_text, main_thread_text, ranks_text, render_text, roofline_text, steps_line};
 
 use crate::ops::analyze::analyze;
 
@@ -36,6 +36,7 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
     let d = &analysis.diagnosis;
     out += &render_text(d);
     out += &ledger_text(&d.ledger);
+    out += &ranks_text(&d.ranks);
     out += &main_thread_text(&d.stacks);
     out += &roofline_text(&d.efficiency);
     out += &gpu_holders(&analysis.run);

@@ -22,6 +22,7 @@ mod messages;
 mod python_clients;
 mod python_package;
 mod query;
+mod ranks;
 mod record;
 mod report;
 mod roofline;

@@ -15,6 +15,8 @@ pub struct Diagnosis {
     pub efficiency: Vec<Efficiency>,
     /// What each sampled process's main thread did.
     pub stacks: Vec<Profile>,
+    /// A distributed job's ranks, side by side; empty for a job of one process.
+    pub ranks: Vec<crate::ranks::RankRow>,
     /// One line on the primary cause; `None` when nothing is wrong.
     pub summary: Option<String>,
 }
@@ -26,6 +28,7 @@ impl Diagnosis {
         Self {
             efficiency: crate::efficiency(run),
             stacks: crate::main_thread::profiles(run),
+            ranks: crate::ranks::rows(run),
             findings,
             ledger,
             summary,

@@ -212,6 +212,8 @@ fn words(id: FindingId) -> Words {
         IpcWait => Words { gone: Some("wait on another process gone"), gap: Some("waits on another process"), ..PLAIN },
         LockWait => Words { gone: Some("lock wait gone"), gap: Some("lock waits"), ..PLAIN },
         MainThreadBlocked => PLAIN,
+        PeerWait => Words { gone: Some("wait for the other ranks gone"), gap: Some("waits for other ranks"), ..PLAIN },
+        Straggler => Words { gone: Some("straggling rank gone"), gap: Some("a straggling rank"), ..PLAIN },
     }
 }
 

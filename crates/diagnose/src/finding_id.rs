@@ -123,6 +123,11 @@ finding_ids! {
     LockWait = "lock_wait",
     /// The main thread is blocked in the kernel for a reason no rule names.
     MainThreadBlocked = "main_thread_blocked",
+    /// The main thread waits for the other ranks in a collective, and no one rank holds them
+    /// back (or the ranks are not known).
+    PeerWait = "peer_wait",
+    /// One rank holds the others back: they wait for it in their collectives.
+    Straggler = "rank_straggler",
 }
 
 /// What a finding is about, which decides where it counts: what may lead the summary, what keeps
@@ -151,7 +156,7 @@ impl FindingId {
             | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
             | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython
             | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
-            | MainThreadBlocked | GpuShared | CpuOversubscribed => Concern::Job,
+            | MainThreadBlocked | GpuShared | CpuOversubscribed | PeerWait | Straggler => Concern::Job,
             MarkedPhase => Concern::OnPurpose,
             IdleHolder | ForeignProcess => Concern::OtherProcesses,
             UnexplainedTime => Concern::Unexplained,

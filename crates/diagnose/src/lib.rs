@@ -12,6 +12,7 @@ mod finding_id;
 mod forecast;
 mod ledger;
 pub mod main_thread;
+pub mod ranks;
 mod rolling;
 pub mod roofline;
 mod rules;
@@ -408,7 +409,7 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         EpochRestart => "Restarting the DataLoader's workers at each epoch",
         // The mechanism and its site, without the title's figures.
         HostPython | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait
-        | LockWait | MainThreadBlocked => {
+        | LockWait | MainThreadBlocked | PeerWait | Straggler => {
             top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str())
         }
         InputBound => "Waiting for data (inferred from the GPU's idle bursts)",

@@ -147,6 +147,8 @@ pub struct Run {
     pub events: Vec<(gpulse_model::EventKind, f64, serde_json::Value)>,
     /// Steps and data wait measured inside the training loop, when it sent marks.
     pub steps: Option<crate::Steps>,
+    /// Each process's own steps, where several marked them (a distributed job's ranks).
+    pub steps_by_pid: Vec<crate::Steps>,
     /// Every timed wait for data, `[start, end]` in seconds, from any process (see
     /// [`crate::steps::spans`]).
     pub data_waits_s: Vec<[f64; 2]>,
@@ -527,6 +529,7 @@ impl RunBuilder {
             host_mem_used_pct,
             events,
             steps: crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
+            steps_by_pid: crate::Steps::per_process(&rec.markers, start_us, rec.instrumented()),
             data_waits_s,
             phases_s,
             copies_s,

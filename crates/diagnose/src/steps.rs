@@ -93,6 +93,22 @@ impl Steps {
         })
     }
 
+    /// Each process's own steps, where more than one process marked steps (each rank of a
+    /// distributed job marks its own); empty otherwise.
+    pub fn per_process(markers: &[Marker], start_us: i64, loader_timed: bool) -> Vec<Self> {
+        let pids: std::collections::BTreeSet<u32> =
+            markers.iter().filter(|m| m.kind == MarkerKind::Step).map(|m| m.pid).collect();
+        if pids.len() < 2 {
+            return Vec::new();
+        }
+        pids.into_iter()
+            .filter_map(|pid| {
+                let mine: Vec<Marker> = markers.iter().filter(|m| m.pid == pid).cloned().collect();
+                Self::from_markers(&mine, start_us, loader_timed)
+            })
+            .collect()
+    }
+
     /// Seconds from the first step mark to the last.
     pub fn span_s(&self) -> f64 {
         self.window_s[1] - self.window_s[0]

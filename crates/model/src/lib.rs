@@ -35,7 +35,7 @@ pub use probe::{EccLocation, Probe, ProbeResult, Reading, SramPart};
 pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use stacks::{
-    Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
+    Gil, KernelState, ProcessRole, PyFrame, Rank, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
 };
 pub use table::{
     Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit,

@@ -76,6 +76,47 @@ pub struct SampledProcess {
     pub python: String,
     /// The command line, for people.
     pub command: String,
+    /// Its place in a distributed job, from its environment; `None` for a process that is no
+    /// rank (or whose environment could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<Rank>,
+}
+
+/// A process's place in a distributed job: what torchrun, accelerate and deepspeed put in each
+/// rank's environment (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rank {
+    pub rank: u32,
+    pub world_size: u32,
+    pub local_rank: Option<u32>,
+    /// The GPU's index as NVML counts it, from `LOCAL_RANK` through `CUDA_VISIBLE_DEVICES`
+    /// where that lists indices; `None` where it names UUIDs or nothing could be said.
+    pub device: Option<u32>,
+}
+
+impl Rank {
+    /// From a NUL-separated environment (`/proc/PID/environ`); `None` without `RANK` and
+    /// `WORLD_SIZE`, or with a rank outside the world.
+    pub fn from_environ(environ: &[u8]) -> Option<Self> {
+        let var = |name: &str| {
+            environ.split(|b| *b == 0).find_map(|kv| {
+                let kv = std::str::from_utf8(kv).ok()?;
+                kv.strip_prefix(name)?.strip_prefix('=').map(str::to_owned)
+            })
+        };
+        let num = |name: &str| var(name).and_then(|v| v.trim().parse::<u32>().ok());
+        let (rank, world_size) = (num("RANK")?, num("WORLD_SIZE")?);
+        if rank >= world_size {
+            return None;
+        }
+        let local_rank = num("LOCAL_RANK");
+        let device = match (local_rank, var("CUDA_VISIBLE_DEVICES")) {
+            (Some(l), None) => Some(l),
+            (Some(l), Some(list)) => list.split(',').nth(l as usize).and_then(|d| d.trim().parse::<u32>().ok()),
+            (None, _) => None,
+        };
+        Some(Rank { rank, world_size, local_rank, device })
+    }
 }
 
 /// Who held the GIL when the thread was sampled.
@@ -244,5 +285,30 @@ mod tests {
         let names: Vec<&str> = s.frames_of(1).map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["main", "sync"]);
         assert_eq!(s.frames_of(7).count(), 0);
+    }
+}
+
+#[cfg(test)]
+mod rank_tests {
+    use super::Rank;
+
+    fn env(vars: &[&str]) -> Vec<u8> {
+        vars.join("\0").into_bytes()
+    }
+
+    /// torchrun's environment gives the rank; `CUDA_VISIBLE_DEVICES` maps the local rank to
+    /// NVML's index, and a list of UUIDs maps to none.
+    #[test]
+    fn a_rank_is_read_from_its_environment() {
+        let r = Rank::from_environ(&env(&["PATH=/bin", "RANK=3", "LOCAL_RANK=1", "WORLD_SIZE=4"])).unwrap();
+        assert_eq!(r, Rank { rank: 3, world_size: 4, local_rank: Some(1), device: Some(1) });
+        let r = Rank::from_environ(&env(&["RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "CUDA_VISIBLE_DEVICES=4,6"]));
+        assert_eq!(r.unwrap().device, Some(6));
+        let r = Rank::from_environ(&env(&["RANK=0", "LOCAL_RANK=0", "WORLD_SIZE=1", "CUDA_VISIBLE_DEVICES=GPU-9a1b"]));
+        assert_eq!(r.unwrap().device, None);
+        // Not a rank: no world, a rank outside it, a name that only ends in RANK.
+        assert_eq!(Rank::from_environ(&env(&["RANK=0"])), None);
+        assert_eq!(Rank::from_environ(&env(&["RANK=2", "WORLD_SIZE=2"])), None);
+        assert_eq!(Rank::from_environ(&env(&["NODE_RANK=0", "WORLD_SIZE=2"])), None);
     }
 }

@@ -11,7 +11,7 @@
 
 /// Bumped whenever a table or column changes meaning; a column added at the end of a table is
 /// not a bump, since readers of the version before read past it (`host_samples.swap_*`,
-/// `tree_samples.read_kib`, `write_kib`, `pss_kib`). 3: `markers.count` (a row may stand for
+/// `tree_samples.read_kib`, `write_kib`, `pss_kib`, `stack_processes.rank` and the three after it). 3: `markers.count` (a row may stand for
 /// many marks). 2: `markers`. 4: `gpu_samples` is a view over `gpu_sample_rows`; a query of
 /// `gpu_samples` reads the same columns from either. 5: `stack_samples.clocks`, the sampled
 /// threads' own clocks, which change what a main-thread sample's time is split into. Every earlier

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use gpulse_model::{
-    Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
+    Gil, KernelState, ProcessRole, PyFrame, Rank, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
 };
 use rusqlite::{Connection, params};
 
@@ -21,7 +21,9 @@ use crate::RecordError;
 ///   when `base` is NULL), then the frame ids in `frames`, LEB128 varints, outermost first.
 /// - `stack_obs`: an observation by the writer's id: the thread's state letter, its syscall and
 ///   wchan, and the GIL (`held`, `free`, or `other` with the holder's stack in `gil_stack`).
-/// - `stack_processes`: a sampled process, in the order first sampled, with its last rate.
+/// - `stack_processes`: a sampled process, in the order first sampled, with its last rate and
+///   (added at the end, so no new version) its place in a distributed job: `rank`, `world_size`, `local_rank` and the GPU
+///   its environment gives it (`device`), NULL for a process that is no rank.
 /// - `stack_refusals`: why a process could not be sampled.
 /// - `stack_samples`: a run of one process's samples within one second (by `t_us`): the first
 ///   at `t_us`, each as three LEB128 varints: µs since the sample before (0 for the first),
@@ -58,7 +60,11 @@ CREATE TABLE stack_processes (
     role    TEXT NOT NULL,
     python  TEXT NOT NULL,
     command TEXT NOT NULL,
-    rate_hz REAL
+    rate_hz REAL,
+    rank       INTEGER,
+    world_size INTEGER,
+    local_rank INTEGER,
+    device     INTEGER
 );
 
 CREATE TABLE stack_refusals (
@@ -152,8 +158,21 @@ impl Written {
             if !self.processes.insert(p.pid) {
                 continue;
             }
-            conn.prepare_cached("INSERT OR REPLACE INTO stack_processes VALUES (?1, ?2, ?3, ?4, ?5)")?
-                .execute(params![p.pid, p.role.as_str(), p.python, p.command, self.rates.remove(&p.pid)])?;
+            let r = p.rank;
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                p.pid,
+                p.role.as_str(),
+                p.python,
+                p.command,
+                self.rates.remove(&p.pid),
+                r.map(|r| r.rank),
+                r.map(|r| r.world_size),
+                r.and_then(|r| r.local_rank),
+                r.and_then(|r| r.device)
+            ])?;
         }
         for &(pid, hz) in &batch.rate_hz {
             if self.processes.contains(&pid) {
@@ -325,23 +344,30 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
         })?
         .into_iter()
         .collect();
-    let processes = crate::read::rows(
-        conn,
-        "SELECT pid, role, python, command, rate_hz FROM stack_processes ORDER BY rowid",
-        |r| {
-            Ok((
-                r.get::<_, u32>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<f64>>(4)?,
-            ))
-        },
-    )?;
-    for (pid, role, python, command, rate) in processes {
+    // Schema 5 and before kept no ranks.
+    let query = if conn.prepare("SELECT rank FROM stack_processes LIMIT 0").is_ok() {
+        "SELECT pid, role, python, command, rate_hz, rank, world_size, local_rank, device FROM stack_processes ORDER BY rowid"
+    } else {
+        "SELECT pid, role, python, command, rate_hz, NULL, NULL, NULL, NULL FROM stack_processes ORDER BY rowid"
+    };
+    let processes = crate::read::rows(conn, query, |r| {
+        let rank = match (r.get::<_, Option<u32>>(5)?, r.get::<_, Option<u32>>(6)?) {
+            (Some(rank), Some(world_size)) => Some(Rank { rank, world_size, local_rank: r.get(7)?, device: r.get(8)? }),
+            _ => None,
+        };
+        Ok((
+            r.get::<_, u32>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<f64>>(4)?,
+            rank,
+        ))
+    })?;
+    for (pid, role, python, command, rate, rank) in processes {
         // A role a later gpulse adds is read as the nearest one this gpulse knows.
         let role = ProcessRole::parse(&role).unwrap_or(ProcessRole::Worker);
-        batch.processes.push(SampledProcess { pid, role, python, command });
+        batch.processes.push(SampledProcess { pid, role, python, command, rank });
         if let Some(hz) = rate {
             batch.rate_hz.push((pid, hz));
         }

@@ -52,12 +52,14 @@ fn batches() -> Vec<StackBatch> {
         role: ProcessRole::Main,
         python: "3.11.7".into(),
         command: "python train.py".into(),
+        rank: None,
     };
     let worker = SampledProcess {
         pid: 4300,
         role: ProcessRole::Worker,
         python: "3.11.7".into(),
         command: "python train.py".into(),
+        rank: None,
     };
     let mut out = vec![StackBatch {
         frames: vec![
@@ -238,6 +240,7 @@ fn hour_at_50_hz(path: &Path) -> (u64, usize) {
         role: ProcessRole::Main,
         python: "3.11.7".into(),
         command: "python train.py --epochs 3".into(),
+        rank: None,
     };
     w.stacks(&StackBatch {
         frames,

@@ -130,8 +130,20 @@ mod tests {
             frames: vec![(0, f("main", 1)), (1, f("step", 2)), (2, f("load", 0))],
             stacks: vec![(0, vec![0, 1]), (1, vec![0, 2])],
             processes: vec![
-                SampledProcess { pid: 9, role: ProcessRole::Main, python: "3.12".into(), command: "train".into() },
-                SampledProcess { pid: 3, role: ProcessRole::Worker, python: "3.12".into(), command: "train".into() },
+                SampledProcess {
+                    pid: 9,
+                    role: ProcessRole::Main,
+                    python: "3.12".into(),
+                    command: "train".into(),
+                    rank: None,
+                },
+                SampledProcess {
+                    pid: 3,
+                    role: ProcessRole::Worker,
+                    python: "3.12".into(),
+                    command: "train".into(),
+                    rank: None,
+                },
             ],
             samples: vec![sample(1_000_000, 3, 1), sample(1_010_000, 9, 0), sample(1_030_000, 9, 1)],
             ..Default::default()

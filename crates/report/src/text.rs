@@ -103,7 +103,11 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
         if p.samples == 0 {
             continue;
         }
-        let role = if p.role == gpulse_model::ProcessRole::Worker { "worker process" } else { "main thread" };
+        let role = match (p.role, p.rank) {
+            (gpulse_model::ProcessRole::Worker, _) => "worker process".to_owned(),
+            (_, Some(r)) => format!("rank {} main thread", r.rank),
+            (_, None) => "main thread".to_owned(),
+        };
         let slow =
             p.slow_start.map(|w| format!("; the first {:.0} s at {:.0} Hz", w.seconds, w.rate_hz)).unwrap_or_default();
         let _ = writeln!(
@@ -119,6 +123,45 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
         s.push('\n');
     }
     s
+}
+
+/// A distributed job's ranks, one row each: steps, data wait, time in collectives, and what its
+/// main thread did most besides; empty for a job of one process.
+pub fn ranks_text(ranks: &[gpulse_diagnose::ranks::RankRow]) -> String {
+    if ranks.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "ranks ({} of a world of {}):
+",
+        ranks.len(),
+        ranks[0].world_size
+    );
+    let _ = writeln!(
+        s,
+        "  {:>4} {:>8} {:>4} {:>8} {:>9} {:>10} {:>10}  busiest",
+        "rank", "pid", "gpu", "steps/s", "step (s)", "data wait", "collective"
+    );
+    let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "-".to_owned(), f);
+    for r in ranks {
+        let busiest = match (r.busiest, &r.busiest_site) {
+            (Some(b), Some(site)) => format!("{:.0}% {} at {site}", 100.0 * r.busiest_share, b.words()),
+            (Some(b), None) => format!("{:.0}% {}", 100.0 * r.busiest_share, b.words()),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:>4} {:>8} {:>4} {:>8} {:>9} {:>10} {:>9.0}%  {busiest}",
+            r.rank,
+            r.pid,
+            r.gpu.map_or_else(|| "-".to_owned(), |g| g.to_string()),
+            opt(r.steps_per_s, &|v| format!("{v:.2}")),
+            opt(r.step_s, &|v| format!("{v:.3}")),
+            opt(r.data_wait_share, &|v| format!("{:.0}%", 100.0 * v)),
+            100.0 * r.peer_wait_share,
+        );
+    }
+    s + "\n"
 }
 
 /// Findings for a terminal: the primary cause in one line (the analysis's summary), then a

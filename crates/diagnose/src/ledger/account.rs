@@ -124,7 +124,9 @@ impl FindingId {
             | Throttling | IdleHolder | ForeignProcess | GpuShared | CpuOversubscribed | DataParallel
             | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
             | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
-            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked | PeerWait | Straggler => {
+                None
+            }
         }
     }
 
@@ -143,7 +145,9 @@ impl FindingId {
             | EpochRestart | Throttling | IdleHolder | ForeignProcess | CpuOversubscribed | DataParallel
             | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
             | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
-            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked => None,
+            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked | PeerWait | Straggler => {
+                None
+            }
         }
     }
 }

@@ -67,6 +67,9 @@ thread_states! {
     Ipc => "ipc", "waiting on another process";
     /// A lock or a queue of its own threads.
     Lock => "lock", "waiting on a lock of its own threads";
+    /// In a collective of `torch.distributed` (a barrier, an all-reduce, an all-gather): waiting
+    /// for the other ranks to reach it.
+    PeerWait => "peer_wait", "waiting for the other ranks in a collective";
     Other => "other", "blocked in the kernel";
 }
 
@@ -343,6 +346,10 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
     let inferred = |state| (state, Basis::Inferred);
     let (state, basis) = if k.state == 'D' || (k.state == 'R' && matches!(k.syscall, Some(nr::FSYNC | nr::FDATASYNC))) {
         measured(Disk)
+    } else if any(collective_frame) {
+        // Inside a collective the rank waits for its peers, whether the backend blocks on a
+        // socket (gloo), spins, or waits on the device (NCCL's barrier synchronizes).
+        inferred(PeerWait)
     } else if leaf.is_some_and(syncs) && k.state != 'D' {
         // The line is a copy to the host or a synchronize: spinning (R) or blocked, the thread
         // waits for the device.
@@ -431,6 +438,24 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
     Class { state, domain: domain(frames), basis }
 }
 
+/// Whether a frame is a collective of `torch.distributed`: c10d's functions (`barrier`,
+/// `all_reduce`, `all_gather`, `broadcast`, `init_process_group`'s rendezvous...), the
+/// functional collectives, a work handle's `wait`, or FSDP's gathers and reductions.
+fn collective_frame(f: &PyFrame) -> bool {
+    let p = f.file.as_str();
+    let name = f.function.as_str();
+    in_module(p, "torch/distributed/distributed_c10d.py")
+        || in_module(p, "torch/distributed/_functional_collectives.py")
+        || in_module(p, "torch/distributed/rendezvous.py")
+        || (in_module(p, "torch/distributed/fsdp/")
+            && (name.contains("all_gather") || name.contains("reduce_scatter") || name.contains("wait")))
+        || f.code.as_deref().is_some_and(|c| {
+            ["dist.barrier(", "dist.all_reduce(", "dist.all_gather(", "dist.broadcast(", "dist.reduce_scatter("]
+                .iter()
+                .any(|call| c.contains(call))
+        })
+}
+
 /// Whether a frame's line is a `with` statement: entering it may take a lock.
 fn with_block(f: &PyFrame) -> bool {
     f.code.as_deref().is_some_and(|c| c.trim_start().starts_with("with "))
@@ -471,7 +496,10 @@ pub fn timed_by_gpulse(f: &PyFrame) -> bool {
 
 /// Whether a file is the job's own code rather than the interpreter's, a package's or gpulse's.
 pub fn own_code(file: &str) -> bool {
+    // PyTorch from a source checkout (`pip install -e`) lies outside site-packages; it is still
+    // the library, not the job's line.
     !(gpulse_frame(file)
+        || file.contains("/torch/")
         || file.contains("/site-packages/")
         || file.contains("/dist-packages/")
         || file.starts_with('<')

@@ -37,6 +37,7 @@ impl ThreadState {
             ThreadState::Ipc => FindingId::IpcWait,
             ThreadState::Lock => FindingId::LockWait,
             ThreadState::Other => FindingId::MainThreadBlocked,
+            ThreadState::PeerWait => FindingId::PeerWait,
         }
     }
 }
@@ -322,6 +323,8 @@ fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Opti
     let what = match (state, domain) {
         (_, Some(Domain::Compile)) if recompile => "the main thread recompiling (torch.compile)".to_owned(),
         (ThreadState::Python, Some(d)) => format!("the main thread in {}", d.words()),
+        // A collective is what the state already says.
+        (ThreadState::PeerWait, Some(Domain::Collective)) => format!("the main thread {}", state.words()),
         (s, Some(d)) => format!("the main thread {} in {}", s.words(), d.words()),
         (s, None) => format!("the main thread {}", s.words()),
     };
@@ -405,6 +408,9 @@ fn advice(
         (ThreadState::Ipc, _) => vec![format!("the main thread waits for another process{at}: let that work run ahead, a batch in advance")],
         (ThreadState::Lock, _) => vec![format!(
             "the main thread waits for one of its own threads{at}: hand the work over through a queue a step ahead, or do it in a process"
+        )],
+        (ThreadState::PeerWait, _) => vec![format!(
+            "the main thread waits for the other ranks{at}: the slowest rank sets every rank's pace; `gpulse run` over the whole launcher (torchrun ...) samples every rank and names the one they wait for"
         )],
         (ThreadState::GpuSync | ThreadState::Other, _) => vec![format!(
             "py-spy dump --pid PID --native while it happens shows the native call{at}"

@@ -112,14 +112,15 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
 }
 
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
-/// reads, else the main process sampled most.
+/// reads, else the lowest rank of a distributed job, else the main process sampled most.
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
     let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
     let holder = crate::ledger::primary(run)
         .and_then(|g| mains.iter().copied().find(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))));
-    holder.or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
+    let first_rank = crate::ranks::ranked(run).into_iter().map(|(_, pid)| pid).find(|pid| count(*pid) > 0);
+    holder.or(first_rank).or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
 }
 
 /// A site's share of a process's sampled time.
@@ -179,6 +180,9 @@ fn slow_start(times_s: &[f64]) -> Option<SlowStart> {
 pub struct Profile {
     pub pid: u32,
     pub role: ProcessRole,
+    /// Its place in a distributed job, where its environment gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<gpulse_model::Rank>,
     pub samples: usize,
     /// The rate achieved: samples over the span from the first to the last.
     pub rate_hz: f64,
@@ -206,7 +210,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
     let st = &run.stacks;
     let first = main_pid(run);
     let mut procs: Vec<&gpulse_model::SampledProcess> = st.processes.iter().collect();
-    procs.sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, p.pid));
+    procs.sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, p.rank.map(|r| r.rank), p.pid));
     let mut out: Vec<Profile> = procs
         .into_iter()
         .map(|p| {
@@ -248,6 +252,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
             Profile {
                 pid: p.pid,
                 role: p.role,
+                rank: p.rank,
                 samples,
                 rate_hz: round(rate, 1),
                 span_s: round(span, 1),
@@ -262,6 +267,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
             out.push(Profile {
                 pid: *pid,
                 role: ProcessRole::Main,
+                rank: None,
                 samples: 0,
                 rate_hz: 0.0,
                 span_s: 0.0,

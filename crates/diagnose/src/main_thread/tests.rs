@@ -31,6 +31,7 @@ fn stacks() -> Stacks {
             role: ProcessRole::Main,
             python: "3.11.7".into(),
             command: "python train.py".into(),
+            rank: None,
         }],
         ..Stacks::default()
     }
@@ -201,6 +202,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
         role: ProcessRole::Worker,
         python: "3.11.7".into(),
         command: "python train.py".into(),
+        rank: None,
     });
     for s in &mut st.samples {
         s.stack = wait;

@@ -58,6 +58,7 @@ pub(crate) enum RuleId {
     ResetPending,
     Nvlink,
     MainThread,
+    Straggler,
     ByElimination,
     Phases,
     Healthy,
@@ -139,6 +140,14 @@ pub(crate) const TABLE: &[Rule] = &[
         Vec::new()
     })
     .amending(HOST_SIDE_IDLE),
+    // A distributed job's ranks side by side: the rank the others wait for in their collectives
+    // takes the place of the finding of the time it costs (the waiter's wait, or what the
+    // straggler did meanwhile).
+    rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE)], |cx, run| {
+        let ledger = cx.ledger().clone();
+        crate::ranks::findings(run, &ledger, &mut cx.out);
+        Vec::new()
+    }),
     // Host-side time by elimination that nothing named gets a finding.
     rule(RuleId::ByElimination, Whole, &[Accounts(&[AccountKind::HostSide])], |cx, run| {
         let loop_s = cx.loop_s;

@@ -44,6 +44,7 @@ pub fn color(state: ThreadState) -> (&'static str, &'static str) {
         ThreadState::Disk => ("#8c5a3c", "#ffffff"),
         ThreadState::Ipc => ("#f08c2e", "#111111"),
         ThreadState::Lock => ("#e6c619", "#111111"),
+        ThreadState::PeerWait => ("#17a2a2", "#ffffff"),
         ThreadState::Other => ("#d4d4d4", "#111111"),
     }
 }
@@ -417,6 +418,7 @@ mod tests {
                 role: ProcessRole::Main,
                 python: "3.11.7".into(),
                 command: "python train.py".into(),
+                rank: None,
             }],
             samples: samples
                 .iter()

@@ -54,7 +54,10 @@ pub(super) enum Phase {
     /// Not Python, as far as could be seen: looked at again after `at`, or when its program
     /// changes.
     NotPython { at: Instant, exe: Option<std::path::PathBuf> },
-    /// Never sampled: refused (and said so), a launcher, or a worker when workers are off.
+    /// A launcher, judged by this command line: looked at again only if it changes (a child
+    /// seen between its launcher's fork and its `exec` has the launcher's).
+    Launcher { command: String },
+    /// Never sampled: refused (and said so), a helper, or a worker when workers are off.
     Done,
 }
 
@@ -103,6 +106,9 @@ impl Target {
         match &self.phase {
             Phase::Opening { at } if *at <= now => {}
             Phase::NotPython { at, exe } if looked && (*at <= now || proc_info::exe(self.pid) != *exe) => {}
+            Phase::Launcher { command } if looked && proc_info::cmdline(self.pid).is_some_and(|c| c != *command) => {
+                self.role = None;
+            }
             _ => return,
         }
         let config = py_spy::Config {
@@ -168,9 +174,9 @@ impl Target {
                         let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
                         let python = spy.version.to_string();
                         match first_role(pid, names.into_iter(), python, workers, out) {
-                            Some(r) => self.role = Some(r),
-                            None => {
-                                self.phase = Phase::Done;
+                            Ok(r) => self.role = Some(r),
+                            Err(next) => {
+                                self.phase = next;
                                 return Outcome::Skipped;
                             }
                         }
@@ -224,9 +230,9 @@ impl Target {
             }
             let names = traces[main].frames.iter().map(|f| (f.filename.as_str(), f.name.as_str()));
             match first_role(pid, names, spy.version.to_string(), workers, out) {
-                Some(r) => self.role = Some(r),
-                None => {
-                    self.phase = Phase::Done;
+                Ok(r) => self.role = Some(r),
+                Err(next) => {
+                    self.phase = next;
                     return Outcome::Skipped;
                 }
             }
@@ -257,26 +263,32 @@ fn kernel_state(pid: u32) -> KernelState {
 }
 
 /// The role of a process from its first stack (`(file, function)` of each frame), said in `out`
-/// once; `None` for a process not to be sampled (a launcher, or a worker when workers are off).
+/// once; else the phase of a process not to be sampled (a launcher, a helper, or a worker when
+/// workers are off).
 fn first_role<'a>(
     pid: u32,
     frames: impl Iterator<Item = (&'a str, &'a str)> + Clone,
     python: String,
     workers: bool,
     out: &mut StackBatch,
-) -> Option<ProcessRole> {
+) -> Result<ProcessRole, Phase> {
     let command = proc_info::cmdline(pid).unwrap_or_default();
     // A launcher is told by its command line too: its first stack may be still importing.
     if launcher(&command) {
-        return None;
+        return Err(Phase::Launcher { command });
     }
     match role(frames) {
-        Some(ProcessRole::Worker) if !workers => None,
+        Some(ProcessRole::Worker) if !workers => Err(Phase::Done),
         Some(r) => {
-            out.processes.push(SampledProcess { pid, role: r, python, command });
-            Some(r)
+            // A rank says so in its environment, readable wherever its memory is.
+            let rank = match r {
+                ProcessRole::Main => proc_info::environ(pid).and_then(|e| gpulse_model::Rank::from_environ(&e)),
+                ProcessRole::Worker => None,
+            };
+            out.processes.push(SampledProcess { pid, role: r, python, command, rank });
+            Ok(r)
         }
-        None => None,
+        None => Err(Phase::Done),
     }
 }
 

@@ -2,7 +2,7 @@
 modules (`torch.utils.data.dataloader._BaseDataLoaderIter.__next__`, and
 `torch.optim.optimizer.register_optimizer_step_post_hook`). CI has no PyTorch."""
 
-from . import optim, utils  # noqa: F401  (real torch imports both when imported)
+from . import distributed, optim, serialization, utils  # noqa: F401  (real torch imports them when imported)
 
 import time as _time
 
@@ -26,8 +26,4 @@ class Tensor:
         return self.to("cuda", non_blocking=non_blocking)
 
 
-def save(obj, f, *args, **kwargs):
-    """Writes a byte to ``f`` after ``obj["save_s"]`` seconds, as a large state_dict would."""
-    _time.sleep(obj.get("save_s", 0.0) if isinstance(obj, dict) else 0.0)
-    with open(f, "wb") as out:
-        out.write(b"\0")
+from .serialization import save  # noqa: E402  (real torch re-exports it too)

@@ -1,0 +1,403 @@
+//! A distributed job seen whole: its ranks (the processes whose environment names them), each
+//! rank's steps and main-thread states, and the rank the others wait for.
+//!
+//! Ranks meet in their collectives, so a slow rank shows as the others' time in them. The
+//! samples of every rank are set side by side in time: at each moment the ranks inside a
+//! collective wait for those outside it, and what a rank outside did while others waited is
+//! what held them back. The time lost is the waiters' mean time in collectives less the
+//! straggler's own, which is what every rank would gain per step if it matched them.
+
+use std::collections::HashMap;
+
+use gpulse_model::{ProcessRole, Rank};
+use serde::Serialize;
+
+use crate::main_thread::{Domain, ThreadState, points, site_text};
+use crate::{Finding, FindingId, Run, Severity, round};
+
+/// One rank as the run saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankRow {
+    pub rank: u32,
+    pub world_size: u32,
+    pub pid: u32,
+    /// The GPU it ran on: NVML's process list, else its environment's `LOCAL_RANK`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// From its own step marks (`gpulse.step()` or `--instrument`), where it sent them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_s: Option<f64>,
+    /// Of its steps' time, waiting for its next batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_wait_share: Option<f64>,
+    /// Of its main thread's sampled time (within its steps, where it marked them), inside
+    /// collectives.
+    pub peer_wait_share: f64,
+    /// Its main thread's largest state other than waiting for peers, with its share and site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busiest: Option<ThreadState>,
+    pub busiest_share: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busiest_site: Option<String>,
+}
+
+/// The ranks of a run: each main process that its environment names a rank, in rank order.
+pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
+    let mut out: Vec<(Rank, u32)> = run
+        .stacks
+        .processes
+        .iter()
+        .filter(|p| p.role == ProcessRole::Main)
+        .filter_map(|p| Some((p.rank?, p.pid)))
+        .collect();
+    out.sort_by_key(|(r, pid)| (r.rank, *pid));
+    out
+}
+
+/// Every rank's row; empty for a job of fewer than two ranks seen.
+pub fn rows(run: &Run) -> Vec<RankRow> {
+    let ranks = ranked(run);
+    if ranks.len() < 2 {
+        return Vec::new();
+    }
+    ranks
+        .iter()
+        .map(|(r, pid)| {
+            let steps =
+                run.steps_by_pid.iter().find(|s| s.pid == *pid).or(run.steps.as_ref().filter(|s| s.pid == *pid));
+            // Its steps where it marked them: start-up's rendezvous is not the loop's wait.
+            let [lo, hi] = steps.map_or([f64::MIN, f64::MAX], |s| s.window_s);
+            let pts: Vec<_> = points(run, *pid).into_iter().filter(|p| p.t_s >= lo && p.t_s <= hi).collect();
+            let total: f64 = pts.iter().map(|p| p.dur_s).sum::<f64>().max(1e-9);
+            let mut by: HashMap<ThreadState, (f64, HashMap<u32, f64>)> = HashMap::new();
+            for p in &pts {
+                let e = by.entry(p.class.state).or_default();
+                e.0 += p.dur_s;
+                *e.1.entry(p.stack).or_default() += p.dur_s;
+            }
+            let peer = by.get(&ThreadState::PeerWait).map_or(0.0, |e| e.0);
+            let busiest = by
+                .iter()
+                .filter(|(s, _)| **s != ThreadState::PeerWait)
+                .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(b.0.cmp(a.0)));
+            let gpu = run
+                .gpus
+                .iter()
+                .find(|g| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid)))
+                .map(|g| g.gpu)
+                .or(r.device);
+            RankRow {
+                rank: r.rank,
+                world_size: r.world_size,
+                pid: *pid,
+                gpu,
+                steps_per_s: steps.map(|s| round(s.per_s(), 2)),
+                step_s: steps.map(|s| round(s.mean_step_s(), 4)),
+                data_wait_share: steps.and_then(|s| s.data_wait_share()).map(|w| round(w, 3)),
+                peer_wait_share: round(peer / total, 3),
+                busiest: busiest.map(|b| *b.0),
+                busiest_share: busiest.map_or(0.0, |b| round(b.1.0 / total, 3)),
+                busiest_site: busiest.and_then(|b| top(&b.1.1)).and_then(|s| site_text(&run.stacks, s)),
+            }
+        })
+        .collect()
+}
+
+fn top<K: Copy + Ord>(map: &HashMap<K, f64>) -> Option<K> {
+    map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
+}
+
+/// The rank the others wait for, and what it did meanwhile.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Straggler {
+    pub rank: u32,
+    pub pid: u32,
+    /// The ranks that waited for it.
+    pub waiters: Vec<u32>,
+    /// Of the time other ranks spent in collectives, the part in which this rank was outside
+    /// them.
+    pub held_share: f64,
+    /// What it did that the others did not: the state, its library and its line, and the
+    /// seconds it spent there over the waiters' mean, over `window_s`.
+    pub state: ThreadState,
+    pub domain: Option<Domain>,
+    pub site: Option<String>,
+    pub extra_s: f64,
+    /// The waiters' mean seconds in collectives, and the straggler's own, over `window_s`.
+    pub waiters_wait_s: f64,
+    pub own_wait_s: f64,
+    pub window_s: [f64; 2],
+}
+
+impl Straggler {
+    /// What every rank would gain a step if the straggler matched the others: the waiters' time
+    /// in collectives less its own.
+    pub fn lost_s(&self) -> f64 {
+        (self.waiters_wait_s - self.own_wait_s).max(0.0)
+    }
+}
+
+/// A rank's state at `t`: its last sample at or before `t` (its samples, not the parts the
+/// clocks split off them, in time order), where the next follows within half a second.
+fn state_at(pts: &[crate::main_thread::Point], t: f64) -> Option<ThreadState> {
+    let i = pts.partition_point(|p| p.t_s <= t);
+    let p = pts.get(i.checked_sub(1)?)?;
+    let next = pts.get(i).map_or(p.t_s + p.dur_s, |n| n.t_s);
+    (next - p.t_s <= MAX_GAP_S && t < next).then_some(p.class.state)
+}
+
+/// A gap in a rank's samples longer than this tells nothing of what it did between.
+const MAX_GAP_S: f64 = 0.5;
+
+/// Waits for peers under this share of every rank's time say nothing of a straggler.
+const MIN_WAIT_SHARE: f64 = 0.05;
+/// The straggler must be outside the collectives for most of the others' waits: else no one
+/// rank holds them back.
+const MIN_HELD_SHARE: f64 = 0.5;
+
+/// The rank the others wait for in their collectives, where one does.
+pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
+    let ranks = ranked(run);
+    if ranks.len() < 2 {
+        return None;
+    }
+    let all: Vec<(u32, u32, Vec<crate::main_thread::Point>)> =
+        ranks.iter().map(|(r, pid)| (r.rank, *pid, points(run, *pid))).filter(|x| !x.2.is_empty()).collect();
+    if all.len() < 2 {
+        return None;
+    }
+    // Where every rank was sampled, within every rank's steps where they marked them.
+    let steps = |pid: u32| run.steps_by_pid.iter().find(|s| s.pid == pid).map(|s| s.window_s);
+    let lo = all.iter().map(|x| steps(x.1).map_or(x.2[0].t_s, |w| w[0].max(x.2[0].t_s))).fold(f64::MIN, f64::max);
+    let hi = all
+        .iter()
+        .map(|x| steps(x.1).map_or(x.2[x.2.len() - 1].t_s, |w| w[1].min(x.2[x.2.len() - 1].t_s)))
+        .fold(f64::MAX, f64::min);
+    if hi <= lo {
+        return None;
+    }
+    let inside = |p: &&crate::main_thread::Point| p.t_s >= lo && p.t_s <= hi;
+    let wait_s: Vec<f64> = all
+        .iter()
+        .map(|x| x.2.iter().filter(inside).filter(|p| p.class.state == ThreadState::PeerWait).map(|p| p.dur_s).sum())
+        .collect();
+    let span = hi - lo;
+    if wait_s.iter().all(|w| *w / span < MIN_WAIT_SHARE) {
+        return None;
+    }
+    // Each rank's samples alone, to tell its state at a moment.
+    let timelines: Vec<Vec<crate::main_thread::Point>> =
+        all.iter().map(|x| x.2.iter().filter(|p| !p.split).copied().collect()).collect();
+    // Each rank's time outside the collectives, weighed by the share of the others inside them
+    // at that moment: the waits it held up.
+    let mut held = vec![0.0; all.len()];
+    for (i, (_, _, pts)) in all.iter().enumerate() {
+        for p in pts.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
+            let others = timelines.iter().enumerate().filter(|(j, _)| *j != i);
+            let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (_, q)| match state_at(q, p.t_s) {
+                Some(ThreadState::PeerWait) => (w + 1, n + 1),
+                Some(_) => (w, n + 1),
+                None => (w, n),
+            });
+            if seen > 0 {
+                held[i] += p.dur_s * waiting as f64 / seen as f64;
+            }
+        }
+    }
+    let sum: f64 = held.iter().sum();
+    let (s, most) = held.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if sum <= 0.0 || most / sum < MIN_HELD_SHARE {
+        return None;
+    }
+    // What it did that the others did not: the state, library and line where its time most
+    // exceeds the waiters' mean. What it did at the moments they waited can be a part of the
+    // step every rank runs (its GPU's work), begun late.
+    let waiters: Vec<usize> = (0..all.len()).filter(|j| *j != s).collect();
+    let profile = |i: usize| {
+        let mut by: HashMap<(ThreadState, Option<Domain>, Option<String>), f64> = HashMap::new();
+        for p in all[i].2.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
+            *by.entry((p.class.state, p.class.domain, site_text(&run.stacks, p.stack))).or_default() += p.dur_s;
+        }
+        by
+    };
+    let mut extra = profile(s);
+    for j in &waiters {
+        for (k, v) in profile(*j) {
+            *extra.entry(k).or_default() -= v / waiters.len() as f64;
+        }
+    }
+    let ((state, domain, site), extra_s) =
+        extra.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)))?;
+    let (rank, pid) = (&all[s].0, &all[s].1);
+    Some(Straggler {
+        rank: *rank,
+        pid: *pid,
+        waiters: waiters.iter().map(|j| all[*j].0).collect(),
+        held_share: most / sum,
+        state,
+        domain,
+        site,
+        extra_s,
+        waiters_wait_s: waiters.iter().map(|j| wait_s[*j]).sum::<f64>() / waiters.len() as f64,
+        // Plus zero: a sum of nothing is -0.0, which would print as such.
+        own_wait_s: wait_s[s].max(0.0) + 0.0,
+        window_s: [lo, hi],
+    })
+}
+
+/// Half the loop lost to one rank: fixing it would double every rank's steps/s.
+const CRITICAL_LOOP_SHARE: f64 = 0.5;
+
+/// The straggler's finding, in place of the findings of the time it explains: the waiting main
+/// thread's `peer_wait` (the time it cost the others), or, where the ledger reads the
+/// straggler itself, the finding of what it did meanwhile (the same time, seen from its side).
+pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>) {
+    let Some(s) = straggler(run) else { return };
+    let lost_s = s.lost_s();
+    let span = s.window_s[1] - s.window_s[0];
+    if lost_s / span < MIN_WAIT_SHARE {
+        return;
+    }
+    let main = crate::main_thread::main_pid(run);
+    // The findings whose time this is: the waiter's wait; or, where the ledger reads the
+    // straggler, every state of its extra work (pickling runs Python, then native code, then
+    // writes): those in its library, else at its line.
+    let straggler_main = main == Some(s.pid);
+    let explains = |f: &Finding| {
+        let of_main = f.evidence.get("pid").and_then(|p| p.as_u64()) == main.map(u64::from);
+        let text = |k: &str| f.evidence.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        of_main
+            && f.priced_by_ledger()
+            && if straggler_main {
+                ThreadState::ALL.iter().any(|st| *st != ThreadState::PeerWait && st.finding() == f.id)
+                    && match s.domain {
+                        Some(d) => text("domain").as_deref() == Some(d.as_str()),
+                        None => text("site") == s.site && s.site.is_some(),
+                    }
+            } else {
+                f.id == FindingId::PeerWait
+            }
+    };
+    let explained: Vec<usize> = (0..out.len()).filter(|i| explains(&out[*i])).collect();
+    let (loop_s, _) = crate::ledger::loop_window(run);
+    let loop_len = loop_s.map(|w| w[1] - w[0]);
+    let sum = |get: fn(&crate::Cost) -> Option<f64>| -> Option<f64> {
+        explained.iter().map(|i| out[*i].cost.as_ref().and_then(get)).sum()
+    };
+    let account = (!explained.is_empty()).then(|| {
+        let mut names: Vec<&'static str> = explained
+            .iter()
+            .flat_map(|i| out[*i].cost.as_ref().map(|c| c.accounts.clone()).unwrap_or_default())
+            .collect();
+        names.dedup();
+        crate::Cost {
+            seconds: sum(|c| c.seconds).map(|v| round(v, 3)),
+            wall_share: sum(|c| c.wall_share).map(|v| round(v.clamp(0.0, 1.0), 4)),
+            loop_share: sum(|c| c.loop_share).map(|v| round(v.clamp(0.0, 1.0), 3)),
+            own_share: None,
+            basis: crate::rules::LEDGER_SHARE,
+            accounts: names,
+        }
+    });
+    let cost = account.unwrap_or_else(|| {
+        let share = lost_s / span;
+        crate::Cost {
+            seconds: loop_len.map(|l| round(share * l, 3)),
+            wall_share: loop_len.map(|l| round((share * l / ledger.wall_s.max(1e-9)).clamp(0.0, 1.0), 4)),
+            loop_share: Some(round(share, 3)),
+            own_share: None,
+            basis: "the ranks' main threads sampled side by side: the waiters' time in collectives less the straggler's",
+            accounts: Vec::new(),
+        }
+    });
+    // Running Python in a library is that library's work: "writing a checkpoint".
+    let what = match (s.state, s.domain) {
+        (ThreadState::Python, Some(d)) => d.words().to_owned(),
+        (state, Some(d)) => format!("{} in {}", state.words(), d.words()),
+        (state, None) => state.words().to_owned(),
+    };
+    let mechanism = match s.site.as_deref() {
+        Some(site) => format!("{what} at {site}"),
+        None => what,
+    };
+    let others = match s.waiters.len() {
+        1 => format!("rank {}", s.waiters[0]),
+        n => format!("the other {n} ranks"),
+    };
+    let title = format!(
+        "Rank {} holds {others} back: they wait for it in their collectives, {{wall}} of the wall time, while it is {mechanism}",
+        s.rank
+    );
+    let severity =
+        if cost.loop_share.unwrap_or(0.0) >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
+    let mut f = Finding::new(FindingId::Straggler, severity, title)
+        .with("rank", u64::from(s.rank))
+        .with("pid", u64::from(s.pid))
+        .with("waiters", s.waiters.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+        .with("state", s.state.as_str())
+        .with("mechanism", format!("Rank {} holding {others} back ({mechanism})", s.rank))
+        .with("extra_s", round(s.extra_s, 2))
+        .with("held_share", round(s.held_share, 3))
+        .with("waiters_peer_wait_s", round(s.waiters_wait_s, 2))
+        .with("own_peer_wait_s", round(s.own_wait_s, 2))
+        .with("lost_s", round(lost_s, 2))
+        .over(s.window_s)
+        .priced(cost)
+        .inferred();
+    if let Some(d) = s.domain {
+        f = f.with("domain", d.as_str());
+    }
+    if let Some(site) = &s.site {
+        f = f.with("site", site.as_str());
+    }
+    f.advice = advice(&s, run);
+    f.limits.push(
+        "the ranks are set side by side by their samples' times; a wait shorter than the sampling interval is seen only on average".into(),
+    );
+    match explained.first() {
+        Some(first) => {
+            out[*first] = f;
+            let mut i = 0;
+            out.retain(|_| {
+                i += 1;
+                !explained[1..].contains(&(i - 1))
+            });
+        }
+        None => out.push(f),
+    }
+}
+
+/// What to do about the straggler, from what it did while the others waited.
+fn advice(s: &Straggler, run: &Run) -> Vec<String> {
+    let at = s.site.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
+    let only = if s.rank == 0 { "rank 0 alone" } else { "this rank alone" };
+    let mut out = match (s.state, s.domain) {
+        (_, Some(Domain::Checkpoint)) | (ThreadState::Disk, _) => vec![format!(
+            "{only} writes{at} while the others wait: save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often"
+        )],
+        (_, Some(Domain::Logging)) => vec![format!(
+            "{only} logs{at} while the others wait: log less often, or only values already on the host"
+        )],
+        (_, Some(Domain::DataLoader)) | (ThreadState::Ipc, _) => vec![format!(
+            "this rank's input is slower{at}: give its DataLoader more workers, check its shard of the data (a larger or slower part), and that its workers are not starved of cores"
+        )],
+        (ThreadState::CoreWait, _) => vec![
+            "this rank waits for a core: the node's cores are oversubscribed; fewer DataLoader workers per rank, or OMP_NUM_THREADS set per rank".into(),
+        ],
+        (ThreadState::GpuSync, _) => vec![format!(
+            "this rank waits on its GPU{at}: compare its GPU's clocks and throttling with the others', and its batch with theirs"
+        )],
+        _ => vec![format!(
+            "this rank does work the others do not{at}: give every rank the same work per step, or move it off the step's critical path"
+        )],
+    };
+    let rows = rows(run);
+    if let Some(r) = rows.iter().find(|r| r.rank == s.rank).and_then(|r| r.step_s) {
+        out.push(format!(
+            "every rank steps at the straggler's pace ({r:.3} s a step): the collectives make them wait for it"
+        ));
+    }
+    out
+}

@@ -1,0 +1,143 @@
+//! A distributed job seen whole: real multi-process Python jobs started the way torchrun starts
+//! them (`python -m torch.distributed.run`: a launcher in its monitor loop, each rank with
+//! torchrun's environment), meeting in real barriers over sockets (the stand-in
+//! `torch.distributed` in `tests/python/fake_torch`), one rank slowed by a known mechanism, and
+//! every rank timing its own parts. The diagnosis must list every rank, never the launcher, and
+//! lead with the slow rank, what it did, and the time it cost, within 5 points of the ranks'
+//! own timing.
+
+use super::support::{gpulse, root, run};
+
+/// Each rank: a step of 10 ms (the GPU's work, a sleep here) and a barrier; the slow rank also
+/// builds its batch in pure Python (`load_batch`), or rank 0 writes a checkpoint every other
+/// step (`torch.save`: pickling a state of a million floats). Each rank writes its own timing to `TRUTH.RANK`.
+const TRAIN: &str = r#"import json, os, sys, time
+import gpulse
+import torch
+import torch.distributed as dist
+
+def load_batch(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+STATE = {"weights": [float(i) for i in range(1000000)], "names": {str(i): i for i in range(200000)}}
+
+def save_checkpoint(path):
+    torch.save(STATE, path)
+
+truth, mode = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+own = {"barrier_s": 0.0, "slow_s": 0.0}
+t0 = time.perf_counter()
+for step in range(int(sys.argv[3])):
+    a = time.perf_counter()
+    if mode == "load" and rank == 1:
+        load_batch(800000)
+    if mode == "save" and rank == 0 and step % 2 == 0:
+        save_checkpoint(truth + ".ckpt")
+    b = time.perf_counter()
+    own["slow_s"] += b - a
+    time.sleep(0.01)
+    a = time.perf_counter()
+    dist.barrier()
+    own["barrier_s"] += time.perf_counter() - a
+    gpulse.step()
+own["loop_s"] = time.perf_counter() - t0
+own["pid"] = os.getpid()
+dist.destroy_process_group()
+json.dump(own, open(f"{truth}.{rank}", "w"))
+"#;
+
+/// Runs the job of `mode` under `gpulse run` over the launcher, and returns (each rank's own
+/// timing, in rank order; the diagnosis).
+fn job(mode: &str, ranks: usize, steps: u32) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = super::support::fresh_dir("ranks", mode);
+    std::fs::write(dir.join("train.py"), TRAIN).unwrap();
+    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let (truth, rec) = (dir.join("truth"), dir.join("r.db"));
+    let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
+    cmd.args(["--", "python3", "-m", "torch.distributed.run", &format!("--nproc_per_node={ranks}")]);
+    cmd.arg(dir.join("train.py"));
+    cmd.arg(&truth).arg(mode).arg(steps.to_string());
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let own: Vec<serde_json::Value> = (0..ranks)
+        .map(|r| {
+            let text = std::fs::read_to_string(format!("{}.{r}", truth.display())).unwrap();
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    (own, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")))
+}
+
+/// The ranks are listed rank by rank, with their own PIDs, each one's time in the barrier
+/// within 5 points of its own timing; the launcher is no rank, no sampled process, no site.
+fn ranks_as_timed(own: &[serde_json::Value], d: &serde_json::Value) {
+    let ranks = d["ranks"].as_array().unwrap_or_else(|| panic!("no ranks: {d:#}"));
+    assert_eq!(ranks.len(), own.len(), "{:#}", d["stacks"]);
+    let world = own.len();
+    for (r, (row, own)) in ranks.iter().zip(own).enumerate() {
+        assert_eq!(row["rank"], r as u64, "{row:#}");
+        assert_eq!(row["world_size"], world, "{row:#}");
+        assert_eq!(row["pid"], own["pid"], "{row:#}");
+        let want = own["barrier_s"].as_f64().unwrap() / own["loop_s"].as_f64().unwrap();
+        let got = row["peer_wait_share"].as_f64().unwrap();
+        assert!((got - want).abs() < 0.05, "rank {r}: {got:.3} in collectives, its own timing {want:.3}: {row:#}");
+        assert!(row["steps_per_s"].as_f64().is_some(), "each rank's own steps: {row:#}");
+    }
+    let sampled: Vec<&serde_json::Value> = d["stacks"].as_array().unwrap().iter().map(|p| &p["pid"]).collect();
+    assert_eq!(sampled.len(), own.len(), "only the ranks are sampled: {:#}", d["stacks"]);
+    let text = d.to_string();
+    assert!(!text.contains("distributed/run.py"), "the launcher's frames are nowhere: {d:#}");
+}
+
+/// The straggler's finding leads, names `rank` and `state` at the script's `function`, and its
+/// cost, as a share of the loop, is the waiters' time in the barrier less the straggler's own,
+/// within 5 points.
+fn leads_with_straggler(own: &[serde_json::Value], d: &serde_json::Value, rank: usize, state: &str, function: &str) {
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "rank_straggler", "{d:#}");
+    let e = &first["evidence"];
+    assert_eq!(e["rank"], rank as u64, "{first:#}");
+    assert_eq!(e["state"], state, "{first:#}");
+    let site = e["site"].as_str().unwrap_or_else(|| panic!("no site: {first:#}"));
+    assert!(site.contains("train.py:") && site.ends_with(&format!(" {function}")), "{site}: {first:#}");
+    let share = |r: &serde_json::Value| r["barrier_s"].as_f64().unwrap() / r["loop_s"].as_f64().unwrap();
+    let waiters: Vec<f64> = own.iter().enumerate().filter(|(r, _)| *r != rank).map(|(_, o)| share(o)).collect();
+    let want = waiters.iter().sum::<f64>() / waiters.len() as f64 - share(&own[rank]);
+    let got = first["cost"]["loop_share"].as_f64().unwrap_or_else(|| panic!("no loop share: {first:#}"));
+    assert!((got - want).abs() < 0.05, "lost {got:.3} of the loop, the ranks' own timing {want:.3}: {first:#}");
+    // One number: the headline says the finding's.
+    let pct = format!("{:.0}%", 100.0 * first["cost"]["wall_share"].as_f64().unwrap());
+    assert!(first["title"].as_str().unwrap().contains(&pct), "{first:#}");
+    assert!(d["summary"].as_str().unwrap().contains(&pct), "{}: {first:#}", d["summary"]);
+}
+
+#[test]
+fn a_rank_slow_to_build_its_batch_holds_the_others_back() {
+    let (own, d) = job("load", 3, 500);
+    ranks_as_timed(&own, &d);
+    leads_with_straggler(&own, &d, 1, "python", "load_batch");
+    let advice = d["findings"][0]["advice"].to_string();
+    assert!(advice.contains("work the others do not"), "{advice}");
+}
+
+#[test]
+fn rank_0_writing_checkpoints_holds_the_others_back() {
+    // Two ranks: each is sampled the more often for it (one budget for the job).
+    let (own, d) = job("save", 2, 400);
+    ranks_as_timed(&own, &d);
+    leads_with_straggler(&own, &d, 0, "python", "save_checkpoint");
+    assert_eq!(d["findings"][0]["evidence"]["domain"], "checkpoint", "{:#}", d["findings"][0]);
+    let advice = d["findings"][0]["advice"].to_string();
+    assert!(advice.contains("rank 0 alone writes"), "{advice}");
+}
