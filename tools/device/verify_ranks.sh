@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A distributed job seen whole, on a real GPU with real torch: torchrun with two ranks on the one
+# GPU over gloo (rank 1's DataLoader slower; then rank 0 saving checkpoints), and torchrun with
+# one rank over NCCL, each beside nvidia-smi. Writes the diagnoses, the ranks' own timings and
+# a summary under $OUT.
+# Usage: OUT=dir bash tools/device/verify_ranks.sh [gpulse] [steps]
+set -u
+G=$(readlink -f "${1:-carry/gpulse}"); steps=${2:-150}
+o=${OUT:-/tmp/verify_ranks}; mkdir -p "$o"
+here=$(cd "$(dirname "$0")" && pwd)
+export PYTHONPATH=$PWD/python
+one() { # name nproc mode backend
+    local name=$1 n=$2 mode=$3 backend=$4
+    echo "== $name"
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$o/$name.smi" &
+    local smi=$!
+    "$G" run --instrument --status off --no-report -o "$o/$name.db" -- python3 -m torch.distributed.run --standalone \
+        --nproc_per_node="$n" "$here/ranks_train.py" "$o/$name.truth" "$mode" "$steps" "$backend" >"$o/$name.out" 2>&1
+    echo "rc $?"
+    kill $smi 2>/dev/null; wait $smi 2>/dev/null
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader >>"$o/$name.apps" 2>&1
+    "$G" diagnose "$o/$name.db" >"$o/$name.txt" 2>&1
+    "$G" diagnose --format json "$o/$name.db" >"$o/$name.json" 2>&1
+    python3 - "$o/$name.json" "$o/$name.truth" "$n" "$o/$name.smi" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); n = int(sys.argv[3])
+smi = [l.split(", ") for l in open(sys.argv[4]) if l.count(",") >= 2]
+util = [float(x[1].split()[0]) for x in smi if x[1].split()[0].isdigit()]
+print(f"nvidia-smi util mean {sum(util)/max(len(util),1):.0f}% over {len(util)} reads")
+for r in range(n):
+    t = json.load(open(f"{sys.argv[2]}.{r}"))
+    L = t["loop_s"]
+    print(f"truth rank {r} pid {t['pid']}: loop {L:.1f} s, collectives {t['collective_s']/L:.1%}, data {t['data_s']/L:.1%}, extra {t['extra_s']/L:.1%}")
+for r in d.get("ranks", []):
+    print("  row", {k: r.get(k) for k in ("rank", "pid", "gpu", "steps_per_s", "data_wait_share", "peer_wait_share", "busiest", "busiest_share", "busiest_site")})
+print("  summary:", d.get("summary"))
+for f in d["findings"][:3]:
+    print("  finding", f["id"], f["severity"], "|", f["title"][:220], "| cost", f.get("cost", {}).get("loop_share"))
+for s in d.get("stacks", [])[:4]:
+    print("  stacks", s["pid"], s["role"], s.get("rank"), s["samples"], s["rate_hz"], [(x["state"], x["share"]) for x in s["states"][:4]])
+PY
+}
+one gloo2_loader 2 loader gloo
+one gloo2_save 2 save gloo
+one nccl1 1 even nccl
+rm -f "$o"/*.db-* "$o"/*.ckpt
