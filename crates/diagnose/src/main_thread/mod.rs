@@ -313,6 +313,8 @@ pub struct Totals {
     pub seconds: std::collections::BTreeMap<(u32, ThreadState), f64>,
     /// PID → (when, in µs since the epoch, its state, its site) of its latest sample.
     pub now: std::collections::BTreeMap<u32, (i64, ThreadState, Option<String>)>,
+    /// PID → its rank, for the processes of a distributed job.
+    pub ranks: std::collections::BTreeMap<u32, u32>,
 }
 
 impl Totals {
@@ -325,6 +327,9 @@ impl Totals {
                 *self.seconds.entry((s.pid, *state)).or_default() += dt;
             }
             self.now.insert(s.pid, (s.t_us, class.state, site_text(stacks, s.stack)));
+            if let Some(r) = stacks.process(s.pid).and_then(|p| p.rank).filter(|_| !self.ranks.contains_key(&s.pid)) {
+                self.ranks.insert(s.pid, r.rank);
+            }
         }
     }
 

@@ -227,8 +227,10 @@ fn job(e: &Exposition, out: &mut String) {
             "Seconds the job's main thread spent in each state since the run began, sampled from outside.",
         );
         for ((pid, state), secs) in &totals.seconds {
+            // A distributed job's rank beside its PID: as many series as the world has ranks.
+            let rank = totals.ranks.get(pid).map(|r| format!(",{}", label("rank", &r.to_string()))).unwrap_or_default();
             main.sample(
-                &format!("{},{}", label("pid", &pid.to_string()), label("state", state.as_str())),
+                &format!("{}{rank},{}", label("pid", &pid.to_string()), label("state", state.as_str())),
                 Value::Float(*secs),
             );
         }

@@ -333,10 +333,11 @@ fn the_live_ledger_is_exported_by_account() {
 }
 
 /// The main thread's seconds per state since the start, a counter per job and state: 3 s of
-/// samples every 10 ms, the first 2 s asleep, the last 1 s in Python.
+/// samples every 10 ms, the first 2 s asleep, the last 1 s in Python. The process is rank 3 of a
+/// distributed job: its series say so beside its PID.
 #[test]
 fn the_main_threads_states_are_counters() {
-    use gpulse_model::{Gil, KernelState, PyFrame, StackBatch, ThreadSample};
+    use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, Rank, SampledProcess, StackBatch, ThreadSample};
     let mut live = RollingDiagnosis::new(&[device(0)], false);
     let frame = PyFrame { file: "/w/train.py".into(), line: 9, function: "main".into(), code: Some("f()".into()) };
     let sample = |i: i64| {
@@ -358,6 +359,13 @@ fn the_main_threads_states_are_counters() {
         frames: vec![(0, frame)],
         stacks: vec![(0, vec![0])],
         samples: (0..=300).map(sample).collect(),
+        processes: vec![SampledProcess {
+            pid: 7,
+            role: ProcessRole::Main,
+            python: "3.12".into(),
+            command: "python train.py".into(),
+            rank: Some(Rank { rank: 3, world_size: 4, local_rank: Some(3), device: Some(3) }),
+        }],
         ..StackBatch::default()
     });
     let text = render(&Exposition {
@@ -373,4 +381,5 @@ fn the_main_threads_states_are_counters() {
     };
     assert!((secs("sleep") - 2.0).abs() < 1e-6, "{text}");
     assert!((secs("python") - 1.0).abs() < 1e-6, "{text}");
+    assert!(text.contains("gpulse_job_main_thread_seconds_total{pid=\"7\",rank=\"3\",state=\"sleep\"}"), "{text}");
 }
