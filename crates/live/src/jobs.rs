@@ -40,16 +40,28 @@ pub struct JobStatus {
     pub main_thread: Option<MainThreadNow>,
 }
 
-/// The main thread sampled most (the job's training process): what it does now, and its states'
-/// shares so far; `None` before any sample.
+/// The main thread sampled most (the job's training process), or, in a distributed job, the
+/// rank that waits least for the others (the one that sets their pace): what it does now, and
+/// its states' shares so far; `None` before any sample.
 pub fn main_thread_now(totals: &gpulse_diagnose::main_thread::Totals) -> Option<MainThreadNow> {
-    let mut by_pid = std::collections::BTreeMap::<u32, f64>::new();
-    for ((pid, _), secs) in &totals.seconds {
-        *by_pid.entry(*pid).or_default() += secs;
+    use gpulse_diagnose::main_thread::ThreadState;
+    let mut by_pid = std::collections::BTreeMap::<u32, (f64, f64)>::new();
+    for ((pid, state), secs) in &totals.seconds {
+        let e = by_pid.entry(*pid).or_default();
+        e.0 += secs;
+        if *state == ThreadState::PeerWait {
+            e.1 += secs;
+        }
     }
-    let (pid, _) = by_pid.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let pid = if totals.ranks.len() >= 2 {
+        let waits = |p: &u32| by_pid.get(p).map_or(f64::MAX, |(all, peer)| peer / all.max(1e-9));
+        *totals.ranks.keys().filter(|p| by_pid.contains_key(p)).min_by(|a, b| waits(a).total_cmp(&waits(b)))?
+    } else {
+        by_pid.iter().max_by(|a, b| a.1.0.total_cmp(&b.1.0)).map(|(p, _)| *p)?
+    };
     let (_, state, site) = totals.now.get(&pid)?;
     Some(MainThreadNow {
+        rank: totals.ranks.get(&pid).copied(),
         pid,
         state: state.as_str().to_owned(),
         site: site.clone(),
@@ -61,6 +73,9 @@ pub fn main_thread_now(totals: &gpulse_diagnose::main_thread::Totals) -> Option<
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MainThreadNow {
     pub pid: u32,
+    /// Its rank, in a distributed job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     /// The state's name (`python`, `gpu_sync`...), as a newer gpulse may name one this one lacks.
     pub state: String,
     pub site: Option<String>,
@@ -411,5 +426,28 @@ mod tests {
         assert_eq!(parse_name("42-7.json.tmp"), Some((42, 7, true)));
         assert_eq!(parse_name("42.json"), None);
         assert_eq!(parse_name("x-7.json"), None);
+    }
+}
+
+#[cfg(test)]
+mod main_thread_tests {
+    use gpulse_diagnose::main_thread::{ThreadState, Totals};
+
+    /// In a distributed job the rank shown is the one the others wait for: the least time in
+    /// collectives, not the most sampled.
+    #[test]
+    fn the_rank_that_sets_the_pace_is_shown() {
+        let mut t = Totals::default();
+        for (pid, rank, peer, python) in [(10, 0, 6.0, 4.0), (11, 1, 0.5, 9.0), (12, 2, 7.0, 5.0)] {
+            t.seconds.insert((pid, ThreadState::PeerWait), peer);
+            t.seconds.insert((pid, ThreadState::Python), python);
+            t.now.insert(pid, (0, ThreadState::Python, None));
+            t.ranks.insert(pid, rank);
+        }
+        let m = super::main_thread_now(&t).unwrap();
+        assert_eq!((m.pid, m.rank), (11, Some(1)));
+        // Without ranks: the most sampled.
+        t.ranks.clear();
+        assert_eq!(super::main_thread_now(&t).unwrap().pid, 12);
     }
 }

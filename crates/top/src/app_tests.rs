@@ -292,6 +292,7 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
         }),
         main_thread: Some(gpulse_live::jobs::MainThreadNow {
             pid: 4242,
+            rank: None,
             state: "sleep".into(),
             site: Some("w/train.py:60 train\x1b[2J".into()),
             shares: vec![("sleep".into(), 0.62), ("python".into(), 0.3), ("gpu_sync".into(), 0.08)],
@@ -534,11 +535,12 @@ fn a_replayed_main_thread_is_shown_with_its_site_escaped() {
     let mut a = App::new(vec![DeviceInfo { index: 0, name: "NVIDIA H200".into(), ..Default::default() }], None);
     a.main_thread = Some(gpulse_live::jobs::MainThreadNow {
         pid: 4243,
+        rank: Some(2),
         state: "network".into(),
         site: Some("w/fetch.py:88 get\x1b[2J".into()),
         shares: vec![("network".into(), 0.41), ("python".into(), 0.5)],
     });
     let s = screen(&a, 160, 40);
     let line = s.lines().find(|l| l.contains("main thread 4243")).unwrap_or_else(|| panic!("{s}"));
-    assert!(line.contains(r"network w/fetch.py:88 get\x1b[2J (network 41%, python 50%)"), "{line}");
+    assert!(line.contains(r"rank 2: network w/fetch.py:88 get\x1b[2J (network 41%, python 50%)"), "{line}");
 }

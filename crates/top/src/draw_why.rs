@@ -61,7 +61,8 @@ fn main_thread_text(m: &gpulse_live::jobs::MainThreadNow) -> String {
     let shares: Vec<String> =
         m.shares.iter().take(2).map(|(s, v)| format!("{} {:.0}%", escape_control(s), 100.0 * v)).collect();
     let site = m.site.as_deref().map(|s| format!(" {}", escape_control(s))).unwrap_or_default();
-    format!("{}{site} ({})", escape_control(&m.state), shares.join(", "))
+    let rank = m.rank.map(|r| format!("rank {r}: ")).unwrap_or_default();
+    format!("{rank}{}{site} ({})", escape_control(&m.state), shares.join(", "))
 }
 
 /// What the panel says without findings: the diagnosis has not begun, will not in a replay that
