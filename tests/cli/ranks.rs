@@ -52,8 +52,8 @@ json.dump(own, open(f"{truth}.{rank}", "w"))
 "#;
 
 /// Runs the job of `mode` under `gpulse run` over the launcher, and returns (each rank's own
-/// timing, in rank order; the diagnosis).
-fn job(mode: &str, ranks: usize, steps: u32) -> (Vec<serde_json::Value>, serde_json::Value) {
+/// timing, in rank order; the diagnosis; the HTML report).
+fn job(mode: &str, ranks: usize, steps: u32) -> (Vec<serde_json::Value>, serde_json::Value, String) {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = super::support::fresh_dir("ranks", mode);
     std::fs::write(dir.join("train.py"), TRAIN).unwrap();
@@ -76,7 +76,11 @@ fn job(mode: &str, ranks: usize, steps: u32) -> (Vec<serde_json::Value>, serde_j
         .collect();
     let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
     assert_eq!(code, 0, "{err}");
-    (own, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")))
+    let html = dir.join("r.html");
+    let (code, _, err) = run(gpulse(None).arg("report").arg(&rec).arg("-o").arg(&html));
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(html).unwrap();
+    (own, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")), html)
 }
 
 /// The ranks are listed rank by rank, with their own PIDs, each one's time in the barrier
@@ -124,8 +128,16 @@ fn leads_with_straggler(own: &[serde_json::Value], d: &serde_json::Value, rank: 
 
 #[test]
 fn a_rank_slow_to_build_its_batch_holds_the_others_back() {
-    let (own, d) = job("load", 3, 500);
+    let (own, d, html) = job("load", 3, 500);
     ranks_as_timed(&own, &d);
+    // The report: a row per rank, and each rank's strip on one time axis.
+    let section = &html[html.find("<section class=\"ranks\">").unwrap_or_else(|| panic!("no ranks in the report"))..];
+    let section = &section[..section.find("</section>").unwrap()];
+    for (r, o) in own.iter().enumerate() {
+        assert!(section.contains(&format!("<tr><td>{r}</td><td>{}</td>", o["pid"])), "{section}");
+        assert!(section.contains(&format!("<title>rank {r} at ")), "{section}");
+    }
+    assert!(section.contains("waiting for the other ranks in a collective"), "the waits are drawn: {section}");
     leads_with_straggler(&own, &d, 1, "python", "load_batch");
     let advice = d["findings"][0]["advice"].to_string();
     assert!(advice.contains("work the others do not"), "{advice}");
@@ -134,7 +146,7 @@ fn a_rank_slow_to_build_its_batch_holds_the_others_back() {
 #[test]
 fn rank_0_writing_checkpoints_holds_the_others_back() {
     // Two ranks: each is sampled the more often for it (one budget for the job).
-    let (own, d) = job("save", 2, 400);
+    let (own, d, _) = job("save", 2, 400);
     ranks_as_timed(&own, &d);
     leads_with_straggler(&own, &d, 0, "python", "save_checkpoint");
     assert_eq!(d["findings"][0]["evidence"]["domain"], "checkpoint", "{:#}", d["findings"][0]);

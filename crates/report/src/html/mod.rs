@@ -10,6 +10,7 @@ mod icicle;
 mod ledger;
 mod overlay;
 mod page;
+mod ranks;
 mod summary;
 
 use std::borrow::Cow;
@@ -249,6 +250,7 @@ pub fn render(input: &str, a: &Analysis) -> String {
     s += &page::summary(&l.facts);
     s += &page::findings(&a.diagnosis.findings);
     s += &ledger::section(&a.diagnosis.ledger);
+    s += &ranks::section(&a.run, &a.diagnosis.ranks);
     if let Some(sec) = &l.main_thread {
         s += &section_html(sec);
     }
