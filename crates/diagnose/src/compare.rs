@@ -28,11 +28,15 @@ pub struct Figures {
     /// The main thread's states (of the process the ledger reads), percent of its sampled time;
     /// empty where it was not sampled.
     pub main_thread_pct: Vec<(crate::main_thread::ThreadState, f64)>,
+    /// A distributed job's ranks: each rank's time in collectives, percent of its sampled time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rank_collective_pct: Vec<(u32, f64)>,
 }
 
 impl Figures {
-    /// `stacks`: the run's main-thread profiles, as its [`Diagnosis`] holds them.
-    pub fn of(run: &Run, stacks: &[crate::main_thread::Profile]) -> Self {
+    /// `d`: the run's diagnosis, for its main-thread profiles and ranks.
+    pub fn of(run: &Run, d: &Diagnosis) -> Self {
+        let stacks = &d.stacks;
         let per_gpu =
             |f: &dyn Fn(&crate::GpuSeries) -> Option<f64>| mean(&run.gpus.iter().filter_map(f).collect::<Vec<_>>());
         Self {
@@ -55,6 +59,7 @@ impl Figures {
                 .find(|p| p.samples > 0)
                 .map(|p| p.states.iter().map(|s| (s.state, 100.0 * s.share)).collect())
                 .unwrap_or_default(),
+            rank_collective_pct: d.ranks.iter().map(|r| (r.rank, 100.0 * r.peer_wait_share)).collect(),
         }
     }
 }
@@ -102,7 +107,7 @@ pub struct Comparison {
 
 /// Compares two runs and their findings.
 pub fn compare(before: &Run, db: &Diagnosis, after: &Run, da: &Diagnosis) -> Comparison {
-    let (b, a) = (Figures::of(before, &db.stacks), Figures::of(after, &da.stacks));
+    let (b, a) = (Figures::of(before, db), Figures::of(after, da));
     let (fb, fa) = (&db.findings[..], &da.findings[..]);
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).filter(|(x, _)| *x > 0.5).map(|(x, y)| y / x);
     let steps_ratio = b.steps_per_s.zip(a.steps_per_s).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);

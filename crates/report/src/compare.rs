@@ -40,6 +40,15 @@ pub fn render(c: &Comparison) -> String {
         let pct = |f: &Figures| sampled(f).then(|| f.main_thread_pct.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1));
         row(&mut s, &format!("main: {}", st.as_str()), &pct, "%");
     }
+    // Each rank's time in collectives, in either run: where the straggler went.
+    let mut ranks: Vec<u32> =
+        c.before.rank_collective_pct.iter().chain(&c.after.rank_collective_pct).map(|x| x.0).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    for r in ranks {
+        let pct = |f: &Figures| f.rank_collective_pct.iter().find(|x| x.0 == r).map(|x| x.1);
+        row(&mut s, &format!("rank {r} collectives"), &pct, "%");
+    }
     let names = |ids: &[FindingId]| ids.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ");
     if !c.gone.is_empty() {
         let _ = writeln!(s, "  gone:  {}", names(&c.gone));
@@ -91,5 +100,30 @@ mod tests {
         let unsampled = Comparison { after: Figures::default(), ..c };
         let text = render(&unsampled);
         assert!(text.lines().any(|l| l.contains("main: sleep") && l.contains("40.0% → —")), "{text}");
+    }
+
+    /// Each rank's time in collectives before and after: the straggler's fix shows as the
+    /// others' waits falling.
+    #[test]
+    fn each_ranks_collectives_before_and_after() {
+        let figures = |ranks: Vec<(u32, f64)>| Figures { rank_collective_pct: ranks, ..Figures::default() };
+        let c = Comparison {
+            before: figures(vec![(0, 41.0), (1, 1.0)]),
+            after: figures(vec![(0, 6.0), (1, 5.0)]),
+            gpu_work_ratio: None,
+            gpu_work_basis: gpulse_diagnose::compare::WorkBasis::StepsPerS,
+            gpu_work_noise: None,
+            gone: vec![FindingId::Straggler],
+            new: Vec::new(),
+            verdict: String::new(),
+        };
+        let text = render(&c);
+        let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{text}")).to_owned();
+        assert!(
+            line("rank 0 collectives").contains("41.0% → 6.0%") && line("rank 0 collectives").contains("-35.0 pts"),
+            "{text}"
+        );
+        assert!(line("rank 1 collectives").contains("+4.0 pts"), "{text}");
+        assert!(line("gone:").contains("rank_straggler"), "{text}");
     }
 }
