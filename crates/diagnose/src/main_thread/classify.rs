@@ -582,6 +582,33 @@ mod tests {
         assert_eq!(state(&mine, sample('S', Some(202), None, Gil::Free)), ThreadState::Lock);
     }
 
+    /// Inside a collective the rank waits for its peers, whatever the backend does meanwhile:
+    /// gloo blocks on a socket, NCCL's barrier waits on the device (a futex), a spin runs.
+    #[test]
+    fn a_collective_is_a_wait_for_the_other_ranks() {
+        let c10d = "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py";
+        let barrier = [
+            frame("/w/train.py", "main", "dist.barrier()"),
+            frame(
+                "/venv/lib/python3.12/site-packages/torch/distributed/c10d_logger.py",
+                "wrapper",
+                "return func(*args, **kwargs)",
+            ),
+            frame(c10d, "barrier", "work.wait()"),
+        ];
+        assert_eq!(state(&barrier, sample('S', Some(45), Some("wait_woken"), Gil::Free)), ThreadState::PeerWait);
+        assert_eq!(state(&barrier, sample('S', Some(202), Some("futex_wait_queue"), Gil::Free)), ThreadState::PeerWait);
+        assert_eq!(state(&barrier, sample('R', None, None, Gil::Free)), ThreadState::PeerWait);
+        // The line alone says it where the collective's own frame was not read yet.
+        let line = [frame("/w/train.py", "main", "dist.all_reduce(loss)")];
+        assert_eq!(state(&line, sample('S', Some(202), None, Gil::Free)), ThreadState::PeerWait);
+        // A state_dict gathered for a checkpoint is no collective: a file's D state stays I/O.
+        let write = [frame("/w/train.py", "save", "f.write(buf)")];
+        assert_eq!(state(&write, sample('D', Some(1), None, Gil::Free)), ThreadState::Disk);
+        // PyTorch from a source checkout is the library, not the job's line.
+        assert!(!own_code("/home/me/pytorch/torch/distributed/distributed_c10d.py"));
+    }
+
     /// `--instrument`'s wrapper runs under the user's `next(it)`: the site is the user's line, and
     /// the wait is one gpulse timed.
     #[test]
