@@ -8,19 +8,28 @@
 
 use super::support::{gpulse, root, run};
 
-/// Each rank: a step of 10 ms (the GPU's work, a sleep here) and a barrier; the slow rank also
-/// builds its batch in pure Python (`load_batch`), or rank 0 writes a checkpoint every other
-/// step (`torch.save`: pickling a state of a million floats). Each rank writes its own timing to `TRUTH.RANK`.
+/// Each rank: its batch from a DataLoader (timed by `--instrument`), a step of 10 ms (the GPU's
+/// work, a sleep here) and a barrier; rank 1's dataset builds each item in pure Python
+/// (`load_batch`), or rank 0 writes a checkpoint every other step (`torch.save`: pickling a state
+/// of a million floats). Each rank writes its own timing to `TRUTH.RANK`.
 const TRAIN: &str = r#"import json, os, sys, time
 import gpulse
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader
 
 def load_batch(n):
     x = 0
     for i in range(n):
         x += i * i
     return x
+
+class Items:
+    def __len__(self):
+        return 1_000_000
+
+    def __getitem__(self, i):
+        return load_batch(800000) if mode == "load" and rank == 1 else i
 
 STATE = {"weights": [float(i) for i in range(1000000)], "names": {str(i): i for i in range(200000)}}
 
@@ -30,16 +39,18 @@ def save_checkpoint(path):
 truth, mode = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-own = {"barrier_s": 0.0, "slow_s": 0.0}
+loader = iter(DataLoader(Items()))
+own = {"barrier_s": 0.0, "data_s": 0.0, "save_s": 0.0}
 t0 = time.perf_counter()
 for step in range(int(sys.argv[3])):
     a = time.perf_counter()
-    if mode == "load" and rank == 1:
-        load_batch(800000)
+    batch = next(loader)
+    b = time.perf_counter()
     if mode == "save" and rank == 0 and step % 2 == 0:
         save_checkpoint(truth + ".ckpt")
-    b = time.perf_counter()
-    own["slow_s"] += b - a
+    c = time.perf_counter()
+    own["data_s"] += b - a
+    own["save_s"] += c - b
     time.sleep(0.01)
     a = time.perf_counter()
     dist.barrier()
@@ -62,7 +73,8 @@ fn job(mode: &str, ranks: usize, steps: u32) -> (Vec<serde_json::Value>, serde_j
     let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
     let mut cmd = gpulse(None);
     cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
-    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
+    cmd.args(["run", "--instrument", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100"]);
+    cmd.arg("-o").arg(&rec);
     cmd.args(["--", "python3", "-m", "torch.distributed.run", &format!("--nproc_per_node={ranks}")]);
     cmd.arg(dir.join("train.py"));
     cmd.arg(&truth).arg(mode).arg(steps.to_string());
@@ -97,6 +109,10 @@ fn ranks_as_timed(own: &[serde_json::Value], d: &serde_json::Value) {
         let got = row["peer_wait_share"].as_f64().unwrap();
         assert!((got - want).abs() < 0.05, "rank {r}: {got:.3} in collectives, its own timing {want:.3}: {row:#}");
         assert!(row["steps_per_s"].as_f64().is_some(), "each rank's own steps: {row:#}");
+        // `--instrument` reached every rank: each one's wait for its batch, as it timed it.
+        let want = own["data_s"].as_f64().unwrap() / own["loop_s"].as_f64().unwrap();
+        let got = row["data_wait_share"].as_f64().unwrap_or_else(|| panic!("no data wait: {row:#}"));
+        assert!((got - want).abs() < 0.05, "rank {r}: data wait {got:.3}, its own timing {want:.3}: {row:#}");
     }
     let sampled: Vec<&serde_json::Value> = d["stacks"].as_array().unwrap().iter().map(|p| &p["pid"]).collect();
     assert_eq!(sampled.len(), own.len(), "only the ranks are sampled: {:#}", d["stacks"]);
@@ -127,7 +143,7 @@ fn leads_with_straggler(own: &[serde_json::Value], d: &serde_json::Value, rank: 
 }
 
 #[test]
-fn a_rank_slow_to_build_its_batch_holds_the_others_back() {
+fn a_rank_whose_dataloader_is_slower_holds_the_others_back() {
     let (own, d, html) = job("load", 3, 500);
     ranks_as_timed(&own, &d);
     // The report: a row per rank, and each rank's strip on one time axis.
@@ -140,7 +156,8 @@ fn a_rank_slow_to_build_its_batch_holds_the_others_back() {
     assert!(section.contains("waiting for the other ranks in a collective"), "the waits are drawn: {section}");
     leads_with_straggler(&own, &d, 1, "python", "load_batch");
     let advice = d["findings"][0]["advice"].to_string();
-    assert!(advice.contains("work the others do not"), "{advice}");
+    assert_eq!(d["findings"][0]["evidence"]["domain"], "dataloader", "{:#}", d["findings"][0]);
+    assert!(advice.contains("input is slower"), "{advice}");
 }
 
 #[test]

@@ -497,12 +497,29 @@ impl RunBuilder {
                 Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
             })
             .collect();
+        // A distributed job's ranks each mark their own steps and waits: the run's loop is its
+        // lowest rank's (the process the ledger reads), and the waits the ledger counts are that
+        // rank's alone (another rank's wait for data is no time this one waited).
+        let steps_by_pid = crate::Steps::per_process(&rec.markers, start_us, rec.instrumented());
+        let lowest_rank = rec.stacks.processes.iter().filter_map(|p| Some((p.rank?.rank, p.pid))).min().map(|r| r.1);
+        let steps = match lowest_rank.and_then(|pid| steps_by_pid.iter().find(|s| s.pid == pid)) {
+            Some(s) => Some(crate::Steps { ranks: steps_by_pid.len(), ..s.clone() }),
+            None => crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
+        };
+        let own: Vec<gpulse_model::Marker>;
+        let markers = match &steps {
+            Some(s) if s.ranks > 1 => {
+                own = rec.markers.iter().filter(|m| m.pid == s.pid).cloned().collect();
+                &own[..]
+            }
+            _ => &rec.markers[..],
+        };
         let crate::steps::Spans {
             waits: data_waits_s,
             folded_waits: folded_waits_s,
             phases: phases_s,
             copies: copies_s,
-        } = crate::steps::spans(&rec.markers, start_us);
+        } = crate::steps::spans(markers, start_us);
         let events =
             rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms.saturating_mul(1000)), e.payload.clone())).collect();
         Run {
@@ -528,8 +545,8 @@ impl RunBuilder {
             cores,
             host_mem_used_pct,
             events,
-            steps: crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
-            steps_by_pid: crate::Steps::per_process(&rec.markers, start_us, rec.instrumented()),
+            steps,
+            steps_by_pid,
             data_waits_s,
             phases_s,
             copies_s,

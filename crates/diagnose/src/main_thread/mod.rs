@@ -111,8 +111,9 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     clocks::apply(&mine, pts)
 }
 
-/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
-/// reads, else the lowest rank of a distributed job, else the main process sampled most.
+/// The process whose main thread the ledger reads: the one whose steps the loop is (a
+/// distributed job's lowest rank marking them), else a main process holding the GPU the ledger
+/// reads, else the lowest rank, else the main process sampled most.
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
@@ -120,7 +121,11 @@ pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let holder = crate::ledger::primary(run)
         .and_then(|g| mains.iter().copied().find(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))));
     let first_rank = crate::ranks::ranked(run).into_iter().map(|(_, pid)| pid).find(|pid| count(*pid) > 0);
-    holder.or(first_rank).or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
+    let looped = run.steps.as_ref().filter(|s| s.ranks > 1).map(|s| s.pid).filter(|pid| mains.contains(pid));
+    looped
+        .or(holder)
+        .or(first_rank)
+        .or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
 }
 
 /// A site's share of a process's sampled time.
