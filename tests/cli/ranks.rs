@@ -114,6 +114,10 @@ fn ranks_as_timed(own: &[serde_json::Value], d: &serde_json::Value) {
         let got = row["data_wait_share"].as_f64().unwrap_or_else(|| panic!("no data wait: {row:#}"));
         assert!((got - want).abs() < 0.05, "rank {r}: data wait {got:.3}, its own timing {want:.3}: {row:#}");
     }
+}
+
+/// Under torchrun's stand-in, only the ranks are sampled and the launcher is nowhere.
+fn launcher_unseen(own: &[serde_json::Value], d: &serde_json::Value) {
     let sampled: Vec<&serde_json::Value> = d["stacks"].as_array().unwrap().iter().map(|p| &p["pid"]).collect();
     assert_eq!(sampled.len(), own.len(), "only the ranks are sampled: {:#}", d["stacks"]);
     let text = d.to_string();
@@ -146,6 +150,7 @@ fn leads_with_straggler(own: &[serde_json::Value], d: &serde_json::Value, rank: 
 fn a_rank_whose_dataloader_is_slower_holds_the_others_back() {
     let (own, d, html) = job("load", 3, 500);
     ranks_as_timed(&own, &d);
+    launcher_unseen(&own, &d);
     // The report: a row per rank, and each rank's strip on one time axis.
     let section = &html[html.find("<section class=\"ranks\">").unwrap_or_else(|| panic!("no ranks in the report"))..];
     let section = &section[..section.find("</section>").unwrap()];
@@ -165,8 +170,88 @@ fn rank_0_writing_checkpoints_holds_the_others_back() {
     // Two ranks: each is sampled the more often for it (one budget for the job).
     let (own, d, _) = job("save", 2, 400);
     ranks_as_timed(&own, &d);
+    launcher_unseen(&own, &d);
     leads_with_straggler(&own, &d, 0, "python", "save_checkpoint");
     assert_eq!(d["findings"][0]["evidence"]["domain"], "checkpoint", "{:#}", d["findings"][0]);
     let advice = d["findings"][0]["advice"].to_string();
     assert!(advice.contains("rank 0 alone writes"), "{advice}");
+}
+
+/// `torch.multiprocessing.spawn`'s shape: the script's own process starts two ranks under
+/// multiprocessing's spawn start method, each running `_wrap(fn, i, args)` with no `RANK` in its
+/// environment (the rank is `fn`'s argument), and waits for them in `ProcessContext.join`.
+const SPAWN: &str = r#"import json, os, socket, sys, time
+import gpulse
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+def load_batch(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+def train(rank, truth, steps, world):
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    own = {"barrier_s": 0.0, "data_s": 0.0}
+    t0 = time.perf_counter()
+    for step in range(steps):
+        a = time.perf_counter()
+        if rank == 1:
+            load_batch(800000)
+        own["data_s"] += time.perf_counter() - a
+        time.sleep(0.01)
+        a = time.perf_counter()
+        dist.barrier()
+        own["barrier_s"] += time.perf_counter() - a
+        gpulse.step()
+    own["loop_s"] = time.perf_counter() - t0
+    own["pid"] = os.getpid()
+    dist.destroy_process_group()
+    json.dump(own, open(f"{truth}.{rank}", "w"))
+
+if __name__ == "__main__":
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    json.dump({"parent": os.getpid()}, open(sys.argv[1] + ".parent", "w"))
+    mp.spawn(train, args=(sys.argv[1], int(sys.argv[2]), 2), nprocs=2)
+"#;
+
+#[test]
+fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = super::support::fresh_dir("ranks", "spawn");
+    std::fs::write(dir.join("train.py"), SPAWN).unwrap();
+    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let (truth, rec) = (dir.join("truth"), dir.join("r.db"));
+    let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
+    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("350");
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let read = |suffix: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{}.{suffix}", truth.display())).unwrap()).unwrap()
+    };
+    let own = vec![read("0"), read("1")];
+    let parent = read("parent")["parent"].as_u64().unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ranks = d["ranks"].as_array().unwrap_or_else(|| panic!("no ranks: {d:#}"));
+    assert_eq!(ranks.len(), 2, "{d:#}");
+    for (r, row) in ranks.iter().enumerate() {
+        assert_eq!(row["pid"], own[r]["pid"], "rank {r} by its spawn order: {row:#}");
+        let want = own[r]["barrier_s"].as_f64().unwrap() / own[r]["loop_s"].as_f64().unwrap();
+        let got = row["peer_wait_share"].as_f64().unwrap();
+        assert!((got - want).abs() < 0.05, "rank {r}: {got:.3} in collectives, its own timing {want:.3}: {row:#}");
+    }
+    leads_with_straggler(&own, &d, 1, "python", "load_batch");
+    // The parent only waits for its ranks: no finding is of it.
+    for f in d["findings"].as_array().unwrap() {
+        assert_ne!(f["evidence"]["pid"], parent, "{f:#}");
+    }
 }

@@ -43,15 +43,35 @@ pub struct RankRow {
     pub busiest_site: Option<String>,
 }
 
-/// The ranks of a run: each main process that its environment names a rank, in rank order.
+/// The ranks of a run: each main process that its environment names a rank, in rank order;
+/// else the processes `torch.multiprocessing.spawn` started (its `_wrap` in their stacks), which
+/// it starts in rank order, so in PID order barring a PID wrapping round.
 pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
-    let mut out: Vec<(Rank, u32)> = run
-        .stacks
-        .processes
-        .iter()
-        .filter(|p| p.role == ProcessRole::Main)
-        .filter_map(|p| Some((p.rank?, p.pid)))
-        .collect();
+    let st = &run.stacks;
+    let mains = || st.processes.iter().filter(|p| p.role == ProcessRole::Main);
+    let mut out: Vec<(Rank, u32)> = mains().filter_map(|p| Some((p.rank?, p.pid))).collect();
+    if out.len() < 2 {
+        // The stacks through `_wrap` first (a few hundred), then the processes sampled in them.
+        let wrapped: Vec<bool> = (0..st.stacks.len() as u32)
+            .map(|id| {
+                st.frames_of(id).any(|f| f.function == "_wrap" && f.file.ends_with("torch/multiprocessing/spawn.py"))
+            })
+            .collect();
+        if !wrapped.contains(&true) {
+            return out;
+        }
+        let spawned: std::collections::HashSet<u32> =
+            st.samples.iter().filter(|s| wrapped.get(s.stack as usize) == Some(&true)).map(|s| s.pid).collect();
+        let mut pids: Vec<u32> = mains().map(|p| p.pid).filter(|p| spawned.contains(p)).collect();
+        pids.sort_unstable();
+        let n = pids.len() as u32;
+        if n >= 2 {
+            out = (0..n)
+                .zip(pids)
+                .map(|(i, pid)| (Rank { rank: i, world_size: n, local_rank: Some(i), device: None }, pid))
+                .collect();
+        }
+    }
     out.sort_by_key(|(r, pid)| (r.rank, *pid));
     out
 }

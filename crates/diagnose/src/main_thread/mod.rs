@@ -214,8 +214,10 @@ pub(crate) fn site_text(st: &Stacks, stack: u32) -> Option<String> {
 pub fn profiles(run: &Run) -> Vec<Profile> {
     let st = &run.stacks;
     let first = main_pid(run);
+    let ranks: HashMap<u32, gpulse_model::Rank> = crate::ranks::ranked(run).into_iter().map(|(r, p)| (p, r)).collect();
     let mut procs: Vec<&gpulse_model::SampledProcess> = st.processes.iter().collect();
-    procs.sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, p.rank.map(|r| r.rank), p.pid));
+    procs
+        .sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, ranks.get(&p.pid).map(|r| r.rank), p.pid));
     let mut out: Vec<Profile> = procs
         .into_iter()
         .map(|p| {
@@ -257,7 +259,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
             Profile {
                 pid: p.pid,
                 role: p.role,
-                rank: p.rank,
+                rank: ranks.get(&p.pid).copied(),
                 samples,
                 rate_hz: round(rate, 1),
                 span_s: round(span, 1),

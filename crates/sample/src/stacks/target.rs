@@ -337,8 +337,11 @@ fn role<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<
     if has(&|file, name| name == "worker" && file.ends_with("multiprocessing/pool.py")) {
         return Some(ProcessRole::Worker);
     }
-    let helper = |file: &str, _: &str| {
-        file.contains("torch/distributed/elastic/")
+    // `torch.multiprocessing.spawn`'s parent waits for its processes (which run `_wrap`).
+    let spawned = has(&|file, name| name == "_wrap" && file.ends_with("torch/multiprocessing/spawn.py"));
+    let helper = |file: &str, name: &str| {
+        (!spawned && file.ends_with("torch/multiprocessing/spawn.py") && matches!(name, "join" | "start_processes"))
+            || file.contains("torch/distributed/elastic/")
             || file.ends_with("torch/distributed/run.py")
             || file.ends_with("multiprocessing/resource_tracker.py")
             || file.ends_with("multiprocessing/forkserver.py")

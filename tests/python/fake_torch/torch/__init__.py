@@ -2,7 +2,7 @@
 modules (`torch.utils.data.dataloader._BaseDataLoaderIter.__next__`, and
 `torch.optim.optimizer.register_optimizer_step_post_hook`). CI has no PyTorch."""
 
-from . import distributed, optim, serialization, utils  # noqa: F401  (real torch imports them when imported)
+from . import distributed, multiprocessing, optim, serialization, utils  # noqa: F401  (real torch imports them when imported)
 
 import time as _time
 
