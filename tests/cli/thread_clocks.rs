@@ -321,3 +321,55 @@ fn a_launcher_is_not_the_job_its_rank_is() {
     assert!(site.contains("train.py:") && site.ends_with(" work"), "{first:#}");
     assert!(!out.contains("torchrun:"), "the launcher's frames are nowhere: {d:#}");
 }
+
+/// Start-up split by what the main thread did: an import that runs 3.5 s of module code, then
+/// 2 s of the job's own `build_index`, then the loop. Each activity's share of the start-up is
+/// within 5 points of the job's own timing, and the largest is named with its line.
+const STARTUP: &str = r#"import json, os, sys, time
+t0 = time.perf_counter()
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "slowmod.py"), "w") as f:
+    f.write("import time\nt = time.perf_counter()\nx = 0\nwhile time.perf_counter() - t < 3.5:\n    x += 1\n")
+sys.path.insert(0, here)
+a = time.perf_counter()
+import slowmod
+import_s = time.perf_counter() - a
+def build_index():
+    t = time.perf_counter()
+    d = {}
+    while time.perf_counter() - t < 2.0:
+        d[len(d) % 1000] = str(len(d))
+    return d
+a = time.perf_counter()
+build_index()
+build_s = time.perf_counter() - a
+import gpulse
+start_s = time.perf_counter() - t0
+while time.perf_counter() - t0 < start_s + 5:
+    time.sleep(0.02)
+    gpulse.step()
+json.dump({"import_s": import_s, "build_s": build_s, "start_s": start_s}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn start_up_is_split_by_what_the_main_thread_did() {
+    let (t, d, _) = diagnose(&Job { name: "startup", script: STARTUP, args: &[] });
+    let f = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "startup").unwrap_or_else(|| panic!("{d:#}"));
+    let parts = f["evidence"]["startup_split"].as_array().unwrap_or_else(|| panic!("no split: {f:#}"));
+    let share = |a: &str| parts.iter().find(|p| p["activity"] == a).map_or(0.0, |p| p["share"].as_f64().unwrap());
+    let start = t["start_s"].as_f64().unwrap();
+    for (activity, own) in [("imports", "import_s"), ("own_code", "build_s")] {
+        let want = t[own].as_f64().unwrap() / start;
+        let got = share(activity);
+        assert!(
+            (got - want).abs() < 0.05,
+            "{activity}: {got:.3} of the start-up, the job's own timing {want:.3}: {f:#}"
+        );
+    }
+    assert_eq!(parts[0]["activity"], "imports", "{f:#}");
+    assert!(parts[0]["site"].as_str().unwrap().contains("slowmod.py:"), "{f:#}");
+    let own = parts.iter().find(|p| p["activity"] == "own_code").unwrap();
+    assert!(own["site"].as_str().unwrap().ends_with(" build_index"), "{f:#}");
+    assert!(f["title"].as_str().unwrap().contains("mostly importing modules"), "{f:#}");
+    assert!(f["advice"][0].as_str().unwrap().contains("-X importtime"), "{f:#}");
+}

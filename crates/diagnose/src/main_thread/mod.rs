@@ -12,6 +12,7 @@ mod classify;
 mod clocks;
 mod findings;
 mod loader;
+pub mod startup;
 
 use std::collections::HashMap;
 

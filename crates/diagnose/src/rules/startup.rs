@@ -52,6 +52,9 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     let severity = if share >= SHARE_WARNING && first_step_s >= WARNING_S { Severity::Warning } else { Severity::Info };
     let context = context_before(run, first_step_s);
+    // What the main thread did before the first step, where it was sampled: the split says
+    // what the generic advice can only list.
+    let parts = crate::main_thread::startup::split(run, first_step_s);
     let mut f = Finding::new(
         FindingId::Startup,
         severity,
@@ -61,6 +64,21 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     .with("first_step_s", round(first_step_s, 1))
     .with("run_s", round(end_s, 1))
     .costs(share, "time_before_first_step: seconds to the first step's end over the whole run");
+    if let Some(top) = parts.first() {
+        let at = top.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
+        f.title += &format!("; mostly {} ({:.0}%{at})", top.activity.words(), 100.0 * top.share);
+        f = f.with("startup_split", serde_json::to_value(&parts).unwrap_or_default());
+        if let Some(c) = context {
+            f = f
+                .with("before_cuda_context_s", round(c, 1))
+                .with("cuda_context_to_first_step_s", round(first_step_s - c, 1));
+        }
+        // Each activity of a quarter of the start-up or more, largest first.
+        for p in parts.iter().filter(|p| p.share >= 0.25 || std::ptr::eq(*p, top)) {
+            f = f.advise(&[p.activity.advice()]);
+        }
+        return vec![f];
+    }
     match context {
         Some(c) => {
             f = f

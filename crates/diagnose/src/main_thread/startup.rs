@@ -1,0 +1,174 @@
+//! Start-up split by what the main thread did before the first step: imports, building the
+//! dataset, building or loading the model, the CUDA context, compiling, starting the DataLoader,
+//! or the job's own code, each with its most sampled line.
+
+use std::collections::HashMap;
+
+use gpulse_model::PyFrame;
+use serde::Serialize;
+
+use super::{main_pid, points, site_text};
+use crate::{Run, round};
+
+/// What the main thread was doing during start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    /// The import system: `import torch`, `import transformers`.
+    Imports,
+    /// The CUDA context: torch's lazy CUDA initialisation.
+    CudaContext,
+    /// `torch.compile` (Dynamo, Inductor) before the first step.
+    Compile,
+    /// Loading weights or a checkpoint: `torch.load`, safetensors, `from_pretrained`.
+    LoadWeights,
+    /// Building the model or moving it to the GPU: `torch.nn` modules' constructors and `.to()`.
+    BuildModel,
+    /// Building a dataset: Hugging Face `datasets`, torchvision's datasets.
+    BuildDataset,
+    /// The DataLoader starting its workers and fetching the first batch.
+    FirstBatch,
+    /// Anything else: the job's own code at its line.
+    OwnCode,
+}
+
+impl Activity {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Activity::Imports => "imports",
+            Activity::CudaContext => "cuda_context",
+            Activity::Compile => "compile",
+            Activity::LoadWeights => "load_weights",
+            Activity::BuildModel => "build_model",
+            Activity::BuildDataset => "build_dataset",
+            Activity::FirstBatch => "first_batch",
+            Activity::OwnCode => "own_code",
+        }
+    }
+
+    pub const fn words(self) -> &'static str {
+        match self {
+            Activity::Imports => "importing modules",
+            Activity::CudaContext => "creating the CUDA context",
+            Activity::Compile => "compiling (torch.compile)",
+            Activity::LoadWeights => "loading weights",
+            Activity::BuildModel => "building the model or moving it to the GPU",
+            Activity::BuildDataset => "building the dataset",
+            Activity::FirstBatch => "starting the DataLoader and its first batch",
+            Activity::OwnCode => "running the job's own code",
+        }
+    }
+
+    /// What to do where this activity takes most of the start-up.
+    pub const fn advice(self) -> &'static str {
+        match self {
+            Activity::Imports => {
+                "imports take most of the start-up: `python -X importtime` names the slow ones; import heavy modules only where they are used"
+            }
+            Activity::CudaContext => {
+                "creating the CUDA context takes most of it: CUDA_MODULE_LOADING=LAZY (the default since CUDA 11.7) loads kernels as used; check no other process holds the GPU"
+            }
+            Activity::Compile => {
+                "torch.compile compiles before the first step: keep its caches between runs (TORCHINDUCTOR_FX_GRAPH_CACHE=1, TORCHINDUCTOR_CACHE_DIR on persistent disk), compile only the hot module, or mode=\"default\" rather than max-autotune"
+            }
+            Activity::LoadWeights => {
+                "loading weights takes most of it: safetensors, torch.load(..., mmap=True), or from_pretrained(..., device_map=\"cuda\") to load straight to the GPU"
+            }
+            Activity::BuildModel => {
+                "building the model takes most of it: build it on the meta device (torch.device(\"meta\")) or straight on the GPU (with torch.device(\"cuda\"):) rather than on the CPU and moving it"
+            }
+            Activity::BuildDataset => {
+                "building the dataset takes most of it: load or index it lazily (in __getitem__, or memory-mapped) and cache preprocessing on disk instead of redoing it at each start"
+            }
+            Activity::FirstBatch => {
+                "starting the DataLoader takes most of it: a slow Dataset __init__ or worker_init_fn delays the first batch; persistent_workers=True pays it once"
+            }
+            Activity::OwnCode => {
+                "the job's own code takes most of it, at the line named: time it, and cache what it builds"
+            }
+        }
+    }
+}
+
+/// Whether a path lies in a package, by its components.
+fn under(file: &str, package: &str) -> bool {
+    file.starts_with(package) || file.contains(&format!("/{package}"))
+}
+
+/// The activity of one stack, outermost first; the innermost library that names one wins, so a
+/// CUDA context created inside `.to("cuda")` is the context's time.
+pub fn activity(frames: &[&PyFrame]) -> Activity {
+    if frames.iter().any(|f| f.file.starts_with("<frozen importlib")) {
+        return Activity::Imports;
+    }
+    for f in frames.iter().rev() {
+        let p = f.file.as_str();
+        let a = if under(p, "torch/cuda/__init__.py") && matches!(f.function.as_str(), "_lazy_init" | "init") {
+            Activity::CudaContext
+        } else if under(p, "torch/_dynamo/") || under(p, "torch/_inductor/") {
+            Activity::Compile
+        } else if under(p, "torch/serialization.py") || under(p, "safetensors/") || f.function == "from_pretrained" {
+            Activity::LoadWeights
+        } else if under(p, "torch/nn/modules/") || under(p, "torch/nn/init.py") {
+            Activity::BuildModel
+        } else if under(p, "datasets/") || under(p, "torchvision/datasets/") {
+            Activity::BuildDataset
+        } else if under(p, "torch/utils/data/") {
+            Activity::FirstBatch
+        } else {
+            continue;
+        };
+        return a;
+    }
+    Activity::OwnCode
+}
+
+/// One activity's part of the start-up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StartupPart {
+    pub activity: Activity,
+    pub seconds: f64,
+    /// Of the start-up's sampled time.
+    pub share: f64,
+    /// Its most sampled line of the job's own code (the line that called into the library).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+}
+
+/// The main thread's start-up, `[0, end_s]`, by activity, largest first; empty where fewer than
+/// [`MIN_SAMPLES`] samples cover it.
+pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
+    let Some(pid) = main_pid(run) else { return Vec::new() };
+    let pts: Vec<_> = points(run, pid).into_iter().filter(|p| p.t_s <= end_s).collect();
+    if pts.iter().filter(|p| !p.split).count() < MIN_SAMPLES {
+        return Vec::new();
+    }
+    let mut by_stack: HashMap<u32, f64> = HashMap::new();
+    for p in &pts {
+        *by_stack.entry(p.stack).or_default() += p.dur_s;
+    }
+    let mut by: HashMap<Activity, (f64, HashMap<String, f64>)> = HashMap::new();
+    for (stack, secs) in by_stack {
+        let frames: Vec<&PyFrame> = run.stacks.frames_of(stack).collect();
+        let e = by.entry(activity(&frames)).or_default();
+        e.0 += secs;
+        if let Some(site) = site_text(&run.stacks, stack) {
+            *e.1.entry(site).or_default() += secs;
+        }
+    }
+    let total: f64 = by.values().map(|v| v.0).sum::<f64>().max(1e-9);
+    let mut out: Vec<StartupPart> = by
+        .into_iter()
+        .map(|(activity, (secs, sites))| StartupPart {
+            activity,
+            seconds: round(secs, 2),
+            share: round(secs / total, 3),
+            site: sites.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0))).map(|s| s.0),
+        })
+        .collect();
+    out.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.activity.cmp(&b.activity)));
+    out
+}
+
+/// Fewer samples than this say too little of a start-up to split it.
+const MIN_SAMPLES: usize = 20;
