@@ -44,3 +44,20 @@ one gloo2_loader 2 loader gloo
 one gloo2_save 2 save gloo
 one nccl1 1 even nccl
 rm -f "$o"/*.db-* "$o"/*.ckpt
+# Start-up split by what the main thread did, on real torch.
+echo "== startup"
+"$G" run --status off --no-report -o "$o/startup.db" -- python3 "$here/startup_train.py" "$o/startup.truth" 8 >"$o/startup.out" 2>&1
+echo "rc $?"
+"$G" diagnose --format json "$o/startup.db" >"$o/startup.json" 2>&1
+python3 - "$o/startup.json" "$o/startup.truth" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); t = json.load(open(sys.argv[2]))
+print("truth:", {k: round(v, 2) for k, v in t.items()})
+f = next((x for x in d["findings"] if x["id"] == "startup"), None)
+print("startup:", f and f["title"])
+for p in (f or {}).get("evidence", {}).get("startup_split", []):
+    print("  part", p)
+for a in (f or {}).get("advice", []):
+    print("  advice", a[:160])
+PY
+rm -f "$o"/*.db-*
