@@ -21,7 +21,8 @@ pub struct RankRow {
     pub rank: u32,
     pub world_size: u32,
     pub pid: u32,
-    /// The GPU it ran on: NVML's process list, else its environment's `LOCAL_RANK`.
+    /// The GPU it ran on: NVML's process list, else its environment's `LOCAL_RANK` (where any GPU
+    /// was read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<u32>,
     /// From its own step marks (`gpulse.step()` or `--instrument`), where it sent them.
@@ -107,7 +108,8 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
                 .iter()
                 .find(|g| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid)))
                 .map(|g| g.gpu)
-                .or(r.device);
+                // The environment's guess only where GPUs were read at all.
+                .or(r.device.filter(|_| !run.gpus.is_empty()));
             RankRow {
                 rank: r.rank,
                 world_size: r.world_size,
@@ -334,7 +336,8 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
     });
     // Running Python in a library is that library's work: "writing a checkpoint".
     let what = match (s.state, s.domain) {
-        (ThreadState::Python, Some(d)) => d.words().to_owned(),
+        (ThreadState::Python, Some(Domain::Checkpoint)) => Domain::Checkpoint.words().to_owned(),
+        (ThreadState::Python, Some(d)) => format!("running Python in {}", d.words()),
         (state, Some(d)) => format!("{} in {}", state.words(), d.words()),
         (state, None) => state.words().to_owned(),
     };
