@@ -1,0 +1,147 @@
+//! The classification of samples, mechanism by mechanism.
+
+use gpulse_model::KernelState;
+
+use super::*;
+
+fn frame(file: &str, function: &str, code: &str) -> PyFrame {
+    PyFrame { file: file.into(), line: 10, function: function.into(), code: Some(code.into()) }
+}
+
+fn sample(state: char, syscall: Option<u32>, wchan: Option<&str>, gil: Gil) -> ThreadSample {
+    ThreadSample {
+        clock: None,
+        t_us: 0,
+        pid: 1,
+        stack: 0,
+        kernel: KernelState { state, syscall, wchan: wchan.map(str::to_owned) },
+        gil,
+    }
+}
+
+fn state(frames: &[PyFrame], s: ThreadSample) -> ThreadState {
+    classify_frames(&frames.iter().collect::<Vec<_>>(), &s).state
+}
+
+#[test]
+fn each_mechanism_as_the_kernel_and_the_interpreter_show_it() {
+    let train = frame("/w/train.py", "main", "loss = step(batch)");
+    let sleep = [train.clone(), frame("/w/train.py", "step", "time.sleep(0.05)")];
+    assert_eq!(state(&sleep, sample('S', Some(230), Some("hrtimer_nanosleep"), Gil::Free)), ThreadState::Sleep);
+    // Woken from the sleep, waiting for a core before it takes the GIL back: the sleep's
+    // time; holding the GIL on that line, it runs Python.
+    assert_eq!(state(&sleep, sample('R', None, None, Gil::Free)), ThreadState::Sleep);
+    assert_eq!(state(&sleep, sample('R', None, None, Gil::Held)), ThreadState::Python);
+    let recv = [train.clone(), frame("/w/fetch.py", "fetch", "data = sock.recv(65536)")];
+    assert_eq!(state(&recv, sample('S', Some(45), Some("wait_woken"), Gil::Free)), ThreadState::Network);
+    let queue = [
+        train.clone(),
+        frame("/usr/lib/python3.11/multiprocessing/queues.py", "get", "res = self._recv_bytes()"),
+        frame("/usr/lib/python3.11/multiprocessing/connection.py", "_recv", "chunk = read(handle, remaining)"),
+    ];
+    assert_eq!(state(&queue, sample('S', Some(0), Some("anon_pipe_read"), Gil::Free)), ThreadState::Ipc);
+    assert_eq!(state(&queue, sample('S', Some(7), Some("do_sys_poll"), Gil::Free)), ThreadState::Ipc);
+    let read = [train.clone(), frame("/w/data.py", "load", "buf = f.read()")];
+    assert_eq!(state(&read, sample('D', Some(0), Some("folio_wait_bit_common"), Gil::Free)), ThreadState::Disk);
+    // Copying cached pages: running, the GIL released by the read.
+    assert_eq!(state(&read, sample('R', None, None, Gil::Free)), ThreadState::Disk);
+    assert_eq!(state(&read, sample('R', None, None, Gil::Held)), ThreadState::Python, "parsing what it read");
+    let sync = [train.clone(), frame("/w/train.py", "step", "total += loss.item()")];
+    assert_eq!(state(&sync, sample('R', None, None, Gil::Free)), ThreadState::GpuSync);
+    assert_eq!(state(&sync, sample('S', Some(16), None, Gil::Free)), ThreadState::GpuSync);
+    let compute = [train.clone(), frame("/w/metrics.py", "score", "s += x * x")];
+    assert_eq!(state(&compute, sample('R', None, None, Gil::Held)), ThreadState::Python);
+    // Futex: the GIL when another thread holds it, a lock when the frame is one.
+    assert_eq!(
+        state(&compute, sample('S', Some(202), Some("futex_wait_queue"), Gil::Other { stack: 3 })),
+        ThreadState::GilWait
+    );
+    let lock = [train.clone(), frame("/usr/lib/python3.11/threading.py", "acquire", "")];
+    assert_eq!(state(&lock, sample('S', Some(202), None, Gil::Other { stack: 3 })), ThreadState::Lock);
+    let mine = [train, frame("/w/train.py", "step", "with self.lock.acquire():")];
+    assert_eq!(state(&mine, sample('S', Some(202), None, Gil::Free)), ThreadState::Lock);
+}
+
+/// Inside a collective the rank waits for its peers, whatever the backend does meanwhile:
+/// gloo blocks on a socket, NCCL's barrier waits on the device (a futex), a spin runs.
+#[test]
+fn a_collective_is_a_wait_for_the_other_ranks() {
+    let c10d = "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py";
+    let barrier = [
+        frame("/w/train.py", "main", "dist.barrier()"),
+        frame(
+            "/venv/lib/python3.12/site-packages/torch/distributed/c10d_logger.py",
+            "wrapper",
+            "return func(*args, **kwargs)",
+        ),
+        frame(c10d, "barrier", "work.wait()"),
+    ];
+    assert_eq!(state(&barrier, sample('S', Some(45), Some("wait_woken"), Gil::Free)), ThreadState::PeerWait);
+    assert_eq!(state(&barrier, sample('S', Some(202), Some("futex_wait_queue"), Gil::Free)), ThreadState::PeerWait);
+    assert_eq!(state(&barrier, sample('R', None, None, Gil::Free)), ThreadState::PeerWait);
+    // The line alone says it where the collective's own frame was not read yet.
+    let line = [frame("/w/train.py", "main", "dist.all_reduce(loss)")];
+    assert_eq!(state(&line, sample('S', Some(202), None, Gil::Free)), ThreadState::PeerWait);
+    // A state_dict gathered for a checkpoint is no collective: a file's D state stays I/O.
+    let write = [frame("/w/train.py", "save", "f.write(buf)")];
+    assert_eq!(state(&write, sample('D', Some(1), None, Gil::Free)), ThreadState::Disk);
+    // PyTorch from a source checkout is the library, not the job's line.
+    assert!(!own_code("/home/me/pytorch/torch/distributed/distributed_c10d.py"));
+}
+
+/// `--instrument`'s wrapper runs under the user's `next(it)`: the site is the user's line, and
+/// the wait is one gpulse timed.
+#[test]
+fn gpulse_frames_are_never_the_users_line() {
+    for file in [
+        "/tmp/gpulse-4242-1733400000/python/gpulse/_instrument.py",
+        "/tmp/gpulse-4242-1733400000/python/gpulse/_events.py",
+        "/tmp/gpulse-4242-1733400000/python/sitecustomize.py",
+        "/venv/lib/python3.12/site-packages/gpulse/_events.py",
+    ] {
+        assert!(!own_code(file), "{file}");
+    }
+    assert!(own_code("/home/me/gpulse/train.py"), "a project of that name is the user's");
+    assert!(own_code("/home/me/sitecustomize.py"));
+    let stacks = Stacks {
+        frames: vec![
+            frame("/w/train.py", "main", "batch = next(it)"),
+            frame(
+                "/tmp/gpulse-1-2/python/gpulse/_instrument.py",
+                "_patch_dataloader.<locals>.__next__",
+                "return inner(self)",
+            ),
+            frame("/v/site-packages/torch/utils/data/dataloader.py", "__next__", "data = self._next_data()"),
+        ],
+        stacks: vec![vec![0, 1, 2]],
+        ..Stacks::default()
+    };
+    assert_eq!(site_frame(&stacks, 0), Some(0));
+    assert!(timed_by_gpulse(&stacks.frames[1]) && !timed_by_gpulse(&stacks.frames[0]));
+    let hook =
+        frame("/tmp/gpulse-1-2/python/gpulse/_instrument.py", "_patch_optimizer.<locals>.step", "out = inner(self)");
+    assert!(!timed_by_gpulse(&hook), "the optimizer's step runs under it: not a wait");
+}
+
+#[test]
+fn the_library_is_the_deepest_known_frame() {
+    let frames = [
+        frame("/w/train.py", "main", "opt.step()"),
+        frame("/v/site-packages/torch/optim/optimizer.py", "wrapper", "out = func(*args)"),
+        frame("/v/site-packages/torch/optim/adam.py", "_single_tensor_adam", "param.addcdiv_(a, b)"),
+    ];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Optimizer));
+    let frames = [frame("/w/train.py", "main", "print(f\"loss {l}\")")];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+    let frames = [frame("/w/train.py", "main", "gc.collect()")];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Gc));
+    let frames = [
+        frame("/w/train.py", "step", "from metrics import score"),
+        frame("<frozen importlib._bootstrap>", "_find_and_load", ""),
+        frame("/v/site-packages/numpy/__init__.py", "<module>", "from . import core"),
+    ];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Import), "numpy's import is the import's");
+    let frames = [frame("/w/train.py", "main", "x = items()")];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), None);
+    assert!(!syncs(&frames[0]), "items() is no .item()");
+}
