@@ -290,17 +290,26 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
     let explains = |f: &Finding| {
         let of_main = f.evidence.get("pid").and_then(|p| p.as_u64()) == main.map(u64::from);
         let text = |k: &str| f.evidence.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-        of_main
-            && f.priced_by_ledger()
-            && if straggler_main {
-                ThreadState::ALL.iter().any(|st| *st != ThreadState::PeerWait && st.finding() == f.id)
-                    && match s.domain {
-                        Some(d) => text("domain").as_deref() == Some(d.as_str()),
-                        None => text("site") == s.site && s.site.is_some(),
-                    }
-            } else {
-                f.id == FindingId::PeerWait
-            }
+        // What the loop's own marks measured of the same work: the straggler's checkpoint phase,
+        // or its measured wait for data.
+        let measured = straggler_main
+            && match (f.id, s.domain) {
+                (FindingId::MarkedPhase, Some(Domain::Checkpoint)) => text("phase").as_deref() == Some("checkpoint"),
+                (FindingId::InputBound, Some(Domain::DataLoader)) => f.basis == crate::Basis::Measured,
+                _ => false,
+            };
+        f.priced_by_ledger() && measured
+            || of_main
+                && f.priced_by_ledger()
+                && if straggler_main {
+                    ThreadState::ALL.iter().any(|st| *st != ThreadState::PeerWait && st.finding() == f.id)
+                        && match s.domain {
+                            Some(d) => text("domain").as_deref() == Some(d.as_str()),
+                            None => text("site") == s.site && s.site.is_some(),
+                        }
+                } else {
+                    f.id == FindingId::PeerWait
+                }
     };
     let explained: Vec<usize> = (0..out.len()).filter(|i| explains(&out[*i])).collect();
     let (loop_s, _) = crate::ledger::loop_window(run);
@@ -317,7 +326,10 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
         crate::Cost {
             seconds: sum(|c| c.seconds).map(|v| round(v, 3)),
             wall_share: sum(|c| c.wall_share).map(|v| round(v.clamp(0.0, 1.0), 4)),
-            loop_share: sum(|c| c.loop_share).map(|v| round(v.clamp(0.0, 1.0), 3)),
+            loop_share: sum(|c| c.seconds)
+                .zip(loop_len)
+                .filter(|(_, l)| *l > 0.0)
+                .map(|(s, l)| round((s / l).clamp(0.0, 1.0), 3)),
             own_share: None,
             basis: crate::rules::LEDGER_SHARE,
             accounts: names,

@@ -95,12 +95,23 @@ fn under(file: &str, package: &str) -> bool {
     file.starts_with(package) || file.contains(&format!("/{package}"))
 }
 
-/// The activity of one stack, outermost first; the innermost library that names one wins, so a
-/// CUDA context created inside `.to("cuda")` is the context's time.
+/// The activity of one stack, outermost first. An import the job's own line runs is the
+/// imports' time; inside a library's work (`torch.compile` importing Inductor's modules as it
+/// goes) it is that work's. Among libraries the innermost wins, so a CUDA context created inside
+/// `.to("cuda")` is the context's time.
 pub fn activity(frames: &[&PyFrame]) -> Activity {
-    if frames.iter().any(|f| f.file.starts_with("<frozen importlib")) {
-        return Activity::Imports;
+    let import_at = frames.iter().position(|f| f.file.starts_with("<frozen importlib")).unwrap_or(frames.len());
+    let outer = &frames[..import_at];
+    let found = library(outer);
+    match found {
+        Some(a) => a,
+        None if import_at < frames.len() => Activity::Imports,
+        None => Activity::OwnCode,
     }
+}
+
+/// The innermost library frame of `frames` that names an activity.
+fn library(frames: &[&PyFrame]) -> Option<Activity> {
     for f in frames.iter().rev() {
         let p = f.file.as_str();
         let a = if under(p, "torch/cuda/__init__.py") && matches!(f.function.as_str(), "_lazy_init" | "init") {
@@ -118,9 +129,9 @@ pub fn activity(frames: &[&PyFrame]) -> Activity {
         } else {
             continue;
         };
-        return a;
+        return Some(a);
     }
-    Activity::OwnCode
+    None
 }
 
 /// One activity's part of the start-up.
@@ -172,3 +183,32 @@ pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
 
 /// Fewer samples than this say too little of a start-up to split it.
 const MIN_SAMPLES: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(file: &str, function: &str) -> PyFrame {
+        PyFrame { file: file.into(), line: 1, function: function.into(), code: None }
+    }
+
+    /// The job's own `import` is the imports' time; an import that torch.compile runs as it goes
+    /// is the compile's; a context created inside `.cuda()` is the context's.
+    #[test]
+    fn each_stack_is_the_work_it_is_part_of() {
+        let sp = "/venv/lib/python3.12/site-packages";
+        let train = frame("/w/train.py", "<module>");
+        let importlib = frame("<frozen importlib._bootstrap>", "_find_and_load");
+        let import = [&train, &importlib, &frame(&format!("{sp}/transformers/__init__.py"), "<module>")];
+        assert_eq!(activity(&import), Activity::Imports);
+        let dynamo = frame(&format!("{sp}/torch/_dynamo/eval_frame.py"), "_fn");
+        let compile_import =
+            [&train, &dynamo, &importlib, &frame(&format!("{sp}/torch/_inductor/codecache.py"), "<module>")];
+        assert_eq!(activity(&compile_import), Activity::Compile);
+        let to = frame(&format!("{sp}/torch/nn/modules/module.py"), "_apply");
+        let lazy = frame(&format!("{sp}/torch/cuda/__init__.py"), "_lazy_init");
+        assert_eq!(activity(&[&train, &to, &lazy]), Activity::CudaContext);
+        assert_eq!(activity(&[&train, &to]), Activity::BuildModel);
+        assert_eq!(activity(&[&train]), Activity::OwnCode);
+    }
+}

@@ -143,7 +143,7 @@ pub(crate) const TABLE: &[Rule] = &[
     // A distributed job's ranks side by side: the rank the others wait for in their collectives
     // takes the place of the finding of the time it costs (the waiter's wait, or what the
     // straggler did meanwhile).
-    rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE)], |cx, run| {
+    rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE), Findings(RuleId::Phases)], |cx, run| {
         let ledger = cx.ledger().clone();
         crate::ranks::findings(run, &ledger, &mut cx.out);
         Vec::new()
