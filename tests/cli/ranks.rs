@@ -255,3 +255,43 @@ fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
         assert_ne!(f["evidence"]["pid"], parent, "{f:#}");
     }
 }
+
+/// Real torchrun recordings on an H100 (`tests/fixtures/h100-ranks`, two ranks over gloo on one
+/// GPU): each rank's time in collectives and wait for data within 5 points of its own timing,
+/// and the straggler named with its mechanism and its cost within 5 points of the ranks' own.
+#[test]
+fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
+    for (name, straggler, state, domain) in
+        [("gloo2_loader", 1, "ipc", "dataloader"), ("gloo2_save", 0, "disk", "checkpoint")]
+    {
+        let dir = root().join("tests/fixtures/h100-ranks");
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
+        let own = truth["ranks"].as_array().unwrap();
+        let (code, out, err) =
+            run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir.join(format!("{name}.db"))));
+        assert_eq!(code, 0, "{err}");
+        let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let share = |o: &serde_json::Value, k: &str| o[k].as_f64().unwrap() / o["loop_s"].as_f64().unwrap();
+        for (r, row) in d["ranks"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(row["pid"], own[r]["pid"], "{name}: {row:#}");
+            for (got, want) in [("peer_wait_share", "collective_s"), ("data_wait_share", "data_s")] {
+                let (g, w) = (row[got].as_f64().unwrap(), share(&own[r], want));
+                assert!((g - w).abs() < 0.05, "{name} rank {r}: {got} {g:.3}, its own timing {w:.3}: {row:#}");
+            }
+        }
+        let first = &d["findings"][0];
+        assert_eq!(first["id"], "rank_straggler", "{name}: {d:#}");
+        assert_eq!(first["evidence"]["rank"], straggler, "{name}: {first:#}");
+        assert_eq!(first["evidence"]["state"], state, "{name}: {first:#}");
+        assert_eq!(first["evidence"]["domain"], domain, "{name}: {first:#}");
+        let want = share(&own[1 - straggler], "collective_s") - share(&own[straggler], "collective_s");
+        let got = first["cost"]["loop_share"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 0.05,
+            "{name}: lost {got:.3} of the loop, the ranks' own timing {want:.3}: {first:#}"
+        );
+        // One cause, one finding: the checkpoint's measured phase is the straggler's.
+        assert!(!d["findings"].as_array().unwrap().iter().any(|f| f["id"] == "marked_phase"), "{name}: {d:#}");
+    }
+}
