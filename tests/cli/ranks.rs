@@ -295,3 +295,73 @@ fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
         assert!(!d["findings"].as_array().unwrap().iter().any(|f| f["id"] == "marked_phase"), "{name}: {d:#}");
     }
 }
+
+/// PyTorch Lightning's DDP shape: the script's own process is rank 0 and starts the others as
+/// `python train.py` with `LOCAL_RANK`, `NODE_RANK` and `WORLD_SIZE` (no `RANK`), setting its own
+/// after it started, where `/proc` does not show them.
+const LIGHTNING: &str = r#"import json, os, socket, subprocess, sys, time
+import gpulse
+import torch.distributed as dist
+
+def load_batch(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+truth, steps = sys.argv[1], int(sys.argv[2])
+if "LOCAL_RANK" not in os.environ:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NODE_RANK="0", WORLD_SIZE="2")
+    child = subprocess.Popen([sys.executable, *sys.argv], env=dict(os.environ, LOCAL_RANK="1"))
+    os.environ["LOCAL_RANK"] = "0"
+rank = int(os.environ["LOCAL_RANK"])
+dist.init_process_group("gloo", rank=rank, world_size=2)
+own = {"barrier_s": 0.0}
+t0 = time.perf_counter()
+for step in range(steps):
+    if rank == 1:
+        load_batch(800000)
+    time.sleep(0.01)
+    a = time.perf_counter()
+    dist.barrier()
+    own["barrier_s"] += time.perf_counter() - a
+    gpulse.step()
+own["loop_s"] = time.perf_counter() - t0
+own["pid"] = os.getpid()
+dist.destroy_process_group()
+json.dump(own, open(f"{truth}.{rank}", "w"))
+if rank == 0:
+    child.wait()
+"#;
+
+#[test]
+fn lightnings_script_is_rank_0_and_its_children_the_others() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = super::support::fresh_dir("ranks", "lightning");
+    std::fs::write(dir.join("train.py"), LIGHTNING).unwrap();
+    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let (truth, rec) = (dir.join("truth"), dir.join("r.db"));
+    let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
+    let mut cmd = gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
+    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("350");
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    let read = |r: u32| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{}.{r}", truth.display())).unwrap()).unwrap()
+    };
+    let own = vec![read(0), read(1)];
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ranks = d["ranks"].as_array().unwrap_or_else(|| panic!("no ranks: {d:#}"));
+    assert_eq!(ranks.len(), 2, "{d:#}");
+    for (r, row) in ranks.iter().enumerate() {
+        assert_eq!(row["pid"], own[r]["pid"], "rank {r}: {row:#}");
+    }
+    leads_with_straggler(&own, &d, 1, "python", "load_batch");
+}

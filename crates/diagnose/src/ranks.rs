@@ -51,6 +51,16 @@ pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
     let st = &run.stacks;
     let mains = || st.processes.iter().filter(|p| p.role == ProcessRole::Main);
     let mut out: Vec<(Rank, u32)> = mains().filter_map(|p| Some((p.rank?, p.pid))).collect();
+    // Lightning's shape: the script's own process is rank 0, and its environment says nothing
+    // (Lightning sets it after the start); the others say ranks 1 to n − 1 of a world of n.
+    let world = out.first().map(|r| r.0.world_size);
+    let unranked: Vec<u32> = mains().filter(|p| p.rank.is_none()).map(|p| p.pid).collect();
+    if let (Some(n), [pid]) = (world, unranked.as_slice())
+        && out.len() + 1 == n as usize
+        && out.iter().all(|r| r.0.world_size == n && r.0.rank != 0)
+    {
+        out.push((Rank { rank: 0, world_size: n, local_rank: Some(0), device: None }, *pid));
+    }
     if out.len() < 2 {
         // The stacks through `_wrap` first (a few hundred), then the processes sampled in them.
         let wrapped: Vec<bool> = (0..st.stacks.len() as u32)

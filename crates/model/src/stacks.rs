@@ -95,8 +95,9 @@ pub struct Rank {
 }
 
 impl Rank {
-    /// From a NUL-separated environment (`/proc/PID/environ`); `None` without `RANK` and
-    /// `WORLD_SIZE`, or with a rank outside the world.
+    /// From a NUL-separated environment (`/proc/PID/environ`); `None` without `WORLD_SIZE`, or
+    /// with a rank outside the world. Without `RANK`, `LOCAL_RANK` is the rank on the first
+    /// node (`NODE_RANK` 0 or unset: Lightning starts its other processes so).
     pub fn from_environ(environ: &[u8]) -> Option<Self> {
         let var = |name: &str| {
             environ.split(|b| *b == 0).find_map(|kv| {
@@ -105,11 +106,16 @@ impl Rank {
             })
         };
         let num = |name: &str| var(name).and_then(|v| v.trim().parse::<u32>().ok());
-        let (rank, world_size) = (num("RANK")?, num("WORLD_SIZE")?);
+        let world_size = num("WORLD_SIZE")?;
+        let local_rank = num("LOCAL_RANK");
+        let rank = match num("RANK") {
+            Some(r) => r,
+            None if num("NODE_RANK").unwrap_or(0) == 0 => local_rank?,
+            None => return None,
+        };
         if rank >= world_size {
             return None;
         }
-        let local_rank = num("LOCAL_RANK");
         let device = match (local_rank, var("CUDA_VISIBLE_DEVICES")) {
             (Some(l), None) => Some(l),
             (Some(l), Some(list)) => list.split(',').nth(l as usize).and_then(|d| d.trim().parse::<u32>().ok()),
@@ -310,5 +316,9 @@ mod rank_tests {
         assert_eq!(Rank::from_environ(&env(&["RANK=0"])), None);
         assert_eq!(Rank::from_environ(&env(&["RANK=2", "WORLD_SIZE=2"])), None);
         assert_eq!(Rank::from_environ(&env(&["NODE_RANK=0", "WORLD_SIZE=2"])), None);
+        // Lightning's other processes: LOCAL_RANK on the first node, nothing said on another.
+        let r = Rank::from_environ(&env(&["LOCAL_RANK=1", "NODE_RANK=0", "WORLD_SIZE=2"])).unwrap();
+        assert_eq!((r.rank, r.world_size), (1, 2));
+        assert_eq!(Rank::from_environ(&env(&["LOCAL_RANK=1", "NODE_RANK=1", "WORLD_SIZE=4"])), None);
     }
 }
