@@ -168,7 +168,7 @@ fn a_rank_whose_dataloader_is_slower_holds_the_others_back() {
 #[test]
 fn rank_0_writing_checkpoints_holds_the_others_back() {
     // Two ranks: each is sampled the more often for it (one budget for the job).
-    let (own, d, _) = job("save", 2, 400);
+    let (own, d, _) = job("save", 2, 500);
     ranks_as_timed(&own, &d);
     launcher_unseen(&own, &d);
     leads_with_straggler(&own, &d, 0, "python", "save_checkpoint");
@@ -230,7 +230,7 @@ fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
     let mut cmd = gpulse(None);
     cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
     cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
-    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("350");
+    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("500");
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
     let read = |suffix: &str| -> serde_json::Value {
@@ -348,7 +348,7 @@ fn lightnings_script_is_rank_0_and_its_children_the_others() {
     let mut cmd = gpulse(None);
     cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
     cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
-    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("350");
+    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("500");
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
     let read = |r: u32| -> serde_json::Value {

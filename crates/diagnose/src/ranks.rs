@@ -44,13 +44,31 @@ pub struct RankRow {
     pub busiest_site: Option<String>,
 }
 
-/// The ranks of a run: each main process that its environment names a rank, in rank order;
-/// else the processes `torch.multiprocessing.spawn` started (its `_wrap` in their stacks), which
-/// it starts in rank order, so in PID order barring a PID wrapping round.
+/// The ranks of a run, worked out once.
 pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
-    let st = &run.stacks;
+    run.ranks.get_or_init(|| ranked_in(&run.stacks)).clone()
+}
+
+/// The ranks among sampled processes: each main process that its environment names a rank, in
+/// rank order; else the processes `torch.multiprocessing.spawn` started (its `_wrap` in their
+/// stacks), which it starts in rank order, so in PID order barring a PID wrapping round. Where
+/// two processes claim one rank (a restarted attempt, two jobs), the one sampled most is it.
+pub(crate) fn ranked_in(st: &gpulse_model::Stacks) -> Vec<(Rank, u32)> {
     let mains = || st.processes.iter().filter(|p| p.role == ProcessRole::Main);
     let mut out: Vec<(Rank, u32)> = mains().filter_map(|p| Some((p.rank?, p.pid))).collect();
+    if out.len() > 1 {
+        let mut count: HashMap<u32, usize> = HashMap::new();
+        for s in &st.samples {
+            *count.entry(s.pid).or_default() += 1;
+        }
+        let n = |pid: &u32| count.get(pid).copied().unwrap_or(0);
+        out.sort_by_key(|(r, pid)| (r.rank, std::cmp::Reverse(n(pid)), *pid));
+        out.dedup_by_key(|(r, _)| r.rank);
+        // One world: the size most ranks say.
+        let world =
+            out.iter().map(|r| r.0.world_size).max_by_key(|w| out.iter().filter(|r| r.0.world_size == *w).count());
+        out.retain(|r| Some(r.0.world_size) == world);
+    }
     // Lightning's shape: the script's own process is rank 0, and its environment says nothing
     // (Lightning sets it after the start); the others say ranks 1 to n − 1 of a world of n.
     let world = out.first().map(|r| r.0.world_size);
@@ -98,8 +116,9 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
         .map(|(r, pid)| {
             let steps =
                 run.steps_by_pid.iter().find(|s| s.pid == *pid).or(run.steps.as_ref().filter(|s| s.pid == *pid));
-            // Its steps where it marked them: start-up's rendezvous is not the loop's wait.
-            let [lo, hi] = steps.map_or([f64::MIN, f64::MAX], |s| s.window_s);
+            // Its steps where it marked them, else the run's loop: start-up's rendezvous is not
+            // the loop's wait.
+            let [lo, hi] = steps.or(run.steps.as_ref()).map_or([f64::MIN, f64::MAX], |s| s.window_s);
             let pts: Vec<_> = points(run, *pid).into_iter().filter(|p| p.t_s >= lo && p.t_s <= hi).collect();
             let total: f64 = pts.iter().map(|p| p.dur_s).sum::<f64>().max(1e-9);
             let mut by: HashMap<ThreadState, (f64, HashMap<u32, f64>)> = HashMap::new();
@@ -164,8 +183,8 @@ pub(crate) struct Straggler {
 }
 
 impl Straggler {
-    /// What every rank would gain a step if the straggler matched the others: the waiters' time
-    /// in collectives less its own.
+    /// What every rank would gain over `window_s` if the straggler matched the others: the
+    /// waiters' mean seconds in collectives less its own.
     pub fn lost_s(&self) -> f64 {
         (self.waiters_wait_s - self.own_wait_s).max(0.0)
     }
@@ -201,7 +220,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
         return None;
     }
     // Where every rank was sampled, within every rank's steps where they marked them.
-    let steps = |pid: u32| run.steps_by_pid.iter().find(|s| s.pid == pid).map(|s| s.window_s);
+    let steps = |pid: u32| run.steps_by_pid.iter().find(|s| s.pid == pid).or(run.steps.as_ref()).map(|s| s.window_s);
     let lo = all.iter().map(|x| steps(x.1).map_or(x.2[0].t_s, |w| w[0].max(x.2[0].t_s))).fold(f64::MIN, f64::max);
     let hi = all
         .iter()
@@ -247,10 +266,17 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
     // exceeds the waiters' mean. What it did at the moments they waited can be a part of the
     // step every rank runs (its GPU's work), begun late.
     let waiters: Vec<usize> = (0..all.len()).filter(|j| *j != s).collect();
-    let profile = |i: usize| {
-        let mut by: HashMap<(ThreadState, Option<Domain>, Option<String>), f64> = HashMap::new();
+    let mut sites: HashMap<u32, Option<String>> = HashMap::new();
+    let mut profile = |i: usize| {
+        let mut by_stack: HashMap<(ThreadState, Option<Domain>, u32), f64> = HashMap::new();
         for p in all[i].2.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
-            *by.entry((p.class.state, p.class.domain, site_text(&run.stacks, p.stack))).or_default() += p.dur_s;
+            *by_stack.entry((p.class.state, p.class.domain, p.stack)).or_default() += p.dur_s;
+        }
+        // A site's text once per stack, not once per sample.
+        let mut by: HashMap<(ThreadState, Option<Domain>, Option<String>), f64> = HashMap::new();
+        for ((state, domain, stack), secs) in by_stack {
+            let site = sites.entry(stack).or_insert_with(|| site_text(&run.stacks, stack)).clone();
+            *by.entry((state, domain, site)).or_default() += secs;
         }
         by
     };
@@ -332,6 +358,7 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
             .iter()
             .flat_map(|i| out[*i].cost.as_ref().map(|c| c.accounts.clone()).unwrap_or_default())
             .collect();
+        names.sort_unstable();
         names.dedup();
         crate::Cost {
             seconds: sum(|c| c.seconds).map(|v| round(v, 3)),
@@ -387,7 +414,6 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
         .with("held_share", round(s.held_share, 3))
         .with("waiters_peer_wait_s", round(s.waiters_wait_s, 2))
         .with("own_peer_wait_s", round(s.own_wait_s, 2))
-        .with("lost_s", round(lost_s, 2))
         .over(s.window_s)
         .priced(cost)
         .inferred();
@@ -397,7 +423,8 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
     if let Some(site) = &s.site {
         f = f.with("site", site.as_str());
     }
-    f.advice = advice(&s, run);
+    let step_s = run.steps_by_pid.iter().find(|x| x.pid == s.pid).or(run.steps.as_ref()).map(|x| x.mean_step_s());
+    f.advice = advice(&s, step_s);
     f.limits.push(
         "the ranks are set side by side by their samples' times; a wait shorter than the sampling interval is seen only on average".into(),
     );
@@ -415,7 +442,7 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
 }
 
 /// What to do about the straggler, from what it did while the others waited.
-fn advice(s: &Straggler, run: &Run) -> Vec<String> {
+fn advice(s: &Straggler, step_s: Option<f64>) -> Vec<String> {
     let at = s.site.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
     let only = if s.rank == 0 { "rank 0 alone" } else { "this rank alone" };
     let mut out = match (s.state, s.domain) {
@@ -438,8 +465,7 @@ fn advice(s: &Straggler, run: &Run) -> Vec<String> {
             "this rank does work the others do not{at}: give every rank the same work per step, or move it off the step's critical path"
         )],
     };
-    let rows = rows(run);
-    if let Some(r) = rows.iter().find(|r| r.rank == s.rank).and_then(|r| r.step_s) {
+    if let Some(r) = step_s {
         out.push(format!(
             "every rank steps at the straggler's pace ({r:.3} s a step): the collectives make them wait for it"
         ));

@@ -162,6 +162,8 @@ pub struct Run {
     /// The job's Python threads sampled from outside (shared: the rules' copies of a run keep
     /// them whole).
     pub stacks: std::sync::Arc<gpulse_model::Stacks>,
+    /// The ranks of [`Run::stacks`], worked out once (see [`crate::ranks`]).
+    pub(crate) ranks: std::sync::OnceLock<Vec<(gpulse_model::Rank, u32)>>,
 }
 
 impl Run {
@@ -501,7 +503,8 @@ impl RunBuilder {
         // lowest rank's (the process the ledger reads), and the waits the ledger counts are that
         // rank's alone (another rank's wait for data is no time this one waited).
         let steps_by_pid = crate::Steps::per_process(&rec.markers, start_us, rec.instrumented());
-        let lowest_rank = rec.stacks.processes.iter().filter_map(|p| Some((p.rank?.rank, p.pid))).min().map(|r| r.1);
+        let ranks = crate::ranks::ranked_in(&rec.stacks);
+        let lowest_rank = ranks.first().map(|r| r.1);
         let steps = match lowest_rank.and_then(|pid| steps_by_pid.iter().find(|s| s.pid == pid)) {
             Some(s) => Some(crate::Steps { ranks: steps_by_pid.len(), ..s.clone() }),
             None => crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
@@ -552,6 +555,7 @@ impl RunBuilder {
             copies_s,
             folded_waits_s,
             stacks: std::sync::Arc::new(rec.stacks.clone()),
+            ranks: ranks.into(),
         }
     }
 }

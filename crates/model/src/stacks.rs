@@ -89,8 +89,10 @@ pub struct Rank {
     pub rank: u32,
     pub world_size: u32,
     pub local_rank: Option<u32>,
-    /// The GPU's index as NVML counts it, from `LOCAL_RANK` through `CUDA_VISIBLE_DEVICES`
-    /// where that lists indices; `None` where it names UUIDs or nothing could be said.
+    /// The GPU's index, from `LOCAL_RANK` through `CUDA_VISIBLE_DEVICES` where that lists
+    /// indices; `None` where it names UUIDs or nothing could be said. CUDA's order, which is
+    /// NVML's under `CUDA_DEVICE_ORDER=PCI_BUS_ID` (what multi-GPU nodes set): a guess where
+    /// NVML's process list does not say.
     pub device: Option<u32>,
 }
 

@@ -334,6 +334,10 @@ fn value_words(v: &serde_json::Value, unit: Unit) -> Option<String> {
                     span(i).or_else(|| i.as_f64().map(number)).or_else(|| i.as_str().map(|t| clip_words(t, 24)))
                 })
                 .collect();
+            // A list of objects (a split's parts) has no words here: the title says its largest.
+            if shown.is_empty() {
+                return None;
+            }
             let more = items.len().saturating_sub(3);
             Some(if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") })
         }

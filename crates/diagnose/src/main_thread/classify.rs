@@ -499,12 +499,42 @@ pub fn own_code(file: &str) -> bool {
     // PyTorch from a source checkout (`pip install -e`) lies outside site-packages; it is still
     // the library, not the job's line.
     !(gpulse_frame(file)
-        || file.contains("/torch/")
+        || torch_source(file)
         || file.contains("/site-packages/")
         || file.contains("/dist-packages/")
         || file.starts_with('<')
         || file.contains("/lib/python3")
         || file.contains("/lib64/python3"))
+}
+
+/// Whether a file is PyTorch's own, wherever it is installed: under a `torch/` directory, one of
+/// its subpackages or top-level modules (a project's own `torch/train.py` is not).
+fn torch_source(file: &str) -> bool {
+    const TOP: [&str; 22] = [
+        "_",
+        "nn/",
+        "utils/",
+        "optim/",
+        "cuda/",
+        "distributed/",
+        "autograd/",
+        "multiprocessing/",
+        "fx/",
+        "amp/",
+        "backends/",
+        "jit/",
+        "onnx/",
+        "export/",
+        "compiler/",
+        "ao/",
+        "profiler/",
+        "serialization.py",
+        "functional.py",
+        "__init__.py",
+        "overrides.py",
+        "storage.py",
+    ];
+    file.match_indices("/torch/").any(|(i, m)| TOP.iter().any(|t| file[i + m.len()..].starts_with(t)))
 }
 
 /// The frame a sample is charged to: the innermost of the job's own code (the line to change),

@@ -87,6 +87,7 @@ fn a_collective_is_a_wait_for_the_other_ranks() {
     assert_eq!(state(&write, sample('D', Some(1), None, Gil::Free)), ThreadState::Disk);
     // PyTorch from a source checkout is the library, not the job's line.
     assert!(!own_code("/home/me/pytorch/torch/distributed/distributed_c10d.py"));
+    assert!(own_code("/home/me/src/torch/train.py"), "a project's own directory named torch");
 }
 
 /// `--instrument`'s wrapper runs under the user's `next(it)`: the site is the user's line, and

@@ -112,20 +112,27 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     clocks::apply(&mine, pts)
 }
 
-/// The process whose main thread the ledger reads: the one whose steps the loop is (a
-/// distributed job's lowest rank marking them), else a main process holding the GPU the ledger
-/// reads, else the lowest rank, else the main process sampled most.
+/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
+/// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
+/// rank, else the main process sampled most.
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
     let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
-    let holder = crate::ledger::primary(run)
-        .and_then(|g| mains.iter().copied().find(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))));
-    let first_rank = crate::ranks::ranked(run).into_iter().map(|(_, pid)| pid).find(|pid| count(*pid) > 0);
+    let holders: Vec<u32> = crate::ledger::primary(run).map_or_else(Vec::new, |g| {
+        mains.iter().copied().filter(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))).collect()
+    });
     let looped = run.steps.as_ref().filter(|s| s.ranks > 1).map(|s| s.pid).filter(|pid| mains.contains(pid));
-    looped
-        .or(holder)
-        .or(first_rank)
+    let ranks: Vec<u32> = crate::ranks::ranked(run).into_iter().map(|(_, pid)| pid).collect();
+    // Of the processes on the GPU the ledger reads: the one whose steps are the loop, else its
+    // lowest rank, else the first; with none on it, the loop's, the lowest rank, the most sampled.
+    let on_gpu = looped
+        .filter(|p| holders.contains(p))
+        .or_else(|| ranks.iter().copied().find(|p| holders.contains(p)))
+        .or_else(|| holders.first().copied());
+    on_gpu
+        .or(looped)
+        .or_else(|| ranks.first().copied())
         .or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
 }
 

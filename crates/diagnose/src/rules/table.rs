@@ -58,9 +58,9 @@ pub(crate) enum RuleId {
     ResetPending,
     Nvlink,
     MainThread,
-    Straggler,
     ByElimination,
     Phases,
+    Straggler,
     Healthy,
 }
 
@@ -140,14 +140,6 @@ pub(crate) const TABLE: &[Rule] = &[
         Vec::new()
     })
     .amending(HOST_SIDE_IDLE),
-    // A distributed job's ranks side by side: the rank the others wait for in their collectives
-    // takes the place of the finding of the time it costs (the waiter's wait, or what the
-    // straggler did meanwhile).
-    rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE), Findings(RuleId::Phases)], |cx, run| {
-        let ledger = cx.ledger().clone();
-        crate::ranks::findings(run, &ledger, &mut cx.out);
-        Vec::new()
-    }),
     // Host-side time by elimination that nothing named gets a finding.
     rule(RuleId::ByElimination, Whole, &[Accounts(&[AccountKind::HostSide])], |cx, run| {
         let loop_s = cx.loop_s;
@@ -160,6 +152,14 @@ pub(crate) const TABLE: &[Rule] = &[
         &[Accounts(&[AccountKind::Phase, AccountKind::StorageWrite, AccountKind::Unexplained])],
         |cx, run| phases::findings(run, cx.ledger()),
     ),
+    // A distributed job's ranks side by side: the rank the others wait for in their collectives
+    // takes the place of the finding of the time it costs (the waiter's wait, or what the
+    // straggler did meanwhile).
+    rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE), Findings(RuleId::Phases)], |cx, run| {
+        let ledger = cx.ledger().clone();
+        crate::ranks::findings(run, &ledger, &mut cx.out);
+        Vec::new()
+    }),
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.
     rule(RuleId::Healthy, Loop, &[Everything], |cx, run| {
