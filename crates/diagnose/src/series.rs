@@ -162,8 +162,9 @@ pub struct Run {
     /// The job's Python threads sampled from outside (shared: the rules' copies of a run keep
     /// them whole).
     pub stacks: std::sync::Arc<gpulse_model::Stacks>,
-    /// The ranks of [`Run::stacks`], worked out once (see [`crate::ranks`]).
-    pub(crate) ranks: std::sync::OnceLock<Vec<(gpulse_model::Rank, u32)>>,
+    /// The ranks of [`Run::stacks`], worked out on first use (see [`crate::ranks`]); public so
+    /// that a run can be built with `..Run::default()`.
+    pub ranks: std::sync::OnceLock<Vec<(gpulse_model::Rank, u32)>>,
 }
 
 impl Run {
