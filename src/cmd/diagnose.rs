@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use gpulse_report::Analysis;
 use gpulse_report::text::{
-    ledger_text, main_thread_text, ranks_text, render_text, roofline_text, steps_json, steps_line, wrap,
+    ledger_text, main_thread_text, printable, ranks_text, render_text, roofline_text, steps_json, steps_line, wrap,
 };
 
 use crate::cli::{DiagnoseArgs, ReportFormat};
@@ -30,12 +30,14 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<ExitCode> {
             format!("{}\n", serde_json::to_string_pretty(&doc)?)
         }
         ReportFormat::Text => wrap(
-            &(steps_line(&run)
-                + &render_text(&d)
-                + &ledger_text(&d.ledger)
-                + &ranks_text(&d.ranks)
-                + &main_thread_text(&d.stacks)
-                + &roofline_text(&d.efficiency)),
+            &printable(
+                &(steps_line(&run)
+                    + &render_text(&d)
+                    + &ledger_text(&d.ledger)
+                    + &ranks_text(&d.ranks)
+                    + &main_thread_text(&d.stacks)
+                    + &roofline_text(&d.efficiency)),
+            ),
             text_width(libc::STDOUT_FILENO),
         ),
     };

@@ -48,7 +48,10 @@ pub fn print(path: &Path, report: bool, lost: Option<&str>) {
             Err(e) => out += &format!("report:    not written: {}\n", crate::ops::describe(&e)),
         }
     }
-    let out = gpulse_report::text::wrap(&out, crate::output::text_width(libc::STDERR_FILENO));
+    let out = gpulse_report::text::wrap(
+        &gpulse_report::text::printable(&out),
+        crate::output::text_width(libc::STDERR_FILENO),
+    );
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
 

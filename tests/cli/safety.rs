@@ -417,3 +417,26 @@ fn absurd_times_in_a_trace_or_a_recording_are_errors_never_a_hang_or_a_panic() {
         assert!(!err.contains("panicked"), "{verb}: {err}");
     }
 }
+
+/// A site comes from the job's own files: a script named with an escape sequence is printed by
+/// `diagnose` as text, never as a sequence the terminal would run.
+#[test]
+fn a_site_from_the_jobs_files_never_reaches_the_terminal_as_a_sequence() {
+    let dir = super::support::fresh_dir("safety", "escape-site");
+    let script = dir.join("loop\u{1b}[2J.py");
+    std::fs::write(&script, "import time\nt = time.time()\nwhile time.time() - t < 3:\n    time.sleep(0.02)\n")
+        .unwrap();
+    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
+    let rec = dir.join("r.db");
+    let mut cmd = super::support::gpulse(None);
+    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json"));
+    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "-o"]).arg(&rec).arg("--");
+    cmd.arg("python3").arg(&script);
+    let (code, _, err) = super::support::run(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains('\u{1b}'), "run's summary: {err}");
+    let (code, out, err) = super::support::run(super::support::gpulse(None).arg("diagnose").arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("loop\\x1b[2J.py:4"), "the sleep's site, escaped: {out}");
+    assert!(!out.contains('\u{1b}'), "{out}");
+}

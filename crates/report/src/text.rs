@@ -357,6 +357,26 @@ fn clip_words(text: &str, max: usize) -> String {
     if cut.contains(' ') { format!("\"{cut}\"") } else { cut }
 }
 
+/// `text` for a terminal: every control character but the line breaks written as an escape
+/// (`\x1b`, `\t`), so a file name or a source line from the job's files cannot move the cursor
+/// or recolour the screen.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `text` with each line longer than `width` columns wrapped at spaces. A wrapped line goes on
 /// under where its text starts: past its indent, a list's `- ` or `? `, a finding's severity
 /// column and an `evidence: ` label. A word longer than the width (a path) stays whole.
@@ -427,6 +447,17 @@ fn hanging_indent(line: &str) -> usize {
     // A finding's headline: `CRITICAL`, `WARNING ` or `INFO    ` and a space.
     let severity = ["CRITICAL ", "WARNING  ", "INFO     "].iter().any(|t| rest.starts_with(*t));
     if severity { indent + 9 } else { indent + marker }
+}
+
+#[cfg(test)]
+mod printable_tests {
+    /// A site from a file named with an escape sequence prints as text, the lines kept.
+    #[test]
+    fn control_characters_from_the_job_print_as_escapes() {
+        let s = super::printable("main thread at w/x\x1b[2J.py:3 f\r\tg\nnext line\n");
+        assert_eq!(s, "main thread at w/x\\x1b[2J.py:3 f\\r\\tg\nnext line\n");
+        assert_eq!(super::printable("plain\n"), "plain\n");
+    }
 }
 
 #[cfg(test)]
