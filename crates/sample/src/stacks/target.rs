@@ -16,6 +16,9 @@ use crate::proc_info;
 const REOPEN_AFTER: u32 = 5;
 /// Consecutive failed walks after which a process is read by py-spy alone.
 const WALKER_GIVE_UP: u32 = 5;
+/// Consecutive empty walks, before a process's first stack, after which py-spy reads it: about a
+/// second at 50 Hz, longer than an interpreter takes to reach its script.
+const EMPTY_GIVE_UP: u32 = 50;
 /// A process that did not open as Python this many times is looked at again only rarely.
 const TRIES: u32 = 3;
 /// ... more times where its program is named python: it may be still loading.
@@ -163,14 +166,20 @@ impl Target {
         let t_us = gpulse_base::clock::now_us();
         if let Some(w) = walker {
             match w.sample() {
+                Ok(walked) if self.role.is_none() && walked.frames.is_empty() => {
+                    // No stack yet: a starting interpreter, or a reader that keeps finding none.
+                    // The latter would never sample the process: py-spy reads it after a few.
+                    *walker_failures += 1;
+                    if *walker_failures >= EMPTY_GIVE_UP {
+                        *walker = None;
+                    }
+                    return Outcome::Skipped;
+                }
                 Ok(walked) => {
                     *walker_failures = 0;
                     *failures = 0;
                     let kernel = kernel_state(pid);
                     if self.role.is_none() {
-                        if walked.frames.is_empty() {
-                            return Outcome::Skipped;
-                        }
                         let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
                         let python = spy.version.to_string();
                         match first_role(pid, names.into_iter(), python, workers, out) {
