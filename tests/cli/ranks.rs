@@ -219,11 +219,11 @@ if __name__ == "__main__":
     mp.spawn(train, args=(sys.argv[1], int(sys.argv[2]), 2), nprocs=2)
 "#;
 
-#[test]
-fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
-    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = super::support::fresh_dir("ranks", "spawn");
-    std::fs::write(dir.join("train.py"), SPAWN).unwrap();
+/// Runs `script` (a job that starts its own ranks) for 500 steps under `gpulse run`, and returns
+/// its directory (kept while it lives), its truth files' stem and the recording.
+fn script_job(name: &str, script: &str) -> (super::support::Temp, std::path::PathBuf, std::path::PathBuf) {
+    let dir = super::support::fresh_dir("ranks", name);
+    std::fs::write(dir.join("train.py"), script).unwrap();
     std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
     let (truth, rec) = (dir.join("truth"), dir.join("r.db"));
     let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
@@ -233,6 +233,13 @@ fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
     cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("500");
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
+    (dir, truth, rec)
+}
+
+#[test]
+fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (_dir, truth, rec) = script_job("spawn", SPAWN);
     let read = |suffix: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{}.{suffix}", truth.display())).unwrap()).unwrap()
     };
@@ -340,17 +347,7 @@ if rank == 0:
 #[test]
 fn lightnings_script_is_rank_0_and_its_children_the_others() {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = super::support::fresh_dir("ranks", "lightning");
-    std::fs::write(dir.join("train.py"), LIGHTNING).unwrap();
-    std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
-    let (truth, rec) = (dir.join("truth"), dir.join("r.db"));
-    let path = format!("{}:{}", root().join("tests/python/fake_torch").display(), root().join("python").display());
-    let mut cmd = gpulse(None);
-    cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
-    cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
-    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("500");
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 0, "{err}");
+    let (_dir, truth, rec) = script_job("lightning", LIGHTNING);
     let read = |r: u32| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{}.{r}", truth.display())).unwrap()).unwrap()
     };
