@@ -376,7 +376,8 @@ fn the_recorded_gpm_metrics_are_all_diagnosis_needs() {
 
 /// Every recording and log among the fixtures: the warnings' costs are their ledger accounts'
 /// shares and so add up to at most the run; a title that says a share of the wall time says its
-/// cost's, as the headline does; and every inferred cause of the loop's idle time that holds 5 %
+/// cost's, as the headline does (and a share of the loop its loop share), no gpulse frame is
+/// shown as a site; and every inferred cause of the loop's idle time that holds 5 %
 /// of the run names the finding that explains it.
 #[test]
 fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
@@ -418,6 +419,19 @@ fn lost_shares_add_up_and_every_material_cause_has_a_finding() {
             if title.contains("% of the wall time") {
                 assert!(title.contains(&format!("{pct} of the wall time")), "{ctx}: {pct}: {title}");
             }
+            // A share said to be lost is the cost's share of the wall time, whatever else the
+            // rule measured it against.
+            if (title.contains("lost") || title.contains("losing")) && title.contains('%') {
+                assert!(title.contains(&format!("{pct} of the wall time")), "{ctx}: {pct}: {title}");
+            }
+            // A share of the loop in the title is the cost's too: one number per cause.
+            if let Some(l) = f["cost"]["loop_share"].as_f64().filter(|_| title.contains("% of the loop")) {
+                let l = gpulse_diagnose::pct(l);
+                assert!(title.contains(&format!("{l} of the loop")), "{ctx}: {l}: {title}");
+            }
+            // gpulse's own instrumentation is never the user's line.
+            let said = f.to_string();
+            assert!(!said.contains("gpulse/_") && !said.contains("_instrument.py"), "{ctx}: {said}");
             // Each account it names is in the ledger.
             for name in f["cost"]["accounts"].as_array().unwrap() {
                 assert!(

@@ -299,16 +299,28 @@ impl Finding {
     }
 
     /// Fills the title's `{wall}` and `{loop}` with its cost's shares, as every view prints
-    /// them; where the ledger gave no such share, its rule's own estimate.
+    /// them; where the ledger gave no such share, its rule's own estimate. `{lost}` says the
+    /// share with what it is of: the wall time where the ledger priced it, else the words of the evidence's `own_share_of`
+    /// words (the rule's own measure, such as "its active time").
     pub fn settle(&mut self) {
-        if !self.title.contains("{wall}") && !self.title.contains("{loop}") {
+        if !["{wall}", "{loop}", "{lost}"].iter().any(|p| self.title.contains(p)) {
             return;
         }
         let c = self.cost.as_ref();
         let own = c.and_then(|c| c.own_share);
         let wall = c.and_then(|c| c.wall_share).or(own).map_or("?%".to_owned(), pct);
         let of_loop = c.and_then(|c| c.loop_share).or(own).map_or("?%".to_owned(), pct);
-        self.title = self.title.replace("{wall}", &wall).replace("{loop}", &of_loop);
+        let lost = match (c.and_then(|c| c.wall_share), c.and_then(|c| c.loop_share), own) {
+            (Some(w), Some(l), _) => format!("{} of the wall time ({} of the loop's)", pct(w), pct(l)),
+            (Some(w), None, _) => format!("{} of the wall time", pct(w)),
+            (None, _, Some(o)) => format!(
+                "{} of {}",
+                pct(o),
+                self.evidence.get("own_share_of").and_then(Value::as_str).unwrap_or("the time it rests on")
+            ),
+            (None, _, None) => "?%".to_owned(),
+        };
+        self.title = self.title.replace("{wall}", &wall).replace("{loop}", &of_loop).replace("{lost}", &lost);
     }
 
     /// The cause is deduced from a pattern, not read.

@@ -204,11 +204,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         let mut f = Finding::new(
             FindingId::PeriodicStall,
             severity,
-            format!(
-                "GPU {}: idles {pause:.1} s every {period:.1} s ({:.0}% of its active time lost){why}",
-                g.gpu,
-                lost * 100.0
-            ),
+            format!("GPU {}: idles {pause:.1} s every {period:.1} s, losing {{lost}}{why}", g.gpu),
         )
         .on_gpu(g.gpu)
         .over(g.window())
@@ -216,6 +212,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .with("pause_s", round(pause, 1))
         .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
         .costs(lost, "pauses: the seconds the GPU stood idle in them over the active window")
+        .with("own_share_of", "its active time")
         .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64)
         .with("cause", cause.as_str());
         let waited: f64 = run.data_waits_s.iter().map(|w| w[1] - w[0]).sum();
