@@ -144,6 +144,14 @@ pub struct ServeArgs {
     /// the API; addresses, `localhost` and the machine's own name always are. Repeatable
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
+    /// Do not sample the Python main threads of the node's GPU processes (their stacks, kernel
+    /// state and who holds the GIL), which say what each did while its GPU waited.
+    #[arg(long)]
+    pub no_stacks: bool,
+    /// Samples a second of each GPU process's Python main thread, 1 to 200, within 1% of a core
+    /// for them all (a process whose GPU is busy: down to a quarter).
+    #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
+    pub stacks_hz: f64,
     #[command(flatten)]
     pub nvml: GlobalArgs,
 }
@@ -220,11 +228,12 @@ pub struct RecordArgs {
     /// and tell its GPU processes from foreign ones.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
-    /// With --pid: do not sample the tree's Python main threads (their stacks, kernel state and
-    /// who holds the GIL).
-    #[arg(long, requires = "pid")]
+    /// Do not sample the Python main threads (their stacks, kernel state and who holds the
+    /// GIL) of the --pid tree, or without --pid of every GPU process the kernel lets gpulse read.
+    #[arg(long)]
     pub no_stacks: bool,
-    /// With --pid: samples a second of each Python main thread, 1 to 200, within 1% of a core.
+    /// Samples a second of each Python main thread, 1 to 200, within 1% of a core for them all
+    /// (a GPU process whose GPU is busy: down to a quarter).
     #[arg(long, value_name = "HZ", default_value = "50", value_parser = stacks_hz)]
     pub stacks_hz: f64,
     #[command(flatten)]

@@ -4,6 +4,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
+use gpulse_sample::stacks::{Scope, StackOptions};
 
 use crate::cli::{GlobalArgs, RecordArgs};
 use crate::{recorder, signals};
@@ -35,12 +36,20 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         })
     };
     let until = Until { stop, needs_recording: true, closing_poll: true };
-    // The followed tree's Python main threads, as `run` samples a job's.
-    let stacks = (!args.no_stacks).then(|| gpulse_sample::stacks::StackOptions {
-        rate_hz: args.stacks_hz,
-        ..gpulse_sample::stacks::StackOptions::default()
-    });
-    let mut watch = WithStacks::new(until, args.pid.zip(stacks));
+    // The followed tree's Python main threads, as `run` samples a job's; without a tree, the
+    // node's GPU processes'.
+    let mut watch = match (args.no_stacks, args.pid) {
+        (true, _) => WithStacks::new(until, None),
+        (false, Some(pid)) => WithStacks::new(
+            until,
+            Some((Scope::Tree(pid), StackOptions { rate_hz: args.stacks_hz, ..Default::default() })),
+        ),
+        (false, None) => {
+            let (watch, roots) = WithStacks::on_node(until, args.stacks_hz);
+            pipeline.add_sink(roots);
+            watch
+        }
+    };
     let end = gpulse_live::drive(collector, &mut pipeline, &mut watch);
     watch.finish(&mut pipeline);
     let (reason, failed) = match end {
@@ -92,7 +101,10 @@ fn starting_line(args: &RecordArgs, gpus: usize) -> String {
     let what = match (gpus, args.pid) {
         (0, None) => "the host".to_string(),
         (0, Some(pid)) => format!("the host and process {pid}'s tree"),
-        (n, None) => format!("{n} GPU{} and the host", if n == 1 { "" } else { "s" }),
+        (n, None) if args.no_stacks => format!("{n} GPU{} and the host", if n == 1 { "" } else { "s" }),
+        (n, None) => {
+            format!("{n} GPU{}, their processes' Python main threads and the host", if n == 1 { "" } else { "s" })
+        }
         (n, Some(pid)) => format!("{n} GPU{}, the host and process {pid}'s tree", if n == 1 { "" } else { "s" }),
     };
     let until = match (args.duration, args.pid) {

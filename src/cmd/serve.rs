@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use gpulse_diagnose::RollingDiagnosis;
-use gpulse_live::{Collector, Pipeline, Stopped, Until};
+use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
 use gpulse_serve::{Auth, Config, SharedWebConfig};
 
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -56,9 +56,19 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
         recorder::stop_on_signal()
     };
+    // The node's GPU processes' Python main threads, within one budget for them all.
+    let until = Until { stop, needs_recording: false, closing_poll: true };
+    let mut watch = if args.no_stacks {
+        WithStacks::new(until, None)
+    } else {
+        let (watch, roots) = WithStacks::on_node(until, args.stacks_hz);
+        pipeline.add_sink(roots);
+        watch
+    };
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
-    let until = &mut Until { stop, needs_recording: false, closing_poll: true };
-    let (reason, failed) = match gpulse_live::drive(collector, &mut pipeline, until) {
+    let end = gpulse_live::drive(collector, &mut pipeline, &mut watch);
+    watch.finish(&mut pipeline);
+    let (reason, failed) = match end {
         Stopped::Asked(r) => (r, false),
         Stopped::DurationReached => ("duration reached".to_owned(), false),
         Stopped::RootGone => ("exited".to_owned(), false),

@@ -20,7 +20,7 @@ fn record_says_where_it_writes_how_often_and_how_it_stops() {
     assert_eq!(
         first,
         format!(
-            "gpulse: recording {n} {noun} and the host every 250 ms to {}, for 600 ms; Ctrl-C stops it sooner",
+            "gpulse: recording {n} {noun}, their processes' Python main threads and the host every 250 ms to {}, for 600 ms; Ctrl-C stops it sooner",
             out.display()
         )
     );

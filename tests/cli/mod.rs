@@ -19,6 +19,7 @@ mod logs;
 mod main_thread;
 mod markers;
 mod messages;
+mod node_stacks;
 mod python_clients;
 mod python_package;
 mod query;

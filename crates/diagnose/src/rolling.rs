@@ -21,6 +21,9 @@ const RECENT_STEPS_US: i64 = 30 * 1_000_000;
 const TREND_US: i64 = 30 * 1_000_000;
 
 /// Times are the samples' own, so a recording replays through it as it ran.
+/// Of a whole machine, a process unsampled this long (µs) is forgotten.
+const GONE_AFTER_US: i64 = 300_000_000;
+
 pub struct RollingDiagnosis {
     started_us: Option<i64>,
     now_us: i64,
@@ -170,6 +173,16 @@ impl RollingDiagnosis {
         self.window.stacks.add(batch);
         self.main_thread.add(&self.window.stacks, &samples);
         self.window.stacks.samples.extend(samples);
+        // Of a whole machine, a process gone for a while is forgotten: its series end, and the
+        // count of them stays that of the processes that run.
+        if self.workloads.is_some() {
+            self.main_thread.forget_quiet(GONE_AFTER_US);
+        }
+    }
+
+    /// Whether it is a view of the whole machine ([`RollingDiagnosis::following_workloads`]).
+    pub fn is_whole_machine(&self) -> bool {
+        self.workloads.is_some()
     }
 
     /// The job's main threads since the run began: seconds per state, and each one's latest.

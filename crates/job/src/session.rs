@@ -12,6 +12,7 @@ use gpulse_diagnose::RollingDiagnosis;
 use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
 use gpulse_model::{Event, EventKind, MetaKey};
 use gpulse_sample::Poller;
+use gpulse_sample::stacks::Scope;
 use gpulse_sample::stacks::StackOptions;
 
 use crate::marks::{MarkReceiver, Received};
@@ -173,8 +174,8 @@ impl Session {
         // The job's Python processes are read from the root down, on a thread of their own; a
         // refusal clears the status row before it is said.
         let term = self.term.clone();
-        let mut control =
-            gpulse_live::WithStacks::new(control, self.root.zip(self.stacks.clone())).telling(move |why| {
+        let mut control = gpulse_live::WithStacks::new(control, self.root.map(Scope::Tree).zip(self.stacks.clone()))
+            .telling(move |why| {
                 term.clear();
                 let _ = writeln!(std::io::stderr(), "gpulse: {why}");
             });

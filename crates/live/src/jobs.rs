@@ -59,6 +59,21 @@ pub fn main_thread_now(totals: &gpulse_diagnose::main_thread::Totals) -> Option<
     } else {
         by_pid.iter().max_by(|a, b| a.1.0.total_cmp(&b.1.0)).map(|(p, _)| *p)?
     };
+    main_thread_of(totals, pid)
+}
+
+/// Every main thread sampled, the most sampled first: of a whole machine, each GPU process's.
+pub fn every_main_thread(totals: &gpulse_diagnose::main_thread::Totals) -> Vec<MainThreadNow> {
+    let mut by_pid = std::collections::BTreeMap::<u32, f64>::new();
+    for ((pid, _), secs) in &totals.seconds {
+        *by_pid.entry(*pid).or_default() += secs;
+    }
+    let mut pids: Vec<(u32, f64)> = by_pid.into_iter().collect();
+    pids.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    pids.into_iter().filter_map(|(pid, _)| main_thread_of(totals, pid)).collect()
+}
+
+fn main_thread_of(totals: &gpulse_diagnose::main_thread::Totals, pid: u32) -> Option<MainThreadNow> {
     let (_, state, site) = totals.now.get(&pid)?;
     Some(MainThreadNow {
         rank: totals.ranks.get(&pid).copied(),

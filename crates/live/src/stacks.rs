@@ -1,13 +1,14 @@
 //! A watch that also samples the Python main threads of the followed tree (`run`, `attach`,
-//! `record --pid`), handing the samples to the pipeline between polls.
+//! `record --pid`) or of the node's GPU processes (`serve`, `record`), handing the samples to the
+//! pipeline between polls.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use gpulse_sample::SampleError;
-use gpulse_sample::stacks::{StackOptions, StackSampler};
+use gpulse_sample::stacks::{NodeRoots, Scope, StackOptions, StackSampler};
 
-use crate::{Control, Lost, Pipeline};
+use crate::{Control, Frame, Lost, Pipeline, Sink};
 
 /// How often the samples go to the pipeline: the live diagnosis is at most this late, and the
 /// pipeline sees a few batches a second, not one a sample.
@@ -23,10 +24,9 @@ pub struct WithStacks<W> {
 }
 
 impl<W> WithStacks<W> {
-    /// Samples the tree under the root with the options; `None` samples nothing (`--no-stacks`,
-    /// or no root).
-    pub fn new(inner: W, sampled: Option<(u32, StackOptions)>) -> Self {
-        let sampler = sampled.map(|(root, o)| StackSampler::spawn(root, o));
+    /// Samples the scope with the options; `None` samples nothing (`--no-stacks`).
+    pub fn new(inner: W, sampled: Option<(Scope, StackOptions)>) -> Self {
+        let sampler = sampled.map(|(scope, o)| StackSampler::spawn_in(scope, o));
         let tell = Box::new(|why: &str| {
             let _ = writeln!(std::io::stderr(), "gpulse: {why}");
         });
@@ -91,5 +91,29 @@ impl<W: Control> Control for WithStacks<W> {
 
     fn recording_lost(&mut self, lost: &Lost) -> Option<W::End> {
         self.inner.recording_lost(lost)
+    }
+}
+
+impl<W> WithStacks<W> {
+    /// `inner`, sampling the main thread of every GPU process of the node at `rate_hz` (within
+    /// one budget for them all), and the sink that tells the sampler which processes hold a GPU
+    /// and how much each one's GPU waits: add it to the pipeline.
+    pub fn on_node(inner: W, rate_hz: f64) -> (Self, Box<dyn Sink>) {
+        let roots = NodeRoots::default();
+        let options = StackOptions { rate_hz, ..StackOptions::default() };
+        (Self::new(inner, Some((Scope::Node(roots.clone()), options))), Box::new(GpuProcesses(roots)))
+    }
+}
+
+/// Sets the node's roots from each poll's process lists.
+struct GpuProcesses(NodeRoots);
+
+impl Sink for GpuProcesses {
+    fn frame(&mut self, frame: &Frame) {
+        let Some(snap) = &frame.poll.snapshot else { return };
+        self.0.set(snap.gpus.iter().flat_map(|g| {
+            let idle = g.util_gpu_pct.map(|u| 1.0 - f64::from(u.min(100)) / 100.0);
+            g.processes.iter().map(move |p| (p.pid, idle))
+        }));
     }
 }

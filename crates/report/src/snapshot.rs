@@ -1,5 +1,5 @@
-//! One poll as JSON, for the live API and the dashboard: each GPU's readings, its processes, the
-//! host, the watched tree, the loop's pace and the findings that hold now. Absent values are
+//! One poll as JSON, for the live API and the dashboard: each GPU's readings, its processes (with
+//! what each main thread does, where it is sampled), the host, the watched tree, the loop's pace and the findings that hold now. Absent values are
 //! `null`, never 0.
 
 use gpulse_diagnose::RollingDiagnosis;
@@ -39,6 +39,7 @@ pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&RollingDiagnosi
                     "used_memory_bytes": p.used_memory_bytes,
                     "sm_util_pct": p.sm_util_pct,
                     "class": p.class,
+                    "main_thread": live.and_then(|l| main_thread(l, p.pid)),
                 })).collect::<Vec<_>>(),
             })
         })
@@ -67,4 +68,10 @@ pub fn render(devices: &[DeviceInfo], poll: &Poll, live: Option<&RollingDiagnosi
         "steps": steps,
         "findings": live.map(|l| l.current().to_vec()).unwrap_or_default(),
     })
+}
+
+/// A process's main thread as last sampled: its state, its site and when.
+fn main_thread(live: &RollingDiagnosis, pid: u32) -> Option<Value> {
+    let (t_us, state, site) = live.main_thread().now.get(&pid)?;
+    Some(json!({ "state": state.as_str(), "site": site, "at_us": t_us }))
 }

@@ -109,11 +109,13 @@ function draw(snap) {
     card.append(charts);
     if (g.processes.length) {
       const t = el("table"), head = el("tr");
-      for (const c of ["PID", "user", "name", "class", "GPU memory GiB", "SM %"]) head.append(el("th", {}, c));
+      for (const c of ["PID", "user", "name", "class", "GPU memory GiB", "SM %", "main thread"]) head.append(el("th", {}, c));
       t.append(head);
       for (const p of g.processes) {
         const r = el("tr");
-        for (const c of [p.pid, p.user ?? "—", p.name ?? "—", p.class ?? "—", fmt(gib(p.used_memory_bytes), 2), fmt(p.sm_util_pct)]) r.append(el("td", {}, String(c)));
+        const m = p.main_thread;
+        const main = m ? (m.site ? `${m.state} at ${m.site}` : m.state) : "—";
+        for (const c of [p.pid, p.user ?? "—", p.name ?? "—", p.class ?? "—", fmt(gib(p.used_memory_bytes), 2), fmt(p.sm_util_pct), main]) r.append(el("td", {}, String(c)));
         t.append(r);
       }
       card.append(t);

@@ -111,6 +111,8 @@ pub struct App {
     pub data_wait_share: Option<f64>,
     /// The main thread of the job the pipeline samples (a replay's recording): now and so far.
     pub main_thread: Option<gpulse_live::jobs::MainThreadNow>,
+    /// Of the whole machine (live): every main thread the view samples, the most sampled first.
+    pub main_threads: Vec<gpulse_live::jobs::MainThreadNow>,
     /// The jobs `gpulse run` and `gpulse attach` watch on this machine, each with its own pace
     /// and leading finding (live only).
     pub jobs: Vec<gpulse_live::jobs::JobStatus>,
@@ -166,6 +168,7 @@ struct DiagnosisView {
     steps_per_s: Option<f64>,
     data_wait_share: Option<f64>,
     main_thread: Option<gpulse_live::jobs::MainThreadNow>,
+    main_threads: Vec<gpulse_live::jobs::MainThreadNow>,
     /// Each device's memory trend, in the devices' order.
     trend_gib_per_min: Vec<Option<f64>>,
 }
@@ -216,6 +219,11 @@ impl DiagnosisView {
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
             main_thread: gpulse_live::jobs::main_thread_now(live.main_thread()),
+            main_threads: if live.is_whole_machine() {
+                gpulse_live::jobs::every_main_thread(live.main_thread())
+            } else {
+                Vec::new()
+            },
             trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
         }
     }
@@ -243,6 +251,7 @@ impl App {
             steps_per_s: None,
             data_wait_share: None,
             main_thread: None,
+            main_threads: Vec::new(),
             jobs: Vec::new(),
             lineage: HashMap::new(),
             sort: Sort::default(),
@@ -305,6 +314,7 @@ impl App {
             self.steps_per_s = d.steps_per_s;
             self.data_wait_share = d.data_wait_share;
             self.main_thread = d.main_thread;
+            self.main_threads = d.main_threads;
             for (i, trend) in d.trend_gib_per_min.into_iter().enumerate().take(self.trend_gib_per_min.len()) {
                 self.trend_gib_per_min[i] = trend;
             }

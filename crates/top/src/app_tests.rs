@@ -544,3 +544,26 @@ fn a_replayed_main_thread_is_shown_with_its_site_escaped() {
     let line = s.lines().find(|l| l.contains("main thread 4243")).unwrap_or_else(|| panic!("{s}"));
     assert!(line.contains(r"rank 2: network w/fetch.py:88 get\x1b[2J (network 41%, python 50%)"), "{line}");
 }
+
+/// Of the whole machine, each GPU process's main thread has a line; a worker's, which holds no
+/// GPU, has none.
+#[test]
+fn every_gpu_processs_main_thread_has_a_line() {
+    let mut a = app(vec![row(10, Some(0), None), row(11, Some(1), None), row(99, None, None)], None);
+    let m = |pid: u32, state: &str, site: &str| gpulse_live::jobs::MainThreadNow {
+        pid,
+        rank: None,
+        state: state.into(),
+        site: Some(site.into()),
+        shares: vec![(state.into(), 0.9)],
+    };
+    a.main_thread = Some(m(10, "sleep", "a.py:3 <module>"));
+    a.main_threads =
+        vec![m(10, "sleep", "a.py:3 <module>"), m(99, "python", "w.py:1 f"), m(11, "python", "b.py:4 spin")];
+    let s = screen(&a, 160, 40);
+    let line = |pid: u32| s.lines().find(|l| l.contains(&format!("main thread {pid} "))).map(str::to_owned);
+    assert!(line(10).is_some_and(|l| l.contains("sleep a.py:3 <module> (sleep 90%)")), "{s}");
+    assert!(line(11).is_some_and(|l| l.contains("python b.py:4 spin")), "{s}");
+    assert!(line(99).is_none(), "{s}");
+    assert_eq!(s.matches("main thread 10 ").count(), 1, "{s}");
+}

@@ -79,6 +79,9 @@ fn waiting_text(app: &App) -> &'static str {
     }
 }
 
+/// The most main threads the panel lists: the rest of the node's are in `/metrics`.
+const MAIN_THREAD_ROWS: usize = 4;
+
 /// One thing the panel says, wrapped under a head that starts its first line.
 struct Part {
     head: Vec<Span<'static>>,
@@ -90,13 +93,20 @@ struct Part {
 /// the first finding's title and advice wrap into what the others leave.
 pub fn why_lines(app: &App, width: usize, rows: usize, job_rows: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = app.jobs.iter().take(job_rows.min(rows)).map(|j| job_line(j, width)).collect();
-    // The main thread the view's own pipeline samples (a replay's), where no job line shows one.
-    if let Some(m) = app.main_thread.as_ref().filter(|_| app.jobs.iter().all(|j| j.main_thread.is_none()))
-        && lines.len() < rows
-    {
-        let head = format!("main thread {:<7} ", m.pid);
-        let room = width.saturating_sub(head.chars().count());
-        lines.push(Line::from(vec![Span::styled(head, BOLD), Span::raw(clip(&main_thread_text(m), room))]));
+    // The main threads the view's own pipeline samples (a replay's job, or live every GPU
+    // process's), where no job line shows one.
+    let gpu_pids: Vec<u32> = app.rows.iter().filter(|r| r.gpu.is_some()).map(|r| r.pid).collect();
+    let own: Vec<&gpulse_live::jobs::MainThreadNow> = if app.main_threads.is_empty() {
+        app.main_thread.iter().collect()
+    } else {
+        app.main_threads.iter().filter(|m| gpu_pids.contains(&m.pid)).collect()
+    };
+    if app.jobs.iter().all(|j| j.main_thread.is_none()) {
+        for m in own.into_iter().take(rows.saturating_sub(lines.len()).min(MAIN_THREAD_ROWS)) {
+            let head = format!("main thread {:<7} ", m.pid);
+            let room = width.saturating_sub(head.chars().count());
+            lines.push(Line::from(vec![Span::styled(head, BOLD), Span::raw(clip(&main_thread_text(m), room))]));
+        }
     }
     let mut parts = Vec::new();
     if app.findings.is_empty() {

@@ -179,7 +179,16 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
                 jobs_due: Instant::now(),
             };
             match feed {
-                Origin::Live(collector) => gpulse_live::drive(collector, &mut pipeline, &mut watch),
+                Origin::Live(collector) => {
+                    // Every GPU process's main thread, where the kernel lets gpulse read it; a
+                    // refusal is said once per process on the view's message line.
+                    let (watch, roots) = gpulse_live::WithStacks::on_node(watch, STACKS_HZ);
+                    pipeline.add_sink(roots);
+                    let told = app.clone();
+                    let mut watch = watch.telling(move |why| lock(&told).message = Some(why.to_owned()));
+                    gpulse_live::drive(collector, &mut pipeline, &mut watch);
+                    watch.finish(&mut pipeline);
+                }
                 Origin::Replay(replay) => {
                     let playing = Playing { replay, app, shared, was_paused: false };
                     gpulse_live::drive(playing, &mut pipeline, &mut watch);
@@ -188,6 +197,9 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
         })
         .expect("spawning a thread")
 }
+
+/// Samples a second of each GPU process's main thread, as `serve` by default.
+const STACKS_HZ: f64 = 50.0;
 
 /// What the view looks after between polls: the UI's stop and the watched jobs. A failed poll
 /// is shown, and the view goes on, as it does past a replay's end.

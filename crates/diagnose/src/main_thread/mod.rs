@@ -348,6 +348,17 @@ impl Totals {
         }
     }
 
+    /// Forgets the processes whose latest sample is more than `quiet_us` older than the newest.
+    pub fn forget_quiet(&mut self, quiet_us: i64) {
+        let Some(newest) = self.now.values().map(|n| n.0).max() else { return };
+        let gone: Vec<u32> = self.now.iter().filter(|(_, n)| newest - n.0 > quiet_us).map(|(p, _)| *p).collect();
+        for pid in gone {
+            self.now.remove(&pid);
+            self.ranks.remove(&pid);
+            self.seconds.retain(|(p, _), _| *p != pid);
+        }
+    }
+
     /// Each state's share of `pid`'s sampled time so far, largest first.
     pub fn shares(&self, pid: u32) -> Vec<(ThreadState, f64)> {
         let mine: Vec<(ThreadState, f64)> =

@@ -331,3 +331,18 @@ fn two_findings_of_one_id_each_cost_their_own_account() {
     assert!(headline.contains(&format!("cost about {wall} of the wall time ({of_loop} of the loop's)")), "{headline}");
     assert!(headline.contains("train.py:52"), "{headline}");
 }
+
+/// Of a whole machine, a process unsampled for a while is forgotten, its series with it.
+#[test]
+fn a_quiet_process_is_forgotten_and_a_sampled_one_kept() {
+    let mut t = super::Totals::default();
+    for (pid, at_s) in [(1u32, 0i64), (2, 290), (3, 400)] {
+        t.now.insert(pid, (at_s * 1_000_000, ThreadState::Sleep, None));
+        t.seconds.insert((pid, ThreadState::Sleep), 1.0);
+        t.ranks.insert(pid, pid);
+    }
+    t.forget_quiet(300_000_000);
+    assert_eq!(t.now.keys().copied().collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(t.seconds.len(), 2);
+    assert!(!t.ranks.contains_key(&1));
+}

@@ -187,6 +187,44 @@ fn host(e: &Exposition, out: &mut String) {
 }
 
 /// The loop's pace and the findings of the rolling diagnosis.
+/// Seconds each main thread spent in each state: the job's (with each rank beside its PID), or
+/// of a whole machine, each GPU process's with its pod or job. No sites in labels: the series
+/// are processes × states.
+fn main_threads(live: &gpulse_diagnose::RollingDiagnosis, gpus: &[gpulse_model::GpuSample], out: &mut String) {
+    let totals = live.main_thread();
+    if totals.seconds.is_empty() {
+        return;
+    }
+    let mut main = if live.is_whole_machine() {
+        Family::new(
+            out,
+            "gpulse_process_main_thread_seconds_total",
+            "counter",
+            "Seconds each GPU process's main thread spent in each state, sampled from outside.",
+        )
+    } else {
+        Family::new(
+            out,
+            "gpulse_job_main_thread_seconds_total",
+            "counter",
+            "Seconds the job's main thread spent in each state since the run began, sampled from outside.",
+        )
+    };
+    for ((pid, state), secs) in &totals.seconds {
+        let mut l = vec![label("pid", &pid.to_string())];
+        // A distributed job's rank beside its PID: as many series as the world has ranks.
+        if let Some(r) = totals.ranks.get(pid) {
+            l.push(label("rank", &r.to_string()));
+        }
+        l.push(label("state", state.as_str()));
+        if live.is_whole_machine() {
+            let w = gpus.iter().flat_map(|g| &g.processes).find(|p| p.pid == *pid).and_then(|p| p.workload.as_ref());
+            l.extend(w.map(|w| workload_labels(w, true)).unwrap_or_default());
+        }
+        main.sample(&l.join(","), Value::Float(*secs));
+    }
+}
+
 fn job(e: &Exposition, out: &mut String) {
     let Some(live) = e.rolling else { return };
     let gpus = e.poll.snapshot.as_ref().map(|s| s.gpus.as_slice()).unwrap_or_default();
@@ -218,23 +256,7 @@ fn job(e: &Exposition, out: &mut String) {
             );
         }
     }
-    let totals = live.main_thread();
-    if !totals.seconds.is_empty() {
-        let mut main = Family::new(
-            out,
-            "gpulse_job_main_thread_seconds_total",
-            "counter",
-            "Seconds the job's main thread spent in each state since the run began, sampled from outside.",
-        );
-        for ((pid, state), secs) in &totals.seconds {
-            // A distributed job's rank beside its PID: as many series as the world has ranks.
-            let rank = totals.ranks.get(pid).map(|r| format!(",{}", label("rank", &r.to_string()))).unwrap_or_default();
-            main.sample(
-                &format!("{}{rank},{}", label("pid", &pid.to_string()), label("state", state.as_str())),
-                Value::Float(*secs),
-            );
-        }
-    }
+    main_threads(live, gpus, out);
     efficiency(live.efficiency(), out);
     let mut findings =
         Family::new(out, "gpulse_finding", "gauge", "A finding of the live diagnosis that holds now (always 1).");

@@ -3,12 +3,13 @@
 //! gpulse's own reader for CPython 3.11 to 3.13, by py-spy for the rest), what the
 //! kernel says of the thread (state, system call, wait channel), and who holds the GIL.
 //!
-//! The sampler finds the job's Python processes itself (the tree under the root, looked at
-//! every second), and paces itself: jittered intervals on the monotonic clock, stretched so
+//! The sampler finds the job's Python processes itself (the tree under the root, or under each
+//! of the node's GPU processes, looked at every second), and paces itself: jittered intervals on the monotonic clock, stretched so
 //! that its own CPU time stays within a budget. What a sample means is the diagnosis's to say.
 
 mod intern;
 mod pacing;
+mod scope;
 mod target;
 mod walk;
 
@@ -22,6 +23,7 @@ use gpulse_model::{ProcessRole, StackBatch};
 
 use intern::Interner;
 use pacing::{Jitter, Mean};
+pub use scope::{NodeRoots, Scope, priority};
 use target::{Outcome, Target};
 
 /// How the sampler reads the job.
@@ -100,11 +102,16 @@ impl StackSampler {
     /// Starts sampling the Python processes in the tree under `root` (itself included). A
     /// thread that cannot be started means no samples, never an error.
     pub fn spawn(root: u32, options: StackOptions) -> StackSampler {
+        Self::spawn_in(Scope::Tree(root), options)
+    }
+
+    /// Starts sampling the Python processes of the scope, within one budget for them all.
+    pub fn spawn_in(scope: Scope, options: StackOptions) -> StackSampler {
         let shared = Arc::new(Shared::default());
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
             .name("gpulse-stacks".into())
-            .spawn(move || Sampling::new(root, options, theirs).run())
+            .spawn(move || Sampling::new(scope, options, theirs).run())
             .ok();
         StackSampler { shared, thread }
     }
@@ -152,7 +159,7 @@ impl Drop for StackSampler {
 
 /// The sampling thread's own state.
 struct Sampling {
-    root: u32,
+    scope: Scope,
     options: StackOptions,
     shared: Arc<Shared>,
     targets: Vec<Target>,
@@ -170,10 +177,10 @@ struct Sampling {
 }
 
 impl Sampling {
-    fn new(root: u32, options: StackOptions, shared: Arc<Shared>) -> Self {
-        let seed = u64::from(root) ^ gpulse_base::clock::now_us().unsigned_abs();
+    fn new(scope: Scope, options: StackOptions, shared: Arc<Shared>) -> Self {
+        let seed = u64::from(std::process::id()) ^ gpulse_base::clock::now_us().unsigned_abs();
         Self {
-            root,
+            scope,
             options,
             shared,
             targets: Vec::new(),
@@ -213,26 +220,33 @@ impl Sampling {
         }
     }
 
-    /// Looks at the tree under the root: new processes become targets, exited ones are
-    /// forgotten.
+    /// Looks at the trees under the roots: new processes become targets, exited ones are
+    /// forgotten, and each takes its root's share of the rate.
     fn discover(&mut self, now: Instant) {
-        let mut tree = vec![self.root];
+        let mut tree = self.scope.roots();
         let mut i = 0;
         while i < tree.len() && tree.len() < 4096 {
-            let kids = crate::proc_info::children(tree[i]);
-            tree.extend(kids);
+            let (pid, priority) = tree[i];
+            let kids = crate::proc_info::children(pid);
+            tree.extend(kids.into_iter().map(|k| (k, priority)));
             i += 1;
         }
-        let mut alive: HashMap<u32, u64> = HashMap::with_capacity(tree.len());
-        for pid in tree {
+        let mut alive: HashMap<u32, (u64, f64)> = HashMap::with_capacity(tree.len());
+        for (pid, priority) in tree {
             if let Some(t) = crate::proc_info::start_ticks(pid) {
-                alive.insert(pid, t);
+                let e = alive.entry(pid).or_insert((t, priority));
+                e.1 = e.1.max(priority);
             }
         }
-        self.targets.retain(|t| alive.get(&t.pid) == Some(&t.start_ticks));
-        for (pid, ticks) in alive {
+        self.targets.retain(|t| alive.get(&t.pid).is_some_and(|a| a.0 == t.start_ticks));
+        for t in &mut self.targets {
+            t.priority = alive[&t.pid].1;
+        }
+        for (pid, (ticks, priority)) in alive {
             if !self.targets.iter().any(|t| t.pid == pid) {
-                self.targets.push(Target::new(pid, ticks, now));
+                let mut t = Target::new(pid, ticks, now);
+                t.priority = priority;
+                self.targets.push(t);
             }
         }
     }
@@ -270,9 +284,9 @@ impl Sampling {
         self.targets.retain(|t| !gone.contains(&t.pid));
     }
 
-    /// The period asked for a target: the rate's, or a fifth of it for a worker.
+    /// The period asked for a target: the rate's, or a fifth of it for a worker, at its share.
     fn period(&self, t: &Target) -> Duration {
-        let hz = self.options.rate_hz.clamp(*RATE_HZ.start(), *RATE_HZ.end());
+        let hz = self.options.rate_hz.clamp(*RATE_HZ.start(), *RATE_HZ.end()) * t.priority.clamp(0.01, 1.0);
         let hz = if t.role == Some(ProcessRole::Worker) { hz / WORKER_SLOWER } else { hz };
         Duration::from_secs_f64(1.0 / hz)
     }

@@ -41,6 +41,8 @@ pub(super) struct Target {
     pub cost: super::pacing::Mean,
     /// When the next sample is due.
     pub next_at: Instant,
+    /// The share of the rate it is read at (its root's, see [`super::priority`]).
+    pub priority: f64,
 }
 
 pub(super) enum Phase {
@@ -85,6 +87,7 @@ impl Target {
             role: None,
             cost: Default::default(),
             next_at: now,
+            priority: 1.0,
         }
     }
 
