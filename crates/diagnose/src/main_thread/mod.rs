@@ -73,21 +73,8 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
         })
         .collect();
     let mut classifier = Classifier::default();
-    // Where the reader tells who holds the GIL (some sample shows this thread holding it), a
-    // thread running with the GIL free runs native code that let it go: a torch CPU op, numpy.
-    // One sample's GIL and frames are read moments apart, so a pure-Python line is now and then
-    // read with the GIL free: a stack is native only where most of its running samples say so.
-    let gil_told = mine.iter().any(|s| s.gil == gpulse_model::Gil::Held);
-    let mut running: HashMap<u32, (usize, usize)> = HashMap::new();
-    for s in mine.iter().filter(|s| s.kernel.state == 'R') {
-        let e = running.entry(s.stack).or_default();
-        match s.gil {
-            gpulse_model::Gil::Held => e.0 += 1,
-            gpulse_model::Gil::Free => e.1 += 1,
-            gpulse_model::Gil::Other { .. } => {}
-        }
-    }
-    let native_stack = |stack: u32| running.get(&stack).is_some_and(|(held, free)| free > held);
+    let mut votes = NativeVotes::default();
+    mine.iter().for_each(|s| votes.add(s));
     let pts = mine
         .iter()
         .enumerate()
@@ -98,18 +85,51 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
                 _ => None,
             };
             let mut class = classifier.classify(st, s);
-            if gil_told
-                && native_stack(s.stack)
-                && class.state == ThreadState::Python
-                && s.gil == gpulse_model::Gil::Free
-                && s.kernel.state == 'R'
-            {
-                class.state = ThreadState::Native;
-            }
+            votes.refine(s, &mut class);
             Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }
         })
         .collect();
     clocks::apply(&mine, pts)
+}
+
+/// Where the reader tells who holds the GIL (some sample shows this thread holding it), a thread
+/// running with the GIL free runs native code that let it go: a torch CPU op, numpy, a CUDA
+/// launch. One sample's GIL and frames are read moments apart, so a pure-Python line is now and
+/// then read with the GIL free: a stack is native only where most of its running samples say so.
+/// One process's votes; the diagnosis and the live totals refine a class the same way.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct NativeVotes {
+    gil_told: bool,
+    /// Stack → its running samples with the GIL held, and free.
+    running: HashMap<u32, (usize, usize)>,
+}
+
+impl NativeVotes {
+    pub(crate) fn add(&mut self, s: &gpulse_model::ThreadSample) {
+        self.gil_told |= s.gil == gpulse_model::Gil::Held;
+        if s.kernel.state != 'R' {
+            return;
+        }
+        let e = self.running.entry(s.stack).or_default();
+        match s.gil {
+            gpulse_model::Gil::Held => e.0 += 1,
+            gpulse_model::Gil::Free => e.1 += 1,
+            gpulse_model::Gil::Other { .. } => {}
+        }
+    }
+
+    /// `python` becomes `native` where the votes say the stack runs without the GIL.
+    pub(crate) fn refine(&self, s: &gpulse_model::ThreadSample, class: &mut Class) {
+        let native_stack = self.running.get(&s.stack).is_some_and(|(held, free)| free > held);
+        if self.gil_told
+            && native_stack
+            && class.state == ThreadState::Python
+            && s.gil == gpulse_model::Gil::Free
+            && s.kernel.state == 'R'
+        {
+            class.state = ThreadState::Native;
+        }
+    }
 }
 
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
@@ -323,6 +343,8 @@ mod slow_start_tests {
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
     classifier: Classifier,
+    /// Each process's GIL votes so far, as the diagnosis counts them.
+    votes: HashMap<u32, NativeVotes>,
     /// (PID, state) → seconds: a sample stands for the time to its process's next, at most
     /// 0.5 s (a gap in sampling is not time in the state before it).
     pub seconds: std::collections::BTreeMap<(u32, ThreadState), f64>,
@@ -336,7 +358,10 @@ impl Totals {
     /// Adds the samples of a batch whose frames and stacks `stacks` already holds.
     pub fn add(&mut self, stacks: &Stacks, samples: &[gpulse_model::ThreadSample]) {
         for s in samples {
-            let class = self.classifier.classify(stacks, s);
+            let mut class = self.classifier.classify(stacks, s);
+            let votes = self.votes.entry(s.pid).or_default();
+            votes.add(s);
+            votes.refine(s, &mut class);
             if let Some((t, state, _)) = self.now.get(&s.pid) {
                 let dt = ((s.t_us - t) as f64 / 1e6).clamp(0.0, 0.5);
                 *self.seconds.entry((s.pid, *state)).or_default() += dt;
@@ -355,6 +380,7 @@ impl Totals {
         for pid in gone {
             self.now.remove(&pid);
             self.ranks.remove(&pid);
+            self.votes.remove(&pid);
             self.seconds.retain(|(p, _), _| *p != pid);
         }
     }

@@ -346,3 +346,18 @@ fn a_quiet_process_is_forgotten_and_a_sampled_one_kept() {
     assert_eq!(t.seconds.len(), 2);
     assert!(!t.ranks.contains_key(&1));
 }
+
+/// The live totals read a stack that runs with the GIL free as native code, as the diagnosis
+/// does: `/metrics` and `top` say what `diagnose` says.
+#[test]
+fn the_live_totals_tell_native_code_as_the_diagnosis_does() {
+    let st = stacks();
+    let mut samples = vec![sample(0.0, 1)];
+    samples.extend((1..=20).map(|i| ThreadSample { gil: Gil::Free, ..sample(f64::from(i) * 0.02, 3) }));
+    let mut t = super::Totals::default();
+    t.add(&st, &samples);
+    let native = t.seconds.get(&(7, ThreadState::Native)).copied().unwrap_or(0.0);
+    let python = t.seconds.get(&(7, ThreadState::Python)).copied().unwrap_or(0.0);
+    assert!(native > 0.3 && python <= 0.03, "native {native}, python {python}: {:?}", t.seconds);
+    assert_eq!(t.now[&7].1, ThreadState::Native);
+}
