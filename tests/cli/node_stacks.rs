@@ -21,8 +21,9 @@ wall = time.perf_counter() - t0
 print(json.dumps({"sleep_share": slept / wall}), flush=True)
 "#;
 
-/// A job that runs Python, and says the share of its wall time it was on a CPU (its thread's
-/// own clock): under load the rest is a wait for a core, not Python.
+/// A job that runs Python half the time and sleeps the rest (a full core for the whole test
+/// would slow the tests beside it), and says the share of its wall time it was on a CPU (its
+/// thread's own clock: under load the rest of its Python is a wait for a core) and asleep.
 const SPINNER: &str = r#"
 import json, sys, time
 def spin(n):
@@ -30,11 +31,12 @@ def spin(n):
     for i in range(n):
         s += i * i
     return s
-t0 = time.perf_counter(); c0 = time.thread_time()
+t0 = time.perf_counter(); c0 = time.thread_time(); slept = 0.0
 while time.perf_counter() - t0 < float(sys.argv[1]):
-    spin(20000)
+    spin(200000)
+    a = time.perf_counter(); time.sleep(0.015); slept += time.perf_counter() - a
 wall = time.perf_counter() - t0
-print(json.dumps({"cpu_share": (time.thread_time() - c0) / wall}), flush=True)
+print(json.dumps({"cpu_share": (time.thread_time() - c0) / wall, "sleep_share": slept / wall}), flush=True)
 "#;
 
 fn job(dir: &std::path::Path, name: &str, text: &str) -> KillOnDrop {
@@ -173,12 +175,16 @@ fn serve_and_record_read_every_gpu_processs_main_thread_at_a_rate_set_by_its_gpu
     // what it is not on a CPU it waits for one (its share on a CPU varies with the load, so it is
     // held to the recording below, which spans the job's whole life as its clock does).
     let slept = truth(sleeper, "sleep_share");
-    let on_cpu = truth(spinner, "cpu_share");
+    let spun = spinner.wait_with_output().unwrap();
+    let spun: serde_json::Value = serde_json::from_slice(&spun.stdout).unwrap();
+    let (on_cpu, paused) = (spun["cpu_share"].as_f64().unwrap(), spun["sleep_share"].as_f64().unwrap());
     let (_, sleep) = share(&exported, a, "sleep");
     let (_, python) = share(&exported, b, "python");
     let (_, core_wait) = share(&exported, b, "core_wait");
     assert!((sleep - slept).abs() <= 0.05, "sleep {sleep:.3} against the job's {slept:.3}");
-    assert!(python + core_wait >= 0.95, "python {python:.3} and core_wait {core_wait:.3}: {text}");
+    let (_, pause) = share(&exported, b, "sleep");
+    assert!((pause - paused).abs() <= 0.05, "the spinner's sleep {pause:.3} against its {paused:.3}: {text}");
+    assert!(python + core_wait >= 0.95 - pause, "python {python:.3} and core_wait {core_wait:.3}: {text}");
 
     // SAFETY: a plain signal to the server this test started and still holds.
     unsafe { libc::kill(s.child.id() as libc::pid_t, libc::SIGTERM) };
@@ -203,7 +209,25 @@ fn serve_and_record_read_every_gpu_processs_main_thread_at_a_rate_set_by_its_gpu
         if whole_life {
             assert!((python - on_cpu).abs() <= 0.05, "{}: python {python:.3} against {on_cpu:.3}", db.display());
         }
-        assert!(python + core_wait >= 0.95, "{}: python {python:.3}, core_wait {core_wait:.3}", db.display());
+        let (_, pause) = profile(&v, b, "sleep");
+        assert!(python + core_wait >= 0.95 - pause, "{}: python {python:.3}, core_wait {core_wait:.3}", db.display());
         assert!(rate_a > 2.0 * rate_b, "{}: {rate_a} Hz on the idle GPU, {rate_b} Hz on the busy one", db.display());
+        // The process the ledger does not read is read against its own GPU's idle time: GPU 0
+        // idles 95% of the time, GPU 1 5%.
+        let profiles = v["stacks"].as_array().unwrap();
+        let other = profiles.iter().skip(1).find(|p| p["pid"] == a || p["pid"] == b).unwrap();
+        let (gpu, idle, state, own) =
+            if profiles[0]["pid"] == b { (0, 0.95, "sleep", slept) } else { (1, 0.05, "python", python) };
+        let span = other["span_s"].as_f64().unwrap();
+        let other = &other["while_gpu_idle"];
+        assert_eq!(other["gpu"], gpu, "{other}");
+        let idle_s = other["idle_s"].as_f64().unwrap();
+        assert!((idle_s / span - idle).abs() <= 0.02, "{}: {idle_s} s idle of {span} s: {other}", db.display());
+        let top = &other["states"][0];
+        assert!(
+            top["state"] == state && (top["share"].as_f64().unwrap() - own).abs() <= 0.05,
+            "{}: {other}",
+            db.display()
+        );
     }
 }

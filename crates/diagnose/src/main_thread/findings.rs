@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::idle::idle_share;
 use super::loader::workers_site;
 use super::{Domain, ThreadState, main_pid, points, site_text};
 use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
@@ -40,15 +41,6 @@ impl ThreadState {
             ThreadState::PeerWait => FindingId::PeerWait,
         }
     }
-}
-
-/// The idle share of the GPU poll that `t` falls in; `None` where no poll covers it.
-fn idle_share(g: &crate::GpuSeries, t: f64) -> Option<f64> {
-    let i = g.t_s.partition_point(|x| *x < t);
-    if i == 0 || i >= g.t_s.len() {
-        return None;
-    }
-    g.util_pct[i].map(|u| (1.0 - u / 100.0).clamp(0.0, 1.0))
 }
 
 /// What one (state, library) took of the idle time.

@@ -11,8 +11,12 @@
 mod classify;
 mod clocks;
 mod findings;
+mod idle;
+mod live;
 mod loader;
 pub mod startup;
+
+pub use live::Totals;
 
 use std::collections::HashMap;
 
@@ -226,9 +230,47 @@ pub struct Profile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_start: Option<SlowStart>,
     pub states: Vec<StateShare>,
+    /// Of a main process beside the one the ledger reads: what it did while its own GPU idled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub while_gpu_idle: Option<idle::IdleSplit>,
     /// Why it could not be sampled, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+}
+
+/// Each state's share of `total` from (state, stack, seconds), with its five most weighed sites,
+/// largest first; a state left no time (a wait for a core of microseconds) is not one.
+pub(crate) fn state_shares(
+    st: &Stacks,
+    weighted: impl Iterator<Item = (ThreadState, u32, f64)>,
+    total: f64,
+) -> Vec<StateShare> {
+    // By stack first: a site's text is made once per stack, not once per sample.
+    let mut by_stack: HashMap<(ThreadState, u32), f64> = HashMap::new();
+    for (state, stack, secs) in weighted {
+        *by_stack.entry((state, stack)).or_default() += secs;
+    }
+    let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
+    for ((state, stack), secs) in by_stack {
+        let e = by.entry(state).or_default();
+        e.0 += secs;
+        if let Some(site) = site_text(st, stack) {
+            *e.1.entry(site).or_default() += secs;
+        }
+    }
+    let mut states: Vec<StateShare> = by
+        .into_iter()
+        .map(|(state, (secs, sites))| {
+            let mut sites: Vec<SiteShare> =
+                sites.into_iter().map(|(site, s)| SiteShare { site, share: round(s / total.max(1e-9), 3) }).collect();
+            sites.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.site.cmp(&b.site)));
+            sites.truncate(5);
+            StateShare { state, share: round(secs / total.max(1e-9), 3), seconds: round(secs, 2), sites }
+        })
+        .collect();
+    states.retain(|s| s.seconds > 0.0);
+    states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
+    states
 }
 
 /// A site for people: the job's own line, and where it led when that is elsewhere.
@@ -251,34 +293,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
         .map(|p| {
             let pts = points(run, p.pid);
             let total: f64 = pts.iter().map(|x| x.dur_s).sum();
-            // By stack first: a site's text is made once per stack, not once per sample.
-            let mut by_stack: HashMap<(ThreadState, u32), f64> = HashMap::new();
-            for x in &pts {
-                *by_stack.entry((x.class.state, x.stack)).or_default() += x.dur_s;
-            }
-            let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
-            for ((state, stack), secs) in by_stack {
-                let e = by.entry(state).or_default();
-                e.0 += secs;
-                if let Some(site) = site_text(st, stack) {
-                    *e.1.entry(site).or_default() += secs;
-                }
-            }
-            let mut states: Vec<StateShare> = by
-                .into_iter()
-                .map(|(state, (secs, sites))| {
-                    let mut sites: Vec<SiteShare> = sites
-                        .into_iter()
-                        .map(|(site, s)| SiteShare { site, share: round(s / total.max(1e-9), 3) })
-                        .collect();
-                    sites.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.site.cmp(&b.site)));
-                    sites.truncate(5);
-                    StateShare { state, share: round(secs / total.max(1e-9), 3), seconds: round(secs, 2), sites }
-                })
-                .collect();
-            // A state the clocks left no time (a wait for a core of microseconds) is not one.
-            states.retain(|s| s.seconds > 0.0);
-            states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
+            let states = state_shares(st, pts.iter().map(|x| (x.class.state, x.stack, x.dur_s)), total);
             let times: Vec<f64> = pts.iter().filter(|x| !x.split).map(|x| x.t_s).collect();
             let samples = times.len();
             let span = times.last().zip(times.first()).map_or(0.0, |(l, f)| l - f);
@@ -293,6 +308,11 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
                 span_s: round(span, 1),
                 slow_start: slow_start(&times),
                 states,
+                // The ledger splits its own process's GPU idle time; each other one is read
+                // against its own GPU.
+                while_gpu_idle: (Some(p.pid) != first && p.role == ProcessRole::Main)
+                    .then(|| idle::while_idle(run, p.pid, &pts))
+                    .flatten(),
                 refused: None,
             }
         })
@@ -308,6 +328,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
                 span_s: 0.0,
                 slow_start: None,
                 states: Vec::new(),
+                while_gpu_idle: None,
                 refused: Some(why.clone()),
             });
         }
@@ -335,63 +356,5 @@ mod slow_start_tests {
         assert!((s.rate_hz - 5.0).abs() < 0.01, "{s:?}");
         let steady: Vec<f64> = (0..600).map(|i| f64::from(i) * 0.02).collect();
         assert_eq!(slow_start(&steady), None);
-    }
-}
-
-/// A live run's main threads: seconds in each state since the run began (what a counter
-/// exports), and each process's latest sample.
-#[derive(Debug, Default, Clone)]
-pub struct Totals {
-    classifier: Classifier,
-    /// Each process's GIL votes so far, as the diagnosis counts them.
-    votes: HashMap<u32, NativeVotes>,
-    /// (PID, state) → seconds: a sample stands for the time to its process's next, at most
-    /// 0.5 s (a gap in sampling is not time in the state before it).
-    pub seconds: std::collections::BTreeMap<(u32, ThreadState), f64>,
-    /// PID → (when, in µs since the epoch, its state, its site) of its latest sample.
-    pub now: std::collections::BTreeMap<u32, (i64, ThreadState, Option<String>)>,
-    /// PID → its rank, for the processes of a distributed job.
-    pub ranks: std::collections::BTreeMap<u32, u32>,
-}
-
-impl Totals {
-    /// Adds the samples of a batch whose frames and stacks `stacks` already holds.
-    pub fn add(&mut self, stacks: &Stacks, samples: &[gpulse_model::ThreadSample]) {
-        for s in samples {
-            let mut class = self.classifier.classify(stacks, s);
-            let votes = self.votes.entry(s.pid).or_default();
-            votes.add(s);
-            votes.refine(s, &mut class);
-            if let Some((t, state, _)) = self.now.get(&s.pid) {
-                let dt = ((s.t_us - t) as f64 / 1e6).clamp(0.0, 0.5);
-                *self.seconds.entry((s.pid, *state)).or_default() += dt;
-            }
-            self.now.insert(s.pid, (s.t_us, class.state, site_text(stacks, s.stack)));
-            if let Some(r) = stacks.process(s.pid).and_then(|p| p.rank).filter(|_| !self.ranks.contains_key(&s.pid)) {
-                self.ranks.insert(s.pid, r.rank);
-            }
-        }
-    }
-
-    /// Forgets the processes whose latest sample is more than `quiet_us` older than the newest.
-    pub fn forget_quiet(&mut self, quiet_us: i64) {
-        let Some(newest) = self.now.values().map(|n| n.0).max() else { return };
-        let gone: Vec<u32> = self.now.iter().filter(|(_, n)| newest - n.0 > quiet_us).map(|(p, _)| *p).collect();
-        for pid in gone {
-            self.now.remove(&pid);
-            self.ranks.remove(&pid);
-            self.votes.remove(&pid);
-            self.seconds.retain(|(p, _), _| *p != pid);
-        }
-    }
-
-    /// Each state's share of `pid`'s sampled time so far, largest first.
-    pub fn shares(&self, pid: u32) -> Vec<(ThreadState, f64)> {
-        let mine: Vec<(ThreadState, f64)> =
-            self.seconds.iter().filter(|((p, _), _)| *p == pid).map(|((_, s), v)| (*s, *v)).collect();
-        let total: f64 = mine.iter().map(|x| x.1).sum();
-        let mut out: Vec<(ThreadState, f64)> = mine.into_iter().map(|(s, v)| (s, v / total.max(1e-9))).collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out
     }
 }

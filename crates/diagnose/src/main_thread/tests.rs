@@ -353,7 +353,7 @@ fn a_quiet_process_is_forgotten_and_a_sampled_one_kept() {
 fn the_live_totals_tell_native_code_as_the_diagnosis_does() {
     let st = stacks();
     let mut samples = vec![sample(0.0, 1)];
-    samples.extend((1..=20).map(|i| ThreadSample { gil: Gil::Free, ..sample(f64::from(i) * 0.02, 3) }));
+    samples.extend((1..=40).map(|i| ThreadSample { gil: Gil::Free, ..sample(f64::from(i) * 0.02, 3) }));
     let mut t = super::Totals::default();
     t.add(&st, &samples);
     let native = t.seconds.get(&(7, ThreadState::Native)).copied().unwrap_or(0.0);
