@@ -40,16 +40,19 @@ def step():
     slept = time.perf_counter()
     time.sleep(0.03)
     slept = time.perf_counter() - slept
+    c = time.thread_time()
     work(20)
-    return slept
+    return slept, time.thread_time() - c
 gpulse.step()
 t0 = time.perf_counter()
-slept = 0.0
+slept = cpu = 0.0
 while time.perf_counter() - t0 < float(sys.argv[2]):
-    slept += step()
+    s, c = step()
+    slept += s
+    cpu += c
     gpulse.step()
 loop = time.perf_counter() - t0
-json.dump({"loop_s": loop, "sleep_s": slept}, open(sys.argv[1], "w"))
+json.dump({"loop_s": loop, "sleep_s": slept, "cpu_s": cpu}, open(sys.argv[1], "w"))
 "#;
 
 fn diagnose_json(rec: &Path) -> serde_json::Value {
@@ -99,9 +102,17 @@ fn sleep_and_python(name: &str, scenario_json: &str) {
         (share - truth_share).abs() < 0.05,
         "sleep: {share:.3} of the wall, the loop timed {truth_share:.3}: {d:#}"
     );
-    let python_truth = (loop_s - sleep_s) / wall;
+    // The loop's clock counts its work's wait for a core as work: Python on a CPU is the
+    // thread's own clock, and with the wait for a core it is the loop's.
+    let (work_truth, cpu_truth) = ((loop_s - sleep_s) / wall, t["cpu_s"].as_f64().unwrap() / wall);
     let python = secs("main_thread_python") / wall;
-    assert!((python - python_truth).abs() < 0.05, "python: {python:.3} against {python_truth:.3}: {d:#}");
+    let waited = secs("main_thread_core_wait") / wall;
+    assert!((python - cpu_truth).abs() < 0.05, "python: {python:.3} against {cpu_truth:.3} on a CPU: {d:#}");
+    assert!(
+        (python + waited - work_truth).abs() < 0.05,
+        "python and core_wait: {:.3} against {work_truth:.3}: {d:#}",
+        python + waited
+    );
     assert_eq!(secs("host_side"), 0.0, "{d:#}");
     assert!(!accounts.iter().any(|a| a["label"] == "unexplained: the GPU idle inside the loop"), "{d:#}");
     // The finding names the mechanism and the exact line.

@@ -21,7 +21,7 @@ wall = time.perf_counter() - t0
 print(json.dumps({"sleep_share": slept / wall}), flush=True)
 "#;
 
-/// A job that runs Python half the time and sleeps the rest (a full core for the whole test
+/// A job that runs Python a quarter of the time and sleeps the rest (a full core for the whole test
 /// would slow the tests beside it), and says the share of its wall time it was on a CPU (its
 /// thread's own clock: under load the rest of its Python is a wait for a core) and asleep.
 const SPINNER: &str = r#"
@@ -33,7 +33,7 @@ def spin(n):
     return s
 t0 = time.perf_counter(); c0 = time.thread_time(); slept = 0.0
 while time.perf_counter() - t0 < float(sys.argv[1]):
-    spin(200000)
+    spin(60000)
     a = time.perf_counter(); time.sleep(0.015); slept += time.perf_counter() - a
 wall = time.perf_counter() - t0
 print(json.dumps({"cpu_share": (time.thread_time() - c0) / wall, "sleep_share": slept / wall}), flush=True)

@@ -383,3 +383,68 @@ deep(38)\n";
     }
     println!("direct / py-spy: {:.2}", costs[1] / costs[0]);
 }
+
+/// The node's scope: the processes a GPU lists, as that list changes. A stripped interpreter
+/// (Debian's `/usr/bin/python3`, where CI has it) is read; a program that is not Python is left
+/// alone without a word; one that exits is dropped without a panic; a process off the list is
+/// no longer read; and one on a busy GPU is read at a quarter of the rate.
+#[test]
+fn the_node_scope_follows_the_gpus_process_list() {
+    use gpulse_sample::stacks::{NodeRoots, Scope};
+    let dir = TempDir::new("node");
+    let loop_py =
+        dir.write("idle.py", "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(0.01)  # IDLE\n");
+    let busy_py =
+        dir.write("busy.py", "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(0.01)  # BUSY\n");
+    let brief_py = dir.write("brief.py", "import time\nprint('ready', flush=True)\ntime.sleep(0.8)\n");
+    let idle = start(&loop_py);
+    let stripped = Path::new("/usr/bin/python3");
+    let busy = if stripped.exists() {
+        let mut child = Command::new(stripped).arg(&busy_py).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        KillOnDrop(child)
+    } else {
+        start(&busy_py)
+    };
+    let brief = start(&brief_py);
+    let other = KillOnDrop(Command::new("sleep").arg("30").spawn().unwrap());
+    let roots = NodeRoots::default();
+    let (a, b, c, d) = (idle.0.id(), busy.0.id(), brief.0.id(), other.0.id());
+    roots.set([(a, Some(1.0)), (b, Some(0.0)), (c, Some(1.0)), (d, Some(1.0))]);
+    let sampler = StackSampler::spawn_in(Scope::Node(roots.clone()), StackOptions { rate_hz: 40.0, ..options() });
+    let mut stacks = Stacks::default();
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(300));
+        stacks.add(sampler.drain());
+    }
+    assert!(stacks.refusals.is_empty(), "{:?}", stacks.refusals);
+    let count = |st: &Stacks, pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
+    let (na, nb) = (count(&stacks, a), count(&stacks, b));
+    assert!(na > 2 * nb && nb >= 5, "idle GPU's process {na} samples, busy GPU's {nb}");
+    let line = |pid: u32, marker: &str, path: &Path| {
+        let want = format!("{}:4 <module>", path.display());
+        let samples = of(&stacks, pid, 5);
+        assert!(share(&samples, |s| innermost(&stacks, s.stack) == want) > 0.8, "{marker}: {want}");
+    };
+    line(a, "IDLE", &loop_py);
+    line(b, "BUSY", &busy_py);
+    assert!(count(&stacks, c) > 0, "the brief process was read before it ended");
+    assert_eq!(count(&stacks, d), 0, "`sleep` is not Python");
+    assert!(!stacks.processes.iter().any(|p| p.pid == d));
+
+    // Off the GPU's list: no longer read.
+    // The sampler looks at its roots each second.
+    roots.set([(b, Some(0.0))]);
+    std::thread::sleep(Duration::from_millis(1300));
+    stacks.add(sampler.drain());
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut later = Stacks::default();
+    later.add(sampler.drain());
+    std::thread::sleep(Duration::from_millis(500));
+    later.add(sampler.stop());
+    assert_eq!(count(&later, a), 0, "{} samples of the process off the list", count(&later, a));
+    assert!(count(&later, b) > 0, "the process still on the list is still read");
+    drop((idle, busy, brief, other));
+}
