@@ -26,8 +26,17 @@ R=$!
 sleep 3
 ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
 a1=$(ticks $S1); b1=$(ticks $S2); t1=$(date +%s.%N)
-sleep 20
+sleep 12
 a2=$(ticks $S1); b2=$(ticks $S2); t2=$(date +%s.%N)
+if command -v tmux >/dev/null; then
+    # `top` beside them: its panel's line per GPU process.
+    tmux new-session -d -s gtop -x 200 -y 50 "$G top"
+    sleep 8
+    tmux capture-pane -p -t gtop >"$o/top.txt"
+    tmux kill-session -t gtop
+else
+    echo "no tmux on this machine" >"$o/top.txt"
+fi
 curl -s 127.0.0.1:9400/metrics >"$o/metrics.txt"
 curl -s 127.0.0.1:9400/api/v1/snapshot >"$o/snapshot.json"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv >>"$o/apps.csv"

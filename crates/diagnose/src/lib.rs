@@ -378,6 +378,15 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         f.severity <= Severity::Warning
             || f.cost.as_ref().is_some_and(|c| c.wall_share.is_some() || c.own_share.is_some())
     })?;
+    // A fact, not a fault (a GPU at its power limit under dense math): said as such beside the
+    // clean bill of health, with no speed-up promised for what the job cannot remove.
+    if top.severity == Severity::Info && !matches!(top.id, FindingId::Startup | FindingId::MarkedPhase) {
+        let healthy = findings.iter().find(|f| f.id == FindingId::Healthy);
+        return Some(match healthy {
+            Some(h) => format!("{}. {}.", h.title, top.title),
+            None => format!("Primary finding: {}.", top.title),
+        });
+    }
     // The finding's own cost, as its title and its ledger line print it: the gain in steps/s
     // from its share of the loop, the share of the whole run from the ledger. A measured share
     // of a base of its own stands in where the ledger holds no account of it.
