@@ -263,14 +263,16 @@ fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
     }
 }
 
-/// Real torchrun recordings on an H100 (`tests/fixtures/h100-ranks`, two ranks over gloo on one
-/// GPU): each rank's time in collectives and wait for data within 5 points of its own timing,
+/// Real torchrun and `mp.spawn` recordings on an H100 (`tests/fixtures/h100-ranks`, two ranks over
+/// gloo on one GPU): each rank's time in collectives and wait for data within 5 points of its own timing,
 /// and the straggler named with its mechanism and its cost within 5 points of the ranks' own.
 #[test]
 fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
-    for (name, straggler, state, domain) in
-        [("gloo2_loader", 1, "ipc", "dataloader"), ("gloo2_save", 0, "disk", "checkpoint")]
-    {
+    for (name, straggler, state, domain) in [
+        ("gloo2_loader", 1, "ipc", "dataloader"),
+        ("gloo2_save", 0, "disk", "checkpoint"),
+        ("spawn2_loader", 1, "ipc", "dataloader"),
+    ] {
         let dir = root().join("tests/fixtures/h100-ranks");
         let truth: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
@@ -298,6 +300,10 @@ fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
             (got - want).abs() < 0.05,
             "{name}: lost {got:.3} of the loop, the ranks' own timing {want:.3}: {first:#}"
         );
+        // Only the ranks are the job's main processes: no launcher, no `mp.spawn` parent in `join`.
+        for p in d["stacks"].as_array().unwrap().iter().filter(|p| p["role"] == "main") {
+            assert!(p["rank"].is_object(), "{name}: {p:#}");
+        }
         // One cause, one finding: the checkpoint's measured phase is the straggler's.
         assert!(!d["findings"].as_array().unwrap().iter().any(|f| f["id"] == "marked_phase"), "{name}: {d:#}");
     }

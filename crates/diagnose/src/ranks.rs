@@ -311,7 +311,7 @@ const CRITICAL_LOOP_SHARE: f64 = 0.5;
 /// The straggler's finding, in place of the findings of the time it explains: the waiting main
 /// thread's `peer_wait` (the time it cost the others), or, where the ledger reads the
 /// straggler itself, the finding of what it did meanwhile (the same time, seen from its side).
-pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>) {
+pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Finding>) {
     let Some(s) = straggler(run) else { return };
     let lost_s = s.lost_s();
     let span = s.window_s[1] - s.window_s[0];
@@ -350,6 +350,33 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
     let explained: Vec<usize> = (0..out.len()).filter(|i| explains(&out[*i])).collect();
     let (loop_s, _) = crate::ledger::loop_window(run);
     let loop_len = loop_s.map(|w| w[1] - w[0]);
+    // The waiter's time in collectives is the straggler's only past what a collective takes
+    // with every rank there (the straggler's own time in them): the account splits in two, and
+    // the rest stays the collectives' own, with its finding where it is material.
+    if !straggler_main && !explained.is_empty() && s.waiters_wait_s > 0.0 {
+        let part = ((s.waiters_wait_s - s.own_wait_s) / s.waiters_wait_s).clamp(0.0, 1.0);
+        let rest = split_peer_wait(ledger, part, s.rank);
+        let rest_cost = (!rest.is_empty()).then(|| {
+            crate::Cost::of_accounts(&rest.iter().map(|i| &ledger.accounts[*i]).collect::<Vec<_>>(), 1.0, loop_len)
+        });
+        match rest_cost {
+            Some(c) => {
+                for i in &explained {
+                    out[*i].price(c.clone());
+                    out[*i].title = out[*i].title.replace(" while the GPU waits", "");
+                }
+            }
+            None => {
+                for i in explained.iter().rev() {
+                    out.remove(*i);
+                }
+            }
+        }
+        let mine: Vec<&crate::Account> =
+            ledger.accounts.iter().filter(|a| a.finding == Some(FindingId::Straggler)).collect();
+        let cost = crate::Cost::of_accounts(&mine, 1.0, loop_len);
+        return finish(run, &s, cost, out, &[]);
+    }
     let sum = |get: fn(&crate::Cost) -> Option<f64>| -> Option<f64> {
         explained.iter().map(|i| out[*i].cost.as_ref().and_then(get)).sum()
     };
@@ -383,6 +410,12 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
             accounts: Vec::new(),
         }
     });
+    finish(run, &s, cost, out, &explained);
+}
+
+/// The straggler's finding at `cost`, in the place of the findings `explained` (indices into
+/// `out`), or after them all where it explains none.
+fn finish(run: &Run, s: &Straggler, cost: crate::Cost, out: &mut Vec<Finding>, explained: &[usize]) {
     // Running Python in a library is that library's work: "writing a checkpoint".
     let what = match (s.state, s.domain) {
         (ThreadState::Python, Some(Domain::Checkpoint)) => Domain::Checkpoint.words().to_owned(),
@@ -439,6 +472,39 @@ pub(crate) fn findings(run: &Run, ledger: &crate::Ledger, out: &mut Vec<Finding>
         }
         None => out.push(f),
     }
+}
+
+/// Splits each of the ledger's accounts of the waiter's time in collectives: `part` of it is
+/// the straggler's (its finding), the rest the collectives' own. Returns the indices of the
+/// rest's accounts that are material (they keep the `peer_wait` finding).
+fn split_peer_wait(ledger: &mut crate::Ledger, part: f64, rank: u32) -> Vec<usize> {
+    let kind = ThreadState::PeerWait.account();
+    let mut rest = Vec::new();
+    let n = ledger.accounts.len();
+    for i in 0..n {
+        let a = &ledger.accounts[i];
+        if a.account != kind || a.finding != Some(FindingId::PeerWait) {
+            continue;
+        }
+        let mut theirs = a.clone();
+        theirs.label = format!("the main thread waiting for rank {rank} in collectives");
+        theirs.seconds = round(a.seconds * part, 3);
+        theirs.share = round(a.share * part, 4);
+        theirs.finding = Some(FindingId::Straggler);
+        let own = &mut ledger.accounts[i];
+        own.label = "the main thread in collectives, every rank there (their own time)".to_owned();
+        own.seconds = round(own.seconds * (1.0 - part), 3);
+        own.share = round(own.share * (1.0 - part), 4);
+        let material = own.share >= crate::rules::MATERIAL;
+        if !material {
+            own.finding = None;
+            own.finding_gpu = None;
+        } else {
+            rest.push(i);
+        }
+        ledger.accounts.push(theirs);
+    }
+    rest
 }
 
 /// What to do about the straggler, from what it did while the others waited.

@@ -504,7 +504,8 @@ impl RunBuilder {
         // lowest rank's (the process the ledger reads), and the waits the ledger counts are that
         // rank's alone (another rank's wait for data is no time this one waited).
         let steps_by_pid = crate::Steps::per_process(&rec.markers, start_us, rec.instrumented());
-        let ranks = crate::ranks::ranked_in(&rec.stacks);
+        let stacks = crate::main_thread::settled(&rec.stacks);
+        let ranks = crate::ranks::ranked_in(&stacks);
         let lowest_rank = ranks.first().map(|r| r.1);
         let steps = match lowest_rank.and_then(|pid| steps_by_pid.iter().find(|s| s.pid == pid)) {
             Some(s) => Some(crate::Steps { ranks: steps_by_pid.len(), ..s.clone() }),
@@ -555,7 +556,7 @@ impl RunBuilder {
             phases_s,
             copies_s,
             folded_waits_s,
-            stacks: std::sync::Arc::new(rec.stacks.clone()),
+            stacks: std::sync::Arc::new(stacks),
             ranks: ranks.into(),
         }
     }

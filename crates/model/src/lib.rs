@@ -36,6 +36,7 @@ pub use process::{ProcessRow, ProcessSample};
 pub use run::{Event, Marker, MarkerKind, RunData};
 pub use stacks::{
     Gil, KernelState, ProcessRole, PyFrame, Rank, SampledProcess, StackBatch, Stacks, ThreadClock, ThreadSample,
+    role_of,
 };
 pub use table::{
     Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit,

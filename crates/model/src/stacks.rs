@@ -50,6 +50,32 @@ pub enum ProcessRole {
     Worker,
 }
 
+/// What a process is to the job, from its main thread's stack (`(file, function)` of each
+/// frame); `None` for a process that only starts or serves others (a launcher,
+/// multiprocessing's helpers, compile workers). The sampler asks it of a first stack; the
+/// diagnosis of every sample, since a first stack may be still importing.
+pub fn role_of<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<ProcessRole> {
+    let has = |pred: &dyn Fn(&str, &str) -> bool| frames.clone().any(|(file, name)| pred(file, name));
+    if has(&|file, name| name == "_worker_loop" && file.ends_with("torch/utils/data/_utils/worker.py")) {
+        return Some(ProcessRole::Worker);
+    }
+    // A multiprocessing pool's worker does the job's work, for the main process that waits on it.
+    if has(&|file, name| name == "worker" && file.ends_with("multiprocessing/pool.py")) {
+        return Some(ProcessRole::Worker);
+    }
+    // `torch.multiprocessing.spawn`'s parent waits for its processes (which run `_wrap`).
+    let spawned = has(&|file, name| name == "_wrap" && file.ends_with("torch/multiprocessing/spawn.py"));
+    let helper = |file: &str, name: &str| {
+        (!spawned && file.ends_with("torch/multiprocessing/spawn.py") && matches!(name, "join" | "start_processes"))
+            || file.contains("torch/distributed/elastic/")
+            || file.ends_with("torch/distributed/run.py")
+            || file.ends_with("multiprocessing/resource_tracker.py")
+            || file.ends_with("multiprocessing/forkserver.py")
+            || file.contains("torch/_inductor/compile_worker/")
+    };
+    if has(&helper) { None } else { Some(ProcessRole::Main) }
+}
+
 impl ProcessRole {
     pub const fn as_str(self) -> &'static str {
         match self {

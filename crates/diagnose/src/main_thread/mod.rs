@@ -136,6 +136,42 @@ impl NativeVotes {
     }
 }
 
+/// The sampled processes as their samples show them: the sampler tells a role from a first
+/// stack, which may be still importing (`mp.spawn`'s parent before its `join`, multiprocessing's
+/// resource tracker). A main process whose samples mostly run a helper's frames is no process of
+/// the job: it and its samples go; one whose samples mostly run a worker's loop is a worker.
+pub(crate) fn settled(st: &Stacks) -> Stacks {
+    let mut votes: HashMap<u32, [usize; 3]> = HashMap::new();
+    let mut by_stack: HashMap<u32, Option<ProcessRole>> = HashMap::new();
+    for s in &st.samples {
+        let role = *by_stack.entry(s.stack).or_insert_with(|| {
+            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
+            gpulse_model::role_of(frames.iter().map(|f| (f.file.as_str(), f.function.as_str())))
+        });
+        let v = votes.entry(s.pid).or_default();
+        v[match role {
+            Some(ProcessRole::Main) => 0,
+            Some(ProcessRole::Worker) => 1,
+            None => 2,
+        }] += 1;
+    }
+    let mut out = st.clone();
+    let mut gone = Vec::new();
+    for p in out.processes.iter_mut().filter(|p| p.role == ProcessRole::Main) {
+        let Some(&[main, worker, helper]) = votes.get(&p.pid) else { continue };
+        if 2 * helper > main + worker + helper {
+            gone.push(p.pid);
+        } else if 2 * worker > main + worker + helper {
+            p.role = ProcessRole::Worker;
+        }
+    }
+    if !gone.is_empty() {
+        out.processes.retain(|p| !gone.contains(&p.pid));
+        out.samples.retain(|s| !gone.contains(&s.pid));
+    }
+    out
+}
+
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
 /// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
 /// rank, else the main process sampled most.

@@ -361,3 +361,43 @@ fn the_live_totals_tell_native_code_as_the_diagnosis_does() {
     assert!(native > 0.3 && python <= 0.03, "native {native}, python {python}: {:?}", t.seconds);
     assert_eq!(t.now[&7].1, ThreadState::Native);
 }
+
+/// A process first sampled while importing is settled by all its samples: `mp.spawn`'s parent,
+/// waiting in `join` the rest of the run, is no process of the job; a process whose samples
+/// mostly run a DataLoader worker's loop is a worker.
+#[test]
+fn roles_are_settled_by_every_sample_not_the_first() {
+    let frames = vec![
+        frame("/w/train.py", 1, "<module>", "import torch"),
+        frame(
+            "/v/site-packages/torch/multiprocessing/spawn.py",
+            200,
+            "join",
+            "ready = multiprocessing.connection.wait(",
+        ),
+        frame("/v/site-packages/torch/utils/data/_utils/worker.py", 300, "_worker_loop", "r = index_queue.get("),
+    ];
+    let proc = |pid| SampledProcess {
+        pid,
+        role: ProcessRole::Main,
+        python: "3.12".into(),
+        command: String::new(),
+        rank: None,
+    };
+    let mut st = Stacks {
+        frames,
+        stacks: vec![vec![0], vec![0, 1], vec![2]],
+        processes: vec![proc(1), proc(2), proc(3)],
+        ..Stacks::default()
+    };
+    let at = |pid, i: u32, stack| ThreadSample { pid, stack, ..sample(f64::from(i) * 0.02, 0) };
+    for i in 0..30 {
+        st.samples.push(at(1, i, if i < 5 { 0 } else { 1 }));
+        st.samples.push(at(2, i, if i < 5 { 0 } else { 2 }));
+        st.samples.push(at(3, i, 0));
+    }
+    let s = super::settled(&st);
+    let roles: Vec<(u32, ProcessRole)> = s.processes.iter().map(|p| (p.pid, p.role)).collect();
+    assert_eq!(roles, [(2, ProcessRole::Worker), (3, ProcessRole::Main)]);
+    assert!(s.samples.iter().all(|x| x.pid != 1));
+}

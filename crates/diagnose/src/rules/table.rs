@@ -156,10 +156,12 @@ pub(crate) const TABLE: &[Rule] = &[
     // takes the place of the finding of the time it costs (the waiter's wait, or what the
     // straggler did meanwhile).
     rule(RuleId::Straggler, Whole, &[Accounts(HOST_SIDE_IDLE), Findings(RuleId::Phases)], |cx, run| {
-        let ledger = cx.ledger().clone();
-        crate::ranks::findings(run, &ledger, &mut cx.out);
+        let mut ledger = std::mem::take(cx.ledger_mut());
+        crate::ranks::findings(run, &mut ledger, &mut cx.out);
+        *cx.ledger_mut() = ledger;
         Vec::new()
-    }),
+    })
+    .amending(&[AccountKind::MainThread(crate::main_thread::ThreadState::PeerWait)]),
     // Other processes' memory, and what the ledger alone says, say nothing of how well the job
     // itself runs.
     rule(RuleId::Healthy, Loop, &[Everything], |cx, run| {

@@ -289,7 +289,7 @@ fn first_role<'a>(
     if launcher(&command) {
         return Err(Phase::Launcher { command });
     }
-    match role(frames) {
+    match gpulse_model::role_of(frames) {
         Some(ProcessRole::Worker) if !workers => Err(Phase::Done),
         Some(r) => {
             // A rank says so in its environment, readable wherever its memory is.
@@ -335,31 +335,6 @@ fn main_thread(traces: &[StackTrace], pid: u32) -> Option<usize> {
         .position(|t| t.os_thread_id == Some(u64::from(pid)))
         .or_else(|| traces.iter().position(|t| t.thread_name.as_deref() == Some("MainThread")))
         .or_else(|| traces.len().checked_sub(1))
-}
-
-/// What a process is to the job, from its main thread's stack (`(file, function)` of each
-/// frame); `None` for a process that only starts or serves others (a launcher,
-/// multiprocessing's helpers, compile workers).
-fn role<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<ProcessRole> {
-    let has = |pred: &dyn Fn(&str, &str) -> bool| frames.clone().any(|(file, name)| pred(file, name));
-    if has(&|file, name| name == "_worker_loop" && file.ends_with("torch/utils/data/_utils/worker.py")) {
-        return Some(ProcessRole::Worker);
-    }
-    // A multiprocessing pool's worker does the job's work, for the main process that waits on it.
-    if has(&|file, name| name == "worker" && file.ends_with("multiprocessing/pool.py")) {
-        return Some(ProcessRole::Worker);
-    }
-    // `torch.multiprocessing.spawn`'s parent waits for its processes (which run `_wrap`).
-    let spawned = has(&|file, name| name == "_wrap" && file.ends_with("torch/multiprocessing/spawn.py"));
-    let helper = |file: &str, name: &str| {
-        (!spawned && file.ends_with("torch/multiprocessing/spawn.py") && matches!(name, "join" | "start_processes"))
-            || file.contains("torch/distributed/elastic/")
-            || file.ends_with("torch/distributed/run.py")
-            || file.ends_with("multiprocessing/resource_tracker.py")
-            || file.ends_with("multiprocessing/forkserver.py")
-            || file.contains("torch/_inductor/compile_worker/")
-    };
-    if has(&helper) { None } else { Some(ProcessRole::Main) }
 }
 
 /// The line that says why `pid` cannot be sampled and what to change, for an error that will
