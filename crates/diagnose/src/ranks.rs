@@ -457,7 +457,7 @@ fn finish(run: &Run, s: &Straggler, cost: crate::Cost, out: &mut Vec<Finding>, e
         f = f.with("site", site.as_str());
     }
     let step_s = run.steps_by_pid.iter().find(|x| x.pid == s.pid).or(run.steps.as_ref()).map(|x| x.mean_step_s());
-    f.advice = advice(&s, step_s);
+    f.advice = advice(s, step_s);
     f.limits.push(
         "the ranks are set side by side by their samples' times; a wait shorter than the sampling interval is seen only on average".into(),
     );
