@@ -231,3 +231,28 @@ fn serve_and_record_read_every_gpu_processs_main_thread_at_a_rate_set_by_its_gpu
         );
     }
 }
+
+/// A real `serve --record` on an H100 (`tests/fixtures/h100-node`) beside two CUDA jobs it did
+/// not start, on the one busy GPU: each read at a quarter of 50 Hz, the host-bound one's Python
+/// within 5 points of its own timing, the GPU-bound one never running Python at its own lines.
+#[test]
+fn a_real_node_recording_reads_each_gpu_process_as_it_timed_itself() {
+    let dir = super::support::fixture("h100-node");
+    let truth = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap()
+    };
+    let (host, gpu) = (truth("python"), truth("gpu_bound"));
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir.join("served.db")));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for t in [&host, &gpu] {
+        let (rate, _) = profile(&v, t["pid"].as_u64().unwrap() as u32, "python");
+        assert!((10.0..=15.0).contains(&rate), "{rate} Hz: {:#}", v["stacks"]);
+    }
+    let (_, python) = profile(&v, host["pid"].as_u64().unwrap() as u32, "python");
+    let own = host["mech_s"].as_f64().unwrap() / host["loop_s"].as_f64().unwrap();
+    assert!((python - own).abs() <= 0.05, "python {python:.3} against its own {own:.3}");
+    // Nothing of the GPU-bound loop is waiting for its GPU to finish: its GPU never idles.
+    let (_, sync) = profile(&v, gpu["pid"].as_u64().unwrap() as u32, "gpu_sync");
+    assert!(sync < 0.02, "{sync}");
+}

@@ -25,9 +25,22 @@ S2=$!
 R=$!
 sleep 3
 ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
+# The tool a user would otherwise run: py-spy on each process, at the rate gpulse keeps on a busy
+# GPU (12.5 Hz), over the same window; its CPU from the kernel's account of the children.
+pip install --quiet --no-index carry/py_spy-*.whl 2>/dev/null || true
+python3 - "$P1" "$P2" >"$o/pyspy_cost.txt" 2>&1 <<'PY' &
+import resource, subprocess, sys
+ps = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "12", "-d", "12", "-f", "raw", "-o", f"/tmp/pyspy.{p}", "--pid", p], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in sys.argv[1:]]
+for p in ps:
+    p.wait()
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"py-spy record x{len(ps)} at 12 Hz for 12 s: {100 * (r.ru_utime + r.ru_stime) / 12:.3f}% of a core")
+PY
+PYSPY=$!
 a1=$(ticks $S1); b1=$(ticks $S2); t1=$(date +%s.%N)
 sleep 12
 a2=$(ticks $S1); b2=$(ticks $S2); t2=$(date +%s.%N)
+wait $PYSPY
 if command -v tmux >/dev/null; then
     # `top` beside them: its panel's line per GPU process.
     tmux new-session -d -s gtop -x 200 -y 50 "$G top"
@@ -76,6 +89,7 @@ smi = [l.split(", ") for l in open(f"{o}/smi.csv") if l.count(",") >= 1]
 u = [float(x[1].split()[0]) for x in smi if x[1].split()[0].isdigit()]
 print(f"nvidia-smi utilization.gpu mean {sum(u)/max(len(u),1):.0f}% over {len(u)} reads")
 print(open(f"{o}/cost.txt").read().strip())
+print(open(f"{o}/pyspy_cost.txt").read().strip())
 print("serve stderr:", open(f"{o}/serve.err").read().strip().replace("\n", " | "))
 print("record stderr:", open(f"{o}/record.err").read().strip().replace("\n", " | "))
 EOF
