@@ -143,3 +143,58 @@ fn cpython_313_and_314_give_the_same_states_and_sites_as_311() {
         eprintln!("{v}: sleep {sleep:.2}/{sleep_s:.2} s, GIL wait {waited:.2}/{off:.2} s");
     }
 }
+
+/// `record` without `--pid` reads a GPU process that runs in the chroot, which gpulse did not
+/// start, as `serve` does: its sleep and its Python at their lines, against the job's own timing.
+#[test]
+fn cpython_313_and_314_gpu_processes_are_read_by_the_node_scope() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for root in roots() {
+        let v = version(&root);
+        let inside = Inside::new(&root, "node");
+        std::fs::write(inside.host("job.py"), SLEEP_AND_PYTHON).unwrap();
+        let job = super::support::KillOnDrop::spawn(Command::new("chroot").arg(&root).args([
+            "python3",
+            &inside.guest("job.py"),
+            &inside.guest("t.json"),
+        ]));
+        let scenario = inside.host("scenario.json");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"{{"driver_version": "580.159.04", "cuda_driver_version": 13000, "devices": [{{"name": "NVIDIA H200",
+                  "uuid": "GPU-00000000-aaaa-4000-8000-000000000000", "pci_bus_id": "00000000:10:00.0",
+                  "base": {{"util_gpu_pct": 0, "util_mem_pct": 0, "memory_total_mib": 143771, "memory_used_mib": 1024}},
+                  "processes": [{{"pid": {}, "name": "python3", "used_memory_mib": 1024}}]}}]}}"#,
+                job.id()
+            ),
+        )
+        .unwrap();
+        let rec = inside.host("r.db");
+        let mut cmd = gpulse(None);
+        cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario);
+        cmd.args(["record", "--interval", "200ms", "--duration", "4s", "-o"]).arg(&rec);
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 0, "{v}: {err}");
+        let pid = job.id();
+        let out = job.wait_with_output().unwrap();
+        assert!(out.status.success(), "{v}");
+        let t: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(inside.host("t.json")).unwrap()).unwrap();
+        let own = t["sleep_s"].as_f64().unwrap() / t["loop_s"].as_f64().unwrap();
+        let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+        assert_eq!(code, 0, "{v}: {err}");
+        let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let p = &d["stacks"][0];
+        assert_eq!(d["stacks"].as_array().unwrap().len(), 1, "{v}: one GPU process: {:#}", d["stacks"]);
+        assert_eq!(p["pid"], pid, "{v}");
+        let state = |name: &str| p["states"].as_array().unwrap().iter().find(|s| s["state"] == name).cloned();
+        let sleep = state("sleep").unwrap_or_else(|| panic!("{v}: {p:#}"));
+        let share = sleep["share"].as_f64().unwrap();
+        assert!((share - own).abs() < 0.05, "{v}: sleep {share:.3} of its samples, the job's own {own:.3}: {p:#}");
+        assert!(sleep["sites"][0]["site"].as_str().unwrap().ends_with("job.py:11 <module>"), "{v}: {p:#}");
+        let python = state("python").unwrap_or_else(|| panic!("{v}: {p:#}"));
+        assert!(python["sites"][0]["site"].as_str().unwrap().ends_with(" work"), "{v}: {p:#}");
+        eprintln!("{v}: the node scope read sleep {share:.3} against the job's {own:.3}");
+    }
+}
