@@ -43,6 +43,8 @@ pub(super) struct Target {
     pub next_at: Instant,
     /// The share of the rate it is read at (its root's, see [`super::priority`]).
     pub priority: f64,
+    /// Whether the line that py-spy reads it has been said.
+    told_fallback: bool,
 }
 
 pub(super) enum Phase {
@@ -88,6 +90,7 @@ impl Target {
             cost: Default::default(),
             next_at: now,
             priority: 1.0,
+            told_fallback: false,
         }
     }
 
@@ -133,6 +136,11 @@ impl Target {
                     spy.config.collect_thread_names = false;
                 }
                 let walker = if walk { Walker::new(&spy).map(Box::new) } else { None };
+                if walk && !Walker::knows(&spy) && !self.told_fallback {
+                    self.told_fallback = true;
+                    // Said once, so that a slower read is never a silent one.
+                    out.refusals.push((self.pid, fallback_note(self.pid, &spy.version.to_string())));
+                }
                 self.phase = Phase::Sampling { spy: Box::new(spy), failures: 0, walker, walker_failures: 0 };
                 self.next_at = now;
             }
@@ -349,6 +357,14 @@ fn refusal(pid: u32, e: &anyhow::Error) -> Option<String> {
     Some(format!(
         "cannot read the Python stacks of PID {pid}: Python {version} is not supported (py-spy 0.4.3 reads CPython 2.7 and 3.3 to 3.15); the rest of gpulse goes on"
     ))
+}
+
+/// The line that says a process is read by py-spy: gpulse's own reader does not know its
+/// interpreter's layout (3.10 and older, 3.14 and newer, a free-threaded build).
+fn fallback_note(pid: u32, version: &str) -> String {
+    format!(
+        "PID {pid} runs Python {version}, whose layout gpulse's own reader does not know (it reads 3.11 to 3.13): py-spy reads it instead, at several times the CPU a sample"
+    )
 }
 
 /// Whether the kernel refused a read of the process (`EPERM`, `EACCES`), anywhere in the chain.

@@ -71,6 +71,11 @@ pub(super) struct Walker {
 
 impl Walker {
     /// A walker for the process `spy` opened, where its version is one the walker reads.
+    /// Whether the reader knows the interpreter's layout: CPython 3.11 to 3.13.
+    pub(super) fn knows(spy: &py_spy::PythonSpy) -> bool {
+        Layout::of(spy.version.major, spy.version.minor).is_some()
+    }
+
     pub(super) fn new(spy: &py_spy::PythonSpy) -> Option<Walker> {
         let layout = Layout::of(spy.version.major, spy.version.minor)?;
         if spy.addresses.interpreter_address == 0 {
