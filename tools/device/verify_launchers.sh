@@ -42,7 +42,7 @@ for s in d.get("stacks", [])[:5]:
     print("  stacks", s["pid"], s["role"], (s.get("rank") or {}).get("rank"), s["samples"], s["rate_hz"], [(x["state"], x["share"], x["sites"][0]["site"] if x["sites"] else "") for x in s["states"][:3]])
 PY
 }
-one spawn2_loader 2 python3 "$here/spawn_train.py" "$o/spawn2_loader.truth" loader "$steps" gloo
-#one accel2_loader 2 $acc --num_processes 2 --multi_gpu "$here/ranks_train.py" "$o/accel2_loader.truth" loader "$steps" gloo
+#one spawn2_loader 2 python3 "$here/spawn_train.py" "$o/spawn2_loader.truth" loader "$steps" gloo
+one accel2_loader 2 $acc --num_processes 2 --multi_gpu "$here/ranks_train.py" "$o/accel2_loader.truth" loader "$steps" gloo
 #one accel1_python 0 $acc --num_processes 1 "$here/main_thread_workloads.py" python 10
 rm -f "$o"/*.db-* "$o"/*.ckpt
