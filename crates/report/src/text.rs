@@ -369,20 +369,7 @@ fn clip_words(text: &str, max: usize) -> String {
 /// (`\x1b`, `\t`), so a file name or a source line from the job's files cannot move the cursor
 /// or recolour the screen.
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push('\n'),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out
+    gpulse_base::text::escape_control(text, true)
 }
 
 /// `text` with each line longer than `width` columns wrapped at spaces. A wrapped line goes on

@@ -81,21 +81,7 @@ pub fn bar(pct: Option<f64>, width: usize) -> String {
 /// is written as an escape (`\n`, `\t`, `\x1b`), so it neither breaks a row nor reaches the
 /// terminal as a sequence.
 pub fn escape_control(s: &str) -> String {
-    if !s.contains(char::is_control) {
-        return s.to_owned();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            // Every control character (C0, DEL, C1) is below U+00A0, so two hex digits name it.
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out
+    gpulse_base::text::escape_control(s, false)
 }
 
 /// Terminal cells `s` takes.
