@@ -21,24 +21,7 @@ one() { # name nproc mode backend
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader >>"$o/$name.apps" 2>&1
     "$G" diagnose "$o/$name.db" >"$o/$name.txt" 2>&1
     "$G" diagnose --format json "$o/$name.db" >"$o/$name.json" 2>&1
-    python3 - "$o/$name.json" "$o/$name.truth" "$n" "$o/$name.smi" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); n = int(sys.argv[3])
-smi = [l.split(", ") for l in open(sys.argv[4]) if l.count(",") >= 2]
-util = [float(x[1].split()[0]) for x in smi if x[1].split()[0].isdigit()]
-print(f"nvidia-smi util mean {sum(util)/max(len(util),1):.0f}% over {len(util)} reads")
-for r in range(n):
-    t = json.load(open(f"{sys.argv[2]}.{r}"))
-    L = t["loop_s"]
-    print(f"truth rank {r} pid {t['pid']}: loop {L:.1f} s, collectives {t['collective_s']/L:.1%}, data {t['data_s']/L:.1%}, extra {t['extra_s']/L:.1%}")
-for r in d.get("ranks", []):
-    print("  row", {k: r.get(k) for k in ("rank", "pid", "gpu", "steps_per_s", "data_wait_share", "peer_wait_share", "busiest", "busiest_share", "busiest_site")})
-print("  summary:", d.get("summary"))
-for f in d["findings"][:3]:
-    print("  finding", f["id"], f["severity"], "|", f["title"][:220], "| cost", f.get("cost", {}).get("loop_share"))
-for s in d.get("stacks", [])[:4]:
-    print("  stacks", s["pid"], s["role"], s.get("rank"), s["samples"], s["rate_hz"], [(x["state"], x["share"]) for x in s["states"][:4]])
-PY
+    python3 "$here/ranks_summary.py" "$o/$name.json" "$o/$name.truth" "$n" "$o/$name.smi"
 }
 one gloo2_loader 2 loader gloo
 one gloo2_save 2 save gloo
