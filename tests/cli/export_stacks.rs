@@ -15,7 +15,7 @@ fn frame(file: &str, line: u32, function: &str) -> PyFrame {
 }
 
 fn process(pid: u32, role: ProcessRole) -> SampledProcess {
-    SampledProcess { pid, role, python: "3.11.7".into(), command: "python train.py".into(), rank: None }
+    SampledProcess { gil_read: None, pid, role, python: "3.11.7".into(), command: "python train.py".into(), rank: None }
 }
 
 fn sample(t_us: i64, pid: u32, stack: u32) -> ThreadSample {

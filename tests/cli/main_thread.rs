@@ -275,3 +275,50 @@ fn on_an_h100_fsync_in_the_loop_is_file_io_by_the_threads_clocks() {
     let python = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "main_thread_python");
     assert!(python.is_none_or(|p| !p["evidence"]["site"].as_str().unwrap().contains(":208 ")), "{d:#}");
 }
+
+/// A real H100 recording (`tests/fixtures/h100-thread-clocks/gpu_bound.db`, made by a sampler
+/// that says its reader sees the GIL): a GPU-bound CUDA loop whose main thread is blocked in its
+/// kernel launches, torch having let the GIL go. Its loop is native code at the launching line,
+/// as the GIL the reader saw says. A sampler that came in after the start-up may catch none of
+/// the Python between launches, so the same recording with every held GIL read free must say the
+/// same; the rule before the reader said so took that for Python.
+#[test]
+fn on_an_h100_a_loop_blocked_in_its_launches_is_native_code() {
+    let path = super::support::fixture("h100-thread-clocks/gpu_bound.db");
+    let rec = gpulse_record::read(&path).unwrap();
+    assert_eq!(rec.stacks.processes[0].gil_read, Some(true));
+    // The ground truth: the reader's own view of the GIL at the launching line.
+    let at_launch: Vec<_> = rec
+        .stacks
+        .samples
+        .iter()
+        .filter(|s| s.kernel.state == 'R' && rec.stacks.frames_of(s.stack).last().is_some_and(|f| f.line == 38))
+        .collect();
+    let free = at_launch.iter().filter(|s| s.gil == gpulse_model::Gil::Free).count();
+    assert!(at_launch.len() > 100 && free * 10 > at_launch.len() * 9, "{free} of {}", at_launch.len());
+    let at_38 = |d: &serde_json::Value, state: &str| -> f64 {
+        let states = d["stacks"][0]["states"].as_array().unwrap();
+        states
+            .iter()
+            .filter(|s| s["state"] == state)
+            .flat_map(|s| s["sites"].as_array().unwrap())
+            .filter(|x| x["site"].as_str().unwrap().ends_with(":38 gpu_work"))
+            .map(|x| x["share"].as_f64().unwrap())
+            .sum()
+    };
+    let d = diagnose_json(&path);
+    assert!(at_38(&d, "native") > 0.5 && at_38(&d, "python") < 0.02, "{:#}", d["stacks"]);
+    assert!(d["findings"].as_array().unwrap().iter().any(|f| f["id"] == "healthy"), "{d:#}");
+    // No held GIL caught at all: still native where the reader sees the GIL, Python where the
+    // recording does not say so.
+    let dir = super::support::fresh_dir("main-thread", "no-held-gil");
+    let copy = dir.join("gpu_bound.db");
+    std::fs::copy(&path, &copy).unwrap();
+    let db = rusqlite::Connection::open(&copy).unwrap();
+    db.execute("UPDATE stack_obs SET gil = 'free' WHERE gil = 'held'", []).unwrap();
+    let d = diagnose_json(&copy);
+    assert!(at_38(&d, "native") > 0.5 && at_38(&d, "python") < 0.02, "{:#}", d["stacks"]);
+    db.execute("UPDATE stack_processes SET gil_read = NULL", []).unwrap();
+    let d = diagnose_json(&copy);
+    assert!(at_38(&d, "native") < 0.02 && at_38(&d, "python") > 0.5, "{:#}", d["stacks"]);
+}

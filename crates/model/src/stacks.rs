@@ -106,6 +106,10 @@ pub struct SampledProcess {
     /// rank (or whose environment could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<Rank>,
+    /// Whether the reader sees who holds the GIL, so that a sample with the GIL free is free:
+    /// a thread in native code that let it go. `None` in recordings made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gil_read: Option<bool>,
 }
 
 /// A process's place in a distributed job: what torchrun, accelerate and deepspeed put in each

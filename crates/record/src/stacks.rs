@@ -23,7 +23,8 @@ use crate::RecordError;
 ///   wchan, and the GIL (`held`, `free`, or `other` with the holder's stack in `gil_stack`).
 /// - `stack_processes`: a sampled process, in the order first sampled, with its last rate and
 ///   (added at the end, so no new version) its place in a distributed job: `rank`, `world_size`, `local_rank` and the GPU
-///   its environment gives it (`device`), NULL for a process that is no rank.
+///   its environment gives it (`device`), NULL for a process that is no rank; then `gil_read`,
+///   whether the reader saw who holds the GIL (NULL in recordings before it).
 /// - `stack_refusals`: why a process could not be sampled.
 /// - `stack_samples`: a run of one process's samples within one second (by `t_us`): the first
 ///   at `t_us`, each as three LEB128 varints: µs since the sample before (0 for the first),
@@ -64,7 +65,8 @@ CREATE TABLE stack_processes (
     rank       INTEGER,
     world_size INTEGER,
     local_rank INTEGER,
-    device     INTEGER
+    device     INTEGER,
+    gil_read   INTEGER
 );
 
 CREATE TABLE stack_refusals (
@@ -160,7 +162,7 @@ impl Written {
             }
             let r = p.rank;
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT OR REPLACE INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 p.pid,
@@ -171,7 +173,8 @@ impl Written {
                 r.map(|r| r.rank),
                 r.map(|r| r.world_size),
                 r.and_then(|r| r.local_rank),
-                r.and_then(|r| r.device)
+                r.and_then(|r| r.device),
+                p.gil_read
             ])?;
         }
         for &(pid, hz) in &batch.rate_hz {
@@ -344,11 +347,13 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
         })?
         .into_iter()
         .collect();
-    // Schema 5 and before kept no ranks.
-    let query = if conn.prepare("SELECT rank FROM stack_processes LIMIT 0").is_ok() {
-        "SELECT pid, role, python, command, rate_hz, rank, world_size, local_rank, device FROM stack_processes ORDER BY rowid"
+    // Schema 5 and before kept no ranks, and recordings before `gil_read` no word of the GIL.
+    let query = if conn.prepare("SELECT gil_read FROM stack_processes LIMIT 0").is_ok() {
+        "SELECT pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read FROM stack_processes ORDER BY rowid"
+    } else if conn.prepare("SELECT rank FROM stack_processes LIMIT 0").is_ok() {
+        "SELECT pid, role, python, command, rate_hz, rank, world_size, local_rank, device, NULL FROM stack_processes ORDER BY rowid"
     } else {
-        "SELECT pid, role, python, command, rate_hz, NULL, NULL, NULL, NULL FROM stack_processes ORDER BY rowid"
+        "SELECT pid, role, python, command, rate_hz, NULL, NULL, NULL, NULL, NULL FROM stack_processes ORDER BY rowid"
     };
     let processes = crate::read::rows(conn, query, |r| {
         let rank = match (r.get::<_, Option<u32>>(5)?, r.get::<_, Option<u32>>(6)?) {
@@ -362,12 +367,13 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
             r.get::<_, String>(3)?,
             r.get::<_, Option<f64>>(4)?,
             rank,
+            r.get::<_, Option<bool>>(9)?,
         ))
     })?;
-    for (pid, role, python, command, rate, rank) in processes {
+    for (pid, role, python, command, rate, rank, gil_read) in processes {
         // A role a later gpulse adds is read as the nearest one this gpulse knows.
         let role = ProcessRole::parse(&role).unwrap_or(ProcessRole::Worker);
-        batch.processes.push(SampledProcess { pid, role, python, command, rank });
+        batch.processes.push(SampledProcess { pid, role, python, command, rank, gil_read });
         if let Some(hz) = rate {
             batch.rate_hz.push((pid, hz));
         }

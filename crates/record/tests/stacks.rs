@@ -48,6 +48,7 @@ impl Lcg {
 /// a rate that changes.
 fn batches() -> Vec<StackBatch> {
     let main = SampledProcess {
+        gil_read: Some(true),
         pid: 4242,
         role: ProcessRole::Main,
         python: "3.11.7".into(),
@@ -55,6 +56,7 @@ fn batches() -> Vec<StackBatch> {
         rank: None,
     };
     let worker = SampledProcess {
+        gil_read: Some(false),
         pid: 4300,
         role: ProcessRole::Worker,
         python: "3.11.7".into(),
@@ -236,6 +238,7 @@ fn hour_at_50_hz(path: &Path) -> (u64, usize) {
         stacks.push((S + site, (F..F + 45).chain(tail).collect::<Vec<u32>>()));
     }
     let process = SampledProcess {
+        gil_read: None,
         pid: 31337,
         role: ProcessRole::Main,
         python: "3.11.7".into(),

@@ -85,7 +85,14 @@ mod tests {
     }
 
     fn process(pid: u32, role: ProcessRole) -> SampledProcess {
-        SampledProcess { pid, role, python: "3.11".into(), command: "python train.py".into(), rank: None }
+        SampledProcess {
+            gil_read: None,
+            pid,
+            role,
+            python: "3.11".into(),
+            command: "python train.py".into(),
+            rank: None,
+        }
     }
 
     fn stacks(processes: Vec<SampledProcess>, samples: Vec<ThreadSample>) -> Stacks {

@@ -131,6 +131,7 @@ mod tests {
             stacks: vec![(0, vec![0, 1]), (1, vec![0, 2])],
             processes: vec![
                 SampledProcess {
+                    gil_read: None,
                     pid: 9,
                     role: ProcessRole::Main,
                     python: "3.12".into(),
@@ -138,6 +139,7 @@ mod tests {
                     rank: None,
                 },
                 SampledProcess {
+                    gil_read: None,
                     pid: 3,
                     role: ProcessRole::Worker,
                     python: "3.12".into(),

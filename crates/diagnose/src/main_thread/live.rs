@@ -40,7 +40,7 @@ impl Totals {
     pub fn add(&mut self, stacks: &Stacks, samples: &[ThreadSample]) {
         for s in samples {
             let mut class = self.classifier.classify(stacks, s);
-            let votes = self.votes.entry(s.pid).or_default();
+            let votes = self.votes.entry(s.pid).or_insert_with(|| NativeVotes::of(stacks.process(s.pid)));
             votes.add(s);
             votes.refine(s, &mut class);
             self.now.insert(s.pid, (s.t_us, class.state, site_text(stacks, s.stack)));

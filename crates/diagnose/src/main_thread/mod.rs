@@ -41,43 +41,19 @@ pub(crate) struct Point {
     pub split: bool,
 }
 
-/// Samples that share their time evenly: about half a second at 50 Hz.
-const WEIGHT_RUN: usize = 32;
+/// Samples whose gaps are checked against one median for pauses: a third of a second at 50 Hz.
+const WEIGHT_RUN: usize = 16;
+/// Gaps on each side of a sample that it shares its time with.
+const WEIGHT_HALF: usize = 8;
 
 /// A process's samples, classified, in time order.
 pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
     let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    let mut gaps: Vec<f64> = mine.windows(2).map(|w| t(w[1].t_us) - t(w[0].t_us)).filter(|g| *g > 0.0).collect();
-    gaps.sort_by(f64::total_cmp);
-    let cap = gaps.get(gaps.len() / 2).map_or(0.05, |m| 2.0 * m);
-    // Each sample of a stretch stands for the same time, the stretch's gaps shared evenly, not for
-    // the gap after it: the sampler's next read comes later after some states than others (a
-    // running thread's stack is slower to copy), and weighing a sample by the gap after it would
-    // weigh its state by that. The stretch's time is kept whole, so a profile sums to the time
-    // sampled.
-    let weights: Vec<f64> = mine
-        .chunks(WEIGHT_RUN)
-        .enumerate()
-        .flat_map(|(k, run)| {
-            let start = k * WEIGHT_RUN;
-            let gaps: Vec<f64> =
-                (start..start + run.len()).filter_map(|i| Some(t(mine.get(i + 1)?.t_us) - t(mine[i].t_us))).collect();
-            // A pause in sampling is not time in a state: a gap counts up to twice the stretch's
-            // median (the whole run's where the stretch is too short to say).
-            let mut sorted = gaps.clone();
-            sorted.sort_by(f64::total_cmp);
-            let local_cap = if sorted.len() >= 8 { 2.0 * sorted[sorted.len() / 2] } else { cap };
-            let covered: f64 = gaps.iter().map(|g| g.clamp(0.0, local_cap)).sum();
-            // The last sample of all stands for a typical gap: none follows it.
-            let n_gaps = run.len() - usize::from(start + run.len() == mine.len());
-            let each = if n_gaps > 0 { covered / n_gaps as f64 } else { cap / 2.0 };
-            std::iter::repeat_n(each, run.len())
-        })
-        .collect();
+    let weights = weights(&mine.iter().map(|s| t(s.t_us)).collect::<Vec<_>>());
     let mut classifier = Classifier::default();
-    let mut votes = NativeVotes::default();
+    let mut votes = NativeVotes::of(st.process(pid));
     mine.iter().for_each(|s| votes.add(s));
     let pts = mine
         .iter()
@@ -96,19 +72,83 @@ pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
     clocks::apply(&mine, pts)
 }
 
-/// Where the reader tells who holds the GIL (some sample shows this thread holding it), a thread
-/// running with the GIL free runs native code that let it go: a torch CPU op, numpy, a CUDA
-/// launch. One sample's GIL and frames are read moments apart, so a pure-Python line is now and
-/// then read with the GIL free: a stack is native only where most of its running samples say so.
-/// One process's votes; the diagnosis and the live totals refine a class the same way.
+/// The time each sample at `t_s` stands for. Not the gap after it: the sampler's next read
+/// comes later after some states than others (a running thread's stack is slower to copy), and
+/// weighing a sample by the gap after it would weigh its state by that. Each sample takes the
+/// mean of the gaps around it, so samples of states that alternate faster than that stand for
+/// the same time, while a rate that changes over seconds (the sampler starting slower, a budget
+/// that tightens) is followed: evenly shared over a whole stretch, a start-up's import read at
+/// 4 Hz and its next phase at 14 Hz moved 0.6 s from one to the other. A pause in sampling is
+/// not time in a state: a gap counts up to twice the largest median of its stretch and the two
+/// beside it (the whole run's where a stretch is too short to say). The weights sum to the time
+/// sampled.
+fn weights(t_s: &[f64]) -> Vec<f64> {
+    let gaps: Vec<f64> = t_s.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut sorted: Vec<f64> = gaps.iter().copied().filter(|g| *g > 0.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let cap = sorted.get(sorted.len() / 2).map_or(0.05, |m| 2.0 * m);
+    // Each stretch's median, and a gap's cap from its own stretch and the two beside it: a
+    // stretch where the rate changes keeps its slower gaps.
+    let medians: Vec<f64> = gaps
+        .chunks(WEIGHT_RUN)
+        .map(|run| {
+            let mut sorted = run.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            if sorted.len() >= 8 { sorted[sorted.len() / 2] } else { cap / 2.0 }
+        })
+        .collect();
+    let capped: Vec<f64> = gaps
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let k = i / WEIGHT_RUN;
+            let near = medians[k.saturating_sub(1)..(k + 2).min(medians.len())].iter().copied().fold(0.0, f64::max);
+            g.clamp(0.0, 2.0 * near)
+        })
+        .collect();
+    if capped.is_empty() {
+        return vec![cap / 2.0; t_s.len()];
+    }
+    let mut prefix = Vec::with_capacity(capped.len() + 1);
+    prefix.push(0.0);
+    for g in &capped {
+        prefix.push(prefix.last().copied().unwrap_or(0.0) + g);
+    }
+    let raw: Vec<f64> = (0..t_s.len())
+        .map(|i| {
+            let (lo, hi) = (i.saturating_sub(WEIGHT_HALF), (i + WEIGHT_HALF).min(capped.len()));
+            (prefix[hi] - prefix[lo]) / (hi - lo) as f64
+        })
+        .collect();
+    // The last sample of all stands for a typical gap: none follows it.
+    let want = prefix[capped.len()] + raw[raw.len() - 1];
+    let got: f64 = raw.iter().sum();
+    let scale = if got > 0.0 { want / got } else { 1.0 };
+    raw.into_iter().map(|w| w * scale).collect()
+}
+
+/// Where the reader tells who holds the GIL, a thread running with the GIL free runs native code
+/// that let it go: a torch CPU op, numpy, a CUDA launch. One sample's GIL and frames are read
+/// moments apart, so a pure-Python line is now and then read with the GIL free: a stack is
+/// native only where most of its running samples say so. One process's votes; the diagnosis and
+/// the live totals refine a class the same way.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct NativeVotes {
+    /// Whether a free GIL is free: the sampler says whether its reader sees the GIL. A recording
+    /// from before it said so is trusted once a sample shows the thread holding the GIL; a loop
+    /// blocked in its CUDA launches almost never does, and was read native or Python by luck.
+    gil_read: Option<bool>,
     gil_told: bool,
     /// Stack → its running samples with the GIL held, and free.
     running: HashMap<u32, (usize, usize)>,
 }
 
 impl NativeVotes {
+    /// The votes of `process`'s main thread.
+    pub(crate) fn of(process: Option<&gpulse_model::SampledProcess>) -> Self {
+        Self { gil_read: process.and_then(|p| p.gil_read), ..Self::default() }
+    }
+
     pub(crate) fn add(&mut self, s: &gpulse_model::ThreadSample) {
         self.gil_told |= s.gil == gpulse_model::Gil::Held;
         if s.kernel.state != 'R' {
@@ -125,7 +165,7 @@ impl NativeVotes {
     /// `python` becomes `native` where the votes say the stack runs without the GIL.
     pub(crate) fn refine(&self, s: &gpulse_model::ThreadSample, class: &mut Class) {
         let native_stack = self.running.get(&s.stack).is_some_and(|(held, free)| free > held);
-        if self.gil_told
+        if self.gil_read.unwrap_or(self.gil_told)
             && native_stack
             && class.state == ThreadState::Python
             && s.gil == gpulse_model::Gil::Free

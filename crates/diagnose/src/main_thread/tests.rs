@@ -27,6 +27,7 @@ fn stacks() -> Stacks {
         frames,
         stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6]],
         processes: vec![SampledProcess {
+            gil_read: None,
             pid: 7,
             role: ProcessRole::Main,
             python: "3.11.7".into(),
@@ -198,6 +199,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
     st.stacks.push(vec![n + 2, n + 3]);
     let (wait, work) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
     st.processes.push(SampledProcess {
+        gil_read: None,
         pid: 8,
         role: ProcessRole::Worker,
         python: "3.11.7".into(),
@@ -362,6 +364,55 @@ fn the_live_totals_tell_native_code_as_the_diagnosis_does() {
     assert_eq!(t.now[&7].1, ThreadState::Native);
 }
 
+/// A sample stands for the gaps around it: a start-up read first at 4 Hz, then faster as the
+/// sampler warms up, keeps each phase's own time, while samples whose next read comes later by
+/// their state (a running stack is slower to copy) stand for the same time.
+#[test]
+fn samples_stand_for_the_gaps_around_them() {
+    // A real start-up's sample times (s): an import that ran to 3.50 s by the job's own clock,
+    // then 2.0 s of its own code, then the loop's sleeps (`tests/cli/thread_clocks.rs`'s STARTUP).
+    let t = [
+        0.0, 0.0146, 0.2637, 0.4961, 0.6961, 0.8873, 1.1388, 1.3630, 1.5963, 1.7965, 1.9736, 2.1763, 2.3193, 2.5157,
+        2.6425, 2.7899, 2.9536, 3.0892, 3.1979, 3.3018, 3.4363, 3.5458, 3.6466, 3.7275, 3.8387, 3.9341, 4.0036, 4.0778,
+        4.1432, 4.2189, 4.2918, 4.3616, 4.4318, 4.4917, 4.5617, 4.6149, 4.6674, 4.7243, 4.7804, 4.8362, 4.8766, 4.9204,
+        4.9727, 5.0105, 5.0450, 5.0785, 5.1221, 5.1535, 5.1834, 5.2235, 5.2567, 5.2910, 5.3183, 5.3473, 5.3779, 5.4122,
+        5.4431, 5.4739, 5.4978, 5.5210, 5.5503, 5.5770, 5.6001, 5.6220, 5.6489, 5.6767, 5.7048, 5.7320, 5.7579, 5.7797,
+        5.8080, 5.8328, 5.8609, 5.8838, 5.9056, 5.9262, 5.9520, 5.9796, 6.0071,
+    ];
+    let w = super::weights(&t);
+    let import: f64 = w[..21].iter().sum();
+    let build: f64 = w[21..60].iter().sum();
+    assert!((import - 3.5).abs() < 0.1 && (build - 2.0).abs() < 0.1, "import {import:.2} s, build {build:.2} s");
+    // Alternating 30 ms and 10 ms gaps: every sample 20 ms.
+    let t: Vec<f64> = (0..100).map(|i| f64::from(i / 2) * 0.04 + if i % 2 == 1 { 0.03 } else { 0.0 }).collect();
+    let w = super::weights(&t);
+    assert!(w[10..90].iter().all(|x| (x - 0.02).abs() < 0.0015), "{:?}", &w[10..20]);
+}
+
+/// A loop blocked in native calls (CUDA launches) whose Python between them is never caught:
+/// where the sampler says its reader sees the GIL, a free GIL is free, live and in the
+/// diagnosis; a recording from before it said so, or a reader blind to the GIL, keeps to Python
+/// until a sample shows the thread holding it.
+#[test]
+fn a_free_gil_is_trusted_where_the_reader_sees_the_gil() {
+    for (gil_read, want) in
+        [(Some(true), ThreadState::Native), (None, ThreadState::Python), (Some(false), ThreadState::Python)]
+    {
+        let mut st = stacks();
+        st.processes[0].gil_read = gil_read;
+        let samples: Vec<ThreadSample> =
+            (0..40).map(|i| ThreadSample { gil: Gil::Free, ..sample(f64::from(i) * 0.02, 3) }).collect();
+        let mut t = super::Totals::default();
+        t.add(&st, &samples);
+        assert_eq!(t.now[&7].1, want, "{gil_read:?}: {:?}", t.seconds);
+        st.samples = samples;
+        let mut r = testing::run(vec![]);
+        r.stacks = Arc::new(st);
+        let pts = points(&r, 7);
+        assert!(pts.iter().all(|p| p.class.state == want), "{gil_read:?}: {:?}", pts[0].class);
+    }
+}
+
 /// A process first sampled while importing is settled by all its samples: `mp.spawn`'s parent,
 /// waiting in `join` the rest of the run, is no process of the job; a process whose samples
 /// mostly run a DataLoader worker's loop is a worker.
@@ -378,6 +429,7 @@ fn roles_are_settled_by_every_sample_not_the_first() {
         frame("/v/site-packages/torch/utils/data/_utils/worker.py", 300, "_worker_loop", "r = index_queue.get("),
     ];
     let proc = |pid| SampledProcess {
+        gil_read: None,
         pid,
         role: ProcessRole::Main,
         python: "3.12".into(),

@@ -414,6 +414,7 @@ mod tests {
             frames,
             stacks: paths,
             processes: vec![SampledProcess {
+                gil_read: None,
                 pid,
                 role: ProcessRole::Main,
                 python: "3.11.7".into(),

@@ -360,6 +360,7 @@ fn the_main_threads_states_are_counters() {
         stacks: vec![(0, vec![0])],
         samples: (0..=300).map(sample).collect(),
         processes: vec![SampledProcess {
+            gil_read: None,
             pid: 7,
             role: ProcessRole::Main,
             python: "3.12".into(),

@@ -175,6 +175,7 @@ impl Target {
         };
         let pid = self.pid;
         let t_us = gpulse_base::clock::now_us();
+        let before = kernel_state(pid);
         if let Some(w) = walker {
             match w.sample() {
                 Ok(walked) if self.role.is_none() && walked.frames.is_empty() => {
@@ -189,11 +190,12 @@ impl Target {
                 Ok(walked) => {
                     *walker_failures = 0;
                     *failures = 0;
-                    let kernel = kernel_state(pid);
+                    let kernel = straddled(before, proc_info::task_state(pid, pid), walked.gil == WalkedGil::Held);
                     if self.role.is_none() {
                         let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
                         let python = spy.version.to_string();
-                        match first_role(pid, names.into_iter(), python, workers, out) {
+                        let gil_read = spy.addresses.threadstate_address != 0;
+                        match first_role(pid, names.into_iter(), python, gil_read, workers, out) {
                             Ok(r) => self.role = Some(r),
                             Err(next) => {
                                 self.phase = next;
@@ -242,14 +244,16 @@ impl Target {
             }
         };
         *failures = 0;
-        let kernel = kernel_state(pid);
+        let after = proc_info::task_state(pid, pid);
         let Some(main) = main_thread(&traces, pid) else { return Outcome::Skipped };
+        let kernel = straddled(before, after, traces[main].owns_gil);
         if self.role.is_none() {
             if traces[main].frames.is_empty() {
                 return Outcome::Skipped;
             }
             let names = traces[main].frames.iter().map(|f| (f.filename.as_str(), f.name.as_str()));
-            match first_role(pid, names, spy.version.to_string(), workers, out) {
+            let gil_read = spy.addresses.threadstate_address != 0;
+            match first_role(pid, names, spy.version.to_string(), gil_read, workers, out) {
                 Ok(r) => self.role = Some(r),
                 Err(next) => {
                     self.phase = next;
@@ -272,8 +276,7 @@ impl Target {
     }
 }
 
-/// The kernel's side of the main thread, read right after its stack: both describe the same
-/// moment as near as two reads can.
+/// The kernel's side of the main thread, read right before its stack.
 fn kernel_state(pid: u32) -> KernelState {
     KernelState {
         state: proc_info::task_state(pid, pid).unwrap_or('?'),
@@ -282,13 +285,30 @@ fn kernel_state(pid: u32) -> KernelState {
     }
 }
 
+/// The kernel's side of a sample whose stack was read between `before` and a second read of the
+/// thread's state letter, `after`. Where the two differ, the stack is of one side of a
+/// transition: the side running Python if the read saw the thread hold the GIL, else the side
+/// that released it (a blocking call). Either state alone would put both transitions of a loop
+/// of Python and a blocking call on the call: on a loop that fsyncs each step, 5 points of its
+/// Python were read as disk.
+fn straddled(before: KernelState, after: Option<char>, holds_gil: bool) -> KernelState {
+    let Some(after) = after.filter(|a| *a != before.state) else { return before };
+    let running = KernelState { state: 'R', syscall: None, wchan: None };
+    match (holds_gil, before.state == 'R', after == 'R') {
+        (true, false, true) => running,
+        (false, true, false) => KernelState { state: after, syscall: None, wchan: None },
+        _ => before,
+    }
+}
+
 /// The role of a process from its first stack (`(file, function)` of each frame), said in `out`
-/// once; else the phase of a process not to be sampled (a launcher, a helper, or a worker when
+/// once with whether the reader sees the GIL (`gil_read`); else the phase of a process not to be sampled (a launcher, a helper, or a worker when
 /// workers are off).
 fn first_role<'a>(
     pid: u32,
     frames: impl Iterator<Item = (&'a str, &'a str)> + Clone,
     python: String,
+    gil_read: bool,
     workers: bool,
     out: &mut StackBatch,
 ) -> Result<ProcessRole, Phase> {
@@ -305,7 +325,7 @@ fn first_role<'a>(
                 ProcessRole::Main => proc_info::environ(pid).and_then(|e| gpulse_model::Rank::from_environ(&e)),
                 ProcessRole::Worker => None,
             };
-            out.processes.push(SampledProcess { pid, role: r, python, command, rank });
+            out.processes.push(SampledProcess { pid, role: r, python, command, rank, gil_read: Some(gil_read) });
             Ok(r)
         }
         None => Err(Phase::Done),
@@ -396,6 +416,29 @@ fn ptrace_advice() -> String {
 
 #[cfg(test)]
 mod tests {
+    use gpulse_model::KernelState;
+
+    use super::straddled;
+
+    /// A read that saw the thread hold the GIL is of its Python; one that saw it free is of the
+    /// call that released it; a state that held across the read is the state.
+    #[test]
+    fn a_read_across_a_transition_takes_the_side_its_stack_is_of() {
+        let k = |state, syscall: Option<u32>| KernelState { state, syscall, wchan: syscall.map(|_| "w".to_owned()) };
+        let fsync = || k('D', Some(74));
+        // Python, then into fsync: the stack (GIL held) is the Python's.
+        assert_eq!(straddled(k('R', None), Some('D'), true), k('R', None));
+        // Out of fsync into Python: the stack (GIL free) is the fsync's.
+        assert_eq!(straddled(fsync(), Some('R'), false), fsync());
+        // Into a lock wait without the GIL (the C code released it): the wait.
+        assert_eq!(straddled(k('R', None), Some('S'), false), k('S', None));
+        // Woken with the GIL taken again: running.
+        assert_eq!(straddled(k('S', Some(202)), Some('R'), true), k('R', None));
+        // No change, or no second read: the first.
+        assert_eq!(straddled(fsync(), Some('D'), true), fsync());
+        assert_eq!(straddled(k('S', Some(202)), None, false), k('S', Some(202)));
+    }
+
     /// Launchers by their command lines, whatever their first stack; the processes they start
     /// are not launchers.
     #[test]
