@@ -276,6 +276,30 @@ fn on_an_h100_fsync_in_the_loop_is_file_io_by_the_threads_clocks() {
     assert!(python.is_none_or(|p| !p["evidence"]["site"].as_str().unwrap().contains(":208 ")), "{d:#}");
 }
 
+/// A real H100 recording made by the sampler that reads the thread's state on both sides of its
+/// stack (`tests/fixtures/h100-thread-clocks/fsync_cuda.db`): a CUDA loop that writes, flushes and
+/// fsyncs each step. The fsync leads at its line within 5 points of the loop's own timing, with
+/// advice for a sync to storage, not for reads; the matmuls' launches at `a @ a`, native code with
+/// the GIL released on a GPU process, get advice for launches as well as for CPU ops (the samples
+/// cannot tell the two apart), never CPU-op advice alone.
+#[test]
+fn on_an_h100_an_fsync_gets_advice_for_a_sync_and_a_launch_line_for_launches() {
+    let d = leads_within_5_points_in(
+        "h100-thread-clocks",
+        "fsync_cuda",
+        "disk_wait",
+        "device/main_thread_workloads.py:207 one_host_step",
+    );
+    let advice = |id: &str| -> String {
+        let f = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("{d:#}"));
+        f["advice"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect::<Vec<_>>().join(" | ")
+    };
+    let disk = advice("disk_wait");
+    assert!(disk.contains("fsync") && disk.contains("every N steps") && !disk.contains("DataLoader"), "{disk}");
+    let native = advice("main_thread_native");
+    assert!(native.contains("launch") && native.contains("CUDA graphs") && native.contains("CPU tensors"), "{native}");
+}
+
 /// A real H100 recording (`tests/fixtures/h100-thread-clocks/gpu_bound.db`, made by a sampler
 /// that says its reader sees the GIL): a GPU-bound CUDA loop whose main thread is blocked in its
 /// kernel launches, torch having let the GIL go. Its loop is native code at the launching line,

@@ -143,6 +143,9 @@ fn fsync_in_the_loop_is_file_io_not_python() {
     assert!(python_got < python_max + 0.05, "python: {python_got:.3}, the rest of the wall {python_max:.3}: {d:#}");
     let disk = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "disk_wait").expect("disk_wait");
     assert!(disk["evidence"]["site"].as_str().unwrap().contains(&format!("{script}:13 ")), "{disk:#}");
+    // Advice for a sync to storage, not for reading data.
+    let advice = disk["advice"][0].as_str().unwrap();
+    assert!(advice.contains("fsync") && !advice.contains("DataLoader"), "{advice}");
     let python = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "main_thread_python");
     assert!(python.is_none_or(|p| !p["evidence"]["site"].as_str().unwrap().contains(":13 ")), "{d:#}");
 }

@@ -284,8 +284,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         f.advice = advice(
             (state, domain),
             recompile,
-            launches,
-            site.map(|s| s.site()).as_deref(),
+            (g.is_some(), launches),
+            site,
             drain.as_deref().map(|d| (d, explicit_sync)),
             holder.as_deref(),
         );
@@ -330,12 +330,13 @@ fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Opti
 fn advice(
     (state, domain): (ThreadState, Option<Domain>),
     recompile: bool,
-    launches: bool,
-    site: Option<&str>,
+    (on_gpu, launches): (bool, bool),
+    site: Option<&gpulse_model::PyFrame>,
     drain: Option<(&str, bool)>,
     holder: Option<&str>,
 ) -> Vec<String> {
-    let at = site.map(|s| format!(" ({s})")).unwrap_or_default();
+    let at = site.map(|s| format!(" ({})", s.site())).unwrap_or_default();
+    let code = site.and_then(|s| s.code.as_deref()).unwrap_or("");
     let mut out: Vec<String> = match (state, domain) {
         (_, Some(Domain::Compile)) if recompile => vec![
             "torch.compile recompiles inside the loop: pad inputs to a few bucket sizes, or torch._dynamo.mark_dynamic(x, dim) on the dimension that varies".into(),
@@ -377,6 +378,16 @@ fn advice(
         (ThreadState::Python, _) => vec![format!(
             "the job's own Python{at} is the step's critical path: make it tensor operations, run it every N steps, or move it to the DataLoader's workers"
         )],
+        // torch lets the GIL go for each op: on CUDA tensors the time is the launches, on CPU
+        // tensors the op itself, and the samples cannot tell the two apart.
+        (ThreadState::Native, _) if launches => vec![
+            format!("torch's ops{at} hold the main thread with the GIL released: on CUDA tensors that is launching the GPU's work, the step's critical path: do more work per launch (a larger batch, gradient accumulation), or cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs"),
+            "on CPU tensors it is the ops themselves: move them to the GPU, or to the DataLoader's workers".into(),
+        ],
+        (ThreadState::Native, _) if on_gpu => vec![
+            format!("native code{at} runs on the main thread with the GIL released: a torch op on CPU tensors, numpy or PIL is CPU work, to run on the GPU as tensor ops or in the DataLoader's workers, where it overlaps the GPU's work"),
+            "a torch op on CUDA tensors is launching the GPU's work: do more per launch (a larger batch), or cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs".into(),
+        ],
         (ThreadState::Native, _) => vec![format!(
             "native CPU code{at} runs on the main thread with the GIL released (a torch CPU op, numpy, PIL): run it on the GPU as tensor ops on CUDA tensors, or in the DataLoader's workers, where it overlaps the GPU's work"
         )],
@@ -391,6 +402,15 @@ fn advice(
         (ThreadState::Network, _) => vec![format!(
             "overlap the network fetch with compute{at}: fetch in the DataLoader's workers or a background thread, a batch ahead, or cache the data locally"
         )],
+        // The line says which way the data goes: a sync to storage, a write, or a read.
+        (ThreadState::Disk, _) if code.contains("fsync(") || code.contains("fdatasync(") => vec![format!(
+            "the main thread waits for storage to confirm a write{at}: an fsync in the step costs a round trip to the device each time; sync every N steps or at the end, or write and sync from a background thread"
+        )],
+        (ThreadState::Disk, _) if [".write(", ".flush()", "os.pwrite(", ".tofile("].iter().any(|c| code.contains(c)) => {
+            vec![format!(
+                "the main thread waits on a write{at}: buffer it and write every N steps, or hand it to a background thread with a queue"
+            )]
+        }
         (ThreadState::Disk, _) => vec![format!(
             "the main thread waits on storage{at}: read in the DataLoader's workers, keep the data on local disk or in memory, and write checkpoints asynchronously"
         )],
