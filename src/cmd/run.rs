@@ -34,6 +34,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     )?;
     let marks =
         MarkReceiver::bind().map_err(|e| eprintln!("gpulse: no marks from the job (cannot open a socket: {e})")).ok();
+    let job_folder = marks.as_ref().map(|m| m.folder().to_owned());
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     let mut _bootstrap = None;
     if let Some(m) = &marks {
@@ -65,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // Whatever becomes of gpulse, the job's stderr stays open and reaches the terminal.
-    let _guardian = gpulse_job::guardian::Guardian::start(&stderr)
+    let _guardian = gpulse_job::guardian::Guardian::start(&stderr, job_folder.as_deref())
         .map_err(|e| eprintln!("gpulse: the job's stderr depends on gpulse staying alive ({e})"))
         .ok();
     session.follow(child.id(), command_line);

@@ -55,3 +55,62 @@ fn the_suites_helpers_leave_no_path_and_no_process_passed_or_failed() {
         }
     }
 }
+
+/// What a `gpulse run --instrument` leaves in the temporary folder once it and its job are
+/// done, for each way they end: gpulse ended by SIGTERM, SIGINT and SIGKILL (which no handler
+/// sees: the keeper of the job's stderr removes the folder once the job is done), the job
+/// killed by a signal, the job ending, and a command that never started. Nothing, each time.
+#[test]
+fn a_run_leaves_nothing_in_the_temporary_folder_however_it_ends() {
+    let job = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n\
+               time.sleep(float(sys.argv[2]))\nif sys.argv[3] == 'kill': os.kill(os.getpid(), 9)\n";
+    for (how, job_s, signal) in [
+        ("gpulse SIGTERM", 30.0, Some(libc::SIGTERM)),
+        ("gpulse SIGINT", 30.0, Some(libc::SIGINT)),
+        ("gpulse SIGKILL", 2.0, Some(libc::SIGKILL)),
+        ("job SIGKILL", 0.5, None),
+        ("job ends", 0.5, None),
+        ("no such command", 0.0, None),
+    ] {
+        let (tmp, runtime) = (fresh_dir("hygiene", "tmpdir"), fresh_dir("hygiene", "runtime"));
+        let here = fresh_dir("hygiene", "job");
+        let (script, pid_file) = (here.join("job.py"), here.join("pid"));
+        std::fs::write(&script, job).unwrap();
+        let scenario = scenario_file("hygiene-run", r#"{"init_error": 9, "devices": []}"#);
+        let mut cmd = super::support::gpulse(None);
+        cmd.env("GPULSE_FAKE_NVML_SCENARIO", &*scenario).env("TMPDIR", &*tmp).env("GPULSE_JOBS_DIR", here.join("jobs"));
+        // Where the user's session has a runtime folder, the run's folder goes there.
+        let made_in = if how.contains("SIGKILL") || how == "job ends" {
+            cmd.env("XDG_RUNTIME_DIR", &*runtime);
+            &runtime
+        } else {
+            cmd.env_remove("XDG_RUNTIME_DIR");
+            &tmp
+        };
+        cmd.args(["run", "--status", "off", "--no-report", "--instrument", "-o"]).arg(here.join("r.db")).arg("--");
+        if how == "no such command" {
+            cmd.arg(here.join("nonexistent"));
+        } else {
+            cmd.arg("python3").arg(&script).arg(&pid_file).arg(job_s.to_string());
+            cmd.arg(if how == "job SIGKILL" { "kill" } else { "end" });
+        }
+        let mut gpulse = KillOnDrop::spawn(cmd.stdout(Stdio::null()).stderr(Stdio::null()));
+        if how != "no such command" {
+            wait_until(20, &format!("{how}: the job to start"), || {
+                pid_file.exists() && made_in.read_dir().unwrap().count() > 0
+            });
+        }
+        if let Some(sig) = signal {
+            // SAFETY: a signal to the gpulse this test started.
+            unsafe { libc::kill(gpulse.id() as i32, sig) };
+        }
+        gpulse.wait().unwrap();
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let pid: u32 = pid.parse().unwrap();
+            wait_until(40, &format!("{how}: the job to end"), || !alive(pid));
+        }
+        for d in [&tmp, &runtime] {
+            wait_until(10, &format!("{how}: {} to be empty", d.display()), || d.read_dir().unwrap().count() == 0);
+        }
+    }
+}

@@ -115,11 +115,16 @@ pub struct MarkReceiver {
 }
 
 impl MarkReceiver {
-    /// Binds a socket in a new private directory under the temporary directory. Nothing is read
-    /// before [`MarkReceiver::start`] names the job.
+    /// Binds a socket in a new private directory under the user's runtime folder
+    /// (`$XDG_RUNTIME_DIR`, which the session's end clears), else the temporary folder. Nothing
+    /// is read before [`MarkReceiver::start`] names the job.
     pub fn bind() -> std::io::Result<Self> {
         let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let dir = std::env::temp_dir().join(format!("gpulse-{}-{stamp}", std::process::id()));
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_absolute() && d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("gpulse-{}-{stamp}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let path = dir.join("events.sock");
         let socket = UnixDatagram::bind(&path)?;
@@ -147,6 +152,11 @@ impl MarkReceiver {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The private folder the socket is in, with `--instrument`'s files beside it.
+    pub fn folder(&self) -> &Path {
+        &self.dir
     }
 
     /// Everything received since the last call.
