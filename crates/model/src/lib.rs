@@ -39,8 +39,8 @@ pub use stacks::{
     role_of,
 };
 pub use table::{
-    Call, Dcgm, Every, HAND_READ, Kind, Shown, Source, TABLE, TableMetric, TableReading, TableReadings, Unit,
-    hand_read, metrics, table_metric,
+    Call, Column, Dcgm, Every, HAND_READ, Kind, Place, Scale, Shown, Source, TABLE, TableMetric, TableReading,
+    TableReadings, Unit, calls_in, columns_in, count_in, hand_read, metrics, table_metric,
 };
 pub use workload::{Pod, SlurmJob, Workload};
 

@@ -57,7 +57,105 @@ pub struct Call {
     pub write: fn(&mut GpuSample, u64),
     /// The device fact that stands for the value when a sample lacks it (`--query-gpu` only).
     pub device: Option<fn(&DeviceInfo) -> Option<u64>>,
+    /// Where a recording keeps it; `None` for a second name of a field another row keeps, and
+    /// for a value worked out from others when read (`memory_free_bytes`).
+    pub column: Option<Column>,
 }
+
+/// A hand-read metric's column in a recording. The names are the recording's own and never
+/// change: users' SQL and DataFrames read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub place: Place,
+    pub scale: Scale,
+}
+
+/// Which table of the recording holds a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// `gpu_sample_rows`: a row every poll, the readings that move.
+    Base,
+    /// `gpu_state`: a row only when one of its readings changed.
+    State,
+}
+
+/// How a value is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// As the row's unit gives it (a bitmask as its 64 bits, signed).
+    One,
+    /// Bytes (or bytes a second) as KiB, rounded up, so that MiB rounded up stays exact.
+    Kib,
+}
+
+impl Scale {
+    /// The stored integer of `v`.
+    pub fn store(self, v: u64) -> i64 {
+        match self {
+            Self::One => v as i64,
+            Self::Kib => v.div_ceil(1024) as i64,
+        }
+    }
+
+    /// The value a stored integer stands for.
+    pub fn load(self, v: i64) -> u64 {
+        match self {
+            Self::One => v as u64,
+            Self::Kib => (v as u64).saturating_mul(1024),
+        }
+    }
+}
+
+/// The hand-read rows that `place` keeps, with their calls, in the table's order.
+pub fn columns_in(place: Place) -> impl Iterator<Item = (&'static Call, Column)> {
+    HAND_READ.iter().filter_map(move |m| {
+        let call = m.call()?;
+        call.column.filter(|c| c.place == place).map(|c| (call, c))
+    })
+}
+
+/// How many hand-read rows `place` keeps.
+pub const fn count_in(place: Place) -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < HAND_READ.len() {
+        if kept_in(&HAND_READ[i], place).is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The calls of the hand-read rows `place` keeps, in the table's order, as a constant: a
+/// recording's writer reads them for every sample, and a constant's calls are inlined.
+pub const fn calls_in<const N: usize>(place: Place) -> [Call; N] {
+    let mut out = [UNKEPT; N];
+    let (mut i, mut n) = (0, 0);
+    while i < HAND_READ.len() {
+        if let Some(c) = kept_in(&HAND_READ[i], place) {
+            out[n] = c;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "N is count_in(place)");
+    out
+}
+
+const fn kept_in(m: &TableMetric, place: Place) -> Option<Call> {
+    match m.source {
+        Source::Call(c) => match c.column {
+            Some(Column { place: p, .. }) if p as u8 == place as u8 => Some(c),
+            _ => None,
+        },
+        Source::Field(_) => None,
+    }
+}
+
+/// A placeholder for [`calls_in`]'s array before it is filled.
+const UNKEPT: Call =
+    Call { name: "", metric: Metric::Utilization, read: |_| None, write: |_, _| {}, device: None, column: None };
 
 /// The unit a metric's value is kept in: the unit in its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use gpulse_model::{
-    DeviceInfo, DeviceStatus, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample, Snapshot, TreeProcess,
-    TreeSample, UtilSample,
+    Call, Column, DeviceInfo, DeviceStatus, GpmMetrics, GpuProcessClass, GpuSample, HostSample, ProcessSample,
+    Snapshot, TreeProcess, TreeSample, UtilSample,
 };
 use rusqlite::{Connection, Row};
 
@@ -165,15 +165,27 @@ fn timeline<T>(
     Ok(out)
 }
 
+/// The metric table's columns of `place` that `table` has, with their calls: a column an older
+/// file lacks reads as absent.
+fn kept(
+    conn: &Connection,
+    table: &str,
+    place: gpulse_model::Place,
+) -> Result<Vec<(&'static Call, Column)>, RecordError> {
+    let present: Vec<String> = rows(conn, &format!("SELECT name FROM pragma_table_info('{table}')"), |r| r.get(0))?;
+    Ok(gpulse_model::columns_in(place).filter(|(_, c)| present.iter().any(|p| p == c.name)).collect())
+}
+
 /// Hands every snapshot to `emit` in time order, holding only one at a time.
 fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), RecordError> {
     let opt_u32 = |r: &Row<'_>, i: usize| r.get::<_, Option<u32>>(i);
-    let state = timeline(conn, "SELECT * FROM gpu_state ORDER BY t_ms", |r| {
-        let v = |i: usize| r.get::<_, Option<i64>>(i);
-        Ok((
-            [v(2)?, v(3)?, v(4)?, v(5)?, v(6)?, v(7)?, v(8)?, v(9)?, v(10)?, v(11)?, v(12)?, v(13)?],
-            r.get::<_, Option<String>>(14)?,
-        ))
+    // The metric table's columns, by name.
+    let state_columns = kept(conn, "gpu_state", gpulse_model::Place::State)?;
+    let named = |cols: &[(&Call, Column)]| cols.iter().map(|(_, c)| format!(", {}", c.name)).collect::<String>();
+    let sql = format!("SELECT t_ms, gpu, absent_json{} FROM gpu_state ORDER BY t_ms", named(&state_columns));
+    let state = timeline(conn, &sql, |r| {
+        let values: Vec<Option<i64>> = (0..state_columns.len()).map(|i| r.get(3 + i)).collect::<Result<_, _>>()?;
+        Ok((values, r.get::<_, Option<String>>(2)?))
     })?;
     // GPM windows stream beside the samples (both in time order): only the latest window of each
     // GPU is held.
@@ -241,31 +253,23 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
     let workloads = crate::workloads::Timelines::read(conn)?;
     let mut table = crate::table::Changes::read(conn)?;
     let hires = timeline(conn, "SELECT t_ms, gpu, util_pct FROM gpu_util_hires ORDER BY t_ms", |r| r.get::<_, u32>(2))?;
-    let sql = "SELECT t_ms, gpu, lost, util_gpu_pct, util_mem_pct, mem_used_kib, temp_gpu_c, temp_mem_c, power_mw, \
-               sm_mhz, mem_mhz, pstate, reasons, fan_pct FROM gpu_samples ORDER BY id";
-    let mut stmt = conn.prepare(sql)?;
+    let base_columns = kept(conn, "gpu_samples", gpulse_model::Place::Base)?;
+    let sql = format!("SELECT t_ms, gpu, lost{} FROM gpu_samples ORDER BY id", named(&base_columns));
+    let mut stmt = conn.prepare(&sql)?;
     let mut base = stmt.query([])?;
     let read_row = |r: &Row<'_>| -> rusqlite::Result<(i64, GpuSample)> {
         let t: i64 = r.get(0)?;
-        Ok((
-            t,
-            GpuSample {
-                gpu_index: r.get(1)?,
-                status: if r.get::<_, Option<i64>>(2)?.is_some() { DeviceStatus::Lost } else { DeviceStatus::Ok },
-                util_gpu_pct: opt_u32(r, 3)?,
-                util_mem_pct: opt_u32(r, 4)?,
-                memory_used_bytes: r.get::<_, Option<i64>>(5)?.map(bytes),
-                temperature_gpu_c: opt_u32(r, 6)?,
-                temperature_memory_c: opt_u32(r, 7)?,
-                power_draw_mw: opt_u32(r, 8)?,
-                clock_sm_mhz: opt_u32(r, 9)?,
-                clock_mem_mhz: opt_u32(r, 10)?,
-                pstate: opt_u32(r, 11)?,
-                clocks_event_reasons: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
-                fan_speed_pct: opt_u32(r, 13)?,
-                ..GpuSample::default()
-            },
-        ))
+        let mut g = GpuSample {
+            gpu_index: r.get(1)?,
+            status: if r.get::<_, Option<i64>>(2)?.is_some() { DeviceStatus::Lost } else { DeviceStatus::Ok },
+            ..GpuSample::default()
+        };
+        for (i, (call, column)) in base_columns.iter().enumerate() {
+            if let Some(v) = r.get::<_, Option<i64>>(3 + i)? {
+                (call.write)(&mut g, column.scale.load(v));
+            }
+        }
+        Ok((t, g))
     };
     let (mut state_pos, mut poll_pos) = (HashMap::new(), HashMap::new());
     let mut hires_pos: HashMap<u32, usize> = HashMap::new();
@@ -274,22 +278,16 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
         let (t, mut g) = read_row(row)?;
         let gpu = g.gpu_index;
         if let Some((v, absent)) = as_of(state.get(&gpu), state_pos.entry(gpu).or_insert(0), t) {
-            g.memory_total_bytes = v[0].map(bytes);
-            g.memory_reserved_bytes = v[1].map(bytes);
+            for ((call, column), value) in state_columns.iter().zip(v) {
+                if let Some(value) = value {
+                    (call.write)(&mut g, column.scale.load(*value));
+                }
+            }
+            // Free memory is what the total leaves: worked out, not kept.
             g.memory_free_bytes = g
                 .memory_total_bytes
                 .zip(g.memory_used_bytes)
                 .map(|(tot, used)| tot.saturating_sub(used).saturating_sub(g.memory_reserved_bytes.unwrap_or(0)));
-            g.power_limit_mw = v[2].map(|x| x as u32);
-            g.enforced_power_limit_mw = v[3].map(|x| x as u32);
-            g.clock_graphics_mhz = v[4].map(|x| x as u32);
-            g.pcie_link_gen = v[5].map(|x| x as u32);
-            g.pcie_link_width = v[6].map(|x| x as u32);
-            g.pcie_tx_bytes_per_s = v[7].map(bytes);
-            g.pcie_rx_bytes_per_s = v[8].map(bytes);
-            g.ecc_uncorrected_volatile = v[9].map(|x| x as u64);
-            g.ecc_corrected_volatile = v[10].map(|x| x as u64);
-            g.energy_mj = v[11].map(|x| x as u64);
             if let Some(a) = absent {
                 g.absent = serde_json::from_str(a)?;
             }

@@ -3,17 +3,35 @@
 
 use std::collections::HashMap;
 
-use gpulse_model::{GPM_FIELDS, GpmMetrics, GpmUnit, GpuSample};
+use gpulse_model::{GPM_FIELDS, GpmMetrics, GpmUnit, GpuSample, Place};
 use rusqlite::{Connection, params};
 
 use crate::RecordError;
-use crate::units::{kib, ms, pm};
+use crate::units::{ms, pm};
 
-/// The slow-changing fields of one GPU, as last written.
+/// The slow-changing fields of one GPU, as last written, in [`STATE_CALLS`]' order.
 #[derive(Debug, Clone, PartialEq)]
 struct State {
-    values: [Option<i64>; 12],
+    values: [Option<i64>; STATE_CALLS.len()],
     absent: gpulse_model::Absences,
+}
+
+/// The metric table's `gpu_state` columns' calls.
+const STATE_CALLS: [gpulse_model::Call; gpulse_model::count_in(Place::State)] = gpulse_model::calls_in(Place::State);
+
+/// Twelve state columns: [`Rest::write`]'s `fill!` lists one index for each.
+const _: () = assert!(STATE_CALLS.len() == 12, "list the new column's index in Rest::write's fill!");
+
+/// `INSERT OR REPLACE INTO gpu_state (t_ms, gpu, …, absent_json) VALUES (?1, …)`, the columns
+/// named from the metric table.
+fn insert_state() -> String {
+    let columns: Vec<&str> = STATE_CALLS.iter().filter_map(|c| c.column.map(|c| c.name)).collect();
+    let slots: Vec<String> = (1..=columns.len() + 3).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT OR REPLACE INTO gpu_state (t_ms, gpu, {}, absent_json) VALUES ({})",
+        columns.join(", "),
+        slots.join(",")
+    )
 }
 
 /// `INSERT OR REPLACE INTO gpm_samples (t_ms, gpu, interval_ms, …) VALUES (?1, …)`, one column
@@ -35,6 +53,8 @@ pub(crate) struct Rest {
     gpm: HashMap<u32, GpmMetrics>,
     /// The `gpm_samples` insert, its columns named from the model's table.
     insert_gpm: String,
+    /// The `gpu_state` insert, its columns named from the metric table.
+    insert_state: String,
     /// By GPU index: the metric table's readings as last written.
     table: Vec<gpulse_model::TableReadings>,
     hires_ms: HashMap<u32, i64>,
@@ -46,6 +66,7 @@ impl Default for Rest {
             state: Vec::new(),
             gpm: HashMap::new(),
             insert_gpm: insert_gpm(),
+            insert_state: insert_state(),
             table: Vec::new(),
             hires_ms: HashMap::new(),
         }
@@ -55,20 +76,12 @@ impl Default for Rest {
 impl Rest {
     /// Writes what of `g` at `t` (ms) changed since it was last written.
     pub(crate) fn write(&mut self, conn: &Connection, t: i64, g: &GpuSample) -> Result<(), RecordError> {
-        let values = [
-            g.memory_total_bytes.map(kib),
-            g.memory_reserved_bytes.map(kib),
-            g.power_limit_mw.map(i64::from),
-            g.enforced_power_limit_mw.map(i64::from),
-            g.clock_graphics_mhz.map(i64::from),
-            g.pcie_link_gen.map(i64::from),
-            g.pcie_link_width.map(i64::from),
-            g.pcie_tx_bytes_per_s.map(kib),
-            g.pcie_rx_bytes_per_s.map(kib),
-            g.ecc_uncorrected_volatile.map(|v| v as i64),
-            g.ecc_corrected_volatile.map(|v| v as i64),
-            g.energy_mj.map(|v| v as i64),
-        ];
+        // One statement per column, as in `write::base_values`.
+        let mut values = [None; STATE_CALLS.len()];
+        macro_rules! fill {
+            ($($i:literal)*) => { $( values[$i] = crate::write::stored(&STATE_CALLS[$i], g); )* };
+        }
+        fill!(0 1 2 3 4 5 6 7 8 9 10 11);
         let slot = g.gpu_index as usize;
         let unchanged = self
             .state
@@ -77,27 +90,12 @@ impl Rest {
             .is_some_and(|st| st.values == values && st.absent == g.absent);
         if !unchanged {
             let state = State { values, absent: g.absent.clone() };
-            let v = &state.values;
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO gpu_state VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
-            )?
-            .execute(params![
-                t,
-                g.gpu_index,
-                v[0],
-                v[1],
-                v[2],
-                v[3],
-                v[4],
-                v[5],
-                v[6],
-                v[7],
-                v[8],
-                v[9],
-                v[10],
-                v[11],
-                (!state.absent.is_empty()).then(|| serde_json::to_string(&state.absent)).transpose()?
-            ])?;
+            let key = [Some(t), Some(i64::from(g.gpu_index))].map(rusqlite::types::Value::from);
+            let values = state.values.iter().map(|v| rusqlite::types::Value::from(*v));
+            let absent = (!state.absent.is_empty()).then(|| serde_json::to_string(&state.absent)).transpose()?;
+            conn.prepare_cached(&self.insert_state)?.execute(rusqlite::params_from_iter(
+                key.into_iter().chain(values).chain([rusqlite::types::Value::from(absent)]),
+            ))?;
             if self.state.len() <= slot {
                 self.state.resize(slot + 1, None);
             }
