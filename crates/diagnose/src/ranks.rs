@@ -34,7 +34,7 @@ pub struct RankRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_wait_share: Option<f64>,
     /// Of its main thread's sampled time (within its steps, where it marked them), inside
-    /// collectives.
+    /// collectives: waiting for its peers, and for a core once they arrived.
     pub peer_wait_share: f64,
     /// Its main thread's largest state other than waiting for peers, with its share and site.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,7 +127,14 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
                 e.0 += p.dur_s;
                 *e.1.entry(p.stack).or_default() += p.dur_s;
             }
-            let peer = by.get(&ThreadState::PeerWait).map_or(0.0, |e| e.0);
+            // Inside its collectives: waiting for peers, and, on a loaded host, for a core once
+            // they arrived (the wall time around the call, as the rank's own clock has it).
+            let core_in_collectives: f64 = pts
+                .iter()
+                .filter(|p| p.class.state == ThreadState::CoreWait && p.class.domain == Some(Domain::Collective))
+                .map(|p| p.dur_s)
+                .sum();
+            let peer = by.get(&ThreadState::PeerWait).map_or(0.0, |e| e.0) + core_in_collectives;
             let busiest = by
                 .iter()
                 .filter(|(s, _)| **s != ThreadState::PeerWait)
