@@ -300,6 +300,23 @@ fn on_an_h100_an_fsync_gets_advice_for_a_sync_and_a_launch_line_for_launches() {
     assert!(native.contains("launch") && native.contains("CUDA graphs") && native.contains("CPU tensors"), "{native}");
 }
 
+/// A real H100 recording (`tests/fixtures/h100-thread-clocks/disk.db`): a CUDA loop that reads a
+/// 64 MiB file it dropped from the page cache each step, after a set-up that wrote the file in
+/// the second the loop began. The storage counters' write falls in the loop's first second, but
+/// the main thread's samples there are reading: the reads lead within 5 points of the loop's own
+/// timing, and no second of the loop is called a checkpoint's write.
+#[test]
+fn on_an_h100_a_read_after_a_write_in_one_second_is_the_reads() {
+    let d = leads_within_5_points_in(
+        "h100-thread-clocks",
+        "disk",
+        "disk_wait",
+        "device/main_thread_workloads.py:194 one_host_step",
+    );
+    let accounts = d["ledger"]["accounts"].as_array().unwrap();
+    assert!(accounts.iter().all(|a| a["account"] != "storage_write"), "{accounts:#?}");
+}
+
 /// A real H100 recording (`tests/fixtures/h100-thread-clocks/gpu_bound.db`, made by a sampler
 /// that says its reader sees the GIL): a GPU-bound CUDA loop whose main thread is blocked in its
 /// kernel launches, torch having let the GIL go. Its loop is native code at the launching line,

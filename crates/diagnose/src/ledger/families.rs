@@ -132,7 +132,10 @@ pub(super) fn stalls(book: &mut Book, findings: &[Finding], g: Option<&GpuSeries
 
 /// The GPU idle while the job writes in bulk: saving a checkpoint, by its I/O counters.
 pub(super) fn storage_writes(book: &mut Book, run: &Run, g: &GpuSeries) {
-    let writes = bulk_writes_gpu_idle(run, g).into_iter().map(|w| w.0).collect();
+    // The counters say how much a second wrote, not when in it: where the main thread was
+    // sampled, its samples say (a read right after a write in the same second is the read's).
+    let writes =
+        crate::main_thread::writing_within(run, bulk_writes_gpu_idle(run, g).into_iter().map(|w| w.0).collect());
     book.claim(
         K::StorageWrite,
         "writing to storage with the GPU idle (checkpoints)",

@@ -273,6 +273,13 @@ fn thread_lock_frame(f: &PyFrame) -> bool {
         || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
 }
 
+/// Whether a frame's line writes a file, or makes the storage keep it.
+pub(crate) fn writes_a_file(f: &PyFrame) -> bool {
+    const CALLS: [&str; 8] =
+        [".write(", ".flush()", "fsync(", "fdatasync(", "os.pwrite(", ".tofile(", "torch.save(", ".save("];
+    f.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+}
+
 /// Whether a frame's line reads or writes a file: the calls that release the GIL around the I/O.
 fn reads_a_file(f: &PyFrame) -> bool {
     const CALLS: [&str; 14] = [

@@ -265,7 +265,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(h) = &holder {
             f = f.with("gil_holder_site", h.as_str());
         }
-        if let Some(d) = drain.as_deref().filter(|_| state == ThreadState::Python) {
+        if let Some(d) = drain.as_deref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
             f = f.with("gpu_drains_at", d);
         }
         // Waiting for the DataLoader: where its workers spend their time is the line to speed up.
@@ -428,7 +428,7 @@ fn advice(
             "py-spy dump --pid PID --native while it happens shows the native call{at}"
         )],
     };
-    match drain.filter(|_| state == ThreadState::Python) {
+    match drain.filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
         Some((d, true)) => out.push(format!(
             "the GPU's queue drains at {d}, an explicit synchronize: take it out of the step (time the GPU with torch.cuda.Event(enable_timing=True) instead), so the host's next launches overlap the GPU's work"
         )),

@@ -212,6 +212,29 @@ pub(crate) fn settled(st: &Stacks) -> Stacks {
     out
 }
 
+/// Of each span in `spans`, the parts where the ledger's main thread was writing, as its samples
+/// say: at a line that writes, flushes, syncs or saves a file, or in a checkpoint's code. A span
+/// the thread was not sampled in stays whole, for its I/O counters to speak for it.
+pub(crate) fn writing_within(run: &Run, spans: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
+    let Some(pid) = main_pid(run) else { return spans };
+    let pts = points(run, pid);
+    let writes = |p: &Point| {
+        p.class.domain == Some(Domain::Checkpoint)
+            || (p.class.state == ThreadState::Disk
+                && run.stacks.frames_of(p.stack).last().is_some_and(classify::writes_a_file))
+    };
+    let mut out = Vec::new();
+    for [lo, hi] in spans {
+        let within: Vec<&Point> = pts.iter().filter(|p| p.t_s >= lo && p.t_s < hi && !p.split).collect();
+        if within.is_empty() {
+            out.push([lo, hi]);
+            continue;
+        }
+        out.extend(within.into_iter().filter(|p| writes(p)).map(|p| [p.t_s, (p.t_s + p.dur_s).min(hi)]));
+    }
+    out
+}
+
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
 /// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
 /// rank, else the main process sampled most.
