@@ -14,7 +14,7 @@ mod serving;
 
 use std::process::ExitCode;
 
-use gpulse_job::signals;
+use gpulse_base::signal;
 
 use clap::Parser;
 

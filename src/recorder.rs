@@ -83,7 +83,7 @@ pub fn create(
 
 /// Asks to stop on a stop signal, saying which: `stopped by Ctrl-C (SIGINT)`.
 pub fn stop_on_signal() -> Option<String> {
-    crate::signals::received().map(gpulse_base::signal::stopped_by)
+    crate::signal::received().map(gpulse_base::signal::stopped_by)
 }
 
 /// The recording as the pipeline keeps a run: the pipeline decides what, the writer writes.

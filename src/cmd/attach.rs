@@ -8,7 +8,7 @@ use gpulse_model::MetaKey;
 use crate::cli::{AttachArgs, GlobalArgs};
 use crate::cmd::Exit;
 use crate::ops::job::{self, claim_output};
-use crate::{recorder, signals};
+use crate::{recorder, signal};
 
 pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let web = job::web_config(&args.job)?;
@@ -29,7 +29,7 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
     let mut session = job::session(Some(recording), poller, output.clone(), &args.job, web, None, false);
     session.follow(pid, cmdline);
-    signals::catch_stop_signals();
+    signal::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.run(None) {
         JobEnd::RootGone => format!("process {pid} exited"),

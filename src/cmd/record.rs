@@ -7,7 +7,7 @@ use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
 use gpulse_sample::stacks::{Scope, StackOptions};
 
 use crate::cli::{GlobalArgs, RecordArgs};
-use crate::{recorder, signals};
+use crate::{recorder, signal};
 
 pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(pid) = args.pid {
@@ -24,7 +24,7 @@ pub fn run(global: &GlobalArgs, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let mut pipeline = Pipeline::new(Some(recorder::store(recording)), None);
     let span = Span::default();
     pipeline.add_sink(Box::new(span.clone()));
-    signals::catch_stop_signals();
+    signal::catch_stop_signals();
     let _ = writeln!(std::io::stderr(), "{}", starting_line(args, gpus));
     let collector = Collector::spawn_for(poller, args.interval, args.duration);
     // The followed process's end is looked for between polls, so that the recording stops

@@ -15,7 +15,7 @@ use gpulse_model::MetaKey;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::cmd::Exit;
 use crate::ops::job::{self, open_recording};
-use crate::{recorder, signals};
+use crate::{recorder, signal};
 
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let web = job::web_config(&args.job)?;
@@ -50,8 +50,8 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut session = job::session(recording, poller, output.clone(), &args.job, web, marks, args.instrument);
-    signals::catch_stop_signals();
-    signals::catch_continue();
+    signal::catch_stop_signals();
+    signal::catch_continue();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;
     let child::Job { mut child, stderr } = match child::spawn(&args.command, &env, stderr_is_tty) {
         Ok(j) => j,

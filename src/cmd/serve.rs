@@ -7,7 +7,7 @@ use gpulse_live::{Collector, Pipeline, Stopped, Until, WithStacks};
 use gpulse_serve::{Auth, Config, SharedWebConfig};
 
 use crate::cli::{GlobalArgs, ServeArgs};
-use crate::{recorder, serving, signals};
+use crate::{recorder, serving, signal};
 
 pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let (token, generated) = serving::token(args)?;
@@ -48,10 +48,10 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Some(RollingDiagnosis::new(poller.devices(), false).following_workloads()),
     );
     pipeline.add_sink(Box::new(sink));
-    signals::catch_stop_signals();
-    signals::catch_reload();
+    signal::catch_stop_signals();
+    signal::catch_reload();
     let stop = || {
-        if signals::take_reload() {
+        if signal::take_reload() {
             reload(args, &auth, &web);
         }
         recorder::stop_on_signal()

@@ -9,7 +9,7 @@ use gpulse_top::{Options, Origin, Replay};
 
 use crate::cli::{GlobalArgs, TopArgs};
 use crate::cmd::{EXIT_NO_DRIVER, Exit, open_nvml};
-use crate::{recorder, signals};
+use crate::{recorder, signal};
 
 pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
     let (feed, options) = match &args.replay {
@@ -63,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
         }
     };
     gpulse_top::check_terminal().map_err(|m| Exit { code: 1, message: m, to_stdout: false })?;
-    signals::catch_stop_signals();
+    signal::catch_stop_signals();
     let stop = recorder::stop_on_signal;
     gpulse_top::run(feed, options, stop)?;
     Ok(ExitCode::SUCCESS)

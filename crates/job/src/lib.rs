@@ -11,7 +11,6 @@ pub mod guardian;
 pub mod marks;
 pub mod pump;
 mod session;
-pub mod signals;
 pub mod stderr_events;
 pub mod terminal;
 

@@ -16,8 +16,8 @@ use gpulse_sample::stacks::Scope;
 use gpulse_sample::stacks::StackOptions;
 
 use crate::marks::{MarkReceiver, Received};
-use crate::signals;
 use crate::terminal::{StatusStyle, Terminal};
+use gpulse_base::signal;
 
 /// How a job is watched.
 pub struct Options {
@@ -246,7 +246,7 @@ impl gpulse_live::Control for JobControl<'_> {
     fn between(&mut self, pipeline: &mut Pipeline) -> Option<JobEnd> {
         let end = match self.child.as_deref_mut() {
             Some(c) => {
-                for sig in signals::take_to_forward() {
+                for sig in signal::take_to_forward() {
                     // SAFETY: kill(2) on the job's own PID, which this process has not reaped.
                     unsafe { libc::kill(c.id() as libc::pid_t, sig) };
                 }
@@ -259,7 +259,7 @@ impl gpulse_live::Control for JobControl<'_> {
                     }
                 }
             }
-            None => match signals::received() {
+            None => match signal::received() {
                 Some(sig) => Some(JobEnd::Signal(sig)),
                 // Without samples, the root is looked up directly.
                 None if !self.sampling && self.root.is_some_and(|p| !gpulse_sample::proc_info::is_running(p)) => {
