@@ -55,9 +55,10 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
             FindingId::MarkedPhase,
             severity,
             format!(
-                "The loop's '{}' phase took {{wall}} of the wall time: {} of {} on average (measured)",
+                "The loop's '{}' phase took {{wall}} of the wall time: {} {}, {} each on average (measured)",
                 a.label,
                 spans.len(),
+                if spans.len() == 1 { "time" } else { "times" },
                 if mean_s >= 1.0 { format!("{mean_s:.1} s") } else { format!("{:.0} ms", 1000.0 * mean_s) }
             ),
         )
