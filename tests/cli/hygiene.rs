@@ -62,6 +62,8 @@ fn the_suites_helpers_leave_no_path_and_no_process_passed_or_failed() {
 /// killed by a signal, the job ending, and a command that never started. Nothing, each time.
 #[test]
 fn a_run_leaves_nothing_in_the_temporary_folder_however_it_ends() {
+    // Six runs one after another: not beside the tests whose jobs time themselves.
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let job = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n\
                time.sleep(float(sys.argv[2]))\nif sys.argv[3] == 'kill': os.kill(os.getpid(), 9)\n";
     for (how, job_s, signal) in [

@@ -106,6 +106,8 @@ fn profile(v: &serde_json::Value, pid: u32, state: &str) -> (f64, f64) {
 
 #[test]
 fn serve_and_record_read_every_gpu_processs_main_thread_at_a_rate_set_by_its_gpus_wait() {
+    // The jobs time themselves: never beside the test that saturates a core on purpose.
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = fresh_dir("node-stacks", "serve");
     let sleeper = job(&dir, "sleeper.py", SLEEPER);
     let spinner = job(&dir, "spinner.py", SPINNER);

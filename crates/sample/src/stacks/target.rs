@@ -21,6 +21,9 @@ const WALKER_GIVE_UP: u32 = 5;
 const EMPTY_GIVE_UP: u32 = 50;
 /// A process that did not open as Python this many times is looked at again only rarely.
 const TRIES: u32 = 3;
+/// ... but one named python, every this long: on a saturated host an interpreter may take
+/// longer than its first tries to start, and a job of seconds would never be read.
+const PYTHON_RETRY: Duration = Duration::from_secs(2);
 /// ... more times where its program is named python: it may be still loading.
 const TRIES_PYTHON: u32 = 10;
 /// How long a process that is not Python waits before it is looked at again (it may `exec`).
@@ -161,7 +164,7 @@ impl Target {
                     Phase::Opening { at: now + wait.min(Duration::from_secs(1)) }
                 } else {
                     self.tries = 0;
-                    Phase::NotPython { at: now + NOT_PYTHON_RETRY, exe }
+                    Phase::NotPython { at: now + if named_python { PYTHON_RETRY } else { NOT_PYTHON_RETRY }, exe }
                 };
             }
         }
