@@ -26,6 +26,9 @@ const TRIES: u32 = 3;
 const PYTHON_RETRY: Duration = Duration::from_secs(2);
 /// ... more times where its program is named python: it may be still loading.
 const TRIES_PYTHON: u32 = 10;
+/// Refusals of a process's memory after which it is said and left: a process caught in its
+/// `exec` (its memory changing hands) refuses for a moment too.
+const REFUSALS: u32 = 3;
 /// How long a process that is not Python waits before it is looked at again (it may `exec`).
 const NOT_PYTHON_RETRY: Duration = Duration::from_secs(30);
 
@@ -48,6 +51,8 @@ pub(super) struct Target {
     pub priority: f64,
     /// Whether the line that py-spy reads it has been said.
     told_fallback: bool,
+    /// Refusals of its memory so far.
+    refused: u32,
 }
 
 pub(super) enum Phase {
@@ -94,6 +99,7 @@ impl Target {
             next_at: now,
             priority: 1.0,
             told_fallback: false,
+            refused: 0,
         }
     }
 
@@ -149,8 +155,13 @@ impl Target {
             }
             Err(e) => {
                 if let Some(why) = refusal(self.pid, &e) {
-                    out.refusals.push((self.pid, why));
-                    self.phase = Phase::Done;
+                    self.refused += 1;
+                    self.phase = if self.refused < REFUSALS {
+                        Phase::Opening { at: now + Duration::from_millis(300) }
+                    } else {
+                        out.refusals.push((self.pid, why));
+                        Phase::Done
+                    };
                     return;
                 }
                 let exe = proc_info::exe(self.pid);
