@@ -273,32 +273,38 @@ fn thread_lock_frame(f: &PyFrame) -> bool {
         || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
 }
 
+/// Calls that make the storage keep what was written.
+const SYNC_CALLS: [&str; 2] = ["fsync(", "fdatasync("];
+/// Calls that write a file.
+const WRITE_CALLS: [&str; 4] = [".write(", ".flush()", "os.pwrite(", ".tofile("];
+/// Calls that read a file.
+const READ_CALLS: [&str; 8] =
+    ["os.read(", ".read(", ".readinto(", ".readline(", "os.pread(", ".fromfile(", "np.load(", "torch.load("];
+/// Calls that save an object to a file, with the write inside them.
+const SAVE_CALLS: [&str; 2] = ["torch.save(", ".save("];
+
+fn calls_any(code: &str, calls: &[&str]) -> bool {
+    calls.iter().any(|call| code.contains(call))
+}
+
+/// Whether a line syncs a file to storage.
+pub(crate) fn syncs_a_file(code: &str) -> bool {
+    calls_any(code, &SYNC_CALLS)
+}
+
+/// Whether a line writes a file (a sync aside).
+pub(crate) fn writes_to_a_file(code: &str) -> bool {
+    calls_any(code, &WRITE_CALLS)
+}
+
 /// Whether a frame's line writes a file, or makes the storage keep it.
 pub(crate) fn writes_a_file(f: &PyFrame) -> bool {
-    const CALLS: [&str; 8] =
-        [".write(", ".flush()", "fsync(", "fdatasync(", "os.pwrite(", ".tofile(", "torch.save(", ".save("];
-    f.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+    f.code.as_deref().is_some_and(|c| syncs_a_file(c) || writes_to_a_file(c) || calls_any(c, &SAVE_CALLS))
 }
 
 /// Whether a frame's line reads or writes a file: the calls that release the GIL around the I/O.
 fn reads_a_file(f: &PyFrame) -> bool {
-    const CALLS: [&str; 14] = [
-        "os.read(",
-        ".read(",
-        ".readinto(",
-        ".readline(",
-        "os.pread(",
-        ".fromfile(",
-        "np.load(",
-        "torch.load(",
-        "fsync(",
-        "fdatasync(",
-        ".flush()",
-        ".write(",
-        "os.pwrite(",
-        ".tofile(",
-    ];
-    f.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+    f.code.as_deref().is_some_and(|c| calls_any(c, &READ_CALLS) || syncs_a_file(c) || writes_to_a_file(c))
 }
 
 fn ipc_frame(f: &PyFrame) -> bool {

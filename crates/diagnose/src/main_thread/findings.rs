@@ -403,10 +403,10 @@ fn advice(
             "overlap the network fetch with compute{at}: fetch in the DataLoader's workers or a background thread, a batch ahead, or cache the data locally"
         )],
         // The line says which way the data goes: a sync to storage, a write, or a read.
-        (ThreadState::Disk, _) if code.contains("fsync(") || code.contains("fdatasync(") => vec![format!(
+        (ThreadState::Disk, _) if super::classify::syncs_a_file(code) => vec![format!(
             "the main thread waits for storage to confirm a write{at}: an fsync in the step costs a round trip to the device each time; sync every N steps or at the end, or write and sync from a background thread"
         )],
-        (ThreadState::Disk, _) if [".write(", ".flush()", "os.pwrite(", ".tofile("].iter().any(|c| code.contains(c)) => {
+        (ThreadState::Disk, _) if super::classify::writes_to_a_file(code) => {
             vec![format!(
                 "the main thread waits on a write{at}: buffer it and write every N steps, or hand it to a background thread with a queue"
             )]

@@ -216,6 +216,10 @@ pub(crate) fn settled(st: &Stacks) -> Stacks {
 /// say: at a line that writes, flushes, syncs or saves a file, or in a checkpoint's code. A span
 /// the thread was not sampled in stays whole, for its I/O counters to speak for it.
 pub(crate) fn writing_within(run: &Run, spans: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
+    // Most runs write no checkpoint: no span, no points to build.
+    if spans.is_empty() {
+        return spans;
+    }
     let Some(pid) = main_pid(run) else { return spans };
     let pts = points(run, pid);
     let writes = |p: &Point| {
