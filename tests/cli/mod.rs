@@ -42,4 +42,5 @@ mod text_width;
 mod thread_clocks;
 mod top;
 mod typed_words;
+mod unseen;
 mod web_config;

@@ -105,8 +105,7 @@ pub(super) fn startup(book: &mut Book, run: &Run, at: &Loop, first: f64) {
         Some(c) => {
             let label = "start-up before the CUDA context (imports, data set-up)";
             book.claim(K::StartupBeforeCuda, label, basis, evidence, vec![[0.0, c]]);
-            let label = "start-up from the CUDA context to the first step";
-            book.claim(K::StartupToFirstStep, label, basis, evidence, vec![[c, first]]);
+            book.claim(K::StartupToFirstStep, super::TO_FIRST_STEP, basis, evidence, vec![[c, first]]);
         }
         None => {
             book.claim(K::Startup, "start-up", basis, evidence, vec![[0.0, first]]);

@@ -59,6 +59,9 @@ impl Ledger {
     }
 }
 
+/// The label of the start-up from the job's CUDA context to its first step.
+pub(crate) const TO_FIRST_STEP: &str = "start-up from the CUDA context to the first step";
+
 /// The last moment anything of the run was seen, seconds since its start.
 pub(crate) fn end_s(run: &Run) -> f64 {
     let gpu = run.gpus.iter().filter_map(|g| g.t_s.last().copied());
@@ -91,7 +94,15 @@ pub(crate) fn loop_window(run: &Run) -> (Option<[f64; 2]>, bool) {
         (Some(s), _) => (Some(s.window_s), true),
         (None, Some(g)) if g.active.1 > g.active.0 && (g.busy() || has_a_job(run, g)) => {
             let (a, b) = (g.t_s[g.active.0], g.t_s[g.active.1 - 1]);
-            (Some([context_s.filter(|c| *c > a && *c < b).unwrap_or(a), b]), false)
+            let a = context_s.filter(|c| *c > a && *c < b).unwrap_or(a);
+            // The main thread training outside the GPU's busy stretch as the polls found it:
+            // the loop ran then (the context's own time is known to a poll, so a backward pass
+            // before the listing that first showed it means the listing came late).
+            let (a, b) = match crate::main_thread::training_s(run) {
+                Some([first, last]) => (a.min(first).max(g.t_s[0]), b.max(last)),
+                None => (a, b),
+            };
+            (Some([a, b]), false)
         }
         _ => (None, false),
     }

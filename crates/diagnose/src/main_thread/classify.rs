@@ -522,7 +522,7 @@ pub fn own_code(file: &str) -> bool {
 
 /// Whether a file is PyTorch's own, wherever it is installed: under a `torch/` directory, one of
 /// its subpackages or top-level modules (a project's own `torch/train.py` is not).
-fn torch_source(file: &str) -> bool {
+pub(crate) fn torch_source(file: &str) -> bool {
     const TOP: [&str; 22] = [
         "_",
         "nn/",

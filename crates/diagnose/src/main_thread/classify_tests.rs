@@ -90,6 +90,17 @@ fn a_collective_is_a_wait_for_the_other_ranks() {
     assert!(own_code("/home/me/src/torch/train.py"), "a project's own directory named torch");
 }
 
+/// A virtual environment in a directory named torch (`/opt/torch/.venv`, as on a real GPU host)
+/// holds numpy too: only torch's own files are torch's, or numpy's sort reads as launching kernels.
+#[test]
+fn a_venv_named_torch_is_not_torch() {
+    let venv = "/opt/torch/.venv/lib/python3.12/site-packages";
+    assert!(!super::torch_source(&format!("{venv}/numpy/_core/fromnumeric.py")));
+    assert!(!super::torch_source(&format!("{venv}/transformers/models/gpt2/modeling_gpt2.py")));
+    assert!(super::torch_source(&format!("{venv}/torch/nn/modules/module.py")));
+    assert!(super::torch_source(&format!("{venv}/torch/_tensor.py")));
+}
+
 /// `--instrument`'s wrapper runs under the user's `next(it)`: the site is the user's line, and
 /// the wait is one gpulse timed.
 #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::idle::idle_share;
+use super::idle::{Tier, idle_weights};
 use super::loader::workers_site;
 use super::{Domain, ThreadState, main_pid, points, site_text};
 use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
@@ -43,10 +43,45 @@ impl ThreadState {
     }
 }
 
-/// What one (state, library) took of the idle time.
+/// What a part of the loop's idle time is: one cause, one finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Cause {
+    /// The main thread's own CPU work in one function of the job's code, in torch's forward,
+    /// backward and optimizer or in numpy: the function's lines add up, and the state and
+    /// library that took most of it name it. Launching (inside torch's own code, Python and
+    /// native alike) is one cause; the job's own work is two, its Python and its native code
+    /// with the GIL released (numpy, a torch CPU op): their fixes differ.
+    Cpu { function: Option<u32>, launching: bool, native: bool },
+    /// A wait whose cause is elsewhere (another thread holds the GIL, every core is taken):
+    /// one, whatever the main thread was doing when it came to it.
+    Held(ThreadState),
+    /// The main thread's CPU work in a library with a fix of its own (the DataLoader, a
+    /// tokenizer, logging, an import, `gc.collect()`...), Python and native alike.
+    Library(Domain),
+    /// Any other state, with its library.
+    State(ThreadState, Option<Domain>),
+}
+
+impl Cause {
+    fn of(state: ThreadState, domain: Option<Domain>, function: Option<u32>, launching: bool) -> Cause {
+        match (state, domain) {
+            (ThreadState::GilWait | ThreadState::CoreWait, _) => Cause::Held(state),
+            (
+                ThreadState::Python | ThreadState::Native,
+                None | Some(Domain::Backward | Domain::Optimizer | Domain::HostMath),
+            ) => Cause::Cpu { function, launching, native: !launching && state == ThreadState::Native },
+            (ThreadState::Python | ThreadState::Native, Some(d)) => Cause::Library(d),
+            _ => Cause::State(state, domain),
+        }
+    }
+}
+
+/// What one cause took of the idle time.
 #[derive(Default)]
 struct Part {
     weight: f64,
+    /// Of `weight`, each (state, library): the largest names the cause.
+    modes: HashMap<(ThreadState, Option<Domain>), f64>,
     /// Of `weight`, the samples inside torch's own Python (a module's forward, say).
     in_torch: f64,
     samples: usize,
@@ -56,6 +91,70 @@ struct Part {
     /// The frame that called the site's function.
     callers: HashMap<u32, f64>,
     holders: HashMap<u32, f64>,
+}
+
+/// What a sample's stack says, worked out once per stack.
+#[derive(Clone, Copy)]
+struct Facts {
+    /// The line it is charged to.
+    site: Option<u32>,
+    /// Inside torch's own code (a module's forward, autograd, an optimizer): launching.
+    in_torch: bool,
+    /// Inside a wait `--instrument` timed: measured, not inferred.
+    timed: bool,
+    caller: Option<u32>,
+    /// The site's function, numbered.
+    function: Option<u32>,
+}
+
+impl Part {
+    /// The state and library that took most of the part.
+    fn mode(&self) -> (ThreadState, Option<Domain>) {
+        self.modes
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(m, _)| *m)
+            .unwrap_or((ThreadState::Other, None))
+    }
+
+    /// Where launching went, by torch's phase: "backward 55%, forward and the rest 30%, optimizer 15%".
+    fn phases(&self) -> Option<String> {
+        let mut by: Vec<(&str, f64)> = Vec::new();
+        for ((_, d), w) in &self.modes {
+            let name = match d {
+                Some(Domain::Backward) => "backward",
+                Some(Domain::Optimizer) => "optimizer",
+                _ => "forward and the rest",
+            };
+            match by.iter_mut().find(|b| b.0 == name) {
+                Some(b) => b.1 += w,
+                None => by.push((name, *w)),
+            }
+        }
+        if by.len() < 2 {
+            return None;
+        }
+        by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        let total = self.weight.max(1e-12);
+        Some(by.iter().map(|(n, w)| format!("{n} {}", crate::pct(w / total))).collect::<Vec<_>>().join(", "))
+    }
+
+    /// Where the part holds more than one state, each one's share of it: "native 77%, python 23%".
+    fn states(&self) -> Option<String> {
+        let mut by: Vec<(ThreadState, f64)> = Vec::new();
+        for ((s, _), w) in &self.modes {
+            match by.iter_mut().find(|b| b.0 == *s) {
+                Some(b) => b.1 += w,
+                None => by.push((*s, *w)),
+            }
+        }
+        if by.len() < 2 {
+            return None;
+        }
+        by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let total = self.weight.max(1e-12);
+        Some(by.iter().map(|(s, w)| format!("{} {}", s.as_str(), crate::pct(w / total))).collect::<Vec<_>>().join(", "))
+    }
 }
 
 /// The frame that called the site's function: the next frame out of the job's own code, else the
@@ -98,7 +197,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         return ledger;
     }
     let end = ledger.wall_s;
-    let (loop_s, _) = crate::ledger::loop_window(run);
+    let (loop_s, marked) = crate::ledger::loop_window(run);
     let [lo, hi] = loop_s.unwrap_or([0.0, end]);
     let mut apart: Vec<[f64; 2]> = run.data_waits_s.clone();
     apart.extend(run.phases_s.iter().map(|p| p.1));
@@ -108,29 +207,62 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // Per stack, once: its site's frame, whether it runs in torch's own Python, and whether it
     // is inside gpulse's instrumentation (a timed wait, save or copy: measured, whatever the
     // clocks' skew at a fast loop's edges).
-    let mut known: HashMap<u32, (Option<u32>, bool, bool, Option<u32>)> = HashMap::new();
+    // Functions are numbered as they come, by (file, name): a cause is a function.
+    let mut known: HashMap<u32, Facts> = HashMap::new();
+    let mut functions: HashMap<(&str, &str), u32> = HashMap::new();
     let mut facts = |stack: u32| {
         *known.entry(stack).or_insert_with(|| {
-            let in_torch = run.stacks.frames_of(stack).any(|f| f.file.contains("/torch/"));
+            let in_torch = run.stacks.frames_of(stack).any(|f| super::classify::torch_source(&f.file));
             let timed = run.stacks.frames_of(stack).any(super::classify::timed_by_gpulse);
             let site = super::site_frame(&run.stacks, stack);
-            (site, in_torch, timed, caller_frame(&run.stacks, stack, site))
+            let function = site.and_then(|s| run.stacks.frames.get(s as usize)).map(|f| {
+                let next = functions.len() as u32;
+                *functions.entry((f.file.as_str(), f.function.as_str())).or_insert(next)
+            });
+            Facts { site, in_torch, timed, caller: caller_frame(&run.stacks, stack, site), function }
         })
     };
-    let mut parts: HashMap<(ThreadState, Option<Domain>), Part> = HashMap::new();
+    let mut parts: HashMap<Cause, Part> = HashMap::new();
     let mut drains: HashMap<u32, f64> = HashMap::new();
-    for p in pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !covers(&apart, p.t_s)) {
-        let idle = match g {
-            Some(g) => match idle_share(g, p.t_s) {
-                Some(i) => i,
-                None => continue,
-            },
-            None => 1.0,
-        };
+    let window: Vec<&super::Point> =
+        pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !covers(&apart, p.t_s)).collect();
+    let idle = match g {
+        Some(g) => idle_weights(g, &window, |p| {
+            let f = facts(p.stack);
+            match (p.class.state, Cause::of(p.class.state, p.class.domain, f.function, f.in_torch)) {
+                // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
+                (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
+                (_, Cause::Cpu { launching: true, .. } | Cause::Cpu { native: true, .. }) => Tier::Launch,
+                _ => Tier::Rest,
+            }
+        }),
+        None => vec![Some(1.0); window.len()],
+    };
+    // An unmarked loop begins at the job's CUDA context, but training begins at its first
+    // backward pass, optimizer step or wait on the GPU: what the main thread did before that
+    // (building the optimizer, importing what it imports) is start-up, not the loop's.
+    let first_work_s = if marked || g.is_none() {
+        lo
+    } else {
+        window
+            .iter()
+            .find(|p| {
+                p.class.state == ThreadState::GpuSync
+                    || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
+            })
+            .map_or(lo, |p| p.t_s)
+    };
+    let mut before = 0.0;
+    for (p, idle) in window.into_iter().zip(idle) {
+        let Some(idle) = idle else { continue };
+        if p.t_s < first_work_s {
+            before += idle * p.dur_s;
+            continue;
+        }
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            if let Some(site) = facts(p.stack).0 {
+            if let Some(site) = facts(p.stack).site {
                 *drains.entry(site).or_default() += p.dur_s;
             }
             continue;
@@ -141,13 +273,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
             _ => p.class.state,
         };
-        let (site, in_torch, timed, caller) = facts(p.stack);
+        let Facts { site, in_torch, timed, caller, function } = facts(p.stack);
         if timed {
             continue;
         }
-        let part = parts.entry((state, p.class.domain)).or_default();
+        let part = parts.entry(Cause::of(state, p.class.domain, function, in_torch)).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
+        *part.modes.entry((state, p.class.domain)).or_default() += w;
         part.samples += usize::from(!p.split);
         if in_torch {
             part.in_torch += w;
@@ -165,7 +298,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             *part.holders.entry(h).or_default() += w;
         }
     }
-    let weight: f64 = parts.values().map(|p| p.weight).sum();
+    let in_loop: f64 = parts.values().map(|p| p.weight).sum();
+    let weight = in_loop + before;
     let samples: usize = parts.values().map(|p| p.samples).sum();
     if samples < MIN_SAMPLES || weight <= 0.0 {
         return ledger;
@@ -188,24 +322,61 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     out.retain(|f| f.id == FindingId::HostSaturated || !explained.contains(&(f.id, f.gpu)));
     let saturated = out.iter().any(|f| f.id == FindingId::HostSaturated);
     ledger.accounts.retain(|a| !splittable(a));
+    if before > 0.0 {
+        let seconds = total_s * before / weight;
+        let same = |a: &&mut Account| a.account == AccountKind::StartupToFirstStep;
+        if let Some(a) = ledger.accounts.iter_mut().find(same) {
+            a.seconds = round(a.seconds + seconds, 3);
+            a.share = round(a.seconds / end.max(1e-9), 4);
+        } else {
+            ledger.accounts.push(Account {
+            account: AccountKind::StartupToFirstStep,
+            label: crate::ledger::TO_FIRST_STEP.to_owned(),
+            seconds: round(seconds, 3),
+            share: round(seconds / end.max(1e-9), 4),
+            basis: Basis::Inferred,
+            evidence: format!(
+                "the main thread's samples (PID {pid}) from the CUDA context to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
+            ),
+            finding: None,
+            finding_gpu: None,
+            });
+        }
+    }
     let loop_len = (hi - lo).max(1e-9);
     let drain_frame = top(&drains).and_then(|f| run.stacks.frames.get(f as usize));
     let drain = drain_frame.map(|f| f.site());
     // An explicit synchronize is not an `.item()`: the advice differs.
     let explicit_sync = drain_frame.and_then(|f| f.code.as_deref()).is_some_and(|c| c.contains("synchronize("));
-    let mut ordered: Vec<((ThreadState, Option<Domain>), Part)> = parts.into_iter().collect();
+    let mut ordered: Vec<(Cause, Part)> = parts.into_iter().collect();
     ordered.sort_by(|a, b| b.1.weight.total_cmp(&a.1.weight).then(a.0.cmp(&b.0)));
     let gpu = g.map(|g| g.gpu);
-    for ((state, domain), part) in ordered {
+    for (cause, part) in ordered {
+        let (state, domain) = part.mode();
+        // A held wait is the holder's: what the main thread was in when it came to it is no
+        // part of its name.
+        let domain = if matches!(cause, Cause::Held(_)) { None } else { domain };
+        // Launching is one mechanism through torch's forward, backward and optimizer: the
+        // phases are its evidence, not its name.
+        let launching = g.is_some() && matches!(cause, Cause::Cpu { launching: true, .. });
+        let phases = launching.then(|| part.phases()).flatten();
+        let optimizer = part.modes.iter().filter(|m| m.0.1 == Some(Domain::Optimizer)).map(|m| m.1).sum::<f64>()
+            / part.weight.max(1e-12);
+        let domain = if launching { None } else { domain };
         let seconds = total_s * part.weight / weight;
         let share = seconds / end.max(1e-9);
         let site = top(&part.sites).and_then(|f| run.stacks.frames.get(f as usize));
         let holder = top(&part.holders).and_then(|s| site_text(&run.stacks, s));
         let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
-        let label = label(state, domain, recompile, site.map(|f| f.site()).as_deref());
+        let at = site.map(|f| f.site());
+        let label = if launching {
+            format!("the main thread launching the GPU's work{}", at.map(|a| format!(" at {a}")).unwrap_or_default())
+        } else {
+            label(state, domain, recompile, at.as_deref())
+        };
         let how = if g.is_some() {
             format!(
-                "the GPU's idle time inside the loop, split by {samples} samples of the main thread (PID {pid}), each weighed by the GPU's idle share of its poll"
+                "the GPU's idle time inside the loop, split by {samples} samples of the main thread (PID {pid}), each weighed by the GPU's idle time in its poll (its work placed first where the thread waited on it, then where it launched)"
             )
         } else {
             format!("the job's loop time, split by {samples} samples of the main thread (PID {pid}); no GPU was read")
@@ -246,6 +417,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .inferred();
         if let Some(d) = domain {
             f = f.with("domain", d.as_str());
+        }
+        if let Some(mix) = part.states() {
+            f = f.with("states", mix);
+        }
+        if let Some(phases) = phases {
+            f = f.with("phases", phases);
         }
         if let Some(site) = site {
             f = f.with("site", site.site());
@@ -289,6 +466,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             drain.as_deref().map(|d| (d, explicit_sync)),
             holder.as_deref(),
         );
+        // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix of
+        // its own.
+        if launching && optimizer >= 0.25 {
+            f.advice.insert(1, OPTIMIZER_ADVICE[0].to_owned());
+        }
         // The kernel's state R is running or ready to run: on a saturated host, part of the time
         // "running" was a wait for a core, unless the thread's clocks told the two apart.
         if saturated && state == ThreadState::Python && !clocked {
@@ -326,6 +508,11 @@ fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Opti
     }
 }
 
+const OPTIMIZER_ADVICE: [&str; 2] = [
+    "a fused or foreach optimizer steps on the GPU in a few kernels: torch.optim.AdamW(params, fused=True) (or foreach=True)",
+    "keep the parameters and the optimizer's state on the GPU",
+];
+
 /// What to do, for the mechanism the samples name.
 fn advice(
     (state, domain): (ThreadState, Option<Domain>),
@@ -342,20 +529,17 @@ fn advice(
             "torch.compile recompiles inside the loop: pad inputs to a few bucket sizes, or torch._dynamo.mark_dynamic(x, dim) on the dimension that varies".into(),
             "TORCH_LOGS=recompiles names the guard that fails each time".into(),
         ],
-        (ThreadState::Python, Some(Domain::Optimizer)) => vec![
-            "a fused or foreach optimizer steps on the GPU in a few kernels: torch.optim.AdamW(params, fused=True) (or foreach=True)".into(),
-            "keep the parameters and the optimizer's state on the GPU".into(),
-        ],
-        (ThreadState::Python, Some(Domain::HostMath)) => vec![format!(
+        (ThreadState::Python, Some(Domain::Optimizer)) => OPTIMIZER_ADVICE.iter().map(|a| (*a).to_owned()).collect(),
+        (ThreadState::Python | ThreadState::Native, Some(Domain::HostMath)) => vec![format!(
             "compute the metrics on the GPU (torch ops, torchmetrics), or less often: every N steps{at}"
         )],
-        (ThreadState::Python, Some(Domain::Tokenize)) => vec![
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Tokenize)) => vec![
             "tokenize in the DataLoader's workers, or ahead of time (datasets.map(tokenize, batched=True)), with a fast tokenizer".into(),
         ],
-        (ThreadState::Python, Some(Domain::Logging)) => {
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Logging)) => {
             vec![format!("log less often, and keep printing and formatting out of the step{at}")]
         }
-        (ThreadState::Python, Some(Domain::Allocator)) => {
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Allocator)) => {
             vec![format!("take torch.cuda.empty_cache() out of the loop{at}: the caching allocator reuses the memory")]
         }
         (ThreadState::Python | ThreadState::Native, Some(Domain::Gc)) => vec![format!(
@@ -364,7 +548,7 @@ fn advice(
         (_, Some(Domain::Import)) => vec![format!(
             "an import runs inside the loop{at}: import once, at the top of the module, before the loop"
         )],
-        (ThreadState::Python, Some(Domain::DataLoader)) => vec![
+        (ThreadState::Python | ThreadState::Native, Some(Domain::DataLoader)) => vec![
             "the DataLoader builds batches in the training process: num_workers > 0 moves it to worker processes".into(),
         ],
         (_, Some(Domain::Checkpoint)) => vec![

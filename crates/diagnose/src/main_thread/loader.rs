@@ -77,8 +77,17 @@ pub(crate) fn workers_site(run: &Run) -> Option<LoaderSite> {
     let workers: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Worker).map(|p| p.pid).collect();
     let mut classifier = Classifier::default();
     let mut by: HashMap<(u32, ThreadState), f64> = HashMap::new();
-    for s in st.samples.iter().filter(|s| workers.contains(&s.pid)) {
-        *by.entry((s.stack, classifier.classify(st, s).state)).or_default() += 1.0;
+    // Each worker's GIL votes, as its profile reads them: a worker in PIL or torch's CPU ops
+    // with the GIL released runs native code, not Python.
+    for &pid in &workers {
+        let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
+        let mut votes = super::NativeVotes::of(st.process(pid));
+        mine.iter().for_each(|s| votes.add(s));
+        for s in mine {
+            let mut class = classifier.classify(st, s);
+            votes.refine(s, &mut class);
+            *by.entry((s.stack, class.state)).or_default() += 1.0;
+        }
     }
     // By site: stacks that end on the same line of the workers' code are one site.
     let mut sites: HashMap<(String, ThreadState), f64> = HashMap::new();

@@ -242,6 +242,25 @@ pub(crate) fn writing_within(run: &Run, spans: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
 /// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
 /// rank, else the main process sampled most.
+/// When the main thread trained, seconds: its first and last samples in a backward pass or an
+/// optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
+/// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
+pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
+    let pid = main_pid(run)?;
+    let st = &run.stacks;
+    let mut by_stack: HashMap<u32, bool> = HashMap::new();
+    let mut training = st.samples.iter().filter(|s| s.pid == pid).filter(|s| {
+        *by_stack.entry(s.stack).or_insert_with(|| {
+            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
+            matches!(classify::domain(&frames), Some(Domain::Backward | Domain::Optimizer))
+        })
+    });
+    let first = training.next()?.t_us;
+    let last = training.last().map_or(first, |s| s.t_us);
+    let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
+    Some([t(first), t(last)])
+}
+
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();

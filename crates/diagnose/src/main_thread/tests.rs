@@ -324,9 +324,10 @@ fn two_findings_of_one_id_each_cost_their_own_account() {
     let (lead, other) = (python[0], python[1]);
     assert!(lead.wall_share() > other.wall_share(), "ranked by their own cost: {python:#?}");
     assert_eq!(lead.evidence["site"], "w/train.py:52 train");
-    // The metrics take two thirds of the idle time; the forward a third.
+    // The GPU's work (10 of each second's 100 samples' time) goes beside the launches first:
+    // the forward keeps 20 of its 30 as idle time, the metrics all 60.
     let ratio = lead.cost.as_ref().unwrap().seconds.unwrap() / other.cost.as_ref().unwrap().seconds.unwrap();
-    assert!((ratio - 2.0).abs() < 0.1, "{ratio}");
+    assert!((ratio - 3.0).abs() < 0.1, "{ratio}");
     let headline = crate::summary(&findings).unwrap();
     let wall = crate::pct(lead.wall_share().unwrap());
     let of_loop = crate::pct(lead.cost.as_ref().unwrap().loop_share.unwrap());

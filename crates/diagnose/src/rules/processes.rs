@@ -100,6 +100,17 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 continue;
             };
             let mut f = idle(g, pid, h, &tail, foreign);
+            // The job's own process whose main thread went on through its code all the while
+            // is no idle holder: its GPU waits on the host, and the main thread's findings say
+            // on what. Freeing the memory would fix nothing.
+            if h.class == Some(GpuProcessClass::Tree) && works_through(run, pid, &tail) {
+                f.severity = Severity::Info;
+                f.advice = vec![
+                    "its main thread kept running through its code while the GPU idled: the GPU waits on the host, and the main thread's findings say on what".to_owned(),
+                ];
+                out.push(f);
+                continue;
+            }
             // The job's own process holding memory through its last stretch slows nothing of the
             // job: said, at info, unless it idled most of its time on the GPU.
             if h.class == Some(GpuProcessClass::Tree) && tail.until_s - tail.since_s < 0.5 * span {
@@ -109,6 +120,27 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Samples of a main thread in a stretch that show it working: enough of them, and at several
+/// stacks (a process that waits for nothing sits at one).
+const WORKING_SAMPLES: usize = 20;
+const WORKING_STACKS: usize = 3;
+
+/// Whether `pid`'s main thread was sampled moving through its code over `tail`.
+fn works_through(run: &Run, pid: u32, tail: &IdleTail) -> bool {
+    let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
+    let inside: Vec<u32> = run
+        .stacks
+        .samples
+        .iter()
+        .filter(|s| s.pid == pid && (tail.since_s..=tail.until_s).contains(&t(s.t_us)))
+        .map(|s| s.stack)
+        .collect();
+    let mut stacks = inside.clone();
+    stacks.sort_unstable();
+    stacks.dedup();
+    inside.len() >= WORKING_SAMPLES && stacks.len() >= WORKING_STACKS
 }
 
 /// The stretch at the end of `h`'s listings in which it did nothing and its memory stayed at its
@@ -571,6 +603,37 @@ mod tests {
         assert!(f.title.contains("process 9 (the job's) idle"), "{}", f.title);
         assert!(f.advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f.advice);
         assert_eq!(f.evidence["sm_util_max_pct"], 0);
+    }
+
+    /// The job's own process whose GPU idles while its main thread works through its code (a
+    /// metric in numpy each step, say) waits on the host: said at info, with no advice to free
+    /// its memory. Sampled at one stack all the while, it holds memory it no longer uses.
+    #[test]
+    fn the_jobs_process_working_on_the_host_is_no_idle_holder() {
+        let sampled = |stacks: u32| {
+            let mut r = held(&[Some(4.0); 10], Some(0), Some(GpuProcessClass::Tree));
+            let st = gpulse_model::Stacks {
+                samples: (0..90)
+                    .map(|i| gpulse_model::ThreadSample {
+                        clock: None,
+                        t_us: i64::from(i) * 200_000,
+                        pid: 9,
+                        stack: i % stacks,
+                        kernel: gpulse_model::KernelState { state: 'R', syscall: None, wchan: None },
+                        gil: gpulse_model::Gil::Held,
+                    })
+                    .collect(),
+                ..gpulse_model::Stacks::default()
+            };
+            r.stacks = std::sync::Arc::new(st);
+            findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("said")
+        };
+        let working = sampled(4);
+        assert_eq!(working.severity, Severity::Info);
+        assert!(working.advice.iter().all(|a| !a.contains("empty_cache")), "{:?}", working.advice);
+        let parked = sampled(1);
+        assert_eq!(parked.severity, Severity::Warning);
+        assert!(parked.advice.iter().any(|a| a.contains("empty_cache")), "{:?}", parked.advice);
     }
 
     /// The job's own process that computed, then held 30 GiB for 18 s of its 40 s (as on an H200 run,

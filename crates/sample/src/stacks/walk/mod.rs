@@ -25,6 +25,10 @@ use super::intern::{FileView, Interner};
 const FRAME_PAGES: usize = 4;
 /// A stack deeper than this is taken for a torn read.
 const MAX_FRAMES: usize = 4096;
+/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame (3.11 to 3.13).
+const OWNED_BY_GENERATOR: u8 = 1;
+/// Walks again after a torn one, before the sample is given up.
+const TORN_RETRIES: usize = 2;
 /// Threads looked at for the main one, at most.
 const MAX_THREADS: usize = 4096;
 /// Code objects cached per process; past it the cache starts afresh.
@@ -140,7 +144,18 @@ impl Walker {
             }
         };
         self.window.clear();
-        let frames = self.stack(ts)?;
+        let mut frames = self.stack(ts);
+        // A generator that yielded between the thread's frame pointer and the frame's own read
+        // left its frame cut off from its caller: read the thread again, a moment later.
+        for _ in 0..TORN_RETRIES {
+            if !matches!(&frames, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+                break;
+            }
+            mem::read(pid, main, ts)?;
+            self.window.clear();
+            frames = self.stack(ts);
+        }
+        let frames = frames?;
         let gil = match holder {
             0 => WalkedGil::Free,
             h if h == main => WalkedGil::Held,
@@ -200,6 +215,11 @@ impl Walker {
             let cstack = l.owner_cstack.is_some_and(|c| f[l.fr_owner] == c);
             if !cstack && code != 0 {
                 self.pending.push((code, usize_at(f, l.fr_instr)));
+            }
+            // A running generator always has a caller: one without is a generator that
+            // yielded (and let go of its caller) while the walk read its way to it.
+            if previous == 0 && f[l.fr_owner] == OWNED_BY_GENERATOR {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "a generator's frame torn from its caller"));
             }
             frame = previous;
         }

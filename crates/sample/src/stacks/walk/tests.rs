@@ -115,3 +115,29 @@ while True:\n    i += 1\n    ns = {}\n    exec(f'def f{i}():\\n    t = time.time
         seen.iter().filter_map(|s| s.0.first()).map(|f| f.2.as_str()).filter(|n| n.starts_with('f')).collect();
     assert!(names.len() > 50, "{} functions seen", names.len());
 }
+
+/// A loop that spends its time in generators that yield without pause (as `json.dump`'s
+/// encoder does): a generator that yields between the thread's frame pointer and the frame's
+/// own read has let go of its caller. Every sample the walker gives reaches the module, or it
+/// gives none; a torn one would name a generator line with no caller as the job's site.
+#[test]
+fn a_generator_that_yields_under_the_read_is_read_again() {
+    let script = "def inner():\n    while True:\n        yield 1\n\
+def outer():\n    yield from inner()\n\
+def consume():\n    for _ in outer():\n        pass\n\
+print('ready', flush=True)\n\
+consume()\n";
+    let job = start("generators", script);
+    let spy = spy(job.0.id());
+    let mut w = Walker::new(&spy).expect("a version the walker reads");
+    let mut read = 0;
+    for _ in 0..2000 {
+        if let Ok(s) = w.sample() {
+            let frames = w.as_frames(&s.frames);
+            assert_eq!(frames.last().map(|f| f.2.as_str()), Some("<module>"), "{frames:?}");
+            read += 1;
+        }
+    }
+    assert!(read > 1900, "{read} of 2000 read");
+}
+
