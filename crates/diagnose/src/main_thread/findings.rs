@@ -63,13 +63,21 @@ enum Cause {
 }
 
 impl Cause {
-    fn of(state: ThreadState, domain: Option<Domain>, function: Option<u32>, launching: bool) -> Cause {
+    /// `native_line`: whether the sample's line runs native code in most of its samples (the
+    /// bytecode between a line's native calls is that line's, not the function's Python).
+    fn of(
+        state: ThreadState,
+        domain: Option<Domain>,
+        function: Option<u32>,
+        launching: bool,
+        native_line: bool,
+    ) -> Cause {
         match (state, domain) {
             (ThreadState::GilWait | ThreadState::CoreWait, _) => Cause::Held(state),
             (
                 ThreadState::Python | ThreadState::Native,
                 None | Some(Domain::Backward | Domain::Optimizer | Domain::HostMath),
-            ) => Cause::Cpu { function, launching, native: !launching && state == ThreadState::Native },
+            ) => Cause::Cpu { function, launching, native: !launching && native_line },
             (ThreadState::Python | ThreadState::Native, Some(d)) => Cause::Library(d),
             _ => Cause::State(state, domain),
         }
@@ -226,10 +234,20 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let mut drains: HashMap<u32, f64> = HashMap::new();
     let window: Vec<&super::Point> =
         pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !covers(&apart, p.t_s)).collect();
+    // Per line, its native and its Python time: a line whose samples are mostly native code is
+    // native whole.
+    let mut lines: HashMap<u32, [f64; 2]> = HashMap::new();
+    for p in &window {
+        if let (Some(site), ThreadState::Python | ThreadState::Native) = (facts(p.stack).site, p.class.state) {
+            lines.entry(site).or_default()[usize::from(p.class.state == ThreadState::Native)] += p.dur_s;
+        }
+    }
+    let native_line = |site: Option<u32>| site.and_then(|s| lines.get(&s)).is_some_and(|[py, nat]| nat > py);
     let idle = match g {
         Some(g) => idle_weights(g, &window, |p| {
             let f = facts(p.stack);
-            match (p.class.state, Cause::of(p.class.state, p.class.domain, f.function, f.in_torch)) {
+            match (p.class.state, Cause::of(p.class.state, p.class.domain, f.function, f.in_torch, native_line(f.site)))
+            {
                 // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
                 (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
                 (_, Cause::Cpu { launching: true, .. } | Cause::Cpu { native: true, .. }) => Tier::Launch,
@@ -277,7 +295,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if timed {
             continue;
         }
-        let part = parts.entry(Cause::of(state, p.class.domain, function, in_torch)).or_default();
+        let part = parts.entry(Cause::of(state, p.class.domain, function, in_torch, native_line(site))).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
         *part.modes.entry((state, p.class.domain)).or_default() += w;
@@ -358,7 +376,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let domain = if matches!(cause, Cause::Held(_)) { None } else { domain };
         // Launching is one mechanism through torch's forward, backward and optimizer: the
         // phases are its evidence, not its name.
-        let launching = g.is_some() && matches!(cause, Cause::Cpu { launching: true, .. });
+        // Native code inside torch's own ops may be CPU work on CPU tensors (`F.interpolate`
+        // on an image): launching is said where torch's Python leads, or in its backward pass
+        // or optimizer step, which run where the parameters are.
+        let launching = g.is_some()
+            && matches!(cause, Cause::Cpu { launching: true, .. })
+            && (state == ThreadState::Python || matches!(domain, Some(Domain::Backward | Domain::Optimizer)));
         let phases = launching.then(|| part.phases()).flatten();
         let optimizer = part.modes.iter().filter(|m| m.0.1 == Some(Domain::Optimizer)).map(|m| m.1).sum::<f64>()
             / part.weight.max(1e-12);

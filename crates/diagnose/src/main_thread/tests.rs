@@ -454,3 +454,49 @@ fn roles_are_settled_by_every_sample_not_the_first() {
     assert_eq!(roles, [(2, ProcessRole::Worker), (3, ProcessRole::Main)]);
     assert!(s.samples.iter().all(|x| x.pid != 1));
 }
+
+/// A poll says only how much of its second the GPU worked: that work goes beside the samples that
+/// waited on the GPU first, then beside those that launched to it, and the rest of the samples
+/// take the poll's idle time whole. Each poll keeps its idle total.
+#[test]
+fn the_gpus_work_goes_beside_its_waits_and_launches_first() {
+    use super::idle::{Tier, idle_weights};
+    // Polls each second at GPU-Util 40 %, then 90 %.
+    let g = testing::gpu(0, 1.0, &[0.0, 40.0, 90.0]);
+    let point = |t_s: f64, state: ThreadState| Point {
+        t_s,
+        dur_s: 0.01,
+        stack: 0,
+        gil_stack: None,
+        class: Class { state, domain: None, basis: crate::Basis::Measured },
+        split: false,
+    };
+    // In each second: 20 samples waiting on the GPU, 30 launching, 50 of the job's own work.
+    let mut pts = Vec::new();
+    for sec in [0.0, 1.0] {
+        for i in 0..100 {
+            let state = match i {
+                0..20 => ThreadState::GpuSync,
+                20..50 => ThreadState::Native,
+                _ => ThreadState::Python,
+            };
+            pts.push(point(sec + 0.005 + f64::from(i) / 100.0, state));
+        }
+    }
+    let refs: Vec<&Point> = pts.iter().collect();
+    let tier = |p: &Point| match p.class.state {
+        ThreadState::GpuSync => Tier::Sync,
+        ThreadState::Native => Tier::Launch,
+        _ => Tier::Rest,
+    };
+    let w: Vec<f64> = idle_weights(&g, &refs, tier).into_iter().map(Option::unwrap).collect();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // 40 % busy: the waits take 20 of it, the launches the other 20 of their 30.
+    assert!(close(w[0], 0.0) && close(w[20], 1.0 / 3.0) && close(w[50], 1.0), "{:?}", &w[..100]);
+    // 90 % busy: only the job's own work keeps any idle time, a fifth of it.
+    assert!(close(w[100], 0.0) && close(w[120], 0.0) && close(w[150], 0.2), "{:?}", &w[100..]);
+    for (sec, util) in [(0, 0.4), (1, 0.9)] {
+        let idle: f64 = w[sec * 100..sec * 100 + 100].iter().map(|x| x * 0.01).sum();
+        assert!(close(idle, 1.0 - util), "second {sec}: {idle}");
+    }
+}

@@ -140,4 +140,3 @@ consume()\n";
     }
     assert!(read > 1900, "{read} of 2000 read");
 }
-
