@@ -16,7 +16,7 @@ const MIN_SPAN_S: f64 = 10.0;
 const CRITICAL_S: f64 = 600.0;
 
 pub fn findings(run: &Run) -> Vec<Finding> {
-    let with_workers: Vec<&(f64, f64, f64, usize, f64)> = run.tree_pss.iter().filter(|x| x.3 > 0).collect();
+    let with_workers: Vec<&Held> = run.tree_pss.iter().filter(|x| x.3 > 0).collect();
     let (Some(first), Some(last)) = (with_workers.first(), with_workers.last()) else { return Vec::new() };
     let span = last.0 - first.0;
     let grown = last.2 - first.2;
@@ -33,21 +33,11 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     }
     let rate = grown / span;
     let gib = |b: f64| round(b / GIB, 2);
-    let mut f = Finding::new(
-        FindingId::WorkerMemory,
-        Severity::Warning,
-        format!(
-            "{} DataLoader workers' memory grew {:.1} GiB in {span:.0} s (to {:.1} GiB beside the training process's {:.1} GiB): each copies the Python objects it reads",
-            last.3,
-            grown / GIB,
-            last.2 / GIB,
-            last.1 / GIB
-        ),
-    )
-    .over([first.0, last.0])
-    .with("workers", last.3 as u64)
-    .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
-    .with("main_pss_gib", gib(last.1))
+    let beside = beside(last);
+    let mut f = growth(first, last, [first.0, last.0], format!(
+        "grew {:.1} GiB in {span:.0} s (to {beside}): each copies the Python objects it reads",
+        grown / GIB
+    ))
     .with("growth_gib_per_min", round(rate * 60.0 / GIB, 2))
     .advise(&[
         "hold the dataset in numpy arrays, torch tensors or a memory-mapped file rather than Python lists and dicts: reading them writes no reference counts, so the workers share one copy",
@@ -79,7 +69,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
 
 /// Growth of a GiB or more over 10 s or more that then stopped: named with its stretch and what
 /// the workers hold now, without a forecast.
-fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Finding> {
+fn leveled(run: &Run, with_workers: &[&Held]) -> Vec<Finding> {
     let (first, last) = (with_workers[0], with_workers[with_workers.len() - 1]);
     let Some(peak) = with_workers.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else { return Vec::new() };
     let grown = peak.2 - first.2;
@@ -91,27 +81,16 @@ fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Find
     if span < MIN_SPAN_S || grown < GROWTH_BYTES || !held {
         return Vec::new();
     }
-    let gib = |b: f64| round(b / GIB, 2);
     let epochs = if run.phases_s.is_empty() && !crate::rules::feeding::dataloader_seen(run) {
         ""
     } else {
         "; without persistent_workers=True, each epoch's new workers take it again"
     };
-    let mut f = Finding::new(
-        FindingId::WorkerMemory,
-        Severity::Warning,
-        format!(
-            "{} DataLoader workers' memory grew {:.1} GiB in {span:.0} s, then held it ({:.1} GiB beside the training process's {:.1} GiB){epochs}",
-            last.3,
-            grown / GIB,
-            last.2 / GIB,
-            last.1 / GIB
-        ),
-    )
-    .over([first.0, top.0])
-    .with("workers", last.3 as u64)
-    .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
-    .with("main_pss_gib", gib(last.1))
+    let beside = beside(last);
+    let mut f = growth(first, last, [first.0, top.0], format!(
+        "grew {:.1} GiB in {span:.0} s, then held it ({beside}){epochs}",
+        grown / GIB
+    ))
     .with("leveled_at_s", round(top.0, 1))
     .advise(&[
         "hold the dataset in numpy arrays, torch tensors or a memory-mapped file rather than Python lists and dicts: reading them writes no reference counts, so the workers share one copy",
@@ -122,6 +101,26 @@ fn leveled(run: &Run, with_workers: &[&(f64, f64, f64, usize, f64)]) -> Vec<Find
         f.advice.retain(|a| !a.starts_with("persistent_workers=True"));
     }
     vec![f]
+}
+
+/// A sample of the workers' memory (`Run::tree_pss`): seconds, the GPU processes' PSS, the
+/// workers' summed, how many workers, and the GPU processes' resident memory.
+type Held = (f64, f64, f64, usize, f64);
+
+/// What the workers hold now beside the training process, for a title.
+fn beside(last: &Held) -> String {
+    format!("{:.1} GiB beside the training process's {:.1} GiB", last.2 / GIB, last.1 / GIB)
+}
+
+/// The finding of the workers' growth from `first` to `last` over `window`: "N DataLoader
+/// workers' memory " then `what`.
+fn growth(first: &Held, last: &Held, window: [f64; 2], what: String) -> Finding {
+    let gib = |b: f64| round(b / GIB, 2);
+    Finding::new(FindingId::WorkerMemory, Severity::Warning, format!("{} DataLoader workers' memory {what}", last.3))
+        .over(window)
+        .with("workers", last.3 as u64)
+        .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
+        .with("main_pss_gib", gib(last.1))
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
