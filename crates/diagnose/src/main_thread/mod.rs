@@ -8,6 +8,7 @@
 //! share of the GPU poll it falls in. A thread waiting on the device coincides with the GPU working, so it takes
 //! no idle time: it says where the GPU's queue drains.
 
+mod advice;
 mod classify;
 mod clocks;
 mod findings;

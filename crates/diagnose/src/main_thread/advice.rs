@@ -1,0 +1,140 @@
+//! The words and the advice for a cause of the main thread's idle time, from its mechanism.
+
+use super::{Domain, ThreadState};
+
+pub(super) fn upper(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// The account's name for people: the state, its library, its site.
+pub(super) fn label(state: ThreadState, domain: Option<Domain>, recompile: bool, site: Option<&str>) -> String {
+    let what = match (state, domain) {
+        (_, Some(Domain::Compile)) if recompile => "the main thread recompiling (torch.compile)".to_owned(),
+        (ThreadState::Python, Some(d)) => format!("the main thread in {}", d.words()),
+        // A collective is what the state already says.
+        (ThreadState::PeerWait, Some(Domain::Collective)) => format!("the main thread {}", state.words()),
+        (s, Some(d)) => format!("the main thread {} in {}", s.words(), d.words()),
+        (s, None) => format!("the main thread {}", s.words()),
+    };
+    match site {
+        Some(site) => format!("{what} at {site}"),
+        None => what,
+    }
+}
+
+pub(super) const OPTIMIZER_ADVICE: [&str; 2] = [
+    "a fused or foreach optimizer steps on the GPU in a few kernels: torch.optim.AdamW(params, fused=True) (or foreach=True)",
+    "keep the parameters and the optimizer's state on the GPU",
+];
+
+/// What to do, for the mechanism the samples name.
+pub(super) fn advice(
+    (state, domain): (ThreadState, Option<Domain>),
+    recompile: bool,
+    (on_gpu, launches): (bool, bool),
+    site: Option<&gpulse_model::PyFrame>,
+    drain: Option<(&str, bool)>,
+    holder: Option<&str>,
+) -> Vec<String> {
+    let at = site.map(|s| format!(" ({})", s.site())).unwrap_or_default();
+    let code = site.and_then(|s| s.code.as_deref()).unwrap_or("");
+    let mut out: Vec<String> = match (state, domain) {
+        (_, Some(Domain::Compile)) if recompile => vec![
+            "torch.compile recompiles inside the loop: pad inputs to a few bucket sizes, or torch._dynamo.mark_dynamic(x, dim) on the dimension that varies".into(),
+            "TORCH_LOGS=recompiles names the guard that fails each time".into(),
+        ],
+        (ThreadState::Python, Some(Domain::Optimizer)) => OPTIMIZER_ADVICE.iter().map(|a| (*a).to_owned()).collect(),
+        (ThreadState::Python | ThreadState::Native, Some(Domain::HostMath)) => vec![format!(
+            "compute the metrics on the GPU (torch ops, torchmetrics), or less often: every N steps{at}"
+        )],
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Tokenize)) => vec![
+            "tokenize in the DataLoader's workers, or ahead of time (datasets.map(tokenize, batched=True)), with a fast tokenizer".into(),
+        ],
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Logging)) => {
+            vec![format!("log less often, and keep printing and formatting out of the step{at}")]
+        }
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Allocator)) => {
+            vec![format!("take torch.cuda.empty_cache() out of the loop{at}: the caching allocator reuses the memory")]
+        }
+        (ThreadState::Python | ThreadState::Native, Some(Domain::Gc)) => vec![format!(
+            "gc.collect(){at} runs a full collection each time: call it every N steps, or gc.freeze() once after start-up so the collector skips what lives for the whole run"
+        )],
+        (_, Some(Domain::Import)) => vec![format!(
+            "an import runs inside the loop{at}: import once, at the top of the module, before the loop"
+        )],
+        (ThreadState::Python | ThreadState::Native, Some(Domain::DataLoader)) => vec![
+            "the DataLoader builds batches in the training process: num_workers > 0 moves it to worker processes".into(),
+        ],
+        (_, Some(Domain::Checkpoint)) => vec![
+            "save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often".into(),
+        ],
+        // Launches are the mechanism only where the time is in torch's own Python.
+        (ThreadState::Python, _) if launches => vec![
+            format!("launching the GPU's work{at} is the step's critical path: do more work per launch, with a larger batch or gradient accumulation"),
+            "cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs".into(),
+        ],
+        (ThreadState::Python, _) => vec![format!(
+            "the job's own Python{at} is the step's critical path: make it tensor operations, run it every N steps, or move it to the DataLoader's workers"
+        )],
+        // torch lets the GIL go for each op: on CUDA tensors the time is the launches, on CPU
+        // tensors the op itself, and the samples cannot tell the two apart.
+        (ThreadState::Native, _) if launches => vec![
+            format!("torch's ops{at} hold the main thread with the GIL released: on CUDA tensors that is launching the GPU's work, the step's critical path: do more work per launch (a larger batch, gradient accumulation), or cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs"),
+            "on CPU tensors it is the ops themselves: move them to the GPU, or to the DataLoader's workers".into(),
+        ],
+        (ThreadState::Native, _) if on_gpu => vec![
+            format!("native code{at} runs on the main thread with the GIL released: a torch op on CPU tensors, numpy or PIL is CPU work, to run on the GPU as tensor ops or in the DataLoader's workers, where it overlaps the GPU's work"),
+            "a torch op on CUDA tensors is launching the GPU's work: do more per launch (a larger batch), or cut launch overhead with torch.compile(mode=\"reduce-overhead\") or CUDA graphs".into(),
+        ],
+        (ThreadState::Native, _) => vec![format!(
+            "native CPU code{at} runs on the main thread with the GIL released (a torch CPU op, numpy, PIL): run it on the GPU as tensor ops on CUDA tensors, or in the DataLoader's workers, where it overlaps the GPU's work"
+        )],
+        (ThreadState::CoreWait, _) => vec![
+            "the main thread is ready to run but every core is taken: free cores for the job (fewer DataLoader workers, torch.set_num_threads, OMP_NUM_THREADS=1 in workers, or fewer jobs on the node)".into(),
+        ],
+        (ThreadState::GilWait, _) => vec![format!(
+            "another thread holds the GIL{}: move its pure-Python work to a process (multiprocessing, a DataLoader worker), or make it release the GIL",
+            holder.map(|h| format!(" at {h}")).unwrap_or_default()
+        )],
+        (ThreadState::Sleep, _) => vec![format!("take the sleep out of the loop{at}")],
+        (ThreadState::Network, _) => vec![format!(
+            "overlap the network fetch with compute{at}: fetch in the DataLoader's workers or a background thread, a batch ahead, or cache the data locally"
+        )],
+        // The line says which way the data goes: a sync to storage, a write, or a read.
+        (ThreadState::Disk, _) if super::classify::syncs_a_file(code) => vec![format!(
+            "the main thread waits for storage to confirm a write{at}: an fsync in the step costs a round trip to the device each time; sync every N steps or at the end, or write and sync from a background thread"
+        )],
+        (ThreadState::Disk, _) if super::classify::writes_to_a_file(code) => {
+            vec![format!(
+                "the main thread waits on a write{at}: buffer it and write every N steps, or hand it to a background thread with a queue"
+            )]
+        }
+        (ThreadState::Disk, _) => vec![format!(
+            "the main thread waits on storage{at}: read in the DataLoader's workers, keep the data on local disk or in memory, and write checkpoints asynchronously"
+        )],
+        (ThreadState::Ipc, Some(Domain::DataLoader)) => vec![
+            "the loop waits for its DataLoader's workers: more workers (num_workers), prefetch_factor, persistent_workers=True, or a faster __getitem__".into(),
+        ],
+        (ThreadState::Ipc, _) => vec![format!("the main thread waits for another process{at}: let that work run ahead, a batch in advance")],
+        (ThreadState::Lock, _) => vec![format!(
+            "the main thread waits for one of its own threads{at}: hand the work over through a queue a step ahead, or do it in a process"
+        )],
+        (ThreadState::PeerWait, _) => vec![format!(
+            "the main thread waits for the other ranks{at}: the slowest rank sets every rank's pace; `gpulse run` over the whole launcher (torchrun ...) samples every rank and names the one they wait for"
+        )],
+        (ThreadState::GpuSync | ThreadState::Other, _) => vec![format!(
+            "py-spy dump --pid PID --native while it happens shows the native call{at}"
+        )],
+    };
+    match drain.filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
+        Some((d, true)) => out.push(format!(
+            "the GPU's queue drains at {d}, an explicit synchronize: take it out of the step (time the GPU with torch.cuda.Event(enable_timing=True) instead), so the host's next launches overlap the GPU's work"
+        )),
+        Some((d, false)) => out.push(format!(
+            "the GPU's queue drains at {d}: accumulate on the device (total += loss.detach()) and call .item() every N steps, so the host's next launches overlap the GPU's work"
+        )),
+        None => {}
+    }
+    out
+}
