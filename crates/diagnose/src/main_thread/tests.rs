@@ -11,7 +11,8 @@ fn frame(file: &str, line: u32, function: &str, code: &str) -> PyFrame {
 }
 
 /// Stacks: 0 syncs at train.py:41, 1 computes metrics in numpy called from train.py:52, 2
-/// sleeps at train.py:60; 3 runs the model's forward in torch.
+/// sleeps at train.py:60; 3 runs the model's forward in torch; 4 is in `F.interpolate` with the
+/// GIL released.
 fn stacks() -> Stacks {
     let main = frame("/w/train.py", 80, "main", "train(model)");
     let frames = vec![
@@ -22,10 +23,17 @@ fn stacks() -> Stacks {
         frame("/w/train.py", 60, "train", "time.sleep(0.01)"),
         frame("/w/train.py", 35, "train", "out = model(x)"),
         frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args)"),
+        frame("/w/train.py", 44, "train", "big = F.interpolate(img, scale_factor=2)"),
+        frame(
+            "/v/site-packages/torch/nn/functional.py",
+            4700,
+            "interpolate",
+            "return torch._C._nn.upsample_bilinear2d(...)",
+        ),
     ];
     Stacks {
         frames,
-        stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6]],
+        stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6], vec![0, 7, 8]],
         processes: vec![SampledProcess {
             gil_read: None,
             pid: 7,
@@ -40,7 +48,7 @@ fn stacks() -> Stacks {
 
 fn sample(t_s: f64, stack: u32) -> ThreadSample {
     let (state, syscall, wchan, gil) = match stack {
-        0 => ('R', None, None, Gil::Free),
+        0 | 4 => ('R', None, None, Gil::Free),
         1 | 3 => ('R', None, None, Gil::Held),
         _ => ('S', Some(230), Some("hrtimer_nanosleep".to_owned()), Gil::Free),
     };
@@ -499,4 +507,22 @@ fn the_gpus_work_goes_beside_its_waits_and_launches_first() {
         let idle: f64 = w[sec * 100..sec * 100 + 100].iter().map(|x| x * 0.01).sum();
         assert!(close(idle, 1.0 - util), "second {sec}: {idle}");
     }
+}
+
+/// Inside torch's own code, Python leading is launching the GPU's work: one cause through the
+/// forward, told so. Native code leading inside a functional op may be CPU work on CPU tensors
+/// (`F.interpolate` on an image): told as native code, with advice for both readings.
+#[test]
+fn launching_is_said_where_torchs_python_leads() {
+    let title_and_advice = |mix: &[(u32, usize)]| {
+        let (findings, _) = crate::diagnose_with_ledger(&run(10.0, mix));
+        let f = findings.iter().find(|f| f.evidence.get("site").is_some()).expect("a main-thread finding").clone();
+        (f.title.clone(), f.advice.join(" | "))
+    };
+    let (title, advice) = title_and_advice(&[(3, 60), (4, 30), (2, 10)]);
+    assert!(title.contains("launching the GPU's work at w/train.py:35 train"), "{title}");
+    assert!(advice.contains("CUDA graphs"), "{advice}");
+    let (title, advice) = title_and_advice(&[(4, 60), (3, 30), (2, 10)]);
+    assert!(!title.contains("launching") && title.contains("native code"), "{title}");
+    assert!(advice.contains("CPU tensors") && advice.contains("CUDA graphs"), "{advice}");
 }
