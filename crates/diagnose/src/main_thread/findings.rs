@@ -128,16 +128,27 @@ impl Part {
 
     /// Where launching went, by torch's phase: "backward 55%, forward and the rest 30%, optimizer 15%".
     fn phases(&self) -> Option<String> {
+        self.mix(|_, d| match d {
+            Some(Domain::Backward) => "backward",
+            Some(Domain::Optimizer) => "optimizer",
+            _ => "forward and the rest",
+        })
+    }
+
+    /// Where the part holds more than one state, each one's share of it: "native 77%, python 23%".
+    fn states(&self) -> Option<String> {
+        self.mix(|s, _| s.as_str())
+    }
+
+    /// The part's weight by `name` of each (state, library), largest first, where it has two
+    /// names or more.
+    fn mix(&self, name: impl Fn(ThreadState, Option<Domain>) -> &'static str) -> Option<String> {
         let mut by: Vec<(&str, f64)> = Vec::new();
-        for ((_, d), w) in &self.modes {
-            let name = match d {
-                Some(Domain::Backward) => "backward",
-                Some(Domain::Optimizer) => "optimizer",
-                _ => "forward and the rest",
-            };
-            match by.iter_mut().find(|b| b.0 == name) {
+        for (&(s, d), w) in &self.modes {
+            let n = name(s, d);
+            match by.iter_mut().find(|b| b.0 == n) {
                 Some(b) => b.1 += w,
-                None => by.push((name, *w)),
+                None => by.push((n, *w)),
             }
         }
         if by.len() < 2 {
@@ -146,23 +157,6 @@ impl Part {
         by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         let total = self.weight.max(1e-12);
         Some(by.iter().map(|(n, w)| format!("{n} {}", crate::pct(w / total))).collect::<Vec<_>>().join(", "))
-    }
-
-    /// Where the part holds more than one state, each one's share of it: "native 77%, python 23%".
-    fn states(&self) -> Option<String> {
-        let mut by: Vec<(ThreadState, f64)> = Vec::new();
-        for ((s, _), w) in &self.modes {
-            match by.iter_mut().find(|b| b.0 == *s) {
-                Some(b) => b.1 += w,
-                None => by.push((*s, *w)),
-            }
-        }
-        if by.len() < 2 {
-            return None;
-        }
-        by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let total = self.weight.max(1e-12);
-        Some(by.iter().map(|(s, w)| format!("{} {}", s.as_str(), crate::pct(w / total))).collect::<Vec<_>>().join(", "))
     }
 }
 
@@ -244,17 +238,34 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
     }
     let native_line = |site: Option<u32>| site.and_then(|s| lines.get(&s)).is_some_and(|[py, nat]| nat > py);
-    let idle = match g {
-        Some(g) => idle_weights(g, &window, |p| {
+    // Each sample's facts, state and cause, once: the GPU's busy time is placed by them, and
+    // the idle time then goes to the causes. Recompiling inside the loop is one mechanism,
+    // whether the thread traces Python, waits for its compile workers or reads their output.
+    let keyed: Vec<(Facts, ThreadState, Cause)> = window
+        .iter()
+        .map(|p| {
             let f = facts(p.stack);
-            match (p.class.state, Cause::of(p.class.state, p.class.domain, f.function, f.in_torch, native_line(f.site)))
-            {
-                // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
-                (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
-                (_, Cause::Cpu { launching: true, .. } | Cause::Cpu { native: true, .. }) => Tier::Launch,
-                _ => Tier::Rest,
-            }
-        }),
+            let state = match p.class.domain {
+                Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
+                _ => p.class.state,
+            };
+            (f, state, Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)))
+        })
+        .collect();
+    let idle = match g {
+        Some(g) => {
+            let tiers: Vec<Tier> = window
+                .iter()
+                .zip(&keyed)
+                .map(|(p, k)| match (p.class.state, k.2) {
+                    // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
+                    (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
+                    (_, Cause::Cpu { launching: true, .. } | Cause::Cpu { native: true, .. }) => Tier::Launch,
+                    _ => Tier::Rest,
+                })
+                .collect();
+            idle_weights(g, &window, &tiers)
+        }
         None => vec![Some(1.0); window.len()],
     };
     // An unmarked loop begins at the job's CUDA context, but training begins at its first
@@ -272,7 +283,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .map_or(lo, |p| p.t_s)
     };
     let mut before = 0.0;
-    for (p, idle) in window.into_iter().zip(idle) {
+    for ((p, idle), (facts, state, cause)) in window.into_iter().zip(idle).zip(keyed) {
         let Some(idle) = idle else { continue };
         if p.t_s < first_work_s {
             before += idle * p.dur_s;
@@ -281,22 +292,16 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            if let Some(site) = facts(p.stack).site {
+            if let Some(site) = facts.site {
                 *drains.entry(site).or_default() += p.dur_s;
             }
             continue;
         }
-        // Recompiling inside the loop is one mechanism, whether the thread traces Python,
-        // waits for its compile workers or reads their output: one account.
-        let state = match p.class.domain {
-            Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
-            _ => p.class.state,
-        };
-        let Facts { site, in_torch, timed, caller, function } = facts(p.stack);
+        let Facts { site, in_torch, timed, caller, .. } = facts;
         if timed {
             continue;
         }
-        let part = parts.entry(Cause::of(state, p.class.domain, function, in_torch, native_line(site))).or_default();
+        let part = parts.entry(cause).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
         *part.modes.entry((state, p.class.domain)).or_default() += w;
@@ -343,23 +348,23 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     ledger.accounts.retain(|a| !splittable(a));
     if before > 0.0 {
         let seconds = total_s * before / weight;
-        let same = |a: &&mut Account| a.account == AccountKind::StartupToFirstStep;
-        if let Some(a) = ledger.accounts.iter_mut().find(same) {
-            a.seconds = round(a.seconds + seconds, 3);
-            a.share = round(a.seconds / end.max(1e-9), 4);
-        } else {
-            ledger.accounts.push(Account {
-            account: AccountKind::StartupToFirstStep,
-            label: crate::ledger::TO_FIRST_STEP.to_owned(),
-            seconds: round(seconds, 3),
-            share: round(seconds / end.max(1e-9), 4),
-            basis: Basis::Inferred,
-            evidence: format!(
-                "the main thread's samples (PID {pid}) from the CUDA context to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
-            ),
-            finding: None,
-            finding_gpu: None,
-            });
+        match ledger.accounts.iter_mut().find(|a| a.account == AccountKind::StartupToFirstStep) {
+            Some(a) => {
+                a.seconds = round(a.seconds + seconds, 3);
+                a.share = round(a.seconds / end.max(1e-9), 4);
+            }
+            None => ledger.accounts.push(Account {
+                account: AccountKind::StartupToFirstStep,
+                label: crate::ledger::TO_FIRST_STEP.to_owned(),
+                seconds: round(seconds, 3),
+                share: round(seconds / end.max(1e-9), 4),
+                basis: Basis::Inferred,
+                evidence: format!(
+                    "the main thread's samples (PID {pid}) from the CUDA context to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
+                ),
+                finding: None,
+                finding_gpu: None,
+            }),
         }
     }
     let loop_len = (hi - lo).max(1e-9);

@@ -2,6 +2,8 @@
 //! (`serve --record`, `record` without `--pid`), each read against its GPU as the ledger reads
 //! the job's main thread against the GPU it splits.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::{Point, StateShare, ThreadState, state_shares};
@@ -28,8 +30,8 @@ pub(crate) fn idle_share(g: &GpuSeries, t: f64) -> Option<f64> {
 }
 
 /// Where a sample stands for the GPU's busy time first: waiting on it (or on a collective its
-/// kernel runs), then launching to it
-/// (inside torch's own code, or native code that may be an op on CUDA tensors), then the rest.
+/// kernel runs), then launching to it (inside torch's own code, or native code that may be an
+/// op on CUDA tensors), then the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Tier {
     Sync,
@@ -37,28 +39,28 @@ pub(crate) enum Tier {
     Rest,
 }
 
-/// Each sample's weight in the GPU's idle time (`None` where no poll covers it): its share of
-/// its own stretch that the GPU idled. A poll says only how much of it the GPU worked; that
-/// work goes to the samples most likely beside it first (the main thread waiting on the GPU,
-/// then launching to it), and the rest of the samples take the poll's idle time. A step's
-/// own host-side work after its `.item()` (a tokenizer, a DataLoader in the process) is then
-/// idle time whole; weighing every sample by its poll's idle share had spread it over the
-/// launches beside it (a tokenizer read at a third of its own time on a real H100).
-pub(crate) fn idle_weights(g: &GpuSeries, pts: &[&Point], mut tier: impl FnMut(&Point) -> Tier) -> Vec<Option<f64>> {
-    let tiers: Vec<Tier> = pts.iter().map(|p| tier(p)).collect();
+/// Each sample's weight in the GPU's idle time (`None` where no poll covers it), by its tier
+/// (`tiers`, one per sample): its share of its own stretch that the GPU idled. A poll says only
+/// how much of it the GPU worked; that work goes to the samples most likely beside it first
+/// (the main thread waiting on the GPU, then launching to it), and the rest of the samples take
+/// the poll's idle time. A step's own host-side work after its `.item()` (a tokenizer, a
+/// DataLoader in the process) is then idle time whole; weighing every sample by its poll's idle
+/// share had spread it over the launches beside it (a tokenizer read at a third of its own time
+/// on a real H100).
+pub(crate) fn idle_weights(g: &GpuSeries, pts: &[&Point], tiers: &[Tier]) -> Vec<Option<f64>> {
     let poll = |t: f64| {
         let i = g.t_s.partition_point(|x| *x < t);
         (i > 0 && i < g.t_s.len()).then_some(i)
     };
     // Per poll: the time its samples stand for, by tier.
-    let mut sums: std::collections::HashMap<usize, [f64; 3]> = std::collections::HashMap::new();
-    for (p, t) in pts.iter().zip(&tiers) {
+    let mut sums: HashMap<usize, [f64; 3]> = HashMap::new();
+    for (p, t) in pts.iter().zip(tiers) {
         if let Some(i) = poll(p.t_s) {
             sums.entry(i).or_default()[*t as usize] += p.dur_s;
         }
     }
     // Per poll and tier: the idle share of the tier's time once the GPU's work is placed.
-    let idle_of: std::collections::HashMap<usize, [f64; 3]> = sums
+    let idle_of: HashMap<usize, [f64; 3]> = sums
         .iter()
         .filter_map(|(&i, s)| {
             let u = idle_share(g, g.t_s[i])?;
@@ -72,7 +74,7 @@ pub(crate) fn idle_weights(g: &GpuSeries, pts: &[&Point], mut tier: impl FnMut(&
             Some((i, out))
         })
         .collect();
-    pts.iter().zip(&tiers).map(|(p, t)| Some(idle_of.get(&poll(p.t_s)?)?[*t as usize])).collect()
+    pts.iter().zip(tiers).map(|(p, t)| Some(idle_of.get(&poll(p.t_s)?)?[*t as usize])).collect()
 }
 
 /// The GPU `pid` held in the most polls, and what its main thread did while that GPU idled;

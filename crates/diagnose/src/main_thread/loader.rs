@@ -79,8 +79,11 @@ pub(crate) fn workers_site(run: &Run) -> Option<LoaderSite> {
     let mut by: HashMap<(u32, ThreadState), f64> = HashMap::new();
     // Each worker's GIL votes, as its profile reads them: a worker in PIL or torch's CPU ops
     // with the GIL released runs native code, not Python.
-    for &pid in &workers {
-        let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
+    let mut of: HashMap<u32, Vec<&gpulse_model::ThreadSample>> = HashMap::new();
+    for s in st.samples.iter().filter(|s| workers.contains(&s.pid)) {
+        of.entry(s.pid).or_default().push(s);
+    }
+    for (pid, mine) in of {
         let mut votes = super::NativeVotes::of(st.process(pid));
         mine.iter().for_each(|s| votes.add(s));
         for s in mine {

@@ -4,9 +4,10 @@
 //! Each sample is classified by mechanism (`classify.rs`). A process's profile is its states'
 //! shares of its sampled time, with their sites. The ledger's host-side time inside the loop
 //! (what `host_bound`, `host_saturated` or elimination put there, and the loop's unexplained
-//! idle) is split by what the main thread did while the GPU idled: each sample weighs the idle
-//! share of the GPU poll it falls in. A thread waiting on the device coincides with the GPU working, so it takes
-//! no idle time: it says where the GPU's queue drains.
+//! idle) is split by what the main thread did while the GPU idled: each poll's busy time goes
+//! beside the samples that waited on the GPU, then those that launched to it, and the rest take
+//! its idle time (`idle.rs`). A thread waiting on the device coincides with the GPU working, so
+//! it takes no idle time: it says where the GPU's queue drains.
 
 mod advice;
 mod classify;
@@ -240,9 +241,6 @@ pub(crate) fn writing_within(run: &Run, spans: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
     out
 }
 
-/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
-/// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
-/// rank, else the main process sampled most.
 /// When the main thread trained, seconds: its first and last samples in a backward pass or an
 /// optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
 /// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
@@ -262,6 +260,9 @@ pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
     Some([t(first), t(last)])
 }
 
+/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
+/// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
+/// rank, else the main process sampled most.
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();

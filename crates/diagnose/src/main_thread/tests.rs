@@ -492,12 +492,15 @@ fn the_gpus_work_goes_beside_its_waits_and_launches_first() {
         }
     }
     let refs: Vec<&Point> = pts.iter().collect();
-    let tier = |p: &Point| match p.class.state {
-        ThreadState::GpuSync => Tier::Sync,
-        ThreadState::Native => Tier::Launch,
-        _ => Tier::Rest,
-    };
-    let w: Vec<f64> = idle_weights(&g, &refs, tier).into_iter().map(Option::unwrap).collect();
+    let tiers: Vec<Tier> = pts
+        .iter()
+        .map(|p| match p.class.state {
+            ThreadState::GpuSync => Tier::Sync,
+            ThreadState::Native => Tier::Launch,
+            _ => Tier::Rest,
+        })
+        .collect();
+    let w: Vec<f64> = idle_weights(&g, &refs, &tiers).into_iter().map(Option::unwrap).collect();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     // 40 % busy: the waits take 20 of it, the launches the other 20 of their 30.
     assert!(close(w[0], 0.0) && close(w[20], 1.0 / 3.0) && close(w[50], 1.0), "{:?}", &w[..100]);

@@ -130,17 +130,17 @@ const WORKING_STACKS: usize = 3;
 /// Whether `pid`'s main thread was sampled moving through its code over `tail`.
 fn works_through(run: &Run, pid: u32, tail: &IdleTail) -> bool {
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    let inside: Vec<u32> = run
+    let mut stacks: Vec<u32> = run
         .stacks
         .samples
         .iter()
         .filter(|s| s.pid == pid && (tail.since_s..=tail.until_s).contains(&t(s.t_us)))
         .map(|s| s.stack)
         .collect();
-    let mut stacks = inside.clone();
+    let samples = stacks.len();
     stacks.sort_unstable();
     stacks.dedup();
-    inside.len() >= WORKING_SAMPLES && stacks.len() >= WORKING_STACKS
+    samples >= WORKING_SAMPLES && stacks.len() >= WORKING_STACKS
 }
 
 /// The stretch at the end of `h`'s listings in which it did nothing and its memory stayed at its
