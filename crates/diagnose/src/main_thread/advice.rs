@@ -54,6 +54,9 @@ pub(super) fn advice(
         (ThreadState::Python | ThreadState::Native, Some(Domain::Logging)) => {
             vec![format!("log less often, and keep printing and formatting out of the step{at}")]
         }
+        (ThreadState::Python | ThreadState::Native | ThreadState::Disk, Some(Domain::Serialize)) => vec![format!(
+            "serializing{at} runs in the step: write every N steps or from a background thread, and append each step's record (one JSON line) instead of rewriting what grows"
+        )],
         (ThreadState::Python | ThreadState::Native, Some(Domain::Allocator)) => {
             vec![format!("take torch.cuda.empty_cache() out of the loop{at}: the caching allocator reuses the memory")]
         }

@@ -90,6 +90,9 @@ pub enum Domain {
     HostMath,
     /// logging, print, progress bars, experiment trackers.
     Logging,
+    /// json, pickle, csv or yaml turning objects into text or bytes (a history file, a metrics
+    /// dump), outside a checkpoint's save.
+    Serialize,
     Collective,
     /// `gc.collect()`: a full collection, called from the job's code.
     Gc,
@@ -109,6 +112,7 @@ impl Domain {
             Domain::Tokenize => "tokenize",
             Domain::HostMath => "host_math",
             Domain::Logging => "logging",
+            Domain::Serialize => "serialize",
             Domain::Collective => "collective",
             Domain::Gc => "gc",
             Domain::Import => "import",
@@ -126,6 +130,7 @@ impl Domain {
             Domain::Tokenize => "tokenization",
             Domain::HostMath => "numpy, pandas or scikit-learn",
             Domain::Logging => "logging and printing",
+            Domain::Serialize => "serialization (json, pickle, csv, yaml)",
             Domain::Collective => "a collective (torch.distributed)",
             Domain::Gc => "the garbage collector (gc.collect)",
             Domain::Import => "the import system",
@@ -183,6 +188,13 @@ fn in_module(file: &str, module: &str) -> bool {
     file.starts_with(module) || file.match_indices(module).any(|(i, _)| i > 0 && file.as_bytes()[i - 1] == b'/')
 }
 
+/// Whether a file is torch's or safetensors' saving and loading.
+fn checkpoint(file: &str) -> bool {
+    in_module(file, "torch/serialization.py")
+        || in_module(file, "safetensors/")
+        || in_module(file, "torch/distributed/checkpoint/")
+}
+
 /// The frames' library, innermost first: the deepest frame in a known library names it.
 pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     // An import runs the imported module's code: whatever library that is, the time is the
@@ -200,10 +212,7 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
             Domain::Backward
         } else if in_module(p, "torch/utils/data/") {
             Domain::DataLoader
-        } else if in_module(p, "torch/serialization.py")
-            || in_module(p, "safetensors/")
-            || in_module(p, "torch/distributed/checkpoint/")
-        {
+        } else if checkpoint(p) {
             Domain::Checkpoint
         } else if in_module(p, "torch/cuda/memory.py") {
             Domain::Allocator
@@ -221,6 +230,12 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
             || in_module(p, "torch/utils/tensorboard/")
         {
             Domain::Logging
+        } else if in_module(p, "json/") || in_module(p, "pickle.py") || in_module(p, "csv.py") || in_module(p, "yaml/") {
+            // torch.save pickles: a serializer under a checkpoint's frames is the checkpoint's.
+            match frames.iter().any(|f| checkpoint(&f.file)) {
+                true => Domain::Checkpoint,
+                false => Domain::Serialize,
+            }
         } else if in_module(p, "torch/distributed/distributed_c10d.py")
             || in_module(p, "torch/nn/parallel/distributed.py")
         {
@@ -240,6 +255,9 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     }
     if code.contains("gc.collect(") {
         return Some(Domain::Gc);
+    }
+    if code.contains("pickle.dump") {
+        return Some(Domain::Serialize);
     }
     None
 }

@@ -153,6 +153,20 @@ fn the_library_is_the_deepest_known_frame() {
         frame("/v/site-packages/numpy/__init__.py", "<module>", "from . import core"),
     ];
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Import), "numpy's import is the import's");
+    let frames = [
+        frame("/w/train.py", "main", "json.dump(history, f)"),
+        frame("/usr/lib/python3.11/json/__init__.py", "dump", "for chunk in iterable:"),
+        frame("/usr/lib/python3.11/json/encoder.py", "_iterencode_list", "yield from chunks"),
+    ];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Serialize));
+    let frames = [
+        frame("/w/train.py", "main", "torch.save(model.state_dict(), p)"),
+        frame("/v/site-packages/torch/serialization.py", "save", "_save(obj, f)"),
+        frame("/usr/lib/python3.11/pickle.py", "dump", "self.save(obj)"),
+    ];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Checkpoint), "torch.save pickles");
+    let frames = [frame("/w/train.py", "main", "pickle.dump(stats, f)")];
+    assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Serialize));
     let frames = [frame("/w/train.py", "main", "x = items()")];
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), None);
     assert!(!syncs(&frames[0]), "items() is no .item()");
