@@ -3,6 +3,7 @@ recorder. Run with the package on PYTHONPATH: `PYTHONPATH=python python3 tests/p
 """
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -51,6 +52,7 @@ class OutsideRun(unittest.TestCase):
 class InsideRun(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.sock, path = listen(self.dir)
         os.environ[_events.ENV] = path
         _events._open()
@@ -199,6 +201,7 @@ class Schema(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_a_newer_schema_is_refused_as_the_cli_refuses_it(self):
         from gpulse import _load
@@ -262,6 +265,7 @@ class Load(unittest.TestCase):
         from gpulse import _load
 
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         for v in range(1, _load.SCHEMA_VERSION + 1):
             tables = gpulse.load(with_schema(self.recording, v, d))
             self.assertEqual(tables["meta"].set_index("key")["value"]["schema_version"], str(v))
