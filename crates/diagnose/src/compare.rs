@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::rules::mean;
+use crate::run::mean;
 use crate::{Diagnosis, Finding, FindingId, Run};
 
 /// The figures compared, for one run.

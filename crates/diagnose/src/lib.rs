@@ -16,7 +16,7 @@ pub mod ranks;
 mod rolling;
 pub mod roofline;
 mod rules;
-mod series;
+mod run;
 mod steps;
 
 use serde::Serialize;
@@ -29,7 +29,7 @@ pub use forecast::{Forecast, time_to_full};
 pub use ledger::{Account, AccountKind, Ledger, ledger};
 pub use rolling::RollingDiagnosis;
 pub use roofline::{Efficiency, efficiency};
-pub use series::{GpuSeries, Run, RunBuilder};
+pub use run::{GpuSeries, IoBlocked, Run, RunBuilder, TreeIo, TreePss};
 pub use steps::Steps;
 
 /// How much a finding matters.

@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 
-use gpulse_model::{ProcessRole, Rank};
 use serde::Serialize;
 
 use crate::main_thread::{Domain, ThreadState, points, site_text};
+use crate::run::ranked;
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// One rank as the run saw it.
@@ -42,67 +42,6 @@ pub struct RankRow {
     pub busiest_share: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busiest_site: Option<String>,
-}
-
-/// The ranks of a run, worked out once.
-pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
-    run.ranks.get_or_init(|| ranked_in(&run.stacks)).clone()
-}
-
-/// The ranks among sampled processes: each main process that its environment names a rank, in
-/// rank order; else the processes `torch.multiprocessing.spawn` started (its `_wrap` in their
-/// stacks), which it starts in rank order, so in PID order barring a PID wrapping round. Where
-/// two processes claim one rank (a restarted attempt, two jobs), the one sampled most is it.
-pub(crate) fn ranked_in(st: &gpulse_model::Stacks) -> Vec<(Rank, u32)> {
-    let mains = || st.processes.iter().filter(|p| p.role == ProcessRole::Main);
-    let mut out: Vec<(Rank, u32)> = mains().filter_map(|p| Some((p.rank?, p.pid))).collect();
-    if out.len() > 1 {
-        let mut count: HashMap<u32, usize> = HashMap::new();
-        for s in &st.samples {
-            *count.entry(s.pid).or_default() += 1;
-        }
-        let n = |pid: &u32| count.get(pid).copied().unwrap_or(0);
-        out.sort_by_key(|(r, pid)| (r.rank, std::cmp::Reverse(n(pid)), *pid));
-        out.dedup_by_key(|(r, _)| r.rank);
-        // One world: the size most ranks say.
-        let world =
-            out.iter().map(|r| r.0.world_size).max_by_key(|w| out.iter().filter(|r| r.0.world_size == *w).count());
-        out.retain(|r| Some(r.0.world_size) == world);
-    }
-    // Lightning's shape: the script's own process is rank 0, and its environment says nothing
-    // (Lightning sets it after the start); the others say ranks 1 to n − 1 of a world of n.
-    let world = out.first().map(|r| r.0.world_size);
-    let unranked: Vec<u32> = mains().filter(|p| p.rank.is_none()).map(|p| p.pid).collect();
-    if let (Some(n), [pid]) = (world, unranked.as_slice())
-        && out.len() + 1 == n as usize
-        && out.iter().all(|r| r.0.world_size == n && r.0.rank != 0)
-    {
-        out.push((Rank { rank: 0, world_size: n, local_rank: Some(0), device: None }, *pid));
-    }
-    if out.len() < 2 {
-        // The stacks through `_wrap` first (a few hundred), then the processes sampled in them.
-        let wrapped: Vec<bool> = (0..st.stacks.len() as u32)
-            .map(|id| {
-                st.frames_of(id).any(|f| f.function == "_wrap" && f.file.ends_with("torch/multiprocessing/spawn.py"))
-            })
-            .collect();
-        if !wrapped.contains(&true) {
-            return out;
-        }
-        let spawned: std::collections::HashSet<u32> =
-            st.samples.iter().filter(|s| wrapped.get(s.stack as usize) == Some(&true)).map(|s| s.pid).collect();
-        let mut pids: Vec<u32> = mains().map(|p| p.pid).filter(|p| spawned.contains(p)).collect();
-        pids.sort_unstable();
-        let n = pids.len() as u32;
-        if n >= 2 {
-            out = (0..n)
-                .zip(pids)
-                .map(|(i, pid)| (Rank { rank: i, world_size: n, local_rank: Some(i), device: None }, pid))
-                .collect();
-        }
-    }
-    out.sort_by_key(|(r, pid)| (r.rank, *pid));
-    out
 }
 
 /// Every rank's row; empty for a job of fewer than two ranks seen.
@@ -325,7 +264,7 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
     if lost_s / span < MIN_WAIT_SHARE {
         return;
     }
-    let main = crate::main_thread::main_pid(run);
+    let main = crate::run::main_pid(run);
     // The findings whose time this is: the waiter's wait; or, where the ledger reads the
     // straggler, every state of its extra work (pickling runs Python, then native code, then
     // writes): those in its library, else at its line.
@@ -355,7 +294,7 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
                 }
     };
     let explained: Vec<usize> = (0..out.len()).filter(|i| explains(&out[*i])).collect();
-    let (loop_s, _) = crate::ledger::loop_window(run);
+    let (loop_s, _) = crate::run::loop_window(run);
     let loop_len = loop_s.map(|w| w[1] - w[0]);
     // The waiter's time in collectives is the straggler's only past what a collective takes
     // with every rank there (the straggler's own time in them): the account splits in two, and

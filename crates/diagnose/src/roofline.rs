@@ -8,7 +8,8 @@
 use gpulse_model::{DevicePeak, Precision, device_peak};
 use serde::Serialize;
 
-use crate::rules::{mean, tensor};
+use crate::rules::tensor;
+use crate::run::mean;
 use crate::{Energy, GpuSeries, Run, round};
 
 /// A resource at or above half of its roof over the job's window caps the speed-up at 2×

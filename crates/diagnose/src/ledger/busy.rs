@@ -1,6 +1,6 @@
 //! How busy the GPU the ledger reads was over some stretches: the job's kernels, and others'.
 
-use super::spans::total;
+use crate::run::total;
 
 /// The GPU's kernel time over some stretches: the job's own, and other processes'.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

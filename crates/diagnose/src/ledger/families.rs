@@ -2,9 +2,11 @@
 //! doc): what one claims, a later one cannot.
 
 use super::AccountKind::{self as K};
+use super::book::Book;
+use super::bulk_writes_gpu_idle;
 use super::busy::busy_seconds;
-use super::spans::{Book, merged, minus, total};
-use super::{bulk_writes_gpu_idle, loop_copies};
+use crate::run::loop_copies;
+use crate::run::{merged, minus, total};
 use crate::{Basis, Finding, FindingId, GpuSeries, Run};
 
 /// The loop as the ledger places it.
@@ -98,8 +100,8 @@ pub(super) fn startup(book: &mut Book, run: &Run, at: &Loop, first: f64) {
     // Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
     // for an active window has the whole series as one).
     let context_s = match at.marked {
-        true => crate::rules::startup::context_before(run, first),
-        false => crate::rules::startup::first_context_s(run),
+        true => crate::run::context_before(run, first),
+        false => crate::run::first_context_s(run),
     };
     match context_s.filter(|c| *c > 0.0 && *c <= first) {
         Some(c) => {

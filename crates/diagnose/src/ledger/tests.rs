@@ -1,6 +1,6 @@
 use super::*;
 use crate::AccountKind;
-use crate::ledger::spans::minus;
+use crate::run::{merged, minus};
 
 /// 100 s sampled each second: the context at 5 s, the first step at 10 s, the last at 90 s;
 /// evaluation from 30 to 50 s (the GPU idle in it), 1 s of data wait in each 10 s of steps

@@ -230,7 +230,8 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
             || in_module(p, "torch/utils/tensorboard/")
         {
             Domain::Logging
-        } else if in_module(p, "json/") || in_module(p, "pickle.py") || in_module(p, "csv.py") || in_module(p, "yaml/") {
+        } else if in_module(p, "json/") || in_module(p, "pickle.py") || in_module(p, "csv.py") || in_module(p, "yaml/")
+        {
             // torch.save pickles: a serializer under a checkpoint's frames is the checkpoint's.
             match frames.iter().any(|f| checkpoint(&f.file)) {
                 true => Domain::Checkpoint,

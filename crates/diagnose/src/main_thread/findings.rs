@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use super::advice::{OPTIMIZER_ADVICE, advice, label, upper};
 use super::idle::{Tier, idle_weights};
 use super::loader::workers_site;
-use super::{Domain, ThreadState, main_pid, points, site_text};
-use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP, covers, merged};
+use super::{Domain, ThreadState, points, site_text};
+use crate::ledger::{Account, AccountKind, GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, Ledger, NO_LOOP};
 use crate::rules::MATERIAL;
+use crate::run::main_pid;
+use crate::run::{covers, merged};
 use crate::{Basis, Finding, FindingId, Run, Severity, round};
 
 /// Samples below this in the idle time say too little to split it: the share of a state from
@@ -187,7 +189,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let Some(pid) = main_pid(run) else { return ledger };
     let pts = points(run, pid);
     let clocked = pts.iter().any(|p| p.split) || run.stacks.samples.iter().any(|s| s.pid == pid && s.clock.is_some());
-    let g = crate::ledger::primary(run);
+    let g = crate::run::primary(run);
     let splittable = |a: &Account| {
         a.account == AccountKind::HostSide
             || a.account == AccountKind::InputInferred
@@ -200,7 +202,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         return ledger;
     }
     let end = ledger.wall_s;
-    let (loop_s, marked) = crate::ledger::loop_window(run);
+    let (loop_s, marked) = crate::run::loop_window(run);
     let [lo, hi] = loop_s.unwrap_or([0.0, end]);
     let mut apart: Vec<[f64; 2]> = run.data_waits_s.clone();
     apart.extend(run.phases_s.iter().map(|p| p.1));

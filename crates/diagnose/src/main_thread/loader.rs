@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use gpulse_model::{ProcessRole, Stacks};
 
 use super::classify::{own_code, timed_by_gpulse};
-use super::{Classifier, ThreadState, main_pid, points, site_text};
+use super::{Classifier, ThreadState, points, site_text};
 use crate::Run;
-use crate::ledger::covers;
+use crate::run::covers;
+use crate::run::main_pid;
 
 /// Whose time the loader's line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +120,7 @@ fn main_thread_site(run: &Run) -> Option<LoaderSite> {
         return None;
     }
     let pid = main_pid(run)?;
-    let waits = crate::ledger::merged(run.data_waits_s.clone(), f64::NEG_INFINITY, f64::INFINITY);
+    let waits = crate::run::merged(run.data_waits_s.clone(), f64::NEG_INFINITY, f64::INFINITY);
     let mut sites: HashMap<(String, ThreadState), f64> = HashMap::new();
     let mut cache: HashMap<u32, Option<String>> = HashMap::new();
     // Waiting on workers' queues is not building the batch: that time is the workers' own.

@@ -10,7 +10,7 @@
 //! it takes no idle time: it says where the GPU's queue drains.
 
 mod advice;
-mod classify;
+pub(crate) mod classify;
 mod clocks;
 mod findings;
 mod idle;
@@ -27,6 +27,7 @@ use serde::Serialize;
 
 pub use classify::{Class, Classifier, Domain, ThreadState, classify, own_code, site_frame};
 
+use crate::run::main_pid;
 use crate::{Run, round};
 
 /// One sample of a main thread, classified, at seconds since the run's start.
@@ -178,42 +179,6 @@ impl NativeVotes {
     }
 }
 
-/// The sampled processes as their samples show them: the sampler tells a role from a first
-/// stack, which may be still importing (`mp.spawn`'s parent before its `join`, multiprocessing's
-/// resource tracker). A main process whose samples mostly run a helper's frames is no process of
-/// the job: it and its samples go; one whose samples mostly run a worker's loop is a worker.
-pub(crate) fn settled(st: &Stacks) -> Stacks {
-    let mut votes: HashMap<u32, [usize; 3]> = HashMap::new();
-    let mut by_stack: HashMap<u32, Option<ProcessRole>> = HashMap::new();
-    for s in &st.samples {
-        let role = *by_stack.entry(s.stack).or_insert_with(|| {
-            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
-            gpulse_model::role_of(frames.iter().map(|f| (f.file.as_str(), f.function.as_str())))
-        });
-        let v = votes.entry(s.pid).or_default();
-        v[match role {
-            Some(ProcessRole::Main) => 0,
-            Some(ProcessRole::Worker) => 1,
-            None => 2,
-        }] += 1;
-    }
-    let mut out = st.clone();
-    let mut gone = Vec::new();
-    for p in out.processes.iter_mut().filter(|p| p.role == ProcessRole::Main) {
-        let Some(&[main, worker, helper]) = votes.get(&p.pid) else { continue };
-        if 2 * helper > main + worker + helper {
-            gone.push(p.pid);
-        } else if 2 * worker > main + worker + helper {
-            p.role = ProcessRole::Worker;
-        }
-    }
-    if !gone.is_empty() {
-        out.processes.retain(|p| !gone.contains(&p.pid));
-        out.samples.retain(|s| !gone.contains(&s.pid));
-    }
-    out
-}
-
 /// Of each span in `spans`, the parts where the ledger's main thread was writing, as its samples
 /// say: at a line that writes, flushes, syncs or saves a file, or in a checkpoint's code. A span
 /// the thread was not sampled in stays whole, for its I/O counters to speak for it.
@@ -239,49 +204,6 @@ pub(crate) fn writing_within(run: &Run, spans: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
         out.extend(within.into_iter().filter(|p| writes(p)).map(|p| [p.t_s, (p.t_s + p.dur_s).min(hi)]));
     }
     out
-}
-
-/// When the main thread trained, seconds: its first and last samples in a backward pass or an
-/// optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
-/// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
-pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
-    let pid = main_pid(run)?;
-    let st = &run.stacks;
-    let mut by_stack: HashMap<u32, bool> = HashMap::new();
-    let mut training = st.samples.iter().filter(|s| s.pid == pid).filter(|s| {
-        *by_stack.entry(s.stack).or_insert_with(|| {
-            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
-            matches!(classify::domain(&frames), Some(Domain::Backward | Domain::Optimizer))
-        })
-    });
-    let first = training.next()?.t_us;
-    let last = training.last().map_or(first, |s| s.t_us);
-    let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    Some([t(first), t(last)])
-}
-
-/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
-/// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
-/// rank, else the main process sampled most.
-pub(crate) fn main_pid(run: &Run) -> Option<u32> {
-    let st = &run.stacks;
-    let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
-    let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
-    let holders: Vec<u32> = crate::ledger::primary(run).map_or_else(Vec::new, |g| {
-        mains.iter().copied().filter(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))).collect()
-    });
-    let looped = run.steps.as_ref().filter(|s| s.ranks > 1).map(|s| s.pid).filter(|pid| mains.contains(pid));
-    let ranks: Vec<u32> = crate::ranks::ranked(run).into_iter().map(|(_, pid)| pid).collect();
-    // Of the processes on the GPU the ledger reads: the one whose steps are the loop, else its
-    // lowest rank, else the first; with none on it, the loop's, the lowest rank, the most sampled.
-    let on_gpu = looped
-        .filter(|p| holders.contains(p))
-        .or_else(|| ranks.iter().copied().find(|p| holders.contains(p)))
-        .or_else(|| holders.first().copied());
-    on_gpu
-        .or(looped)
-        .or_else(|| ranks.first().copied())
-        .or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
 }
 
 /// A site's share of a process's sampled time.
@@ -408,7 +330,7 @@ pub(crate) fn site_text(st: &Stacks, stack: u32) -> Option<String> {
 pub fn profiles(run: &Run) -> Vec<Profile> {
     let st = &run.stacks;
     let first = main_pid(run);
-    let ranks: HashMap<u32, gpulse_model::Rank> = crate::ranks::ranked(run).into_iter().map(|(r, p)| (p, r)).collect();
+    let ranks: HashMap<u32, gpulse_model::Rank> = crate::run::ranked(run).into_iter().map(|(r, p)| (p, r)).collect();
     let mut procs: Vec<&gpulse_model::SampledProcess> = st.processes.iter().collect();
     procs
         .sort_by_key(|p| (Some(p.pid) != first, p.role != ProcessRole::Main, ranks.get(&p.pid).map(|r| r.rank), p.pid));

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use gpulse_model::PyFrame;
 use serde::Serialize;
 
-use super::{main_pid, points, site_text};
+use super::{points, site_text};
+use crate::run::main_pid;
 use crate::{Run, round};
 
 /// What the main thread was doing during start-up.

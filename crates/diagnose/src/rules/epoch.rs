@@ -59,7 +59,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let (at, all) = restart_wait_s(run);
     let span = match &run.steps {
         Some(s) => s.window_s[1] - s.window_s[0],
-        None => crate::ledger::end_s(run),
+        None => crate::run::end_s(run),
     };
     if found.is_empty() || at < CARRIES * all || at < SHARE * span.max(1e-9) {
         return Vec::new();

@@ -2,8 +2,8 @@
 //! (`utilization`, `steps`, `host`) share, kept here so that no rule reaches into another for
 //! them. What every rule shares (`MIN_ACTIVE_S`, `mean`) is in `rules/mod.rs`.
 
-use super::mean;
 use crate::Run;
+use crate::run::mean;
 
 /// Below this mean GPU-Util the GPU waits on its host and a training job leaves most of it
 /// unused: above it, the GPU is fed however busy the host, and the remaining gap is usually one
@@ -219,9 +219,9 @@ const IO_BLOCKED: f64 = 0.5;
 /// more: the DataLoader workers where there are any, else the training process itself.
 pub(crate) fn storage_blocked(run: &Run) -> Option<f64> {
     let shares: Vec<f64> = if run.worker_count > 0 {
-        run.io_blocked.iter().filter_map(|x| x.2).collect()
+        run.io_blocked.iter().filter_map(|x| x.workers_share).collect()
     } else {
-        run.io_blocked.iter().map(|x| if x.1 { 1.0 } else { 0.0 }).collect()
+        run.io_blocked.iter().map(|x| if x.main { 1.0 } else { 0.0 }).collect()
     };
     mean(&shares).filter(|s| *s >= IO_BLOCKED)
 }

@@ -1,8 +1,9 @@
 //! A host CPU that cannot keep up: saturated while the GPU waits, split into what the job itself
 //! uses and what other processes take.
 
+use super::MIN_ACTIVE_S;
 use super::feeding::{DATA_WAIT_SHARE, LOW_UTIL_PCT, workers_advice};
-use super::{MIN_ACTIVE_S, mean};
+use crate::run::mean;
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Whole-machine CPU at or above this is saturated: with at most one core in ten idle on average,

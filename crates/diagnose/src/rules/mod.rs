@@ -75,7 +75,7 @@ fn price(whole: &Run, cx: &mut table::Cx, ledger: &Ledger) {
     // Only the findings of the GPU the ledger reads hold its seconds (a data-parallel job's ranks
     // stall alike, but the seconds are counted once); processes sharing it split theirs by
     // their SM time.
-    let primary = crate::ledger::primary(whole).map(|g| g.gpu);
+    let primary = crate::run::primary(whole).map(|g| g.gpu);
     let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
     let shared_sm: f64 = out.iter().filter(|f| f.id == FindingId::GpuShared && f.gpu == primary).map(sm).sum();
     for f in out.iter_mut() {
@@ -127,7 +127,7 @@ fn by_elimination(run: &Run, ledger: &mut Ledger, loop_s: Option<f64>) -> Option
         return None;
     }
     a.finding = Some(crate::FindingId::HostBound);
-    a.finding_gpu = crate::ledger::primary(run).map(|g| g.gpu);
+    a.finding_gpu = crate::run::primary(run).map(|g| g.gpu);
     let cost = Cost::of_accounts(&[&*a], 1.0, loop_s);
     let f = Finding::new(
         crate::FindingId::HostBound,
@@ -146,17 +146,6 @@ fn by_elimination(run: &Run, ledger: &mut Ledger, loop_s: Option<f64>) -> Option
         f = f.on_gpu(g);
     }
     Some(f.inferred())
-}
-
-/// Mean of a slice; `None` when empty.
-pub(crate) fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// Population standard deviation.
-pub(crate) fn stdev(v: &[f64]) -> Option<f64> {
-    let m = mean(v)?;
-    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
 }
 
 const GIB: f64 = gpulse_model::GIB as f64;

@@ -34,7 +34,7 @@ fn util_in(run: &Run, spans: &[[f64; 2]]) -> Option<f64> {
                 .filter(|&i| spans.iter().any(|s| g.t_s[i] >= s[0] && g.t_s[i] < s[1]))
                 .filter_map(|i| g.util_pct[i])
                 .collect();
-            super::mean(&v)
+            crate::run::mean(&v)
         })
         .reduce(f64::max)
 }
@@ -101,7 +101,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     if writing >= super::MATERIAL {
         let secs = ledger.seconds(AccountKind::StorageWrite);
         // The bytes of the same intervals the ledger counted: bulk writes with the GPU idle.
-        let written: f64 = crate::ledger::primary(run)
+        let written: f64 = crate::run::primary(run)
             .map_or(0.0, |g| crate::ledger::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
         out.push(
             Finding::new(
@@ -126,7 +126,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
     let unexplained = ledger.share(AccountKind::Unexplained);
     // A run too short to judge a steady state says nothing by what it leaves unexplained, nor
     // does a machine whose GPUs did no work and ran no job: there is no loop to mark.
-    let idle_machine = !run.gpus.is_empty() && run.gpus.iter().all(|g| !g.busy() && !crate::ledger::has_a_job(run, g));
+    let idle_machine = !run.gpus.is_empty() && run.gpus.iter().all(|g| !g.busy() && !crate::run::has_a_job(run, g));
     if unexplained > UNEXPLAINED && ledger.wall_s >= super::MIN_ACTIVE_S && !idle_machine {
         let parts: Vec<String> = ledger
             .accounts

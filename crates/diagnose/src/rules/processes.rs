@@ -303,7 +303,7 @@ fn shared(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Option<Finding> {
 /// only the memory.
 fn busy_foreign(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Finding {
     let sm = h.at.iter().filter_map(|x| x.2).map(f64::from).collect::<Vec<_>>();
-    let busy = super::mean(&sm).filter(|m| *m > f64::from(IDLE_SM_PCT));
+    let busy = crate::run::mean(&sm).filter(|m| *m > f64::from(IDLE_SM_PCT));
     let title = match busy {
         Some(m) => format!(
             "GPU {}: process {pid} computes outside the job ({m:.0}% of the SMs), holding {:.1} GiB",

@@ -1,6 +1,6 @@
 //! Periodic stalls: the GPU idles for seconds at a regular period inside a busy run.
 
-use super::mean;
+use crate::run::mean;
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// GPU-Util at or below this is idle: the driver's reading of a truly paused GPU, with noise.
@@ -72,7 +72,7 @@ fn named(name: &str) -> Option<&'static str> {
 
 /// Bytes the job wrote to storage in the tree samples' intervals that overlap `p`.
 fn written_in(run: &Run, p: (f64, f64)) -> f64 {
-    run.tree_io.iter().filter(|x| x.0 > p.0 && x.0 - x.1 < p.1).map(|x| x.3).sum()
+    run.tree_io.iter().filter(|x| x.end_s > p.0 && x.start_s() < p.1).map(|x| x.written_bytes).sum()
 }
 
 fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
@@ -119,7 +119,7 @@ fn explain(run: &Run, p: (f64, f64), slack_s: f64) -> Cause {
     }
     // A process in D state waits in the kernel for I/O: through most of a pause, the loop is
     // writing (a checkpoint, a log) or reading a file, not computing.
-    let states: Vec<bool> = run.io_blocked.iter().filter(|x| x.0 >= p.0 && x.0 < p.1).map(|x| x.1).collect();
+    let states: Vec<bool> = run.io_blocked.iter().filter(|x| x.t_s >= p.0 && x.t_s < p.1).map(|x| x.main).collect();
     if !states.is_empty() && states.iter().filter(|d| **d).count() as f64 >= COVERED * states.len() as f64 {
         return Cause::Disk;
     }
@@ -162,7 +162,7 @@ pub(super) fn periodic(g: &crate::GpuSeries) -> Option<Vec<(f64, f64)>> {
     let starts: Vec<f64> = pauses.iter().map(|p| p.0).collect();
     let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
     let period = mean(&gaps).unwrap_or(0.0);
-    let regular = gaps.len() < 2 || super::stdev(&gaps).is_some_and(|sd| sd <= REGULAR_CV * period);
+    let regular = gaps.len() < 2 || crate::run::stdev(&gaps).is_some_and(|sd| sd <= REGULAR_CV * period);
     regular.then_some(pauses)
 }
 
@@ -276,6 +276,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::run::{IoBlocked, TreeIo};
 
     /// Every 0.5 s from 0 to `end_s`: `busy` GPU-Util, and `idle` inside each `[from, to)` pause.
     fn paused(end_s: f64, busy: f64, idle: f64, pauses: &[(f64, f64)]) -> Run {
@@ -307,12 +308,16 @@ mod tests {
         let two = [(10.0, 13.0), (25.0, 28.0)];
         let mut r = paused(40.0, 90.0, 0.0, &two);
         let blocked = |t: f64| two.iter().any(|p| t >= p.0 && t < p.1);
-        r.io_blocked = (0..40).map(|i| (f64::from(i), blocked(f64::from(i)), None)).collect();
+        r.io_blocked = (0..40)
+            .map(|i| IoBlocked { t_s: f64::from(i), main: blocked(f64::from(i)), workers_share: None })
+            .collect();
         let f = stall(&r).unwrap();
         assert!(f.title.contains("waits on the disk"), "{}", f.title);
         assert!(f.advice[0].contains("checkpoint"), "{:?}", f.advice);
         // Blocked only outside the pauses: nothing said of the disk.
-        r.io_blocked = (0..40).map(|i| (f64::from(i), !blocked(f64::from(i)), None)).collect();
+        r.io_blocked = (0..40)
+            .map(|i| IoBlocked { t_s: f64::from(i), main: !blocked(f64::from(i)), workers_share: None })
+            .collect();
         assert!(!stall(&r).unwrap().title.contains("disk"));
     }
 
@@ -322,13 +327,18 @@ mod tests {
         let mut r = paused(40.0, 90.0, 0.0, &two);
         let inside = |t: f64| two.iter().any(|p| t > p.0 && t - 1.0 < p.1);
         // 1 s tree intervals: 1 GB a second written in the 3 s pauses, 1 MB elsewhere (logs).
-        r.tree_io =
-            (1..40).map(|i| (f64::from(i), 1.0, 0.0, if inside(f64::from(i)) { 1e9 } else { 1e6 }, 0.0)).collect();
+        let written = |i: i32, bytes: f64| TreeIo {
+            end_s: f64::from(i),
+            seconds: 1.0,
+            written_bytes: bytes,
+            ..TreeIo::default()
+        };
+        r.tree_io = (1..40).map(|i| written(i, if inside(f64::from(i)) { 1e9 } else { 1e6 })).collect();
         let f = stall(&r).unwrap();
         assert!(f.title.contains("writes 3.0 GB to storage in each"), "{}", f.title);
         assert_eq!(f.evidence["cause"], "checkpoint_write");
         // A log's megabytes say nothing.
-        r.tree_io = (1..40).map(|i| (f64::from(i), 1.0, 0.0, 1e6, 0.0)).collect();
+        r.tree_io = (1..40).map(|i| written(i, 1e6)).collect();
         assert_eq!(stall(&r).unwrap().evidence["cause"], "unknown");
     }
 

@@ -1,7 +1,6 @@
 //! `startup`: the time from the job's start to its first training step.
 
-use gpulse_model::GpuProcessClass;
-
+use crate::run::context_before;
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// Below this, start-up is the interpreter, `import torch` and a CUDA context (a few seconds
@@ -13,35 +12,6 @@ const MIN_STARTUP_S: f64 = 5.0;
 const SHARE_INFO: f64 = 0.10;
 const SHARE_WARNING: f64 = 0.25;
 const WARNING_S: f64 = 60.0;
-/// Memory this far above its first reading is a CUDA context and its first allocations, for
-/// inputs without process listings.
-const CONTEXT_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
-
-/// Seconds from the run's start to the first sample in which the job held a CUDA context.
-/// The job's CUDA context before the first step at `first_step_s`: the process list is read about
-/// once a second, so a context first listed up to [`LISTING_LAG_S`] after the first step came
-/// just before it, and start-up lies all before it.
-pub(crate) fn context_before(run: &Run, first_step_s: f64) -> Option<f64> {
-    first_context_s(run).filter(|c| *c <= first_step_s + LISTING_LAG_S).map(|c| c.min(first_step_s))
-}
-
-/// How late the process list can name a new process: two of its one-second reads.
-const LISTING_LAG_S: f64 = 2.0;
-
-pub(crate) fn first_context_s(run: &Run) -> Option<f64> {
-    let by_process = run.gpus.iter().filter_map(|g| {
-        let i =
-            g.processes.iter().position(|l| l.iter().any(|p| p.class.is_none_or(|c| c == GpuProcessClass::Tree)))?;
-        Some(g.t_s[i])
-    });
-    let by_memory = run.gpus.iter().filter_map(|g| {
-        let first = g.mem_used_bytes.iter().flatten().next()?;
-        let i = g.mem_used_bytes.iter().position(|m| m.is_some_and(|m| m - first >= CONTEXT_BYTES))?;
-        Some(g.t_s[i])
-    });
-    if run.has_processes { by_process.reduce(f64::min) } else { by_memory.reduce(f64::min) }
-}
-
 pub fn findings(run: &Run) -> Vec<Finding> {
     let Some(steps) = &run.steps else { return Vec::new() };
     let first_step_s = steps.window_s[0];

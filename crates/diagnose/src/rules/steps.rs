@@ -23,8 +23,8 @@ fn unstepped(run: &Run) -> Option<(f64, f64, [f64; 2])> {
     if run.steps.is_some() || run.data_waits_s.is_empty() {
         return None;
     }
-    let [a, b] = crate::ledger::loop_window(run).0?;
-    let waited = crate::ledger::total(&crate::ledger::merged(run.data_waits_s.clone(), a, b));
+    let [a, b] = crate::run::loop_window(run).0?;
+    let waited = crate::run::total(&crate::run::merged(run.data_waits_s.clone(), a, b));
     (b > a).then(|| ((waited / (b - a)).min(1.0), waited, [a, b]))
 }
 
@@ -61,13 +61,13 @@ fn storage(run: &Run, f: &mut Finding, [a, b]: [f64; 2]) -> Option<Finding> {
     let blocked = storage_blocked(run)?;
     f.title += &format!("; its data loading waits on storage, blocked in I/O {:.0}% of the time", 100.0 * blocked);
     let mut out = f.clone().with("io_blocked_pct", round(100.0 * blocked, 0));
-    if let Some(w) = super::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
+    if let Some(w) = crate::run::mean(&run.host_iowait.iter().map(|x| x.1).collect::<Vec<_>>()) {
         out = out.with("host_iowait_mean_pct", round(w, 1));
     }
     // What the loaders read from storage over the loop, by their own counters.
-    let io: Vec<&(f64, f64, f64, f64, f64)> = run.tree_io.iter().filter(|x| x.0 > a && x.0 <= b).collect();
-    let secs: f64 = io.iter().map(|x| x.1).sum();
-    let read: f64 = io.iter().map(|x| if run.worker_count > 0 { x.4 } else { x.2 }).sum();
+    let io: Vec<&crate::run::TreeIo> = run.tree_io.iter().filter(|x| x.end_s > a && x.end_s <= b).collect();
+    let secs: f64 = io.iter().map(|x| x.seconds).sum();
+    let read: f64 = io.iter().map(|x| if run.worker_count > 0 { x.workers_read_bytes } else { x.read_bytes }).sum();
     Some(if secs > 0.0 {
         out.with("storage_read_mb_per_s", round(read / secs / 1e6, 1))
     } else {
@@ -166,6 +166,10 @@ mod tests {
     use super::super::testing::each_second;
     use super::*;
 
+    fn blocked(t_s: f64, main: bool, workers_share: Option<f64>) -> crate::run::IoBlocked {
+        crate::run::IoBlocked { t_s, main, workers_share }
+    }
+
     /// Ten 1 s steps that waited `share` of the time for data.
     fn waited(share: f64) -> Run {
         // The total at the threshold exactly: 10 × share, where a sum of ten falls just short.
@@ -184,12 +188,13 @@ mod tests {
         let mut storage = waited(0.9);
         storage.worker_count = 4;
         storage.tree_width = 5;
-        storage.io_blocked = (0..10).map(|i| (f64::from(i), false, Some(if i < 7 { 1.0 } else { 0.5 }))).collect();
+        storage.io_blocked =
+            (0..10).map(|i| blocked(f64::from(i), false, Some(if i < 7 { 1.0 } else { 0.5 }))).collect();
         let f = &input_bound(&storage)[0];
         assert!(f.title.contains("waits on storage, blocked in I/O 85%"), "{}", f.title);
         assert_eq!(f.advice.len(), 1, "{:?}", f.advice);
         assert!(f.advice[0].contains("local NVMe"), "{:?}", f.advice);
-        storage.io_blocked = (0..10).map(|i| (f64::from(i), false, Some(0.4))).collect();
+        storage.io_blocked = (0..10).map(|i| blocked(f64::from(i), false, Some(0.4))).collect();
         assert!(!input_bound(&storage)[0].title.contains("storage"));
         let mut unmeasured = waited(0.9);
         unmeasured.steps.as_mut().unwrap().waited_s = None;

@@ -273,7 +273,7 @@ pub(crate) fn run_all(views: &Views, price: fn(&Run, &mut Cx, &Ledger)) -> (Vec<
         found: TABLE.iter().map(|_| None).collect(),
         ledger: None,
         out: Vec::new(),
-        loop_s: crate::ledger::loop_window(views.whole).0.map(|w| w[1] - w[0]),
+        loop_s: crate::run::loop_window(views.whole).0.map(|w| w[1] - w[0]),
     };
     let price_now = |cx: &mut Cx| {
         let ledger = cx.ledger.take().expect("the ledger is drawn before the findings are priced");

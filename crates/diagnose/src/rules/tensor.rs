@@ -1,6 +1,6 @@
 //! `tensor_idle`: the SMs are busy with FP32 arithmetic while the tensor cores sit idle.
 
-use super::mean;
+use crate::run::mean;
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// The SMs busy at least half the time: the GPU, not its feeding, sets the pace.

@@ -36,7 +36,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
                 .filter(|&&i| g.reasons[i].is_some_and(|r| r & mask != 0))
                 .filter_map(|&i| g.sm_clock_mhz[i])
                 .collect();
-            super::mean(&v)
+            crate::run::mean(&v)
         };
         let max_clock = g.max_sm_clock_mhz.or_else(|| g.sm_clock_mhz.iter().flatten().copied().reduce(f64::max));
         let names: Vec<&str> = {

@@ -7,7 +7,7 @@
 //! time, at a few GB/s. So the same bytes take the time of either, and the SMs' idle time says
 //! which the loop can be paying.
 
-use super::mean;
+use crate::run::mean;
 use crate::{Finding, FindingId, GpuSeries, Run, Severity, round};
 
 /// Pageable copies: the staging memcpy sets their pace, from about 2 GB/s (fresh pages faulted in
@@ -84,7 +84,7 @@ fn verdict(g: &GpuSeries) -> Option<Verdict> {
 
 /// The loop's measured copies, when they are a fifth of its time or more.
 fn measured(run: &Run) -> Option<Finding> {
-    let copies = crate::ledger::loop_copies(run);
+    let copies = crate::run::loop_copies(run);
     let copied: f64 = copies.iter().map(|c| c[1] - c[0]).sum();
     // The loop: its steps, else from its first copy to its last.
     let span = match (&run.steps, copies.first(), copies.last()) {

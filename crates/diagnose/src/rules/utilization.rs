@@ -1,7 +1,8 @@
 //! Low utilization (input- or host-bound), GPU-Util that misleads, imbalance, and health.
 
+use super::MIN_ACTIVE_S;
 use super::feeding::{DATA_WAIT_SHARE, LOW_UTIL_PCT, WORKERS_BUSY_PCT, input_advice, workers_advice};
-use super::{MIN_ACTIVE_S, mean, stdev};
+use crate::run::{mean, stdev};
 use crate::{Finding, FindingId, Run, Severity, round};
 
 /// An on/off duty cycle `d` has a coefficient of variation `sqrt((1 - d) / d)`: at or above 0.8

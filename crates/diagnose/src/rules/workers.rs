@@ -16,16 +16,16 @@ const MIN_SPAN_S: f64 = 10.0;
 const CRITICAL_S: f64 = 600.0;
 
 pub fn findings(run: &Run) -> Vec<Finding> {
-    let with_workers: Vec<&Held> = run.tree_pss.iter().filter(|x| x.3 > 0).collect();
+    let with_workers: Vec<&Held> = run.tree_pss.iter().filter(|x| x.workers > 0).collect();
     let (Some(first), Some(last)) = (with_workers.first(), with_workers.last()) else { return Vec::new() };
-    let span = last.0 - first.0;
-    let grown = last.2 - first.2;
+    let span = last.t_s - first.t_s;
+    let grown = last.workers_bytes - first.workers_bytes;
     // Still rising over the last quarter: a copy in progress, whose pace says when the host runs
     // out. Growth that stopped is still memory each worker took, and a fresh set of workers takes
     // it again at each epoch.
-    let quarter = last.0 - span / 4.0;
-    let at_quarter = with_workers.iter().find(|x| x.0 >= quarter).map_or(first.2, |x| x.2);
-    if last.2 - at_quarter < grown / 10.0 {
+    let quarter = last.t_s - span / 4.0;
+    let at_quarter = with_workers.iter().find(|x| x.t_s >= quarter).map_or(first.workers_bytes, |x| x.workers_bytes);
+    if last.workers_bytes - at_quarter < grown / 10.0 {
         return leveled(run, &with_workers);
     }
     if span < MIN_SPAN_S || grown < GROWTH_BYTES {
@@ -34,7 +34,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     let rate = grown / span;
     let gib = |b: f64| round(b / GIB, 2);
     let beside = beside(last);
-    let mut f = growth(first, last, [first.0, last.0], format!(
+    let mut f = growth(first, last, [first.t_s, last.t_s], format!(
         "grew {:.1} GiB in {span:.0} s (to {beside}): each copies the Python objects it reads",
         grown / GIB
     ))
@@ -46,8 +46,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     ]);
     // Each worker copies at most what the training process holds: the growth still to come is
     // bounded, and the host runs out only if that bound exceeds what it has available.
-    let ceiling = last.3 as f64 * last.4;
-    let to_come = (ceiling - last.2).max(0.0);
+    let ceiling = last.workers as f64 * last.main_rss_bytes;
+    let to_come = (ceiling - last.workers_bytes).max(0.0);
     f = f.with("copies_at_most_gib", gib(ceiling));
     let available =
         run.host_mem_total_bytes.zip(run.host_mem_used_pct.last()).map(|(total, used)| total * (1.0 - used.1 / 100.0));
@@ -71,13 +71,17 @@ pub fn findings(run: &Run) -> Vec<Finding> {
 /// the workers hold now, without a forecast.
 fn leveled(run: &Run, with_workers: &[&Held]) -> Vec<Finding> {
     let (first, last) = (with_workers[0], with_workers[with_workers.len() - 1]);
-    let Some(peak) = with_workers.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else { return Vec::new() };
-    let grown = peak.2 - first.2;
+    let Some(peak) = with_workers.iter().max_by(|a, b| a.workers_bytes.total_cmp(&b.workers_bytes)) else {
+        return Vec::new();
+    };
+    let grown = peak.workers_bytes - first.workers_bytes;
     // Where it reached nine tenths of its rise: the growth's own span, not the flat after it.
-    let Some(top) = with_workers.iter().find(|x| x.2 - first.2 >= 0.9 * grown) else { return Vec::new() };
-    let span = top.0 - first.0;
+    let Some(top) = with_workers.iter().find(|x| x.workers_bytes - first.workers_bytes >= 0.9 * grown) else {
+        return Vec::new();
+    };
+    let span = top.t_s - first.t_s;
     // Still held at the end (within a tenth of the rise): workers that exited gave it back.
-    let held = last.2 - first.2 >= 0.9 * grown;
+    let held = last.workers_bytes - first.workers_bytes >= 0.9 * grown;
     if span < MIN_SPAN_S || grown < GROWTH_BYTES || !held {
         return Vec::new();
     }
@@ -87,11 +91,11 @@ fn leveled(run: &Run, with_workers: &[&Held]) -> Vec<Finding> {
         "; without persistent_workers=True, each epoch's new workers take it again"
     };
     let beside = beside(last);
-    let mut f = growth(first, last, [first.0, top.0], format!(
+    let mut f = growth(first, last, [first.t_s, top.t_s], format!(
         "grew {:.1} GiB in {span:.0} s, then held it ({beside}){epochs}",
         grown / GIB
     ))
-    .with("leveled_at_s", round(top.0, 1))
+    .with("leveled_at_s", round(top.t_s, 1))
     .advise(&[
         "hold the dataset in numpy arrays, torch tensors or a memory-mapped file rather than Python lists and dicts: reading them writes no reference counts, so the workers share one copy",
         "persistent_workers=True keeps the workers, and what they hold, across epochs instead of building it again",
@@ -103,24 +107,27 @@ fn leveled(run: &Run, with_workers: &[&Held]) -> Vec<Finding> {
     vec![f]
 }
 
-/// A sample of the workers' memory (`Run::tree_pss`): seconds, the GPU processes' PSS, the
-/// workers' summed, how many workers, and the GPU processes' resident memory.
-type Held = (f64, f64, f64, usize, f64);
+/// A sample of the workers' memory.
+type Held = crate::run::TreePss;
 
 /// What the workers hold now beside the training process, for a title.
 fn beside(last: &Held) -> String {
-    format!("{:.1} GiB beside the training process's {:.1} GiB", last.2 / GIB, last.1 / GIB)
+    format!("{:.1} GiB beside the training process's {:.1} GiB", last.workers_bytes / GIB, last.main_bytes / GIB)
 }
 
 /// The finding of the workers' growth from `first` to `last` over `window`: "N DataLoader
 /// workers' memory " then `what`.
 fn growth(first: &Held, last: &Held, window: [f64; 2], what: String) -> Finding {
     let gib = |b: f64| round(b / GIB, 2);
-    Finding::new(FindingId::WorkerMemory, Severity::Warning, format!("{} DataLoader workers' memory {what}", last.3))
-        .over(window)
-        .with("workers", last.3 as u64)
-        .with("workers_pss_gib", vec![gib(first.2), gib(last.2)])
-        .with("main_pss_gib", gib(last.1))
+    Finding::new(
+        FindingId::WorkerMemory,
+        Severity::Warning,
+        format!("{} DataLoader workers' memory {what}", last.workers),
+    )
+    .over(window)
+    .with("workers", last.workers as u64)
+    .with("workers_pss_gib", vec![gib(first.workers_bytes), gib(last.workers_bytes)])
+    .with("main_pss_gib", gib(last.main_bytes))
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -135,7 +142,13 @@ mod tests {
         Run {
             // The training process holds 20 GiB: up to 160 GiB of copies, more than the host has.
             tree_pss: (0..=secs / 5)
-                .map(|k| ((k * 5) as f64, 3.0 * GIB, 0.5 * GIB + gib_per_s * (k * 5) as f64 * GIB, 8, 20.0 * GIB))
+                .map(|k| Held {
+                    t_s: (k * 5) as f64,
+                    main_bytes: 3.0 * GIB,
+                    workers_bytes: 0.5 * GIB + gib_per_s * (k * 5) as f64 * GIB,
+                    workers: 8,
+                    main_rss_bytes: 20.0 * GIB,
+                })
                 .collect(),
             host_mem_total_bytes: Some(128.0 * GIB),
             host_mem_used_pct: vec![(secs as f64, 50.0)],
@@ -162,7 +175,7 @@ mod tests {
         // and no forecast.
         let mut r = copying(60, 0.0);
         for x in &mut r.tree_pss {
-            x.2 += if x.0 >= 10.0 { 3.0 * GIB } else { 0.3 * x.0 * GIB };
+            x.workers_bytes += if x.t_s >= 10.0 { 3.0 * GIB } else { 0.3 * x.t_s * GIB };
         }
         let f = findings(&r);
         assert_eq!(f.len(), 1);
@@ -172,14 +185,14 @@ mod tests {
         // The same over 5 s is workers starting.
         let mut r = copying(60, 0.0);
         for x in &mut r.tree_pss {
-            x.2 += if x.0 >= 5.0 { 3.0 * GIB } else { 0.6 * x.0 * GIB };
+            x.workers_bytes += if x.t_s >= 5.0 { 3.0 * GIB } else { 0.6 * x.t_s * GIB };
         }
         assert!(findings(&r).is_empty());
         assert!(findings(&copying(5, 1.0)).is_empty(), "5 s is workers starting");
         // A training process of 2 GiB: 8 workers copy 16 GiB at most, which 64 GiB holds.
         let mut r = copying(20, 0.65);
         for x in &mut r.tree_pss {
-            x.4 = 2.0 * GIB;
+            x.main_rss_bytes = 2.0 * GIB;
         }
         let f = &findings(&r)[0];
         assert_eq!(f.severity, Severity::Warning);

@@ -1,0 +1,149 @@
+//! Which sampled process is what: the job's main processes as their samples show them, its ranks,
+//! the process whose main thread the ledger reads, and when that thread trained.
+
+use std::collections::HashMap;
+
+use gpulse_model::{ProcessRole, Rank, Stacks};
+
+use crate::Run;
+use crate::main_thread::{Domain, classify};
+
+/// The sampled processes as their samples show them: the sampler tells a role from a first
+/// stack, which may be still importing (`mp.spawn`'s parent before its `join`, multiprocessing's
+/// resource tracker). A main process whose samples mostly run a helper's frames is no process of
+/// the job: it and its samples go; one whose samples mostly run a worker's loop is a worker.
+pub(crate) fn settled(st: &Stacks) -> Stacks {
+    let mut votes: HashMap<u32, [usize; 3]> = HashMap::new();
+    let mut by_stack: HashMap<u32, Option<ProcessRole>> = HashMap::new();
+    for s in &st.samples {
+        let role = *by_stack.entry(s.stack).or_insert_with(|| {
+            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
+            gpulse_model::role_of(frames.iter().map(|f| (f.file.as_str(), f.function.as_str())))
+        });
+        let v = votes.entry(s.pid).or_default();
+        v[match role {
+            Some(ProcessRole::Main) => 0,
+            Some(ProcessRole::Worker) => 1,
+            None => 2,
+        }] += 1;
+    }
+    let mut out = st.clone();
+    let mut gone = Vec::new();
+    for p in out.processes.iter_mut().filter(|p| p.role == ProcessRole::Main) {
+        let Some(&[main, worker, helper]) = votes.get(&p.pid) else { continue };
+        if 2 * helper > main + worker + helper {
+            gone.push(p.pid);
+        } else if 2 * worker > main + worker + helper {
+            p.role = ProcessRole::Worker;
+        }
+    }
+    if !gone.is_empty() {
+        out.processes.retain(|p| !gone.contains(&p.pid));
+        out.samples.retain(|s| !gone.contains(&s.pid));
+    }
+    out
+}
+
+/// When the main thread trained, seconds: its first and last samples in a backward pass or an
+/// optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
+/// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
+pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
+    let pid = main_pid(run)?;
+    let st = &run.stacks;
+    let mut by_stack: HashMap<u32, bool> = HashMap::new();
+    let mut training = st.samples.iter().filter(|s| s.pid == pid).filter(|s| {
+        *by_stack.entry(s.stack).or_insert_with(|| {
+            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
+            matches!(classify::domain(&frames), Some(Domain::Backward | Domain::Optimizer))
+        })
+    });
+    let first = training.next()?.t_us;
+    let last = training.last().map_or(first, |s| s.t_us);
+    let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
+    Some([t(first), t(last)])
+}
+
+/// The process whose main thread the ledger reads: a main process holding the GPU the ledger
+/// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest
+/// rank, else the main process sampled most.
+pub(crate) fn main_pid(run: &Run) -> Option<u32> {
+    let st = &run.stacks;
+    let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
+    let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
+    let holders: Vec<u32> = super::primary(run).map_or_else(Vec::new, |g| {
+        mains.iter().copied().filter(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))).collect()
+    });
+    let looped = run.steps.as_ref().filter(|s| s.ranks > 1).map(|s| s.pid).filter(|pid| mains.contains(pid));
+    let ranks: Vec<u32> = ranked(run).into_iter().map(|(_, pid)| pid).collect();
+    // Of the processes on the GPU the ledger reads: the one whose steps are the loop, else its
+    // lowest rank, else the first; with none on it, the loop's, the lowest rank, the most sampled.
+    let on_gpu = looped
+        .filter(|p| holders.contains(p))
+        .or_else(|| ranks.iter().copied().find(|p| holders.contains(p)))
+        .or_else(|| holders.first().copied());
+    on_gpu
+        .or(looped)
+        .or_else(|| ranks.first().copied())
+        .or_else(|| mains.iter().copied().filter(|p| count(*p) > 0).max_by_key(|p| count(*p)))
+}
+
+/// The ranks of a run, worked out once.
+pub(crate) fn ranked(run: &Run) -> Vec<(Rank, u32)> {
+    run.ranks.get_or_init(|| ranked_in(&run.stacks)).clone()
+}
+
+/// The ranks among sampled processes: each main process that its environment names a rank, in
+/// rank order; else the processes `torch.multiprocessing.spawn` started (its `_wrap` in their
+/// stacks), which it starts in rank order, so in PID order barring a PID wrapping round. Where
+/// two processes claim one rank (a restarted attempt, two jobs), the one sampled most is it.
+pub(crate) fn ranked_in(st: &gpulse_model::Stacks) -> Vec<(Rank, u32)> {
+    let mains = || st.processes.iter().filter(|p| p.role == ProcessRole::Main);
+    let mut out: Vec<(Rank, u32)> = mains().filter_map(|p| Some((p.rank?, p.pid))).collect();
+    if out.len() > 1 {
+        let mut count: HashMap<u32, usize> = HashMap::new();
+        for s in &st.samples {
+            *count.entry(s.pid).or_default() += 1;
+        }
+        let n = |pid: &u32| count.get(pid).copied().unwrap_or(0);
+        out.sort_by_key(|(r, pid)| (r.rank, std::cmp::Reverse(n(pid)), *pid));
+        out.dedup_by_key(|(r, _)| r.rank);
+        // One world: the size most ranks say.
+        let world =
+            out.iter().map(|r| r.0.world_size).max_by_key(|w| out.iter().filter(|r| r.0.world_size == *w).count());
+        out.retain(|r| Some(r.0.world_size) == world);
+    }
+    // Lightning's shape: the script's own process is rank 0, and its environment says nothing
+    // (Lightning sets it after the start); the others say ranks 1 to n − 1 of a world of n.
+    let world = out.first().map(|r| r.0.world_size);
+    let unranked: Vec<u32> = mains().filter(|p| p.rank.is_none()).map(|p| p.pid).collect();
+    if let (Some(n), [pid]) = (world, unranked.as_slice())
+        && out.len() + 1 == n as usize
+        && out.iter().all(|r| r.0.world_size == n && r.0.rank != 0)
+    {
+        out.push((Rank { rank: 0, world_size: n, local_rank: Some(0), device: None }, *pid));
+    }
+    if out.len() < 2 {
+        // The stacks through `_wrap` first (a few hundred), then the processes sampled in them.
+        let wrapped: Vec<bool> = (0..st.stacks.len() as u32)
+            .map(|id| {
+                st.frames_of(id).any(|f| f.function == "_wrap" && f.file.ends_with("torch/multiprocessing/spawn.py"))
+            })
+            .collect();
+        if !wrapped.contains(&true) {
+            return out;
+        }
+        let spawned: std::collections::HashSet<u32> =
+            st.samples.iter().filter(|s| wrapped.get(s.stack as usize) == Some(&true)).map(|s| s.pid).collect();
+        let mut pids: Vec<u32> = mains().map(|p| p.pid).filter(|p| spawned.contains(p)).collect();
+        pids.sort_unstable();
+        let n = pids.len() as u32;
+        if n >= 2 {
+            out = (0..n)
+                .zip(pids)
+                .map(|(i, pid)| (Rank { rank: i, world_size: n, local_rank: Some(i), device: None }, pid))
+                .collect();
+        }
+    }
+    out.sort_by_key(|(r, pid)| (r.rank, *pid));
+    out
+}
