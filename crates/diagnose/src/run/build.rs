@@ -111,216 +111,221 @@ impl RunBuilder {
         let gpus = self.gpus;
         let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));
         let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
-        let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
-        let tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
-        // DataLoader workers: children of a process holding a GPU context that hold none
-        // themselves (torchrun's ranks hold contexts; a launcher holds none and has no GPU parent).
-        let gpu_pids: std::collections::HashSet<u32> =
-            gpus.iter().flat_map(|g| g.processes.iter().flat_map(|l| l.iter().map(|p| p.pid))).collect();
-        // A DataLoader worker is forked: it keeps its parent's command line. A helper the
-        // training spawns (an MPI daemon, a compile worker) runs another program.
-        let cmdlines: std::collections::HashMap<u32, &str> = rec
-            .trees
-            .iter()
-            .flat_map(|tr| tr.processes.iter())
-            .filter_map(|p| Some((p.pid, p.cmdline.as_deref()?)))
-            .collect();
-        let forked = |p: &gpulse_model::TreeProcess| match (cmdlines.get(&p.pid), cmdlines.get(&p.ppid)) {
-            (Some(c), Some(parent)) => c == parent,
-            _ => true,
-        };
-        // A DataLoader worker: a forked child of a GPU process that holds no GPU context itself.
-        let is_worker =
-            |p: &gpulse_model::TreeProcess| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p);
-        let per_worker: Vec<f64> = rec
-            .trees
-            .iter()
-            .filter_map(|tr| {
-                let w: Vec<f64> =
-                    tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.cpu_pct.map(f64::from)).collect();
-                (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
-            })
-            .collect();
-        let worker_count =
-            rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
-        let worker_cpu_mean =
-            (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
-        let mut worker_restarts_s = Vec::new();
-        let mut last_set: Vec<u32> = Vec::new();
-        for tr in &rec.trees {
-            let set: Vec<u32> = tr.processes.iter().filter(|p| is_worker(p)).map(|p| p.pid).collect();
-            if set.is_empty() {
-                continue;
-            }
-            if !last_set.is_empty() && !set.iter().any(|p| last_set.contains(p)) {
-                worker_restarts_s.push(t(tr.timestamp_us));
-            }
-            last_set = set;
-        }
-        let worker_threads_max = rec
-            .trees
-            .iter()
-            .flat_map(|tr| tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.threads))
-            .max();
-        let tree_threads_max = rec
-            .trees
-            .iter()
-            .filter(|tr| tr.processes.iter().any(|p| p.threads.is_some()))
-            .map(|tr| tr.processes.iter().filter_map(|p| p.threads).sum::<u32>())
-            .max();
-        let io_blocked = rec
-            .trees
-            .iter()
-            .map(|tr| {
-                let in_d = |p: &gpulse_model::TreeProcess| p.state == Some('D');
-                let main: Vec<&gpulse_model::TreeProcess> =
-                    match tr.processes.iter().filter(|p| gpu_pids.contains(&p.pid)).collect::<Vec<_>>() {
-                        held if !held.is_empty() => held,
-                        _ => tr.processes.iter().filter(|p| p.pid == tr.root_pid).collect(),
-                    };
-                let workers: Vec<&gpulse_model::TreeProcess> = tr.processes.iter().filter(|p| is_worker(p)).collect();
-                let share = (!workers.is_empty())
-                    .then(|| workers.iter().filter(|p| in_d(p)).count() as f64 / workers.len() as f64);
-                IoBlocked { t_s: t(tr.timestamp_us), main: main.iter().any(|p| in_d(p)), workers_share: share }
-            })
-            .collect();
-        let host_iowait =
-            rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_iowait_pct?)))).collect();
-        // TorchInductor compiles in a pool of `compile_worker` processes of its own (a command
-        // line may be kept only where a process first appears).
-        let compilers: std::collections::HashSet<u32> =
-            cmdlines.iter().filter(|(_, c)| c.contains("compile_worker")).map(|(pid, _)| *pid).collect();
-        let compiling: Vec<f64> = rec
-            .trees
-            .iter()
-            .filter(|tr| tr.processes.iter().any(|p| compilers.contains(&p.pid)))
-            .map(|tr| t(tr.timestamp_us))
-            .collect();
-        let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
-        let is_main = |tr: &gpulse_model::TreeSample, p: &gpulse_model::TreeProcess| {
-            if tr.processes.iter().any(|q| gpu_pids.contains(&q.pid)) {
-                gpu_pids.contains(&p.pid)
-            } else {
-                p.pid == tr.root_pid
-            }
-        };
-        let mut tree_io = Vec::new();
-        for w in rec.trees.windows(2) {
-            let (a, b) = (&w[0], &w[1]);
-            let (mut read, mut written, mut by_workers) = (0.0, 0.0, 0.0);
-            for p in &b.processes {
-                let Some(q) = a.processes.iter().find(|q| q.pid == p.pid) else { continue };
-                let delta = |x: Option<u64>, y: Option<u64>| x.zip(y).map_or(0.0, |(x, y)| y.saturating_sub(x) as f64);
-                let r = delta(q.read_bytes, p.read_bytes);
-                read += r;
-                written += delta(q.write_bytes, p.write_bytes);
-                if is_worker(p) {
-                    by_workers += r;
-                }
-            }
-            tree_io.push(TreeIo {
-                end_s: t(b.timestamp_us),
-                seconds: (b.timestamp_us - a.timestamp_us) as f64 / 1e6,
-                read_bytes: read,
-                written_bytes: written,
-                workers_read_bytes: by_workers,
-            });
-        }
-        let mut last_pss: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-        let tree_pss = rec
-            .trees
-            .iter()
-            .filter_map(|tr| {
-                for p in &tr.processes {
-                    if let Some(v) = p.pss_bytes {
-                        last_pss.insert(p.pid, v);
-                    }
-                }
-                let of = |p: &gpulse_model::TreeProcess| last_pss.get(&p.pid).map(|v| *v as f64);
-                let main: Vec<f64> = tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(of).collect();
-                let workers: Vec<f64> = tr.processes.iter().filter(|p| is_worker(p)).filter_map(of).collect();
-                let main_rss: f64 =
-                    tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(|p| p.rss_bytes).map(|b| b as f64).sum();
-                (!main.is_empty()).then(|| TreePss {
-                    t_s: t(tr.timestamp_us),
-                    main_bytes: main.iter().sum(),
-                    workers_bytes: workers.iter().sum(),
-                    workers: workers.len(),
-                    main_rss_bytes: main_rss,
-                })
-            })
-            .collect();
-        let host_mem_total_bytes = rec.host.iter().rev().find_map(|h| h.memory_total_bytes).map(|b| b as f64);
-        let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
-        let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
-        let host_mem_used_pct = rec
-            .host
-            .iter()
-            .filter_map(|h| {
-                let (used, total) = (h.memory_used_bytes?, h.memory_total_bytes.filter(|t| *t > 0)?);
-                Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
-            })
-            .collect();
-        // A distributed job's ranks each mark their own steps and waits: the run's loop is its
-        // lowest rank's (the process the ledger reads), and the waits the ledger counts are that
-        // rank's alone (another rank's wait for data is no time this one waited).
-        let steps_by_pid = crate::Steps::per_process(&rec.markers, start_us, rec.instrumented());
         let stacks = super::settled(&rec.stacks);
         let ranks = super::ranked_in(&stacks);
-        let lowest_rank = ranks.first().map(|r| r.1);
-        let steps = match lowest_rank.and_then(|pid| steps_by_pid.iter().find(|s| s.pid == pid)) {
-            Some(s) => Some(crate::Steps { ranks: steps_by_pid.len(), ..s.clone() }),
-            None => crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
-        };
-        let own: Vec<gpulse_model::Marker>;
-        let markers = match &steps {
-            Some(s) if s.ranks > 1 => {
-                own = rec.markers.iter().filter(|m| m.pid == s.pid).cloned().collect();
-                &own[..]
-            }
-            _ => &rec.markers[..],
-        };
-        let crate::steps::Spans {
-            waits: data_waits_s,
-            folded_waits: folded_waits_s,
-            phases: phases_s,
-            copies: copies_s,
-        } = crate::steps::spans(markers, start_us);
-        let events =
+        let mut run = Run { gpus, start_us, has_gpm, has_processes, ..Run::default() };
+        tree(rec, &t, &mut run);
+        host(rec, &t, &mut run);
+        marks(rec, &ranks, &mut run);
+        run.events =
             rec.events.iter().map(|e| (e.kind.clone(), t(e.t_ms.saturating_mul(1000)), e.payload.clone())).collect();
-        Run {
-            gpus,
-            start_us,
-            has_gpm,
-            has_processes,
-            tree_cpu,
-            tree_width,
-            worker_cpu_mean,
-            worker_count,
-            worker_restarts_s,
-            worker_threads_max,
-            tree_threads_max,
-            io_blocked,
-            host_iowait,
-            compile_workers_s,
-            tree_io,
-            tree_pss,
-            host_mem_total_bytes,
-            processes_read: !rec.host.is_empty(),
-            host_cpu,
-            cores,
-            host_mem_used_pct,
-            events,
-            steps,
-            steps_by_pid,
-            data_waits_s,
-            phases_s,
-            copies_s,
-            folded_waits_s,
-            stacks: std::sync::Arc::new(stacks),
-            ranks: ranks.into(),
-        }
+        run.stacks = std::sync::Arc::new(stacks);
+        run.ranks = ranks.into();
+        run
     }
+}
+
+/// What the process tree says: the tree's CPU and width, the DataLoader workers (CPU, count,
+/// restarts, threads), who sat blocked on I/O, `torch.compile`'s workers, storage I/O and memory.
+fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
+    let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
+    let tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
+    // DataLoader workers: children of a process holding a GPU context that hold none
+    // themselves (torchrun's ranks hold contexts; a launcher holds none and has no GPU parent).
+    let gpu_pids: std::collections::HashSet<u32> =
+        run.gpus.iter().flat_map(|g| g.processes.iter().flat_map(|l| l.iter().map(|p| p.pid))).collect();
+    // A DataLoader worker is forked: it keeps its parent's command line. A helper the
+    // training spawns (an MPI daemon, a compile worker) runs another program.
+    let cmdlines: std::collections::HashMap<u32, &str> = rec
+        .trees
+        .iter()
+        .flat_map(|tr| tr.processes.iter())
+        .filter_map(|p| Some((p.pid, p.cmdline.as_deref()?)))
+        .collect();
+    let forked = |p: &gpulse_model::TreeProcess| match (cmdlines.get(&p.pid), cmdlines.get(&p.ppid)) {
+        (Some(c), Some(parent)) => c == parent,
+        _ => true,
+    };
+    // A DataLoader worker: a forked child of a GPU process that holds no GPU context itself.
+    let is_worker =
+        |p: &gpulse_model::TreeProcess| gpu_pids.contains(&p.ppid) && !gpu_pids.contains(&p.pid) && forked(p);
+    let per_worker: Vec<f64> = rec
+        .trees
+        .iter()
+        .filter_map(|tr| {
+            let w: Vec<f64> =
+                tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.cpu_pct.map(f64::from)).collect();
+            (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
+        })
+        .collect();
+    let worker_count =
+        rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
+    let worker_cpu_mean = (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
+    let mut worker_restarts_s = Vec::new();
+    let mut last_set: Vec<u32> = Vec::new();
+    for tr in &rec.trees {
+        let set: Vec<u32> = tr.processes.iter().filter(|p| is_worker(p)).map(|p| p.pid).collect();
+        if set.is_empty() {
+            continue;
+        }
+        if !last_set.is_empty() && !set.iter().any(|p| last_set.contains(p)) {
+            worker_restarts_s.push(t(tr.timestamp_us));
+        }
+        last_set = set;
+    }
+    let worker_threads_max =
+        rec.trees.iter().flat_map(|tr| tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.threads)).max();
+    let tree_threads_max = rec
+        .trees
+        .iter()
+        .filter(|tr| tr.processes.iter().any(|p| p.threads.is_some()))
+        .map(|tr| tr.processes.iter().filter_map(|p| p.threads).sum::<u32>())
+        .max();
+    let io_blocked = rec
+        .trees
+        .iter()
+        .map(|tr| {
+            let in_d = |p: &gpulse_model::TreeProcess| p.state == Some('D');
+            let main: Vec<&gpulse_model::TreeProcess> =
+                match tr.processes.iter().filter(|p| gpu_pids.contains(&p.pid)).collect::<Vec<_>>() {
+                    held if !held.is_empty() => held,
+                    _ => tr.processes.iter().filter(|p| p.pid == tr.root_pid).collect(),
+                };
+            let workers: Vec<&gpulse_model::TreeProcess> = tr.processes.iter().filter(|p| is_worker(p)).collect();
+            let share =
+                (!workers.is_empty()).then(|| workers.iter().filter(|p| in_d(p)).count() as f64 / workers.len() as f64);
+            IoBlocked { t_s: t(tr.timestamp_us), main: main.iter().any(|p| in_d(p)), workers_share: share }
+        })
+        .collect();
+    // TorchInductor compiles in a pool of `compile_worker` processes of its own (a command
+    // line may be kept only where a process first appears).
+    let compilers: std::collections::HashSet<u32> =
+        cmdlines.iter().filter(|(_, c)| c.contains("compile_worker")).map(|(pid, _)| *pid).collect();
+    let compiling: Vec<f64> = rec
+        .trees
+        .iter()
+        .filter(|tr| tr.processes.iter().any(|p| compilers.contains(&p.pid)))
+        .map(|tr| t(tr.timestamp_us))
+        .collect();
+    let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
+    let is_main = |tr: &gpulse_model::TreeSample, p: &gpulse_model::TreeProcess| {
+        if tr.processes.iter().any(|q| gpu_pids.contains(&q.pid)) {
+            gpu_pids.contains(&p.pid)
+        } else {
+            p.pid == tr.root_pid
+        }
+    };
+    let mut tree_io = Vec::new();
+    for w in rec.trees.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let (mut read, mut written, mut by_workers) = (0.0, 0.0, 0.0);
+        for p in &b.processes {
+            let Some(q) = a.processes.iter().find(|q| q.pid == p.pid) else { continue };
+            let delta = |x: Option<u64>, y: Option<u64>| x.zip(y).map_or(0.0, |(x, y)| y.saturating_sub(x) as f64);
+            let r = delta(q.read_bytes, p.read_bytes);
+            read += r;
+            written += delta(q.write_bytes, p.write_bytes);
+            if is_worker(p) {
+                by_workers += r;
+            }
+        }
+        tree_io.push(TreeIo {
+            end_s: t(b.timestamp_us),
+            seconds: (b.timestamp_us - a.timestamp_us) as f64 / 1e6,
+            read_bytes: read,
+            written_bytes: written,
+            workers_read_bytes: by_workers,
+        });
+    }
+    let mut last_pss: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let tree_pss = rec
+        .trees
+        .iter()
+        .filter_map(|tr| {
+            for p in &tr.processes {
+                if let Some(v) = p.pss_bytes {
+                    last_pss.insert(p.pid, v);
+                }
+            }
+            let of = |p: &gpulse_model::TreeProcess| last_pss.get(&p.pid).map(|v| *v as f64);
+            let main: Vec<f64> = tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(of).collect();
+            let workers: Vec<f64> = tr.processes.iter().filter(|p| is_worker(p)).filter_map(of).collect();
+            let main_rss: f64 =
+                tr.processes.iter().filter(|p| is_main(tr, p)).filter_map(|p| p.rss_bytes).map(|b| b as f64).sum();
+            (!main.is_empty()).then(|| TreePss {
+                t_s: t(tr.timestamp_us),
+                main_bytes: main.iter().sum(),
+                workers_bytes: workers.iter().sum(),
+                workers: workers.len(),
+                main_rss_bytes: main_rss,
+            })
+        })
+        .collect();
+    run.tree_cpu = tree_cpu;
+    run.tree_width = tree_width;
+    run.worker_cpu_mean = worker_cpu_mean;
+    run.worker_count = worker_count;
+    run.worker_restarts_s = worker_restarts_s;
+    run.worker_threads_max = worker_threads_max;
+    run.tree_threads_max = tree_threads_max;
+    run.io_blocked = io_blocked;
+    run.compile_workers_s = compile_workers_s;
+    run.tree_io = tree_io;
+    run.tree_pss = tree_pss;
+}
+
+/// What the host says: its CPU, cores, memory and I/O wait. Its samples are gpulse's own
+/// recording's, which lists the GPUs' processes with them.
+fn host(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
+    let host_iowait = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_iowait_pct?)))).collect();
+    let host_mem_total_bytes = rec.host.iter().rev().find_map(|h| h.memory_total_bytes).map(|b| b as f64);
+    let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
+    let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
+    let host_mem_used_pct = rec
+        .host
+        .iter()
+        .filter_map(|h| {
+            let (used, total) = (h.memory_used_bytes?, h.memory_total_bytes.filter(|t| *t > 0)?);
+            Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
+        })
+        .collect();
+    run.host_iowait = host_iowait;
+    run.host_mem_total_bytes = host_mem_total_bytes;
+    run.host_cpu = host_cpu;
+    run.cores = cores;
+    run.host_mem_used_pct = host_mem_used_pct;
+    run.processes_read = !rec.host.is_empty();
+}
+
+/// What the loop's marks say: its steps (a distributed job's lowest rank's, each rank's beside),
+/// its waits for data, phases and copies.
+fn marks(rec: &RunData, ranks: &[(gpulse_model::Rank, u32)], run: &mut Run) {
+    let start_us = run.start_us;
+    // A distributed job's ranks each mark their own steps and waits: the run's loop is its
+    // lowest rank's (the process the ledger reads), and the waits the ledger counts are that
+    // rank's alone (another rank's wait for data is no time this one waited).
+    let steps_by_pid = crate::Steps::per_process(&rec.markers, start_us, rec.instrumented());
+    let lowest_rank = ranks.first().map(|r| r.1);
+    let steps = match lowest_rank.and_then(|pid| steps_by_pid.iter().find(|s| s.pid == pid)) {
+        Some(s) => Some(crate::Steps { ranks: steps_by_pid.len(), ..s.clone() }),
+        None => crate::Steps::from_markers(&rec.markers, start_us, rec.instrumented()),
+    };
+    let own: Vec<gpulse_model::Marker>;
+    let markers = match &steps {
+        Some(s) if s.ranks > 1 => {
+            own = rec.markers.iter().filter(|m| m.pid == s.pid).cloned().collect();
+            &own[..]
+        }
+        _ => &rec.markers[..],
+    };
+    let crate::steps::Spans { waits: data_waits_s, folded_waits: folded_waits_s, phases: phases_s, copies: copies_s } =
+        crate::steps::spans(markers, start_us);
+    run.steps = steps;
+    run.steps_by_pid = steps_by_pid;
+    run.data_waits_s = data_waits_s;
+    run.phases_s = phases_s;
+    run.copies_s = copies_s;
+    run.folded_waits_s = folded_waits_s;
 }
 
 #[cfg(test)]
