@@ -295,3 +295,141 @@ fn crates_read_fixtures_only_through_the_fixtures_crate() {
     }
     assert!(climbing.is_empty(), "fixtures named by a path outside the crate:\n{}", climbing.join("\n"));
 }
+
+/// Diagnose's floors, bottom first, by file (relative to `crates/diagnose/src`; the first that
+/// matches places a file): what the run is, what its threads' samples say, the ledger, the rules
+/// and their causes, and the diagnosis that runs them. A file names only what its own floor and
+/// those below define, so the walk from a recording to a finding never comes back up.
+const FLOORS: &[(&str, &[&str])] = &[
+    ("the run", &["run/", "steps.rs", "finding_id.rs", "main_thread/classify.rs"]),
+    ("the threads' samples", &["main_thread/mod.rs", "main_thread/clocks.rs", "main_thread/live.rs"]),
+    ("the ledger", &["ledger/"]),
+    ("the rules", &["rules/", "main_thread/", "ranks.rs", "roofline.rs", "energy.rs", "forecast.rs"]),
+    ("the diagnosis", &["analysis.rs", "compare.rs", "rolling.rs", "lib.rs"]),
+];
+
+/// What `lib.rs` itself defines for the diagnosis to run (the top floor); its other items are the
+/// words every floor speaks (`Finding`, `Cost`, `Severity`, `round`).
+const ENTRY_POINTS: &[&str] = &["diagnose", "diagnose_run", "diagnose_with_ledger", "summary"];
+
+fn floor_of(file: &str) -> usize {
+    FLOORS
+        .iter()
+        .position(|(_, prefixes)| prefixes.iter().any(|p| file.starts_with(p)))
+        .unwrap_or_else(|| panic!("{file} stands on no floor: add it to FLOORS (and to docs/architecture.md)"))
+}
+
+/// The code of a file without its comments and its tests (a `#[cfg(test)]` module runs to its
+/// file's end; a test file holds nothing else).
+fn code_of(file: &str, text: &str) -> String {
+    if file.ends_with("tests.rs") {
+        return String::new();
+    }
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+/// The paths a file names through `crate::` or `super::`, groups spread: `crate::run::{mean,
+/// primary}` is `crate::run::mean` and `crate::run::primary`.
+fn named_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("::") {
+        let head_start = code[..i].rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |k| k + 1);
+        let head = &code[head_start..i];
+        let before = code[..head_start].chars().last();
+        if !matches!(head, "crate" | "super") || before == Some(':') {
+            continue;
+        }
+        let rest = &code[i + 2..];
+        let path: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+        let after = &rest[path.len()..];
+        if after.starts_with('{') {
+            let group = &after[1..after.find('}').unwrap_or(after.len())];
+            for item in group.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "self") {
+                let item: String = item.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+                out.push(format!("{head}::{path}{item}"));
+            }
+        } else {
+            out.push(format!("{head}::{}", path.trim_end_matches(':')));
+        }
+    }
+    out
+}
+
+/// Where a named item is defined: the files of module `module` (a file or a folder) that define
+/// `item`, as a function, type, constant or module.
+fn defined_in<'a>(files: &'a [(String, String)], module: &str, item: &str) -> Vec<&'a str> {
+    let kinds = ["fn ", "struct ", "enum ", "const ", "type ", "mod ", "static ", "trait "];
+    let in_module = |f: &str| module.is_empty() || f == format!("{module}.rs") || f.starts_with(&format!("{module}/"));
+    files
+        .iter()
+        .filter(|(f, _)| in_module(f))
+        .filter(|(_, code)| {
+            kinds.iter().any(|k| {
+                code.match_indices(&format!("{k}{item}")).any(|(j, m)| {
+                    let next = code[j + m.len()..].chars().next();
+                    !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
+            })
+        })
+        .map(|(f, _)| f.as_str())
+        .collect()
+}
+
+#[test]
+fn the_diagnosis_stands_in_floors() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/diagnose/src");
+    let files: Vec<(String, String)> = sources(&src)
+        .into_iter()
+        .map(|(p, text)| {
+            let f = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            let code = code_of(&f, &text);
+            (f, code)
+        })
+        .collect();
+    let lib = &files.iter().find(|(f, _)| f == "lib.rs").unwrap().1;
+    let modules: Vec<&str> = files.iter().map(|(f, _)| f.split(['/', '.']).next().unwrap()).collect();
+    let mut climbs = Vec::new();
+    for (file, code) in files.iter().filter(|(f, c)| !c.is_empty() && f != "lib.rs") {
+        let mine = floor_of(file);
+        for path in named_paths(code) {
+            let parts: Vec<&str> = path.split("::").collect();
+            let item = *parts.last().unwrap();
+            let module = match parts[0] {
+                // `super` of `a/b.rs` is `a`; of `a/mod.rs`, the crate's root.
+                "super" if !file.ends_with("mod.rs") => file.rsplit_once('/').map_or("", |(d, _)| d).to_owned(),
+                _ if parts.len() > 2 => parts[1..parts.len() - 1].join("/"),
+                _ if parts.len() == 2 && modules.contains(&item) => item.to_owned(),
+                _ => String::new(),
+            };
+            // A name at the root is lib.rs's own, or what it re-exports from a module.
+            let module = match module.as_str() {
+                "" => match modules.iter().find(|m| {
+                    lib.contains(&format!("pub use {m}::")) && {
+                        let at = lib.find(&format!("pub use {m}::")).unwrap();
+                        lib[at..].split(';').next().unwrap().contains(item)
+                    }
+                }) {
+                    Some(m) => m.to_string(),
+                    None if ENTRY_POINTS.contains(&item) && mine + 1 < FLOORS.len() => {
+                        climbs.push(format!("{file} ({}) calls the diagnosis: {path}", FLOORS[mine].0));
+                        continue;
+                    }
+                    None => continue,
+                },
+                m => m.to_owned(),
+            };
+            let homes = defined_in(&files, &module, item);
+            let Some(lowest) = homes.iter().map(|h| floor_of(h)).min() else { continue };
+            if lowest > mine {
+                climbs.push(format!(
+                    "{file} ({}) names {path}, defined on a floor above it ({}: {})",
+                    FLOORS[mine].0,
+                    FLOORS[lowest].0,
+                    homes.join(", ")
+                ));
+            }
+        }
+    }
+    assert!(climbs.is_empty(), "diagnose's floors climb back up:\n{}", climbs.join("\n"));
+}

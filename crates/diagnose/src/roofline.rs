@@ -302,7 +302,7 @@ fn of_gpu(g: &GpuSeries, energy: Result<Energy, String>) -> Efficiency {
         _ => None,
     };
     let tensor_idle = match (m(&g.sm_pct), m(&g.fp32_pct), any) {
-        (Some(sm), Some(fp32), Some(t)) if g.active_s() >= crate::rules::MIN_ACTIVE_S => tensor::idle(sm, fp32, t),
+        (Some(sm), Some(fp32), Some(t)) if g.active_s() >= crate::run::MIN_ACTIVE_S => tensor::idle(sm, fp32, t),
         _ => false,
     };
     let energy = energy.map_err(|why| limits.push(why)).ok();

@@ -193,7 +193,7 @@ impl Steps {
             }
         };
         let (a, b) = (side(0, k), side(k, n));
-        let lasting = |r: &Regime| r.window_s[1] - r.window_s[0] >= crate::rules::MIN_ACTIVE_S;
+        let lasting = |r: &Regime| r.window_s[1] - r.window_s[0] >= crate::run::MIN_ACTIVE_S;
         let twofold = a.wait_share.max(b.wait_share) >= 2.0 * a.wait_share.min(b.wait_share);
         (lasting(&a) && lasting(&b) && twofold).then_some([a, b])
     }

@@ -3,8 +3,8 @@
 
 use super::AccountKind::{self as K};
 use super::book::Book;
-use super::bulk_writes_gpu_idle;
 use super::busy::busy_seconds;
+use crate::run::bulk_writes_gpu_idle;
 use crate::run::loop_copies;
 use crate::run::{merged, minus, total};
 use crate::{Basis, Finding, FindingId, GpuSeries, Run};

@@ -62,28 +62,6 @@ impl Ledger {
 /// The label of the start-up from the job's CUDA context to its first step.
 pub(crate) const TO_FIRST_STEP: &str = "start-up from the CUDA context to the first step";
 
-/// A job writing at this rate streams a file out (a checkpoint); a log writes kilobytes a second.
-const BULK_WRITE_BYTES_PER_S: f64 = 50e6;
-/// GPU-Util at or below this is idle, as the stall rule reads it.
-const IDLE_UTIL_PCT: f64 = 10.0;
-
-/// The tree samples' intervals in which the job wrote in bulk while `g` stood idle, and the bytes
-/// written in each.
-pub(crate) fn bulk_writes_gpu_idle(run: &Run, g: &crate::GpuSeries) -> Vec<([f64; 2], f64)> {
-    run.tree_io
-        .iter()
-        .filter(|x| x.seconds > 0.0 && x.written_bytes / x.seconds >= BULK_WRITE_BYTES_PER_S)
-        .map(|x| ([x.start_s(), x.end_s], x.written_bytes))
-        .filter(|(w, _)| {
-            let u: Vec<f64> = (0..g.t_s.len())
-                .filter(|&i| g.t_s[i] > w[0] && g.t_s[i] <= w[1])
-                .filter_map(|i| g.util_pct[i])
-                .collect();
-            !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= IDLE_UTIL_PCT
-        })
-        .collect()
-}
-
 /// Every second of the run in one account. `findings` are the rules' (stall pauses and the
 /// inferred causes of idle time come from them). Each family of accounts claims in turn.
 pub fn ledger(run: &Run, findings: &[Finding]) -> Ledger {

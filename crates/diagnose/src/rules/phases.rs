@@ -102,7 +102,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
         let secs = ledger.seconds(AccountKind::StorageWrite);
         // The bytes of the same intervals the ledger counted: bulk writes with the GPU idle.
         let written: f64 = crate::run::primary(run)
-            .map_or(0.0, |g| crate::ledger::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
+            .map_or(0.0, |g| crate::run::bulk_writes_gpu_idle(run, g).iter().map(|w| w.1).sum());
         out.push(
             Finding::new(
                 FindingId::CheckpointWrites,

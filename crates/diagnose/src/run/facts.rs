@@ -5,6 +5,9 @@ use gpulse_model::GpuProcessClass;
 
 use crate::{GpuSeries, Run};
 
+/// Windows shorter than this hold too few samples to judge a steady state.
+pub(crate) const MIN_ACTIVE_S: f64 = 10.0;
+
 /// Mean of a slice; `None` when empty.
 pub(crate) fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -104,4 +107,26 @@ pub(crate) fn first_context_s(run: &Run) -> Option<f64> {
         Some(g.t_s[i])
     });
     if run.has_processes { by_process.reduce(f64::min) } else { by_memory.reduce(f64::min) }
+}
+
+/// A job writing at this rate streams a file out (a checkpoint); a log writes kilobytes a second.
+const BULK_WRITE_BYTES_PER_S: f64 = 50e6;
+/// GPU-Util at or below this is idle, as the stall rule reads it.
+const IDLE_UTIL_PCT: f64 = 10.0;
+
+/// The tree samples' intervals in which the job wrote in bulk while `g` stood idle, and the bytes
+/// written in each.
+pub(crate) fn bulk_writes_gpu_idle(run: &Run, g: &GpuSeries) -> Vec<([f64; 2], f64)> {
+    run.tree_io
+        .iter()
+        .filter(|x| x.seconds > 0.0 && x.written_bytes / x.seconds >= BULK_WRITE_BYTES_PER_S)
+        .map(|x| ([x.start_s(), x.end_s], x.written_bytes))
+        .filter(|(w, _)| {
+            let u: Vec<f64> = (0..g.t_s.len())
+                .filter(|&i| g.t_s[i] > w[0] && g.t_s[i] <= w[1])
+                .filter_map(|i| g.util_pct[i])
+                .collect();
+            !u.is_empty() && u.iter().sum::<f64>() / u.len() as f64 <= IDLE_UTIL_PCT
+        })
+        .collect()
 }

@@ -10,7 +10,8 @@ use gpulse_model::RunData;
 
 pub use build::RunBuilder;
 pub(crate) use facts::{
-    context_before, end_s, first_context_s, has_a_job, loop_copies, loop_window, mean, primary, stdev,
+    MIN_ACTIVE_S, bulk_writes_gpu_idle, context_before, end_s, first_context_s, has_a_job, loop_copies, loop_window,
+    mean, primary, stdev,
 };
 pub(crate) use spans::{Spans, covers, merged, minus, total};
 pub(crate) use threads::{main_pid, ranked, ranked_in, settled, training_s};
