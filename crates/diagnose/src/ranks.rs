@@ -58,7 +58,7 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
             // Its steps where it marked them, else the run's loop: start-up's rendezvous is not
             // the loop's wait.
             let [lo, hi] = steps.or(run.steps.as_ref()).map_or([f64::MIN, f64::MAX], |s| s.window_s);
-            let pts: Vec<_> = points(run, *pid).into_iter().filter(|p| p.t_s >= lo && p.t_s <= hi).collect();
+            let pts: Vec<_> = points(run, *pid).iter().copied().filter(|p| p.t_s >= lo && p.t_s <= hi).collect();
             let total: f64 = pts.iter().map(|p| p.dur_s).sum::<f64>().max(1e-9);
             let mut by: HashMap<ThreadState, (f64, HashMap<u32, f64>)> = HashMap::new();
             for p in &pts {
@@ -160,7 +160,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
     if ranks.len() < 2 {
         return None;
     }
-    let all: Vec<(u32, u32, Vec<crate::main_thread::Point>)> =
+    let all: Vec<(u32, u32, std::sync::Arc<Vec<crate::main_thread::Point>>)> =
         ranks.iter().map(|(r, pid)| (r.rank, *pid, points(run, *pid))).filter(|x| !x.2.is_empty()).collect();
     if all.len() < 2 {
         return None;

@@ -353,22 +353,39 @@ pub fn classify(stacks: &Stacks, sample: &ThreadSample) -> Class {
     classify_frames(&frames, sample)
 }
 
-/// [`classify`] once per distinct stack and kernel state: a day's samples repeat a few thousand
-/// of them.
+/// [`classify`] once per distinct stack and kernel state, and a stack's library once: a day's
+/// samples repeat a few thousand of them.
 #[derive(Debug, Default, Clone)]
 pub struct Classifier {
-    seen: std::collections::HashMap<(u32, gpulse_model::KernelState, std::mem::Discriminant<Gil>), Class>,
+    /// Stack → the kernel states and GIL kinds seen on it, each with its class.
+    seen: std::collections::HashMap<u32, Vec<(gpulse_model::KernelState, std::mem::Discriminant<Gil>, Class)>>,
+    domains: std::collections::HashMap<u32, Option<Domain>>,
 }
 
 impl Classifier {
     pub fn classify(&mut self, stacks: &Stacks, sample: &ThreadSample) -> Class {
-        let key = (sample.stack, sample.kernel.clone(), std::mem::discriminant(&sample.gil));
-        *self.seen.entry(key).or_insert_with(|| classify(stacks, sample))
+        let gil = std::mem::discriminant(&sample.gil);
+        let seen = self.seen.entry(sample.stack).or_default();
+        if let Some((_, _, c)) = seen.iter().find(|(k, g, _)| *g == gil && *k == sample.kernel) {
+            return *c;
+        }
+        let frames: Vec<&PyFrame> = stacks.frames_of(sample.stack).collect();
+        let domain = *self.domains.entry(sample.stack).or_insert_with(|| domain(&frames));
+        let (state, basis) = state_of(&frames, sample);
+        let class = Class { state, domain, basis };
+        seen.push((sample.kernel.clone(), gil, class));
+        class
     }
 }
 
 /// [`classify`] on frames already looked up, outermost first.
 pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
+    let (state, basis) = state_of(frames, sample);
+    Class { state, domain: domain(frames), basis }
+}
+
+/// A sample's state, and whether it was read or deduced.
+fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadState, Basis) {
     use ThreadState::*;
     let k = &sample.kernel;
     let leaf = frames.last().copied();
@@ -467,7 +484,7 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
             Some(_) => inferred(Other),
         }
     };
-    Class { state, domain: domain(frames), basis }
+    (state, basis)
 }
 
 /// Whether a frame is a collective of `torch.distributed`: c10d's functions (`barrier`,

@@ -49,8 +49,12 @@ const WEIGHT_RUN: usize = 16;
 /// Gaps on each side of a sample that it shares its time with.
 const WEIGHT_HALF: usize = 8;
 
-/// A process's samples, classified, in time order.
-pub(crate) fn points(run: &Run, pid: u32) -> Vec<Point> {
+/// A process's samples, classified, in time order: worked out once per run.
+pub(crate) fn points(run: &Run, pid: u32) -> std::sync::Arc<Vec<Point>> {
+    run.memo.get(&run.stacks, u64::from(pid), || points_of(run, pid))
+}
+
+fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
     let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;

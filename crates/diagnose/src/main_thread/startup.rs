@@ -151,7 +151,7 @@ pub struct StartupPart {
 /// [`MIN_SAMPLES`] samples cover it.
 pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
     let Some(pid) = main_pid(run) else { return Vec::new() };
-    let pts: Vec<_> = points(run, pid).into_iter().filter(|p| p.t_s <= end_s).collect();
+    let pts: Vec<_> = points(run, pid).iter().copied().filter(|p| p.t_s <= end_s).collect();
     if pts.iter().filter(|p| !p.split).count() < MIN_SAMPLES {
         return Vec::new();
     }

@@ -2,6 +2,7 @@
 
 mod build;
 mod facts;
+mod memo;
 mod spans;
 mod threads;
 
@@ -13,6 +14,7 @@ pub(crate) use facts::{
     MIN_ACTIVE_S, bulk_writes_gpu_idle, context_before, end_s, first_context_s, has_a_job, loop_copies, loop_window,
     mean, primary, stdev,
 };
+pub use memo::Memo;
 pub(crate) use spans::{Spans, covers, merged, minus, total};
 pub(crate) use threads::{main_pid, ranked, ranked_in, settled, training_s};
 
@@ -217,6 +219,8 @@ pub struct Run {
     /// The ranks of [`Run::stacks`], worked out on first use (see [`crate::ranks`]); public so
     /// that a run can be built with `..Run::default()`.
     pub ranks: std::sync::OnceLock<Vec<(gpulse_model::Rank, u32)>>,
+    /// What the rules work out once from [`Run::stacks`], shared with every copy of the run.
+    pub memo: std::sync::Arc<Memo>,
 }
 
 impl Run {
