@@ -137,9 +137,9 @@ impl Straggler {
 }
 
 /// A rank's state at `t`: its last sample at or before `t` (its samples, not the parts the
-/// clocks split off them, in time order), where the next follows within half a second.
-fn state_at(pts: &[crate::main_thread::Point], t: f64) -> Option<ThreadState> {
-    let i = pts.partition_point(|p| p.t_s <= t);
+/// clocks split off them, in time order; `i` of them lie at or before `t`), where the next
+/// follows within half a second.
+fn state_after(pts: &[crate::main_thread::Point], i: usize, t: f64) -> Option<ThreadState> {
     let p = pts.get(i.checked_sub(1)?)?;
     let next = pts.get(i).map_or(p.t_s + p.dur_s, |n| n.t_s);
     (next - p.t_s <= MAX_GAP_S && t < next).then_some(p.class.state)
@@ -191,9 +191,23 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
     // at that moment: the waits it held up.
     let mut held = vec![0.0; all.len()];
     for (i, (_, _, pts)) in all.iter().enumerate() {
+        // Each other rank's place in its timeline, moved forward with `p` (the samples come in
+        // time order; one that does not is looked up afresh).
+        let mut at = vec![0usize; timelines.len()];
+        let mut last_t = f64::MIN;
         for p in pts.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
+            for (j, q) in timelines.iter().enumerate() {
+                if p.t_s < last_t {
+                    at[j] = q.partition_point(|x| x.t_s <= p.t_s);
+                } else {
+                    while at[j] < q.len() && q[at[j]].t_s <= p.t_s {
+                        at[j] += 1;
+                    }
+                }
+            }
+            last_t = p.t_s;
             let others = timelines.iter().enumerate().filter(|(j, _)| *j != i);
-            let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (_, q)| match state_at(q, p.t_s) {
+            let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (j, q)| match state_after(q, at[j], p.t_s) {
                 Some(ThreadState::PeerWait) => (w + 1, n + 1),
                 Some(_) => (w, n + 1),
                 None => (w, n),

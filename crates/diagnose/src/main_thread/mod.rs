@@ -59,7 +59,9 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
     let weights = weights(&mine.iter().map(|s| t(s.t_us)).collect::<Vec<_>>());
-    let mut classifier = Classifier::default();
+    // Stacks are the run's, not a process's: one classifier serves every process.
+    let shared = run.memo.get(&run.stacks, 0, || std::sync::Mutex::new(Classifier::default()));
+    let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
     let mut votes = NativeVotes::of(st.process(pid));
     mine.iter().for_each(|s| votes.add(s));
     let pts = mine

@@ -49,6 +49,13 @@ pub(crate) fn settled(st: &Stacks) -> Stacks {
 /// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
 pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
     let pid = main_pid(run)?;
+    run.memo.get(&run.stacks, u64::from(pid), || Training(training_of(run, pid))).0
+}
+
+/// A process's [`training_s`], kept in the run's memo.
+struct Training(Option<[f64; 2]>);
+
+fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let st = &run.stacks;
     let mut by_stack: HashMap<u32, bool> = HashMap::new();
     let mut training = st.samples.iter().filter(|s| s.pid == pid).filter(|s| {
