@@ -56,7 +56,8 @@ pub(crate) fn points(run: &Run, pid: u32) -> std::sync::Arc<Vec<Point>> {
 
 fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
-    let mine: Vec<&gpulse_model::ThreadSample> = st.samples.iter().filter(|s| s.pid == pid).collect();
+    let mine: Vec<&gpulse_model::ThreadSample> =
+        crate::run::samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
     let weights = weights(&mine.iter().map(|s| t(s.t_us)).collect::<Vec<_>>());
     // Stacks are the run's, not a process's: one classifier serves every process.

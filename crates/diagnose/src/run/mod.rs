@@ -16,7 +16,7 @@ pub(crate) use facts::{
 };
 pub use memo::Memo;
 pub(crate) use spans::{Spans, covers, merged, minus, total};
-pub(crate) use threads::{main_pid, ranked, ranked_in, settled, training_s};
+pub(crate) use threads::{main_pid, ranked, ranked_in, samples_of, settled, training_s};
 
 /// One GPU over the run.
 #[derive(Debug, Clone, Default)]

@@ -2,6 +2,7 @@
 //! the process whose main thread the ledger reads, and when that thread trained.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use gpulse_model::{ProcessRole, Rank, Stacks};
 
@@ -58,7 +59,8 @@ struct Training(Option<[f64; 2]>);
 fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let st = &run.stacks;
     let mut by_stack: HashMap<u32, bool> = HashMap::new();
-    let mut training = st.samples.iter().filter(|s| s.pid == pid).filter(|s| {
+    let mine = samples_of(run, pid);
+    let mut training = mine.iter().map(|i| &st.samples[*i as usize]).filter(|s| {
         *by_stack.entry(s.stack).or_insert_with(|| {
             let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
             matches!(classify::domain(&frames), Some(Domain::Backward | Domain::Optimizer))
@@ -76,7 +78,7 @@ fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
 pub(crate) fn main_pid(run: &Run) -> Option<u32> {
     let st = &run.stacks;
     let mains: Vec<u32> = st.processes.iter().filter(|p| p.role == ProcessRole::Main).map(|p| p.pid).collect();
-    let count = |pid: u32| st.samples.iter().filter(|s| s.pid == pid).count();
+    let count = |pid: u32| samples_of(run, pid).len();
     let holders: Vec<u32> = super::primary(run).map_or_else(Vec::new, |g| {
         mains.iter().copied().filter(|pid| g.processes.iter().any(|l| l.iter().any(|p| p.pid == *pid))).collect()
     });
@@ -154,3 +156,19 @@ pub(crate) fn ranked_in(st: &gpulse_model::Stacks) -> Vec<(Rank, u32)> {
     out.sort_by_key(|(r, pid)| (r.rank, *pid));
     out
 }
+
+/// Where each process's samples lie in [`Run::stacks`]'s, in time order: one pass over a day's
+/// millions of samples, not one per process and question.
+pub(crate) fn samples_of(run: &Run, pid: u32) -> Arc<Vec<u32>> {
+    let all = run.memo.get(&run.stacks, 0, || {
+        let mut by: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (i, s) in run.stacks.samples.iter().enumerate() {
+            by.entry(s.pid).or_default().push(i as u32);
+        }
+        BySample(by.into_iter().map(|(pid, v)| (pid, Arc::new(v))).collect())
+    });
+    all.0.get(&pid).cloned().unwrap_or_default()
+}
+
+/// [`samples_of`] for every process, kept in the run's memo.
+struct BySample(HashMap<u32, Arc<Vec<u32>>>);
