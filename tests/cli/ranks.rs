@@ -222,9 +222,9 @@ if __name__ == "__main__":
     mp.spawn(train, args=(sys.argv[1], int(sys.argv[2]), 2), nprocs=2)
 "#;
 
-/// Runs `script` (a job that starts its own ranks) for 500 steps under `gpulse run`, and returns
-/// its directory (kept while it lives), its truth files' stem and the recording.
-fn script_job(name: &str, script: &str) -> (super::support::Temp, std::path::PathBuf, std::path::PathBuf) {
+/// Runs `script` (a job that starts its own ranks) for `steps` steps under `gpulse run`, and
+/// returns its directory (kept while it lives), its truth files' stem and the recording.
+fn script_job(name: &str, script: &str, steps: u32) -> (super::support::Temp, std::path::PathBuf, std::path::PathBuf) {
     let dir = super::support::fresh_dir("ranks", name);
     std::fs::write(dir.join("train.py"), script).unwrap();
     std::fs::write(dir.join("none.json"), r#"{"init_error": 9, "devices": []}"#).unwrap();
@@ -233,7 +233,7 @@ fn script_job(name: &str, script: &str) -> (super::support::Temp, std::path::Pat
     let mut cmd = gpulse(None);
     cmd.env("GPULSE_FAKE_NVML_SCENARIO", dir.join("none.json")).env("PYTHONPATH", path);
     cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]).arg(&rec);
-    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg("500");
+    cmd.args(["--", "python3"]).arg(dir.join("train.py")).arg(&truth).arg(steps.to_string());
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
     (dir, truth, rec)
@@ -242,7 +242,7 @@ fn script_job(name: &str, script: &str) -> (super::support::Temp, std::path::Pat
 #[test]
 fn mp_spawns_ranks_are_told_by_their_order_and_the_parent_is_no_rank() {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (_dir, truth, rec) = script_job("spawn", SPAWN);
+    let (_dir, truth, rec) = script_job("spawn", SPAWN, 500);
     let read = |suffix: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{}.{suffix}", truth.display())).unwrap()).unwrap()
     };
@@ -357,7 +357,7 @@ if rank == 0:
 #[test]
 fn lightnings_script_is_rank_0_and_its_children_the_others() {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (_dir, truth, rec) = script_job("lightning", LIGHTNING);
+    let (_dir, truth, rec) = script_job("lightning", LIGHTNING, 500);
     let read = |r: u32| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{}.{r}", truth.display())).unwrap()).unwrap()
     };
@@ -371,4 +371,33 @@ fn lightnings_script_is_rank_0_and_its_children_the_others() {
         assert_eq!(row["pid"], own[r]["pid"], "rank {r}: {row:#}");
     }
     leads_with_straggler(&own, &d, 1, "python", "load_batch");
+}
+
+/// A rank first seen between its parent's fork and its `exec`: Lightning's script whose child
+/// runs Python for 2.5 s before its `exec` (a `preexec_fn`; the window a `vfork` leaves is the
+/// same, only shorter), so that the sampler meets it as a copy of rank 0: its command line, its
+/// environment without `LOCAL_RANK`, its stack. Once it has run `exec` it is told again as the
+/// program it runs, rank 1, and the ranks are both there.
+#[test]
+fn a_rank_seen_before_its_exec_is_told_again_as_the_rank_it_runs() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let started = r#"env=dict(os.environ, LOCAL_RANK="1"))"#;
+    assert!(LIGHTNING.contains(started));
+    let script =
+        LIGHTNING.replace(started, r#"env=dict(os.environ, LOCAL_RANK="1"), preexec_fn=lambda: time.sleep(2.5))"#);
+    let (_dir, truth, rec) = script_job("lightning-exec", &script, 100);
+    let read = |r: u32| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{}.{r}", truth.display())).unwrap()).unwrap()
+    };
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ranks = d["ranks"].as_array().unwrap_or_else(|| panic!("no ranks: {d:#}"));
+    assert_eq!(ranks.len(), 2, "{:#}", d["stacks"]);
+    for (r, row) in ranks.iter().enumerate() {
+        assert_eq!(row["pid"], read(r as u32)["pid"], "rank {r}: {row:#}");
+    }
+    // The child is told by its own command line, not its parent's.
+    let child = d["stacks"].as_array().unwrap().iter().find(|p| p["pid"] == ranks[1]["pid"]).unwrap();
+    assert!(child["rank"].is_object(), "{child:#}");
 }

@@ -255,9 +255,12 @@ impl Stacks {
             }
             self.stacks[id] = s;
         }
+        // A process told again ran `exec` since (a child first seen as its parent's fork): the
+        // later telling is the program sampled since, in the first one's place.
         for p in batch.processes {
-            if !self.processes.iter().any(|q| q.pid == p.pid) {
-                self.processes.push(p);
+            match self.processes.iter_mut().find(|q| q.pid == p.pid) {
+                Some(q) => *q = p,
+                None => self.processes.push(p),
             }
         }
         for (pid, hz) in batch.rate_hz {
@@ -323,6 +326,27 @@ mod tests {
         let names: Vec<&str> = s.frames_of(1).map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["main", "sync"]);
         assert_eq!(s.frames_of(7).count(), 0);
+    }
+
+    /// A process told again (it ran `exec`) is the later telling, in the first one's place.
+    #[test]
+    fn a_process_told_again_is_its_later_program() {
+        let p = |pid, command: &str, rank| SampledProcess {
+            pid,
+            role: ProcessRole::Main,
+            python: "3.11.7".into(),
+            command: command.into(),
+            rank,
+            gil_read: Some(true),
+        };
+        let rank = Some(Rank { rank: 1, world_size: 2, local_rank: Some(1), device: Some(1) });
+        let mut s = Stacks::default();
+        s.add(StackBatch {
+            processes: vec![p(10, "python3 train.py", None), p(11, "python3 train.py", None)],
+            ..Default::default()
+        });
+        s.add(StackBatch { processes: vec![p(11, "/venv/bin/python3 train.py", rank)], ..Default::default() });
+        assert_eq!(s.processes, [p(10, "python3 train.py", None), p(11, "/venv/bin/python3 train.py", rank)]);
     }
 }
 

@@ -21,7 +21,8 @@ use crate::RecordError;
 ///   when `base` is NULL), then the frame ids in `frames`, LEB128 varints, outermost first.
 /// - `stack_obs`: an observation by the writer's id: the thread's state letter, its syscall and
 ///   wchan, and the GIL (`held`, `free`, or `other` with the holder's stack in `gil_stack`).
-/// - `stack_processes`: a sampled process, in the order first sampled, with its last rate and
+/// - `stack_processes`: a sampled process, in the order first sampled, as the program it ran
+///   last (one told again after its `exec` takes the later telling), with its last rate and
 ///   (added at the end, so no new version) its place in a distributed job: `rank`, `world_size`, `local_rank` and the GPU
 ///   its environment gives it (`device`), NULL for a process that is no rank; then `gil_read`,
 ///   whether the reader saw who holds the GIL (NULL in recordings before it).
@@ -157,10 +158,26 @@ impl Written {
             self.stack(conn, *id, frames)?;
         }
         for p in &batch.processes {
+            let r = p.rank;
             if !self.processes.insert(p.pid) {
+                // Told again: it ran `exec` since it was first told (a child first seen as its
+                // parent's fork). The row takes the program sampled since, keeping its place.
+                conn.prepare_cached(
+                    "UPDATE stack_processes SET role = ?2, python = ?3, command = ?4, rank = ?5, world_size = ?6, local_rank = ?7, device = ?8, gil_read = ?9 WHERE pid = ?1",
+                )?
+                .execute(params![
+                    p.pid,
+                    p.role.as_str(),
+                    p.python,
+                    p.command,
+                    r.map(|r| r.rank),
+                    r.map(|r| r.world_size),
+                    r.and_then(|r| r.local_rank),
+                    r.and_then(|r| r.device),
+                    p.gil_read
+                ])?;
                 continue;
             }
-            let r = p.rank;
             conn.prepare_cached(
                 "INSERT OR REPLACE INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?

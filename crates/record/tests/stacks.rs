@@ -44,8 +44,8 @@ impl Lcg {
 }
 
 /// Two processes over three seconds and a half, sent in batches that cut seconds in two, with
-/// every kind of observation, a stack sent in a later batch than its first frame, a refusal and
-/// a rate that changes.
+/// every kind of observation, a stack sent in a later batch than its first frame, a refusal, a
+/// rate that changes and a process told again.
 fn batches() -> Vec<StackBatch> {
     let main = SampledProcess {
         gil_read: Some(true),
@@ -123,7 +123,15 @@ fn batches() -> Vec<StackBatch> {
         refusals: vec![(4400, "cannot read 4400: Python 3.14 is not supported".into())],
     });
     out.push(StackBatch { samples: cut(1_700_000, 2_000_000), ..Default::default() });
-    out.push(StackBatch { samples: cut(2_000_000, 3_500_000), rate_hz: vec![(4242, 45.5)], ..Default::default() });
+    // The main process told again after its `exec`: the row takes it, in its place.
+    let rank = gpulse_model::Rank { rank: 1, world_size: 2, local_rank: Some(1), device: Some(1) };
+    let execd = SampledProcess { command: "/venv/bin/python train.py".into(), rank: Some(rank), ..main };
+    out.push(StackBatch {
+        samples: cut(2_000_000, 3_500_000),
+        rate_hz: vec![(4242, 45.5)],
+        processes: vec![execd],
+        ..Default::default()
+    });
     out
 }
 

@@ -97,6 +97,30 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     std::str::from_utf8(field).ok()?.parse().ok()
 }
 
+/// When a process started (as [`start_ticks`]) and which program image it runs: where its
+/// address space put its code and its first stack (`/proc/PID/stat` fields 26 and 28), which
+/// every `exec` lays out afresh (at random places, the kernel's default, and elsewhere for
+/// arguments and environment of another size). A child seen between its parent's `fork` (or
+/// `vfork`) and its own `exec` has its parent's image, its command line and environment: the
+/// image says when that is no longer so. The image is 0 where the kernel hides the addresses
+/// (a process this one may not read) or an `exec` is still laying them out.
+pub fn start_and_image(pid: u32) -> Option<(u64, u64)> {
+    let line = read_capped(&format!("/proc/{pid}/stat"), 4096)?;
+    let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
+    let mut fields = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
+    let num = |f: Option<&[u8]>| -> Option<u64> { std::str::from_utf8(f?).ok()?.parse().ok() };
+    // Fields 22 (start time), 26 (start of code) and 28 (start of stack): the 20th, 24th and
+    // 26th after the `)`.
+    let start = num(fields.nth(19))?;
+    let code = num(fields.nth(3)).unwrap_or(0);
+    let stack = num(fields.nth(1)).unwrap_or(0);
+    // Hidden (0, or 1 for the code), or an `exec` still laying them out: no image yet.
+    if code <= 1 || stack == 0 {
+        return Some((start, 0));
+    }
+    Some((start, code.rotate_left(32) ^ stack))
+}
+
 /// A process held through a pidfd. A pidfd never follows its PID to a later process, and the
 /// kernel says when its process has exited: while the handle's has not, the PID still names it,
 /// known without reading `/proc`.
@@ -338,6 +362,38 @@ mod tests {
         assert!(children(std::process::id()).contains(&child.id()), "a child of a test thread is found");
         let _ = (child.kill(), child.wait());
         assert_eq!(start_ticks(u32::MAX), None);
+    }
+
+    /// An `exec` lays the process out afresh: another image, the same start.
+    #[test]
+    fn an_exec_is_another_image_of_the_same_process() {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line; exec sleep 5"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Its addresses are 0 while its `exec` lays them out (the spawn returns before the end).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let (start, image) = loop {
+            let (start, image) = start_and_image(child.id()).unwrap();
+            if image != 0 {
+                break (start, image);
+            }
+            assert!(std::time::Instant::now() < deadline, "its own child's addresses are readable");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(Some(start), start_ticks(child.id()));
+        assert_eq!(start_and_image(child.id()), Some((start, image)), "the same until its exec");
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while start_and_image(child.id()) == Some((start, image)) {
+            assert!(std::time::Instant::now() < deadline, "no other image after the exec");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(start_and_image(child.id()).map(|s| s.0), Some(start));
+        let _ = (child.kill(), child.wait());
+        assert_eq!(start_and_image(u32::MAX), None);
     }
 
     #[test]

@@ -231,20 +231,23 @@ impl Sampling {
             tree.extend(kids.into_iter().map(|k| (k, priority)));
             i += 1;
         }
-        let mut alive: HashMap<u32, (u64, f64)> = HashMap::with_capacity(tree.len());
+        let mut alive: HashMap<u32, (u64, u64, f64)> = HashMap::with_capacity(tree.len());
         for (pid, priority) in tree {
-            if let Some(t) = crate::proc_info::start_ticks(pid) {
-                let e = alive.entry(pid).or_insert((t, priority));
-                e.1 = e.1.max(priority);
+            if let Some((t, image)) = crate::proc_info::start_and_image(pid) {
+                let e = alive.entry(pid).or_insert((t, image, priority));
+                e.2 = e.2.max(priority);
             }
         }
         self.targets.retain(|t| alive.get(&t.pid).is_some_and(|a| a.0 == t.start_ticks));
         for t in &mut self.targets {
-            t.priority = alive[&t.pid].1;
+            let (_, image, priority) = alive[&t.pid];
+            // A process that ran `exec` since it was opened is another program: told afresh.
+            t.exec_seen(image, now);
+            t.priority = priority;
         }
-        for (pid, (ticks, priority)) in alive {
+        for (pid, (ticks, image, priority)) in alive {
             if !self.targets.iter().any(|t| t.pid == pid) {
-                let mut t = Target::new(pid, ticks, now);
+                let mut t = Target::new(pid, ticks, image, now);
                 t.priority = priority;
                 self.targets.push(t);
             }

@@ -37,6 +37,9 @@ pub(super) struct Target {
     pub pid: u32,
     /// With the PID, names the process: a reused PID is another one.
     pub start_ticks: u64,
+    /// The program image it was seen running (see [`proc_info::start_and_image`]): another one
+    /// later means it ran `exec`, and is opened and told afresh.
+    image: u64,
     pub phase: Phase,
     /// Opening attempts so far.
     tries: u32,
@@ -87,10 +90,11 @@ pub(super) enum Outcome {
 }
 
 impl Target {
-    pub(super) fn new(pid: u32, start_ticks: u64, now: Instant) -> Self {
+    pub(super) fn new(pid: u32, start_ticks: u64, image: u64, now: Instant) -> Self {
         Self {
             pid,
             start_ticks,
+            image,
             phase: Phase::Opening { at: now },
             tries: 0,
             view: FileView::of(pid),
@@ -101,6 +105,27 @@ impl Target {
             told_fallback: false,
             refused: 0,
         }
+    }
+
+    /// Takes the image the process runs now. Another image than the one it was opened and told
+    /// in means it ran `exec` since: a child first seen between its parent's fork and its own
+    /// exec was read with its parent's command line, environment (no rank, or the parent's) and
+    /// stacks. It is opened afresh, and its role, rank and command told again from the new
+    /// program (whatever was decided of the old one: sampled, a launcher, a helper, not Python).
+    /// Whether it had.
+    pub(super) fn exec_seen(&mut self, image: u64, now: Instant) -> bool {
+        // 0: the kernel hid the addresses; nothing can be said.
+        if image == 0 || image == self.image {
+            return false;
+        }
+        let changed = self.image != 0;
+        self.image = image;
+        if changed {
+            let priority = self.priority;
+            *self = Self::new(self.pid, self.start_ticks, image, now);
+            self.priority = priority;
+        }
+        changed
     }
 
     pub(super) fn is_sampling(&self) -> bool {
@@ -259,7 +284,7 @@ impl Target {
         };
         *failures = 0;
         let after = proc_info::task_state(pid, pid);
-        let Some(main) = main_thread(&traces, pid) else { return Outcome::Skipped };
+        let Some(main) = main_thread(&traces, pid, || proc_info::parent(pid)) else { return Outcome::Skipped };
         let kernel = straddled(before, after, traces[main].owns_gil);
         if self.role.is_none() {
             if traces[main].frames.is_empty() {
@@ -370,13 +395,20 @@ fn launcher(command: &str) -> bool {
 }
 
 /// Which of `traces` is the main thread: the one whose OS id is the PID (3.11+), else the one
-/// `threading` calls `MainThread`, else the last (py-spy lists the main thread last).
-fn main_thread(traces: &[StackTrace], pid: u32) -> Option<usize> {
-    traces
-        .iter()
-        .position(|t| t.os_thread_id == Some(u64::from(pid)))
-        .or_else(|| traces.iter().position(|t| t.thread_name.as_deref() == Some("MainThread")))
-        .or_else(|| traces.len().checked_sub(1))
+/// `threading` calls `MainThread`, else the last (py-spy lists the main thread last). `None`
+/// where the threads' OS ids name the `parent`'s main thread and none is the PID's: the parent's
+/// interpreter, read through a child that has not run `exec` yet (a `vfork` shares its memory,
+/// a `fork` copies it), which runs no Python of its own.
+fn main_thread(traces: &[StackTrace], pid: u32, parent: impl FnOnce() -> Option<u32>) -> Option<usize> {
+    if let Some(main) = traces.iter().position(|t| t.os_thread_id == Some(u64::from(pid))) {
+        return Some(main);
+    }
+    if traces.iter().any(|t| t.os_thread_id.is_some())
+        && parent().is_some_and(|p| traces.iter().any(|t| t.os_thread_id == Some(u64::from(p))))
+    {
+        return None;
+    }
+    traces.iter().position(|t| t.thread_name.as_deref() == Some("MainThread")).or_else(|| traces.len().checked_sub(1))
 }
 
 /// The line that says why `pid` cannot be sampled and what to change, for an error that will
@@ -478,6 +510,59 @@ mod tests {
     }
 
     use super::*;
+
+    fn thread(os: Option<u64>, name: Option<&str>) -> StackTrace {
+        StackTrace {
+            pid: 0,
+            thread_id: 0,
+            thread_name: name.map(str::to_owned),
+            os_thread_id: os,
+            active: true,
+            owns_gil: false,
+            frames: Vec::new(),
+            process_info: None,
+        }
+    }
+
+    /// The main thread is the PID's; a child read before its `exec` holds only its parent's
+    /// threads, and has none; without OS ids, the name or the last.
+    #[test]
+    fn a_child_before_its_exec_has_no_main_thread_of_its_own() {
+        let ts = [thread(Some(11), None), thread(Some(10), None)];
+        assert_eq!(main_thread(&ts, 10, || Some(1)), Some(1));
+        // PID 12 is the fork of 10 (vfork shares its memory): 10's threads are no thread of 12's.
+        assert_eq!(main_thread(&ts, 12, || Some(10)), None);
+        // A PID the threads do not name, whose parent they do not name either (another PID
+        // namespace): the last, as before.
+        assert_eq!(main_thread(&ts, 4, || Some(1)), Some(1));
+        let named = [thread(None, Some("MainThread")), thread(None, Some("Thread-1"))];
+        assert_eq!(main_thread(&named, 12, || Some(10)), Some(0));
+        assert_eq!(main_thread(&[], 12, || Some(10)), None);
+    }
+
+    /// A process that ran `exec` since it was told is opened and told again; the same image, or
+    /// one the kernel hides, changes nothing.
+    #[test]
+    fn an_exec_opens_and_tells_the_process_again() {
+        let now = Instant::now();
+        let mut t = Target::new(7, 100, 0xabc, now);
+        t.role = Some(ProcessRole::Main);
+        t.phase = Phase::Done;
+        t.priority = 0.5;
+        assert!(!t.exec_seen(0xabc, now));
+        assert!(!t.exec_seen(0, now));
+        assert!(t.role.is_some());
+        let later = now + Duration::from_secs(1);
+        assert!(t.exec_seen(0xdef, later));
+        assert_eq!(t.role, None, "its role is told again");
+        assert!(matches!(t.phase, Phase::Opening { at } if at == later));
+        assert_eq!((t.pid, t.start_ticks, t.priority), (7, 100, 0.5));
+        // First seen with the addresses hidden: the first image read is its own.
+        let mut t = Target::new(8, 100, 0, now);
+        t.role = Some(ProcessRole::Main);
+        assert!(!t.exec_seen(0xabc, now));
+        assert!(t.role.is_some());
+    }
 
     #[test]
     fn a_refusal_says_why_and_what_to_change() {
