@@ -59,7 +59,9 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let mine: Vec<&gpulse_model::ThreadSample> =
         crate::run::samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    let weights = weights(&mine.iter().map(|s| t(s.t_us)).collect::<Vec<_>>());
+    let times: Vec<f64> = mine.iter().map(|s| t(s.t_us)).collect();
+    let (mut weights, capped) = weights(&times);
+    witnessed_pauses(&mine, &times, &capped, &mut weights);
     // Stacks are the run's, not a process's: one classifier serves every process.
     let shared = run.memo.get(&run.stacks, 0, || std::sync::Mutex::new(Classifier::default()));
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -92,7 +94,7 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
 /// not time in a state: a gap counts up to twice the largest median of its stretch and the two
 /// beside it (the whole run's where a stretch is too short to say). The weights sum to the time
 /// sampled.
-fn weights(t_s: &[f64]) -> Vec<f64> {
+fn weights(t_s: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let gaps: Vec<f64> = t_s.windows(2).map(|w| w[1] - w[0]).collect();
     let mut sorted: Vec<f64> = gaps.iter().copied().filter(|g| *g > 0.0).collect();
     sorted.sort_by(f64::total_cmp);
@@ -117,7 +119,7 @@ fn weights(t_s: &[f64]) -> Vec<f64> {
         })
         .collect();
     if capped.is_empty() {
-        return vec![cap / 2.0; t_s.len()];
+        return (vec![cap / 2.0; t_s.len()], capped);
     }
     let mut prefix = Vec::with_capacity(capped.len() + 1);
     prefix.push(0.0);
@@ -134,7 +136,32 @@ fn weights(t_s: &[f64]) -> Vec<f64> {
     let want = prefix[capped.len()] + raw[raw.len() - 1];
     let got: f64 = raw.iter().sum();
     let scale = if got > 0.0 { want / got } else { 1.0 };
-    raw.into_iter().map(|w| w * scale).collect()
+    (raw.into_iter().map(|w| w * scale).collect(), capped)
+}
+
+/// A thread that ran this share of a pause or less, by its own clocks, stayed off the CPU.
+const OFF_CPU_SHARE: f64 = 0.05;
+
+/// A pause in sampling is no time in a state, unless the thread's own clocks witness it: blocked
+/// on the same line at both ends, and off the CPU in between, the thread waited there through it.
+/// The sampler misses a core exactly while the job's other processes compute, which is when a
+/// rank waits for them: capped, that wait's time went to the thread's other states. The pause's
+/// time past its cap goes to the sample before it.
+fn witnessed_pauses(samples: &[&gpulse_model::ThreadSample], t_s: &[f64], capped: &[f64], weights: &mut [f64]) {
+    for (i, cap) in capped.iter().enumerate() {
+        let (a, b) = (samples[i], samples[i + 1]);
+        let pause = t_s[i + 1] - t_s[i];
+        if pause <= *cap || a.kernel.state == 'R' || b.kernel.state == 'R' || a.stack != b.stack {
+            continue;
+        }
+        let ran_us = match (a.clock, b.clock) {
+            (Some(x), Some(y)) => y.cpu_us.saturating_sub(x.cpu_us) + y.wait_us.saturating_sub(x.wait_us),
+            _ => continue,
+        };
+        if (ran_us as f64 / 1e6) <= OFF_CPU_SHARE * pause {
+            weights[i] += pause - cap;
+        }
+    }
 }
 
 /// Where the reader tells who holds the GIL, a thread running with the GIL free runs native code

@@ -388,14 +388,48 @@ fn samples_stand_for_the_gaps_around_them() {
         5.4431, 5.4739, 5.4978, 5.5210, 5.5503, 5.5770, 5.6001, 5.6220, 5.6489, 5.6767, 5.7048, 5.7320, 5.7579, 5.7797,
         5.8080, 5.8328, 5.8609, 5.8838, 5.9056, 5.9262, 5.9520, 5.9796, 6.0071,
     ];
-    let w = super::weights(&t);
+    let w = super::weights(&t).0;
     let import: f64 = w[..21].iter().sum();
     let build: f64 = w[21..60].iter().sum();
     assert!((import - 3.5).abs() < 0.1 && (build - 2.0).abs() < 0.1, "import {import:.2} s, build {build:.2} s");
     // Alternating 30 ms and 10 ms gaps: every sample 20 ms.
     let t: Vec<f64> = (0..100).map(|i| f64::from(i / 2) * 0.04 + if i % 2 == 1 { 0.03 } else { 0.0 }).collect();
-    let w = super::weights(&t);
+    let w = super::weights(&t).0;
     assert!(w[10..90].iter().all(|x| (x - 0.02).abs() < 0.0015), "{:?}", &w[10..20]);
+}
+
+/// A pause in sampling counts for the wait its thread's clocks witness: blocked on one line at
+/// both ends and off the CPU between, the thread waited there (a rank in its barrier while the
+/// sampler went without a core); where the clocks say it ran, or they are missing, the pause is
+/// capped as before.
+#[test]
+fn a_pause_the_clocks_witness_is_the_waits_time() {
+    use gpulse_model::ThreadClock;
+    // Samples every 20 ms from 0 to 2 s, in stack 2 (sleeping), then none until 3 s.
+    let mut t: Vec<f64> = (0..=100).map(|i| f64::from(i) * 0.02).collect();
+    t.push(3.0);
+    let with = |cpu_in_pause_us: Option<u64>| -> Vec<ThreadSample> {
+        t.iter()
+            .enumerate()
+            .map(|(i, ts)| {
+                let cpu_us = 100 * i as u64 + if i == t.len() - 1 { cpu_in_pause_us.unwrap_or(0) } else { 0 };
+                ThreadSample { clock: cpu_in_pause_us.map(|_| ThreadClock { cpu_us, wait_us: 0 }), ..sample(*ts, 2) }
+            })
+            .collect()
+    };
+    let weighed = |samples: &[ThreadSample]| -> f64 {
+        let refs: Vec<&ThreadSample> = samples.iter().collect();
+        let (mut w, capped) = super::weights(&t);
+        super::witnessed_pauses(&refs, &t, &capped, &mut w);
+        w.iter().sum()
+    };
+    // Off the CPU through the pause (0.1 ms of it running): the pause is the sleep's, whole.
+    let whole = weighed(&with(Some(100)));
+    assert!((whole - 3.02).abs() < 0.01, "{whole:.3} s");
+    // Running 0.5 s of it, or no clocks: capped at twice the typical gap.
+    for capped in [weighed(&with(Some(500_000))), weighed(&with(None))] {
+        assert!((capped - 2.06).abs() < 0.01, "{capped:.3} s");
+    }
 }
 
 /// A loop blocked in native calls (CUDA launches) whose Python between them is never caught:
