@@ -157,6 +157,13 @@ impl Drop for StackSampler {
     }
 }
 
+/// Runs `f`, and says whether it returned: a panic in one process's reading (a reader meeting
+/// memory that changed under it, in a case nobody foresaw) is caught there. Uncaught, it ended the
+/// sampling thread, silently, and every process of the job went unsampled for the rest of the run.
+fn guarded(f: impl FnOnce()) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok()
+}
+
 /// The sampling thread's own state.
 struct Sampling {
     scope: Scope,
@@ -205,8 +212,12 @@ impl Sampling {
                 self.overhead_since = Duration::ZERO;
                 self.discovery_at = now + DISCOVERY;
             }
+            let walk = self.options.reader == Reader::Direct;
             for t in &mut self.targets {
-                t.open(now, looked, self.options.reader == Reader::Direct, &mut self.out);
+                let out = &mut self.out;
+                if !guarded(|| t.open(now, looked, walk, out)) {
+                    t.broke(now);
+                }
             }
             self.overhead_since += pacing::thread_cpu() - before;
             self.sample_due();
@@ -268,7 +279,11 @@ impl Sampling {
                 continue;
             }
             let before = pacing::thread_cpu();
-            let outcome = self.targets[i].sample(&mut self.interner, self.options.workers, &mut self.out);
+            let (t, interner, out) = (&mut self.targets[i], &mut self.interner, &mut self.out);
+            let mut outcome = Outcome::Skipped;
+            if !guarded(|| outcome = t.sample(interner, self.options.workers, out)) {
+                t.broke(now);
+            }
             let cost = (pacing::thread_cpu() - before).as_secs_f64();
             let period = self.period(&self.targets[i]).mul_f64(stretch).min(pacing::SLOWEST);
             let t = &mut self.targets[i];

@@ -29,6 +29,8 @@ const TRIES_PYTHON: u32 = 10;
 /// Refusals of a process's memory after which it is said and left: a process caught in its
 /// `exec` (its memory changing hands) refuses for a moment too.
 const REFUSALS: u32 = 3;
+/// Panics in a process's reading after which it is left (see [`Target::broke`]).
+const BROKEN_GIVE_UP: u32 = 4;
 /// How long a process that is not Python waits before it is looked at again (it may `exec`).
 const NOT_PYTHON_RETRY: Duration = Duration::from_secs(30);
 
@@ -56,6 +58,8 @@ pub(super) struct Target {
     told_fallback: bool,
     /// Refusals of its memory so far.
     refused: u32,
+    /// Panics in its reading so far (see [`Target::broke`]).
+    broken: u32,
 }
 
 pub(super) enum Phase {
@@ -104,6 +108,7 @@ impl Target {
             priority: 1.0,
             told_fallback: false,
             refused: 0,
+            broken: 0,
         }
     }
 
@@ -126,6 +131,18 @@ impl Target {
             self.priority = priority;
         }
         changed
+    }
+
+    /// After a panic in its reading: the process is opened afresh in a moment, read by py-spy
+    /// alone after the second time (gpulse's own reader is the likelier to meet memory it does not
+    /// expect), and left after the fourth (its samples, and the sampler's time, go to the others).
+    pub(super) fn broke(&mut self, now: Instant) {
+        self.broken += 1;
+        self.phase = if self.broken >= BROKEN_GIVE_UP {
+            Phase::Done
+        } else {
+            Phase::Opening { at: now + Duration::from_millis(200) }
+        };
     }
 
     pub(super) fn is_sampling(&self) -> bool {
@@ -169,6 +186,7 @@ impl Target {
                 if (spy.version.major, spy.version.minor) >= (3, 11) {
                     spy.config.collect_thread_names = false;
                 }
+                let walk = walk && self.broken < 2;
                 let walker = if walk { Walker::new(&spy).map(Box::new) } else { None };
                 if walk && !Walker::knows(&spy) && !self.told_fallback {
                     self.told_fallback = true;
@@ -562,6 +580,27 @@ mod tests {
         t.role = Some(ProcessRole::Main);
         assert!(!t.exec_seen(0xabc, now));
         assert!(t.role.is_some());
+    }
+
+    /// A panic in a process's reading is caught where it happens: the process is opened again,
+    /// by py-spy alone after the second, and left after the fourth; the sampler goes on.
+    #[test]
+    fn a_panic_in_one_processs_reading_leaves_the_sampler_running() {
+        assert!(super::super::guarded(|| {}));
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let caught = super::super::guarded(|| panic!("a torn read"));
+        std::panic::set_hook(quiet);
+        assert!(!caught);
+        let now = Instant::now();
+        let mut t = Target::new(9, 100, 0xabc, now);
+        for _ in 0..3 {
+            t.broke(now);
+            assert!(matches!(t.phase, Phase::Opening { at } if at > now));
+        }
+        assert_eq!(t.broken, 3);
+        t.broke(now);
+        assert!(matches!(t.phase, Phase::Done));
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl Code {
     /// The line of the instruction at byte `lasti` from the code object's start (py-spy's
     /// `lasti`: the frame's instruction pointer less the code object's address).
     pub(super) fn line(&self, l: &Layout, lasti: i32) -> i32 {
-        line_number(&self.table, self.identity.firstlineno, lasti - l.co_code_adaptive as i32)
+        line_number(&self.table, self.identity.firstlineno, lasti.wrapping_sub(l.co_code_adaptive as i32))
     }
 }
 
@@ -152,7 +152,9 @@ fn invalid(what: &str) -> io::Error {
 /// The line at instruction byte `offset` (from `co_code_adaptive`) in a 3.11+ location table
 /// (`Objects/locations.md`), exactly as py-spy 0.4.3 computes it: each entry covers
 /// `(first byte & 7) + 1` code units, its code (`(first byte >> 3) & 15`) says how the line
-/// moves; the line is the one of the first entry that ends past `offset`.
+/// moves; the line is the one of the first entry that ends past `offset`. A table read torn (a
+/// code object freed under the read) is any bytes: its sums wrap, never panic, since a panic here
+/// ends the sampling thread, and with it every process's samples.
 pub(super) fn line_number(table: &[u8], first_line: i32, offset: i32) -> i32 {
     let mut line = first_line;
     let mut address: i32 = 0;
@@ -160,7 +162,7 @@ pub(super) fn line_number(table: &[u8], first_line: i32, offset: i32) -> i32 {
     while i < table.len() {
         let byte = table[i];
         i += 1;
-        address += ((byte & 7) as i32 + 1) * 2;
+        address = address.wrapping_add(((byte & 7) as i32 + 1) * 2);
         let delta = match (byte >> 3) & 15 {
             15 => 0,
             14 => {
@@ -180,7 +182,7 @@ pub(super) fn line_number(table: &[u8], first_line: i32, offset: i32) -> i32 {
                 0
             }
         };
-        line += delta as i32;
+        line = line.wrapping_add(delta as i32);
         if address > offset {
             break;
         }
@@ -192,12 +194,13 @@ fn varint(i: &mut usize, table: &[u8]) -> Option<usize> {
     let mut byte = *table.get(*i)?;
     *i += 1;
     let mut value = (byte & 63) as usize;
-    let mut shift = 0;
+    let mut shift = 0u32;
     while byte & 64 != 0 {
         byte = *table.get(*i)?;
         *i += 1;
         shift += 6;
-        value += ((byte & 63) as usize) << shift;
+        // Past 64 bits the value is garbage anyway (a torn table): its bits fall off.
+        value = value.wrapping_add(((byte & 63) as usize).checked_shl(shift).unwrap_or(0));
     }
     Some(value)
 }
@@ -220,5 +223,35 @@ mod tests {
         assert_eq!(line_number(&table, 10, 2), 11, "no location: the line stays");
         assert_eq!(line_number(&table, 10, 4), 10, "-1 in the signed varint's form (3)");
         assert_eq!(line_number(&[], 7, 0), 7);
+    }
+
+    /// A torn read hands any bytes as a line table, and any instruction pointer: a line comes
+    /// back, whatever it is, and nothing panics (a panic ended the sampling thread, and every
+    /// process of the job went unsampled).
+    #[test]
+    fn a_torn_line_table_gives_a_line_and_never_panics() {
+        // A long form (14) whose varints never end, then one of 13 that runs past 64 bits.
+        let mut table = vec![14 << 3];
+        table.extend([0x7f; 40]);
+        table.push(13 << 3);
+        table.extend([0x7f; 40]);
+        table.push(0x3f);
+        line_number(&table, i32::MAX, i32::MAX);
+        line_number(&table, i32::MIN, i32::MIN);
+        // Lines that sum past i32.
+        let big: Vec<u8> = (0..64).flat_map(|_| [13 << 3, 0x7e, 0x7f, 0x7f, 0x7f, 0x7f, 0x1f]).collect();
+        line_number(&big, i32::MAX - 1, i32::MAX);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let table: Vec<u8> = (0..256)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            line_number(&table, seed as i32, (seed >> 32) as i32);
+        }
     }
 }

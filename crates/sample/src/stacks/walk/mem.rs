@@ -91,7 +91,8 @@ impl Window {
             if addr == 0 {
                 return Err(io::Error::from_raw_os_error(libc::EFAULT));
             }
-            let top = end.div_ceil(PAGE) * PAGE;
+            // A torn pointer may lie anywhere, the last page of the address space included.
+            let top = end.div_ceil(PAGE).checked_mul(PAGE).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
             let need = (top - addr).div_ceil(PAGE);
             let pages = pages.max(need).min(top / PAGE);
             self.buf.resize(pages * PAGE, 0);
@@ -118,5 +119,22 @@ impl Window {
         }
         let at = addr - self.base;
         Ok(&self.buf[at..at + len])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A torn frame pointer in the last page of the address space is a failed read, not a panic.
+    #[test]
+    fn a_pointer_at_the_top_of_the_address_space_fails_the_read() {
+        let mut w = Window::default();
+        let pid = std::process::id();
+        for addr in [usize::MAX - 100, usize::MAX - 4095, usize::MAX - 80, usize::MAX] {
+            assert!(w.get(pid, addr, 80, 4).is_err(), "{addr:x}");
+        }
+        let here = [7u8; 64];
+        assert_eq!(w.get(pid, here.as_ptr() as usize, 64, 4).unwrap(), &here);
     }
 }
