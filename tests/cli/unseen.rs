@@ -1,4 +1,4 @@
-//! Six real H100 trainings written as a user would write them, none fitted to before
+//! Real H100 trainings written as a user would write them, none fitted to before
 //! (`tests/fixtures/h100-unseen/`), each timing its own parts: what `diagnose` says leads, in
 //! which words, with which advice, and its share of the wall time against the loop's own timing.
 
@@ -157,4 +157,21 @@ fn a_dataloader_in_the_training_process_is_one_cause() {
     assert!(a.contains("num_workers > 0") && !a.contains("torch's ops"), "{a}");
     let loader = d["findings"].as_array().unwrap().iter().filter(|f| f["evidence"]["domain"] == "dataloader");
     assert_eq!(loader.count(), 1, "{d:#}");
+}
+
+/// A history of every step's record rewritten whole with `json.dump` after each step: one
+/// cause, told as serialization at the user's `json.dump` line (the walker keeps the caller of
+/// json's generators), within 5 points of the loop's own timing of its `log` part, with advice
+/// to write less often and append rather than rewrite.
+#[test]
+fn a_history_rewritten_as_json_each_step_is_serialization() {
+    let d = diagnose("history_log");
+    let first = leads(&d, "main_thread_python", part_s("history_log", "log"));
+    assert_eq!(first["evidence"]["domain"], "serialize", "{first:#}");
+    let site = first["evidence"]["site"].as_str().unwrap();
+    assert!(site.ends_with(" history_log"), "{first:#}");
+    assert!(first["title"].as_str().unwrap().contains("json.dump(history, f)"), "{first:#}");
+    let a = advice(first);
+    assert!(a.contains("every N steps") && a.contains("append"), "{a}");
+    assert!(!a.contains("make it tensor operations"), "{a}");
 }
