@@ -10,10 +10,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Declares [`FindingId`], its names and [`FindingId::ALL`] from one list, so the three cannot
-/// drift apart.
+/// Declares [`FindingId`] from one table, so nothing about a finding can drift from its row:
+/// its doc, its stable name, what it is about ([`Concern`]) and how the headline names its cause
+/// ([`Headline`]), with [`FindingId::ALL`]. A new finding is a row, and its rule.
 macro_rules! finding_ids {
-    ($($(#[doc = $doc:literal])+ $variant:ident = $name:literal,)+) => {
+    ($($(#[doc = $doc:literal])+ $variant:ident = $name:literal, $concern:ident, $headline:expr,)+) => {
         /// Which finding: one per thing the rules can say. Serialized as its snake_case name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum FindingId {
@@ -30,104 +31,130 @@ macro_rules! finding_ids {
                     $(FindingId::$variant => $name,)+
                 }
             }
+
+            /// What it is about, which decides where it counts.
+            pub const fn concern(self) -> Concern {
+                match self {
+                    $(FindingId::$variant => Concern::$concern,)+
+                }
+            }
+
+            /// How the headline names its cause.
+            pub const fn headline(self) -> Headline {
+                use Headline::*;
+                match self {
+                    $(FindingId::$variant => $headline,)+
+                }
+            }
         }
     };
 }
 
 finding_ids! {
     /// The loop waits for data, measured or from the GPU's bursts.
-    InputBound = "input_bound",
+    InputBound = "input_bound", Job, Words("Waiting for data (inferred from the GPU's idle bursts)"),
     /// One busy training process starves the GPU: data loading or Python overhead.
-    ProcessBound = "process_bound",
+    ProcessBound = "process_bound", Job, Words("The training process starving the GPU (data loading or Python overhead)"),
     /// Launches or synchronizations keep the GPU low and steady.
-    HostBound = "host_bound",
+    HostBound = "host_bound", Job, Words("The host not feeding the GPU (launch overhead or synchronizations)"),
     /// Copies to the GPU hold the loop up.
-    TransferBound = "transfer_bound",
+    TransferBound = "transfer_bound", Job, Words("Host-to-device copies"),
     /// The machine's CPU is saturated while the GPU waits.
-    HostSaturated = "host_saturated",
+    HostSaturated = "host_saturated", Job, Words("A saturated host CPU"),
     /// GPU-Util reads high while the SMs do little.
-    UtilMisleading = "util_misleading",
+    UtilMisleading = "util_misleading", Job, Title,
     /// GPUs of one job loaded unevenly.
-    GpuImbalance = "gpu_imbalance",
+    GpuImbalance = "gpu_imbalance", Job, Title,
     /// No bottleneck found.
-    Healthy = "healthy",
+    Healthy = "healthy", Healthy, Title,
     /// Dense FP32 arithmetic the tensor cores could run.
-    TensorIdle = "tensor_idle",
+    TensorIdle = "tensor_idle", Job, Title,
     /// A GPU ran out of memory.
-    Oom = "oom",
+    Oom = "oom", Job, Title,
     /// A GPU's memory near full.
-    MemoryPressure = "memory_pressure",
+    MemoryPressure = "memory_pressure", Job, Title,
     /// A GPU's memory growing toward full.
-    MemoryGrowth = "memory_growth",
+    MemoryGrowth = "memory_growth", Job, Title,
     /// One of the loop's own phases holds much of the wall time.
-    MarkedPhase = "marked_phase",
+    MarkedPhase = "marked_phase", OnPurpose, Title,
     /// Bulk storage writes with the GPU idle.
-    CheckpointWrites = "checkpoint_writes",
+    CheckpointWrites = "checkpoint_writes", Job, Title,
     /// Wall time the ledger could not place.
-    UnexplainedTime = "unexplained_time",
+    UnexplainedTime = "unexplained_time", Unexplained, Title,
     /// A long start before the first step.
-    Startup = "startup",
+    Startup = "startup", Job, Title,
     /// DataLoader workers started again at each epoch.
-    EpochRestart = "epoch_restart",
+    EpochRestart = "epoch_restart", Job, Words("Restarting the DataLoader's workers at each epoch"),
     /// The GPU idles at a regular period.
-    PeriodicStall = "periodic_stall",
+    PeriodicStall = "periodic_stall", Job, Words("Periodic stalls"),
     /// Thermal, hardware or power slowdown.
-    Throttling = "throttling",
+    Throttling = "throttling", Job, Title,
     /// A process outside any job's work holds GPU memory and does nothing.
-    IdleHolder = "idle_holder",
+    IdleHolder = "idle_holder", OtherProcesses, Title,
     /// A process outside the watched job holds GPU memory.
-    ForeignProcess = "foreign_process",
+    ForeignProcess = "foreign_process", OtherProcesses, Title,
     /// A process outside the job computes on the job's GPU: its kernels share the SMs.
-    GpuShared = "gpu_shared",
+    GpuShared = "gpu_shared", Job, Title,
     /// The job's DataLoader workers run more threads than the machine has cores.
-    CpuOversubscribed = "cpu_oversubscribed",
+    CpuOversubscribed = "cpu_oversubscribed", Job, Title,
     /// One process drives several GPUs (nn.DataParallel).
-    DataParallel = "data_parallel",
+    DataParallel = "data_parallel", Job, Title,
     /// A rank's memory on another rank's GPU.
-    DeviceMisbinding = "device_misbinding",
+    DeviceMisbinding = "device_misbinding", Job, Title,
     /// DataLoader workers' memory growing (copy-on-access).
-    WorkerMemory = "worker_memory",
+    WorkerMemory = "worker_memory", Job, Title,
     /// A GPU stopped answering.
-    GpuLost = "gpu_lost",
+    GpuLost = "gpu_lost", Job, Title,
     /// The kernel's OOM killer ended a process.
-    HostOom = "host_oom",
+    HostOom = "host_oom", Job, Title,
     /// An NCCL collective timed out.
-    NcclTimeout = "nccl_timeout",
+    NcclTimeout = "nccl_timeout", Job, Title,
     /// NCCL failed.
-    NcclError = "nccl_error",
+    NcclError = "nccl_error", Job, Title,
     /// A DataLoader worker was killed.
-    DataloaderKilled = "dataloader_killed",
+    DataloaderKilled = "dataloader_killed", Job, Title,
     /// The driver reported an Xid error.
-    Xid = "xid",
+    Xid = "xid", Job, Title,
     /// A row remap or a page retirement waits for the GPU to be reset.
-    GpuResetPending = "gpu_reset_pending",
+    GpuResetPending = "gpu_reset_pending", Job, Title,
     /// A multi-GPU job's collectives cross PCIe while its GPUs' NVLinks idle.
-    NvlinkUnused = "nvlink_unused",
+    NvlinkUnused = "nvlink_unused", Job, Title,
     /// The main thread runs Python (or native code called from it) while the GPU waits.
-    HostPython = "main_thread_python",
+    HostPython = "main_thread_python", Job, Mechanism,
     /// The main thread runs native code that released the GIL (a torch CPU op, numpy).
-    NativeCode = "main_thread_native",
+    NativeCode = "main_thread_native", Job, Mechanism,
     /// The main thread is ready to run but waits for a core (its clocks say so).
-    CoreWait = "core_wait",
+    CoreWait = "core_wait", Job, Mechanism,
     /// The main thread waits for the GIL another thread holds.
-    GilContention = "gil_contention",
+    GilContention = "gil_contention", Job, Mechanism,
     /// The main thread sleeps while the GPU waits.
-    SleepInLoop = "sleep_in_loop",
+    SleepInLoop = "sleep_in_loop", Job, Mechanism,
     /// The main thread waits on a socket.
-    NetworkWait = "network_wait",
+    NetworkWait = "network_wait", Job, Mechanism,
     /// The main thread waits on file I/O.
-    DiskWait = "disk_wait",
+    DiskWait = "disk_wait", Job, Mechanism,
     /// The main thread waits on another process: a pipe, a queue, a child.
-    IpcWait = "ipc_wait",
+    IpcWait = "ipc_wait", Job, Mechanism,
     /// The main thread waits on a lock of its own threads.
-    LockWait = "lock_wait",
+    LockWait = "lock_wait", Job, Mechanism,
     /// The main thread is blocked in the kernel for a reason no rule names.
-    MainThreadBlocked = "main_thread_blocked",
+    MainThreadBlocked = "main_thread_blocked", Job, Mechanism,
     /// The main thread waits for the other ranks in a collective, and no one rank holds them
     /// back (or the ranks are not known).
-    PeerWait = "peer_wait",
+    PeerWait = "peer_wait", Job, Mechanism,
     /// One rank holds the others back: they wait for it in their collectives.
-    Straggler = "rank_straggler",
+    Straggler = "rank_straggler", Job, Mechanism,
+}
+
+/// How the headline names a finding's cause, before what it cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headline {
+    /// These words.
+    Words(&'static str),
+    /// Its evidence's `mechanism`: the mechanism and its site, without the title's figures.
+    Mechanism,
+    /// Its own title says it best.
+    Title,
 }
 
 /// What a finding is about, which decides where it counts: what may lead the summary, what keeps
@@ -147,23 +174,6 @@ pub enum Concern {
 }
 
 impl FindingId {
-    /// What it is about. Decided per finding, without a wildcard, so a new one must choose.
-    pub const fn concern(self) -> Concern {
-        use FindingId::*;
-        match self {
-            InputBound | ProcessBound | HostBound | TransferBound | HostSaturated | UtilMisleading | GpuImbalance
-            | TensorIdle | Oom | MemoryPressure | MemoryGrowth | CheckpointWrites | Startup | EpochRestart
-            | PeriodicStall | Throttling | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom
-            | NcclTimeout | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused | HostPython
-            | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait
-            | MainThreadBlocked | GpuShared | CpuOversubscribed | PeerWait | Straggler => Concern::Job,
-            MarkedPhase => Concern::OnPurpose,
-            IdleHolder | ForeignProcess => Concern::OtherProcesses,
-            UnexplainedTime => Concern::Unexplained,
-            Healthy => Concern::Healthy,
-        }
-    }
-
     /// Whether, at warning or worse, it says the job runs badly (and so no `healthy`).
     pub const fn is_trouble(self) -> bool {
         matches!(self.concern(), Concern::Job)

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 pub use analysis::Diagnosis;
 pub use energy::Energy;
-pub use finding_id::{Concern, FindingId, UnknownFindingId};
+pub use finding_id::{Concern, FindingId, Headline, UnknownFindingId};
 pub use forecast::{Forecast, time_to_full};
 pub use ledger::{Account, AccountKind, Ledger, ledger};
 pub use rolling::RollingDiagnosis;
@@ -427,23 +427,11 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
             let name = top.evidence.get("phase").and_then(|p| p.as_str()).unwrap_or("marked");
             return Some(format!("The loop's '{name}' phase took {pct} of the wall time."));
         }
-        EpochRestart => "Restarting the DataLoader's workers at each epoch",
-        // The mechanism and its site, without the title's figures.
-        HostPython | NativeCode | CoreWait | GilContention | SleepInLoop | NetworkWait | DiskWait | IpcWait
-        | LockWait | MainThreadBlocked | PeerWait | Straggler => {
-            top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str())
-        }
-        InputBound => "Waiting for data (inferred from the GPU's idle bursts)",
-        ProcessBound => "The training process starving the GPU (data loading or Python overhead)",
-        HostBound => "The host not feeding the GPU (launch overhead or synchronizations)",
-        PeriodicStall => "Periodic stalls",
-        TransferBound => "Host-to-device copies",
-        HostSaturated => "A saturated host CPU",
-        // Their own title says it best.
-        UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
-        | CheckpointWrites | UnexplainedTime | Throttling | IdleHolder | ForeignProcess | GpuShared
-        | CpuOversubscribed | DataParallel | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout
-        | NcclError | DataloaderKilled | Xid | GpuResetPending | NvlinkUnused => top.title.as_str(),
+        id => match id.headline() {
+            Headline::Words(w) => w,
+            Headline::Mechanism => top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str()),
+            Headline::Title => top.title.as_str(),
+        },
     };
     let about = if top.basis == Basis::Inferred { " about" } else { "" };
     // The gain is the loop's: say its share too where it differs from the run's.
