@@ -159,27 +159,14 @@ impl Written {
         }
         for p in &batch.processes {
             let r = p.rank;
-            if !self.processes.insert(p.pid) {
-                // Told again: it ran `exec` since it was first told (a child first seen as its
-                // parent's fork). The row takes the program sampled since, keeping its place.
-                conn.prepare_cached(
-                    "UPDATE stack_processes SET role = ?2, python = ?3, command = ?4, rank = ?5, world_size = ?6, local_rank = ?7, device = ?8, gil_read = ?9 WHERE pid = ?1",
-                )?
-                .execute(params![
-                    p.pid,
-                    p.role.as_str(),
-                    p.python,
-                    p.command,
-                    r.map(|r| r.rank),
-                    r.map(|r| r.world_size),
-                    r.and_then(|r| r.local_rank),
-                    r.and_then(|r| r.device),
-                    p.gil_read
-                ])?;
-                continue;
-            }
+            self.processes.insert(p.pid);
+            // A process told again ran `exec` since it was first told (a child first seen as its
+            // parent's fork): its row takes the program sampled since, keeping its place and rate.
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO stack_processes (pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                 ON CONFLICT(pid) DO UPDATE SET role = excluded.role, python = excluded.python, command = excluded.command, \
+                 rate_hz = COALESCE(excluded.rate_hz, rate_hz), rank = excluded.rank, world_size = excluded.world_size, \
+                 local_rank = excluded.local_rank, device = excluded.device, gil_read = excluded.gil_read",
             )?
             .execute(params![
                 p.pid,
