@@ -128,8 +128,8 @@ impl RunBuilder {
 /// What the process tree says: the tree's CPU and width, the DataLoader workers (CPU, count,
 /// restarts, threads), who sat blocked on I/O, `torch.compile`'s workers, storage I/O and memory.
 fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
-    let tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
-    let tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
+    run.tree_cpu = rec.trees.iter().filter_map(|tr| Some((t(tr.timestamp_us), f64::from(tr.cpu_pct?)))).collect();
+    run.tree_width = rec.trees.iter().map(|tr| tr.processes.len()).max().unwrap_or(0);
     // DataLoader workers: children of a process holding a GPU context that hold none
     // themselves (torchrun's ranks hold contexts; a launcher holds none and has no GPU parent).
     let gpu_pids: std::collections::HashSet<u32> =
@@ -158,9 +158,9 @@ fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
             (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
         })
         .collect();
-    let worker_count =
+    run.worker_count =
         rec.trees.iter().map(|tr| tr.processes.iter().filter(|p| is_worker(p)).count()).max().unwrap_or(0);
-    let worker_cpu_mean = (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
+    run.worker_cpu_mean = (!per_worker.is_empty()).then(|| per_worker.iter().sum::<f64>() / per_worker.len() as f64);
     let mut worker_restarts_s = Vec::new();
     let mut last_set: Vec<u32> = Vec::new();
     for tr in &rec.trees {
@@ -173,15 +173,15 @@ fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
         }
         last_set = set;
     }
-    let worker_threads_max =
+    run.worker_threads_max =
         rec.trees.iter().flat_map(|tr| tr.processes.iter().filter(|p| is_worker(p)).filter_map(|p| p.threads)).max();
-    let tree_threads_max = rec
+    run.tree_threads_max = rec
         .trees
         .iter()
         .filter(|tr| tr.processes.iter().any(|p| p.threads.is_some()))
         .map(|tr| tr.processes.iter().filter_map(|p| p.threads).sum::<u32>())
         .max();
-    let io_blocked = rec
+    run.io_blocked = rec
         .trees
         .iter()
         .map(|tr| {
@@ -207,7 +207,7 @@ fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
         .filter(|tr| tr.processes.iter().any(|p| compilers.contains(&p.pid)))
         .map(|tr| t(tr.timestamp_us))
         .collect();
-    let compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
+    run.compile_workers_s = compiling.first().map(|a| [*a, *compiling.last().unwrap_or(a)]);
     let is_main = |tr: &gpulse_model::TreeSample, p: &gpulse_model::TreeProcess| {
         if tr.processes.iter().any(|q| gpu_pids.contains(&q.pid)) {
             gpu_pids.contains(&p.pid)
@@ -238,7 +238,7 @@ fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
         });
     }
     let mut last_pss: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-    let tree_pss = rec
+    run.tree_pss = rec
         .trees
         .iter()
         .filter_map(|tr| {
@@ -261,27 +261,18 @@ fn tree(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
             })
         })
         .collect();
-    run.tree_cpu = tree_cpu;
-    run.tree_width = tree_width;
-    run.worker_cpu_mean = worker_cpu_mean;
-    run.worker_count = worker_count;
     run.worker_restarts_s = worker_restarts_s;
-    run.worker_threads_max = worker_threads_max;
-    run.tree_threads_max = tree_threads_max;
-    run.io_blocked = io_blocked;
-    run.compile_workers_s = compile_workers_s;
     run.tree_io = tree_io;
-    run.tree_pss = tree_pss;
 }
 
 /// What the host says: its CPU, cores, memory and I/O wait. Its samples are gpulse's own
 /// recording's, which lists the GPUs' processes with them.
 fn host(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
-    let host_iowait = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_iowait_pct?)))).collect();
-    let host_mem_total_bytes = rec.host.iter().rev().find_map(|h| h.memory_total_bytes).map(|b| b as f64);
-    let host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
-    let cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
-    let host_mem_used_pct = rec
+    run.host_iowait = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_iowait_pct?)))).collect();
+    run.host_mem_total_bytes = rec.host.iter().rev().find_map(|h| h.memory_total_bytes).map(|b| b as f64);
+    run.host_cpu = rec.host.iter().filter_map(|h| Some((t(h.timestamp_us), f64::from(h.cpu_busy_pct?)))).collect();
+    run.cores = rec.host.iter().map(|h| h.cpu_core_busy_pct.len()).max().unwrap_or(0);
+    run.host_mem_used_pct = rec
         .host
         .iter()
         .filter_map(|h| {
@@ -289,11 +280,6 @@ fn host(rec: &RunData, t: &impl Fn(i64) -> f64, run: &mut Run) {
             Some((t(h.timestamp_us), 100.0 * used as f64 / total as f64))
         })
         .collect();
-    run.host_iowait = host_iowait;
-    run.host_mem_total_bytes = host_mem_total_bytes;
-    run.host_cpu = host_cpu;
-    run.cores = cores;
-    run.host_mem_used_pct = host_mem_used_pct;
     run.processes_read = !rec.host.is_empty();
 }
 
@@ -318,14 +304,14 @@ fn marks(rec: &RunData, ranks: &[(gpulse_model::Rank, u32)], run: &mut Run) {
         }
         _ => &rec.markers[..],
     };
-    let crate::steps::Spans { waits: data_waits_s, folded_waits: folded_waits_s, phases: phases_s, copies: copies_s } =
-        crate::steps::spans(markers, start_us);
+    crate::steps::Spans {
+        waits: run.data_waits_s,
+        folded_waits: run.folded_waits_s,
+        phases: run.phases_s,
+        copies: run.copies_s,
+    } = crate::steps::spans(markers, start_us);
     run.steps = steps;
     run.steps_by_pid = steps_by_pid;
-    run.data_waits_s = data_waits_s;
-    run.phases_s = phases_s;
-    run.copies_s = copies_s;
-    run.folded_waits_s = folded_waits_s;
 }
 
 #[cfg(test)]
