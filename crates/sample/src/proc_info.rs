@@ -89,12 +89,21 @@ pub fn is_running(pid: u32) -> bool {
 /// read of `/proc/PID/stat`, parsed only to field 22, since every poll asks it of every GPU
 /// process (`workload::Attributor`) to tell a reused PID from the process it knew.
 pub fn start_ticks(pid: u32) -> Option<u64> {
+    // Field 3 (the state) is the first after `comm`, so field 22 is the 20th.
+    stat_fields(pid, |fields| number(fields.nth(19)))
+}
+
+/// `f` over the fields of `/proc/PID/stat` from field 3 on, read in one small read. `comm`
+/// (field 2) may hold spaces and parentheses: the fields go on after the last `)`.
+fn stat_fields<T>(pid: u32, f: impl FnOnce(&mut dyn Iterator<Item = &[u8]>) -> Option<T>) -> Option<T> {
     let line = read_capped(&format!("/proc/{pid}/stat"), 4096)?;
-    // `comm` (field 2) may hold spaces and parentheses: the fields go on after the last `)`.
     let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
-    // Field 3 (the state) is the first after it, so field 22 is the 20th.
-    let field = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty()).nth(19)?;
-    std::str::from_utf8(field).ok()?.parse().ok()
+    f(&mut after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty()))
+}
+
+/// A field of `/proc/PID/stat` as a number.
+fn number(field: Option<&[u8]>) -> Option<u64> {
+    std::str::from_utf8(field?).ok()?.parse().ok()
 }
 
 /// When a process started (as [`start_ticks`]) and which program image it runs: where its
@@ -105,20 +114,18 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// image says when that is no longer so. The image is 0 where the kernel hides the addresses
 /// (a process this one may not read) or an `exec` is still laying them out.
 pub fn start_and_image(pid: u32) -> Option<(u64, u64)> {
-    let line = read_capped(&format!("/proc/{pid}/stat"), 4096)?;
-    let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
-    let mut fields = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
-    let num = |f: Option<&[u8]>| -> Option<u64> { std::str::from_utf8(f?).ok()?.parse().ok() };
-    // Fields 22 (start time), 26 (start of code) and 28 (start of stack): the 20th, 24th and
-    // 26th after the `)`.
-    let start = num(fields.nth(19))?;
-    let code = num(fields.nth(3)).unwrap_or(0);
-    let stack = num(fields.nth(1)).unwrap_or(0);
-    // Hidden (0, or 1 for the code), or an `exec` still laying them out: no image yet.
-    if code <= 1 || stack == 0 {
-        return Some((start, 0));
-    }
-    Some((start, code.rotate_left(32) ^ stack))
+    stat_fields(pid, |fields| {
+        // Fields 22 (start time), 26 (start of code) and 28 (start of stack): the 20th, 24th and
+        // 26th after the `)`.
+        let start = number(fields.nth(19))?;
+        let code = number(fields.nth(3)).unwrap_or(0);
+        let stack = number(fields.nth(1)).unwrap_or(0);
+        // Hidden (0, or 1 for the code), or an `exec` still laying them out: no image yet.
+        if code <= 1 || stack == 0 {
+            return Some((start, 0));
+        }
+        Some((start, code.rotate_left(32) ^ stack))
+    })
 }
 
 /// A process held through a pidfd. A pidfd never follows its PID to a later process, and the
