@@ -72,12 +72,61 @@ pub struct Finding {
     /// ledger is drawn, a finding that explains an account costs that account's time.
     pub cost: Option<Cost>,
     pub basis: Basis,
-    /// The other numbers it rests on.
+    /// What the pricing, other rules and the headline read of it, typed; in JSON among the
+    /// evidence.
+    pub facts: Facts,
+    /// The other numbers it rests on, for the reader.
     pub evidence: Map<String, Value>,
     /// What to do, in PyTorch terms.
     pub advice: Vec<String>,
     /// What the input could not tell, and what to record to be sure.
     pub limits: Vec<String>,
+}
+
+/// What other rules, the ledger's pricing and the headline read of a finding: typed values, so
+/// that no rule reads another's evidence by a key. In JSON each sits in `evidence` under its
+/// name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// The process it is about (`pid`).
+    pub pid: Option<u32>,
+    /// Its cause in the headline's words: a mechanism at the user's line (`mechanism`).
+    pub mechanism: Option<String>,
+    /// The library its time was in (`domain`), and the user's line it was at (`site`).
+    pub domain: Option<&'static str>,
+    pub site: Option<String>,
+    /// The marked phase it is about (`phase`).
+    pub phase: Option<String>,
+    /// A process outside the job: its share of the GPU's SMs while both ran, % (`sm_share_pct`).
+    /// Processes that share a GPU split its time by it.
+    pub sm_share_pct: Option<f64>,
+    /// A stall's cause (`cause`).
+    pub stall_cause: Option<&'static str>,
+    /// Of the loop's measured data wait, the share inside a stall's pauses
+    /// (`data_wait_in_pauses_share`): the stall carries that wait.
+    pub data_wait_in_pauses_share: Option<f64>,
+    /// What its rule's own share is of, in words (`own_share_of`).
+    pub own_share_of: Option<&'static str>,
+}
+
+impl Facts {
+    /// Each fact under its name, into `evidence`.
+    fn fill(&self, evidence: &mut Map<String, Value>) {
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                evidence.insert(k.into(), v);
+            }
+        };
+        put("pid", self.pid.map(|p| u64::from(p).into()));
+        put("mechanism", self.mechanism.clone().map(Value::from));
+        put("domain", self.domain.map(Value::from));
+        put("site", self.site.clone().map(Value::from));
+        put("phase", self.phase.clone().map(Value::from));
+        put("sm_share_pct", self.sm_share_pct.map(Value::from));
+        put("cause", self.stall_cause.map(Value::from));
+        put("data_wait_in_pauses_share", self.data_wait_in_pauses_share.map(Value::from));
+        put("own_share_of", self.own_share_of.map(Value::from));
+    }
 }
 
 /// What one finding costs the run: worked out once, rounded once, and printed by every view
@@ -192,6 +241,7 @@ impl Finding {
     /// The evidence as shown and written: the typed fields under their own names among the rest.
     pub fn all_evidence(&self) -> Map<String, Value> {
         let mut evidence = self.evidence.clone();
+        self.facts.fill(&mut evidence);
         if let Some(g) = self.gpu {
             evidence.insert("gpu".into(), g.into());
         }
@@ -235,6 +285,7 @@ impl Finding {
             time_to_oom_s: None,
             cost: None,
             basis: Basis::Measured,
+            facts: Facts::default(),
             evidence: Map::new(),
             advice: Vec::new(),
             limits: Vec::new(),
@@ -313,11 +364,9 @@ impl Finding {
         let lost = match (c.and_then(|c| c.wall_share), c.and_then(|c| c.loop_share), own) {
             (Some(w), Some(l), _) => format!("{} of the wall time ({} of the loop's)", pct(w), pct(l)),
             (Some(w), None, _) => format!("{} of the wall time", pct(w)),
-            (None, _, Some(o)) => format!(
-                "{} of {}",
-                pct(o),
-                self.evidence.get("own_share_of").and_then(Value::as_str).unwrap_or("the time it rests on")
-            ),
+            (None, _, Some(o)) => {
+                format!("{} of {}", pct(o), self.facts.own_share_of.unwrap_or("the time it rests on"))
+            }
             (None, _, None) => "?%".to_owned(),
         };
         self.title = self.title.replace("{wall}", &wall).replace("{loop}", &of_loop).replace("{lost}", &lost);
@@ -326,6 +375,42 @@ impl Finding {
     /// The cause is deduced from a pattern, not read.
     pub fn inferred(mut self) -> Self {
         self.basis = Basis::Inferred;
+        self
+    }
+
+    /// The process it is about.
+    fn of_pid(mut self, pid: u32) -> Self {
+        self.facts.pid = Some(pid);
+        self
+    }
+
+    /// Its cause in the headline's words.
+    fn mechanism(mut self, words: String) -> Self {
+        self.facts.mechanism = Some(words);
+        self
+    }
+
+    /// The marked phase it is about.
+    fn phase(mut self, name: String) -> Self {
+        self.facts.phase = Some(name);
+        self
+    }
+
+    /// A process outside the job using `pct` % of the GPU's SMs beside it.
+    fn sharing_sms(mut self, pct: f64) -> Self {
+        self.facts.sm_share_pct = Some(pct);
+        self
+    }
+
+    /// A stall's cause, by name.
+    fn stall_cause(mut self, cause: &'static str) -> Self {
+        self.facts.stall_cause = Some(cause);
+        self
+    }
+
+    /// What its rule's own share is of, in words.
+    fn own_share_of(mut self, words: &'static str) -> Self {
+        self.facts.own_share_of = Some(words);
         self
     }
 
@@ -424,12 +509,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
         Startup => return Some(format!("Start-up before the first step took {pct} of the run.")),
         // Time spent on purpose: how much, not what removing it would gain.
         MarkedPhase => {
-            let name = top.evidence.get("phase").and_then(|p| p.as_str()).unwrap_or("marked");
+            let name = top.facts.phase.as_deref().unwrap_or("marked");
             return Some(format!("The loop's '{name}' phase took {pct} of the wall time."));
         }
         id => match id.headline() {
             Headline::Words(w) => w,
-            Headline::Mechanism => top.evidence.get("mechanism").and_then(|m| m.as_str()).unwrap_or(top.title.as_str()),
+            Headline::Mechanism => top.facts.mechanism.as_deref().unwrap_or(top.title.as_str()),
             Headline::Title => top.title.as_str(),
         },
     };

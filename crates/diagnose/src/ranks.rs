@@ -284,13 +284,12 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
     // writes): those in its library, else at its line.
     let straggler_main = main == Some(s.pid);
     let explains = |f: &Finding| {
-        let of_main = f.evidence.get("pid").and_then(|p| p.as_u64()) == main.map(u64::from);
-        let text = |k: &str| f.evidence.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        let of_main = f.facts.pid == main;
         // What the loop's own marks measured of the same work: the straggler's checkpoint phase,
         // or its measured wait for data.
         let measured = straggler_main
             && match (f.id, s.domain) {
-                (FindingId::MarkedPhase, Some(Domain::Checkpoint)) => text("phase").as_deref() == Some("checkpoint"),
+                (FindingId::MarkedPhase, Some(Domain::Checkpoint)) => f.facts.phase.as_deref() == Some("checkpoint"),
                 (FindingId::InputBound, Some(Domain::DataLoader)) => f.basis == crate::Basis::Measured,
                 _ => false,
             };
@@ -300,8 +299,8 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
                 && if straggler_main {
                     ThreadState::ALL.iter().any(|st| *st != ThreadState::PeerWait && st.finding() == f.id)
                         && match s.domain {
-                            Some(d) => text("domain").as_deref() == Some(d.as_str()),
-                            None => text("site") == s.site && s.site.is_some(),
+                            Some(d) => f.facts.domain == Some(d.as_str()),
+                            None => f.facts.site == s.site && s.site.is_some(),
                         }
                 } else {
                     f.id == FindingId::PeerWait
@@ -399,10 +398,10 @@ fn finish(run: &Run, s: &Straggler, cost: crate::Cost, out: &mut Vec<Finding>, e
         if cost.loop_share.unwrap_or(0.0) >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
     let mut f = Finding::new(FindingId::Straggler, severity, title)
         .with("rank", u64::from(s.rank))
-        .with("pid", u64::from(s.pid))
+        .of_pid(s.pid)
         .with("waiters", s.waiters.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
         .with("state", s.state.as_str())
-        .with("mechanism", format!("Rank {} holding {others} back ({mechanism})", s.rank))
+        .mechanism(format!("Rank {} holding {others} back ({mechanism})", s.rank))
         .with("extra_s", round(s.extra_s, 2))
         .with("held_share", round(s.held_share, 3))
         .with("waiters_peer_wait_s", round(s.waiters_wait_s, 2))

@@ -361,11 +361,7 @@ fn median_slope(pts: &[(f64, f64)]) -> Option<f64> {
 
 /// (GPU, PID) of the `idle_holder` findings.
 fn idle_of(findings: &[Finding]) -> BTreeSet<(u32, u32)> {
-    findings
-        .iter()
-        .filter(|f| f.id == FindingId::IdleHolder)
-        .filter_map(|f| Some((f.gpu?, u32::try_from(f.evidence.get("pid")?.as_u64()?).ok()?)))
-        .collect()
+    findings.iter().filter(|f| f.id == FindingId::IdleHolder).filter_map(|f| Some((f.gpu?, f.facts.pid?))).collect()
 }
 
 /// What leads: [`leading_of`], and a clean bill of health only when nothing else was found, and

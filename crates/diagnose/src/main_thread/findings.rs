@@ -440,14 +440,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let severity = if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
         let mut f = Finding::new(id, severity, title)
             .with("state", state.as_str())
-            .with("mechanism", upper(&label))
+            .mechanism(upper(&label))
             .with("seconds", round(seconds, 1))
             .with("samples", part.samples as u64)
-            .with("pid", u64::from(pid))
+            .of_pid(pid)
             .priced(cost)
             .inferred();
         if let Some(d) = domain {
-            f = f.with("domain", d.as_str());
+            f.facts.domain = Some(d.as_str());
         }
         if let Some(mix) = part.states() {
             f = f.with("states", mix);
@@ -456,7 +456,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             f = f.with("phases", phases);
         }
         if let Some(site) = site {
-            f = f.with("site", site.site());
+            f.facts.site = Some(site.site());
             // The function the line is in, all its lines together, and who called it.
             let key = (site.file.clone(), site.function.clone());
             if let Some(w) = part.functions.get(&key) {

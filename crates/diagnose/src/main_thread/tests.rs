@@ -107,8 +107,8 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     let ids = testing::ids(&findings);
     assert!(!ids.contains(&"host_bound") && !ids.contains(&"process_bound"), "{ids:?}");
     let python = findings.iter().find(|f| f.id == FindingId::HostPython).expect("main_thread_python");
-    assert_eq!(python.evidence["site"], "w/train.py:52 train");
-    assert_eq!(python.evidence["domain"], "host_math");
+    assert_eq!(python.all_evidence()["site"], "w/train.py:52 train");
+    assert_eq!(python.all_evidence()["domain"], "host_math");
     assert_eq!(python.evidence["gpu_drains_at"], "w/train.py:41 train");
     // The line's function, all its lines together, and its caller.
     assert_eq!(python.evidence["function"], "w/train.py train");
@@ -128,7 +128,7 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     assert!(!python2.advice.iter().any(|a| a.contains(".item()")), "{:?}", python2.advice);
     assert!(python2.advice.iter().any(|a| a.contains("an explicit synchronize: take it out")), "{:?}", python2.advice);
     let sleep = findings.iter().find(|f| f.id == FindingId::SleepInLoop).expect("sleep_in_loop");
-    assert_eq!(sleep.evidence["site"], "w/train.py:60 train");
+    assert_eq!(sleep.all_evidence()["site"], "w/train.py:60 train");
     let own = sleep.cost.as_ref().and_then(|c| c.loop_share).unwrap();
     assert!((own - idle / 2.0 / 80.0).abs() < 0.01, "of the 80 s loop: {sleep:?}");
     assert!((sleep.wall_share().unwrap() - idle / 2.0 / 100.0).abs() < 0.01, "of the 100 s run: {sleep:?}");
@@ -233,7 +233,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
     r.stacks = Arc::new(st);
     let (findings, _) = crate::diagnose_with_ledger(&r);
     let ipc = findings.iter().find(|f| f.id == FindingId::IpcWait).unwrap_or_else(|| panic!("{findings:#?}"));
-    assert_eq!(ipc.evidence["domain"], "dataloader");
+    assert_eq!(ipc.all_evidence()["domain"], "dataloader");
     assert_eq!(ipc.evidence["worker_site"], "w/data.py:21 __getitem__");
     assert!(ipc.advice[0].contains("running Python on the host at w/data.py:21 __getitem__"), "{:?}", ipc.advice);
     assert_eq!(findings[0].id, FindingId::IpcWait, "the first finding: {findings:#?}");
@@ -278,7 +278,7 @@ fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
     let host: Vec<&crate::Finding> =
         findings.iter().filter(|f| f.id.is_trouble() && f.evidence.contains_key("state")).collect();
     assert_eq!(host.len(), 1, "{findings:#?}");
-    assert_eq!(host[0].evidence["domain"], "compile");
+    assert_eq!(host[0].all_evidence()["domain"], "compile");
     assert!(host[0].title.starts_with("The main thread recompiling (torch.compile)"), "{}", host[0].title);
     assert!(host[0].advice[0].contains("mark_dynamic"), "{:?}", host[0].advice);
     assert_eq!(ledger.seconds(AccountKind::MainThread(ThreadState::Lock)), 0.0, "{ledger:#?}");
@@ -322,7 +322,7 @@ fn two_findings_of_one_id_each_cost_their_own_account() {
     let python: Vec<&crate::Finding> = findings.iter().filter(|f| f.id == FindingId::HostPython).collect();
     assert_eq!(python.len(), 2, "{findings:#?}");
     for f in &python {
-        let site = f.evidence["site"].as_str().unwrap();
+        let site = f.facts.site.as_deref().unwrap();
         let account = ledger.accounts.iter().find(|a| a.label.ends_with(site)).expect("its account");
         let cost = f.cost.as_ref().unwrap();
         assert_eq!(cost.wall_share, Some(account.share), "{site}: {cost:?} against {account:?}");
@@ -331,7 +331,7 @@ fn two_findings_of_one_id_each_cost_their_own_account() {
     }
     let (lead, other) = (python[0], python[1]);
     assert!(lead.wall_share() > other.wall_share(), "ranked by their own cost: {python:#?}");
-    assert_eq!(lead.evidence["site"], "w/train.py:52 train");
+    assert_eq!(lead.all_evidence()["site"], "w/train.py:52 train");
     // The GPU's work (10 of each second's 100 samples' time) goes beside the launches first:
     // the forward keeps 20 of its 30 as idle time, the metrics all 60.
     let ratio = lead.cost.as_ref().unwrap().seconds.unwrap() / other.cost.as_ref().unwrap().seconds.unwrap();
@@ -553,7 +553,7 @@ fn the_gpus_work_goes_beside_its_waits_and_launches_first() {
 fn launching_is_said_where_torchs_python_leads() {
     let title_and_advice = |mix: &[(u32, usize)]| {
         let (findings, _) = crate::diagnose_with_ledger(&run(10.0, mix));
-        let f = findings.iter().find(|f| f.evidence.get("site").is_some()).expect("a main-thread finding").clone();
+        let f = findings.iter().find(|f| f.facts.site.is_some()).expect("a main-thread finding").clone();
         (f.title.clone(), f.advice.join(" | "))
     };
     let (title, advice) = title_and_advice(&[(3, 60), (4, 30), (2, 10)]);

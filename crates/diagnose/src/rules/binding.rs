@@ -55,7 +55,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         if working.len() >= 2 {
             out.push(
                 Finding::new(FindingId::DataParallel, Severity::Warning, format!("process {pid} drives {} GPUs alone (nn.DataParallel)", working.len()))
-                    .with("pid", *pid)
+                    .of_pid(*pid)
                     .with("gpus", working.clone())
                     .with("memory_gib", per_gpu.values().map(|b| round(b / GIB, 2)).collect::<Vec<_>>())
                     .advise(&[

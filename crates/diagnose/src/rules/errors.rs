@@ -109,8 +109,8 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .with("at_s", round(first.1, 1))
         .with("count", killed.len() as u64)
         .with("text", text(first));
-        if let Some(pid) = first.2.get("pid") {
-            f = f.with("pid", pid.clone());
+        if let Some(pid) = first.2.get("pid").and_then(Value::as_u64).and_then(|p| u32::try_from(p).ok()) {
+            f = f.of_pid(pid);
         }
         f = if signal.contains("Killed") {
             f.advise(&[

@@ -75,7 +75,7 @@ fn price(whole: &Run, cx: &mut table::Cx, ledger: &Ledger) {
     // stall alike, but the seconds are counted once); processes sharing it split theirs by
     // their SM time.
     let primary = crate::run::primary(whole).map(|g| g.gpu);
-    let sm = |f: &Finding| f.evidence.get("sm_share_pct").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let sm = |f: &Finding| f.facts.sm_share_pct.unwrap_or(0.0);
     let shared_sm: f64 = out.iter().filter(|f| f.id == FindingId::GpuShared && f.gpu == primary).map(sm).sum();
     for f in out.iter_mut() {
         let Some(account) = f.id.own_account(f.basis) else { continue };

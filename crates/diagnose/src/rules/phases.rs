@@ -62,7 +62,7 @@ pub fn findings(run: &Run, ledger: &Ledger) -> Vec<Finding> {
                 if mean_s >= 1.0 { format!("{mean_s:.1} s") } else { format!("{:.0} ms", 1000.0 * mean_s) }
             ),
         )
-        .with("phase", a.label.clone())
+        .phase(a.label.clone())
         .with("phase_s", round(a.seconds, 1))
         .with("count", spans.len() as u64)
         .with("mean_s", round(mean_s, 2))

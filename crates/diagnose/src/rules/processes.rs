@@ -228,7 +228,7 @@ fn idle(g: &crate::GpuSeries, pid: u32, h: &Seen, tail: &IdleTail, foreign: bool
     )
     .on_gpu(g.gpu)
     .over([round(tail.since_s, 1), round(tail.until_s, 1)])
-    .with("pid", pid)
+    .of_pid(pid)
     .with("held_gib", round(tail.held / GIB, 2))
     .with("idle_s", round(held_s, 1));
     // The job's own process is no forgotten one: it holds what it no longer uses.
@@ -285,8 +285,8 @@ fn shared(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Option<Finding> {
     )
     .on_gpu(g.gpu)
     .over([round(span[0], 1), round(span[1], 1)])
-    .with("pid", pid)
-    .with("sm_share_pct", round(sm, 1))
+    .of_pid(pid)
+    .sharing_sms(round(sm, 1))
     .with("held_gib", round(h.hi() / GIB, 2))
     .advise(&[
         "the GPU time-slices between the two processes' kernels: the job's steps wait while the other's run",
@@ -315,7 +315,7 @@ fn busy_foreign(g: &crate::GpuSeries, pid: u32, h: &Seen) -> Finding {
     let severity = if busy.is_some() { Severity::Info } else { Severity::Warning };
     let mut f = Finding::new(FindingId::ForeignProcess, severity, title)
         .on_gpu(g.gpu)
-        .with("pid", pid)
+        .of_pid(pid)
         .with("held_gib", round(h.hi() / GIB, 2))
         .advise(&["on a shared GPU, the memory it holds is memory your job cannot use; `nvidia-smi pmon` shows whether it computes"]);
     if let Some(m) = busy {

@@ -21,7 +21,7 @@ fn held(gib: &[Option<f64>], sm: Option<u32>, class: Option<GpuProcessClass>) ->
 }
 
 fn flagged(r: &Run) -> Vec<&'static str> {
-    findings(r).iter().filter(|f| f.evidence["pid"] == 9).map(|f| f.id.as_str()).collect()
+    findings(r).iter().filter(|f| f.facts.pid == Some(9)).map(|f| f.id.as_str()).collect()
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn a_holder_is_judged_by_its_last_stretch() {
             l2[1].used_memory_bytes = Some(((20.0 + i as f64) * GIB) as u64);
             *l = std::sync::Arc::new(l2);
         }
-        let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+        let f = findings(&r).into_iter().find(|f| f.facts.pid == Some(9)).expect("flagged");
         assert_eq!(f.id, FindingId::IdleHolder);
         assert_eq!(f.evidence["idle_s"], idle_s);
         assert!(
@@ -87,7 +87,7 @@ fn with_sm_use_unknown_the_gpus_work_must_be_anothers() {
     assert!(flagged(&lone).is_empty(), "alone on a busy GPU");
     let quiet = run(vec![with_processes(steady(0, 0.0, 20), vec![holder(9, 20.0)])]);
     let f = findings(&quiet);
-    assert!(f.iter().any(|f| f.evidence["pid"] == 9 && !f.limits.is_empty()), "an idle GPU, and said so: {f:?}");
+    assert!(f.iter().any(|f| f.facts.pid == Some(9) && !f.limits.is_empty()), "an idle GPU, and said so: {f:?}");
     // Process 1 grows while 9 stays: the work is 1's.
     let mut r = held(&[Some(4.0); 10], None, None);
     for (i, l) in r.gpus[0].processes.iter_mut().enumerate() {
@@ -151,7 +151,7 @@ fn holders_come_out_in_pid_order_every_time() {
         .map(|i| gpulse_model::ProcessSample { sm_util_pct: Some(0), ..holder(1000 + i * 7919 % 977, 2.0) })
         .collect();
     let r = run(vec![with_processes(steady(0, 0.0, 20), listing)]);
-    let pids: Vec<u64> = findings(&r).iter().map(|f| f.evidence["pid"].as_u64().unwrap()).collect();
+    let pids: Vec<u64> = findings(&r).iter().map(|f| u64::from(f.facts.pid.unwrap())).collect();
     let mut sorted = pids.clone();
     sorted.sort_unstable();
     assert_eq!(pids.len(), 40);
@@ -196,7 +196,10 @@ fn beside(job_sm: Option<u32>) -> Run {
 fn a_busy_process_beside_the_job_shares_the_gpu() {
     let (f, ledger) = crate::rules::all(&beside(Some(40)));
     let shared = f.iter().find(|f| f.id == FindingId::GpuShared).expect("gpu_shared");
-    assert_eq!((shared.evidence["pid"].as_u64(), shared.evidence["sm_share_pct"].as_f64()), (Some(9), Some(57.0)));
+    assert_eq!(
+        (shared.all_evidence()["pid"].as_u64(), shared.all_evidence()["sm_share_pct"].as_f64()),
+        (Some(9), Some(57.0))
+    );
     assert!(!shared.advice.iter().any(|a| a.contains("forgotten")), "{:?}", shared.advice);
     assert!(!f.iter().any(|f| matches!(f.id, FindingId::ForeignProcess | FindingId::IdleHolder | FindingId::Healthy)));
     // 30 s of loop: the job's 40 % and the other's 57 %.
@@ -259,7 +262,7 @@ fn the_jobs_work_is_its_share_of_gpu_util_not_its_sm_figure() {
 #[test]
 fn the_jobs_own_idle_process_is_not_called_forgotten() {
     let f = findings(&held(&[Some(4.0); 10], Some(0), Some(GpuProcessClass::Tree)));
-    let f = f.iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+    let f = f.iter().find(|f| f.facts.pid == Some(9)).expect("flagged");
     assert!(f.title.contains("process 9 (the job's) idle"), "{}", f.title);
     assert!(f.advice.iter().all(|a| !a.contains("forgotten")), "{:?}", f.advice);
     assert_eq!(f.evidence["sm_util_max_pct"], 0);
@@ -286,7 +289,7 @@ fn the_jobs_process_working_on_the_host_is_no_idle_holder() {
             ..gpulse_model::Stacks::default()
         };
         r.stacks = std::sync::Arc::new(st);
-        findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("said")
+        findings(&r).into_iter().find(|f| f.facts.pid == Some(9)).expect("said")
     };
     let working = sampled(4);
     assert_eq!(working.severity, Severity::Info);
@@ -307,7 +310,7 @@ fn a_known_process_is_judged_by_its_last_10_s() {
         l2[1].sm_util_pct = Some(100);
         *l = std::sync::Arc::new(l2);
     }
-    let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+    let f = findings(&r).into_iter().find(|f| f.facts.pid == Some(9)).expect("flagged");
     assert_eq!(
         (f.id, f.severity, &f.evidence["idle_s"]),
         (FindingId::IdleHolder, Severity::Info, &serde_json::json!(18.0))
@@ -317,7 +320,7 @@ fn a_known_process_is_judged_by_its_last_10_s() {
         l2[1].class = Some(GpuProcessClass::Foreign);
         *l = std::sync::Arc::new(l2);
     }
-    let f = findings(&r).into_iter().find(|f| f.evidence["pid"] == 9).expect("flagged");
+    let f = findings(&r).into_iter().find(|f| f.facts.pid == Some(9)).expect("flagged");
     assert_eq!((f.id, f.severity), (FindingId::ForeignProcess, Severity::Warning));
     // Unknown whose: half its time, as before.
     for l in r.gpus[0].processes.iter_mut() {

@@ -39,7 +39,7 @@ pub(crate) enum Cause {
 }
 
 impl Cause {
-    /// Its name in the finding's `cause` evidence, which other rules read back.
+    /// Its name in the finding's `cause` fact, which other rules read back.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Cause::EpochRestart => "epoch_restart",
@@ -212,14 +212,14 @@ pub fn findings(run: &Run) -> Vec<Finding> {
         .with("pause_s", round(pause, 1))
         .pauses(pauses.iter().map(|p| [round(p.0, 1), round(p.1, 1)]).collect())
         .costs(lost, "pauses: the seconds the GPU stood idle in them over the active window")
-        .with("own_share_of", "its active time")
+        .own_share_of("its active time")
         .with("explained_pauses", causes.iter().filter(|c| **c == cause && cause != Cause::Unknown).count() as u64)
-        .with("cause", cause.as_str());
+        .stall_cause(cause.as_str());
         let waited: f64 = run.data_waits_s.iter().map(|w| w[1] - w[0]).sum();
         if waited > 0.0 {
             let inside: f64 =
                 pauses.iter().map(|p| covered(run.data_waits_s.iter().copied(), p.0 - slack_s, p.1 + slack_s)).sum();
-            f = f.with("data_wait_in_pauses_share", round((inside / waited).min(1.0), 3));
+            f.facts.data_wait_in_pauses_share = Some(round((inside / waited).min(1.0), 3));
         }
         f = match cause {
             Cause::EpochRestart | Cause::DataWait => f.advise(&[
@@ -336,10 +336,10 @@ mod tests {
         r.tree_io = (1..40).map(|i| written(i, if inside(f64::from(i)) { 1e9 } else { 1e6 })).collect();
         let f = stall(&r).unwrap();
         assert!(f.title.contains("writes 3.0 GB to storage in each"), "{}", f.title);
-        assert_eq!(f.evidence["cause"], "checkpoint_write");
+        assert_eq!(f.all_evidence()["cause"], "checkpoint_write");
         // A log's megabytes say nothing.
         r.tree_io = (1..40).map(|i| written(i, 1e6)).collect();
-        assert_eq!(stall(&r).unwrap().evidence["cause"], "unknown");
+        assert_eq!(stall(&r).unwrap().all_evidence()["cause"], "unknown");
     }
 
     #[test]
@@ -401,7 +401,7 @@ mod tests {
         r.worker_restarts_s = vec![10.5, 25.5];
         let f = stall(&r).unwrap();
         assert!(f.title.contains("each epoch start") && f.advice[0].contains("persistent_workers=True"), "{f:?}");
-        assert_eq!(f.evidence["cause"], "epoch_restart");
+        assert_eq!(f.all_evidence()["cause"], "epoch_restart");
         // Workers replaced between the pauses say nothing of them.
         r.worker_restarts_s = vec![17.0];
         assert!(!stall(&r).unwrap().title.contains("each epoch start"));

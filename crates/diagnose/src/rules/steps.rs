@@ -111,7 +111,7 @@ pub fn input_bound(run: &Run) -> Vec<Finding> {
             1000.0 * steps.mean_step_s()
         ),
     )
-    .with("pid", steps.pid)
+    .of_pid(steps.pid)
     .over(steps.window_s)
     .with("steps", steps.marked as u64)
     .with("steps_timed", steps.timed as u64)

@@ -177,11 +177,9 @@ const HOST_SIDE_IDLE: &[AccountKind] =
 /// Whether the stalls already explain the loop's waits: they lie mostly in a stall's pauses
 /// (the stall carries them), or a stall at each epoch start names the restarts, with their period.
 fn stall_explains_waits(stalls: &[Finding]) -> bool {
-    let carried = stalls
-        .iter()
-        .any(|f| f.evidence.get("data_wait_in_pauses_share").and_then(|v| v.as_f64()).is_some_and(|s| s >= 0.5));
+    let carried = stalls.iter().any(|f| f.facts.data_wait_in_pauses_share.is_some_and(|s| s >= 0.5));
     let restart = super::stall::Cause::EpochRestart.as_str();
-    carried || stalls.iter().any(|f| f.evidence.get("cause").is_some_and(|c| c == restart))
+    carried || stalls.iter().any(|f| f.facts.stall_cause == Some(restart))
 }
 
 fn index(id: RuleId) -> usize {
