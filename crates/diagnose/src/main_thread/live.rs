@@ -14,7 +14,8 @@ use super::{Classifier, NativeVotes, Point, ThreadState, clocks, site_text};
 const BLOCK: usize = 25;
 /// ... or this long (µs), for a process read slowly.
 const BLOCK_US: i64 = 2_000_000;
-/// A gap in sampling is not time in the state before it: a sample stands for at most this.
+/// A gap in sampling is not time in the state before it: a sample stands for at most this,
+/// unless the thread's own clocks witness the pause.
 const MAX_GAP_S: f64 = 0.5;
 
 /// A live run's main threads: seconds in each state since the run began (what a counter
@@ -27,7 +28,7 @@ pub struct Totals {
     /// Each process's samples not yet counted, the last one counted first of them.
     pending: HashMap<u32, Vec<ThreadSample>>,
     /// (PID, state) → seconds: a sample stands for the time to its process's next (at most
-    /// half a second), rescaled by the thread's clocks where the sampler read them.
+    /// half a second, but a witnessed pause whole), rescaled by the thread's clocks where the sampler read them.
     pub seconds: BTreeMap<(u32, ThreadState), f64>,
     /// PID → (when, in µs since the epoch, its state, its site) of its latest sample.
     pub now: BTreeMap<u32, (i64, ThreadState, Option<String>)>,
@@ -62,22 +63,22 @@ impl Totals {
         let mut block = std::mem::replace(mine, vec![last.clone()]);
         block.push(last);
         let votes = self.votes.get(&pid).cloned().unwrap_or_default();
+        let refs: Vec<&ThreadSample> = block.iter().collect();
+        // A pause in sampling counts up to its cap, or whole where the thread's clocks witness
+        // it, as the diagnosis counts it.
+        let times: Vec<f64> = block.iter().map(|s| s.t_us as f64 / 1e6).collect();
+        let capped: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).clamp(0.0, MAX_GAP_S)).collect();
+        let mut dur_s = capped.clone();
+        super::witnessed_pauses(&refs, &times, &capped, &mut dur_s);
         let pts: Vec<Point> = block
             .windows(2)
-            .map(|w| {
+            .zip(dur_s)
+            .map(|(w, dur_s)| {
                 let mut class = self.classifier.classify(stacks, &w[0]);
                 votes.refine(&w[0], &mut class);
-                Point {
-                    t_s: w[0].t_us as f64 / 1e6,
-                    dur_s: ((w[1].t_us - w[0].t_us) as f64 / 1e6).clamp(0.0, MAX_GAP_S),
-                    stack: w[0].stack,
-                    gil_stack: None,
-                    class,
-                    split: false,
-                }
+                Point { t_s: w[0].t_us as f64 / 1e6, dur_s, stack: w[0].stack, gil_stack: None, class, split: false }
             })
             .collect();
-        let refs: Vec<&ThreadSample> = block.iter().collect();
         for p in clocks::apply(&refs, pts) {
             *self.seconds.entry((pid, p.class.state)).or_default() += p.dur_s;
         }

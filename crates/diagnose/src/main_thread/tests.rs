@@ -430,6 +430,17 @@ fn a_pause_the_clocks_witness_is_the_waits_time() {
     for capped in [weighed(&with(Some(500_000))), weighed(&with(None))] {
         assert!((capped - 2.06).abs() < 0.01, "{capped:.3} s");
     }
+    // Live, the pause counts whole as well: 0.5 s more than where it is capped at half a second.
+    let live = |samples: Vec<ThreadSample>| -> f64 {
+        let last = samples[samples.len() - 1].clone();
+        let more = (1..=40).map(|i| ThreadSample { t_us: last.t_us + 20_000 * i, ..last.clone() });
+        let samples: Vec<ThreadSample> = samples.iter().cloned().chain(more).collect();
+        let mut totals = super::Totals::default();
+        totals.add(&stacks(), &samples);
+        totals.seconds.values().sum()
+    };
+    let (whole, capped) = (live(with(Some(100))), live(with(None)));
+    assert!((whole - capped - 0.5).abs() < 0.01, "live: {whole:.3} s against {capped:.3} s");
 }
 
 /// A loop blocked in native calls (CUDA launches) whose Python between them is never caught:
