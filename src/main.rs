@@ -6,15 +6,10 @@
 mod cli;
 mod cmd;
 mod duration;
-mod lines;
 mod ops;
 mod output;
-mod recorder;
-mod serving;
 
 use std::process::ExitCode;
-
-use gpulse_base::signal;
 
 use clap::Parser;
 
@@ -25,8 +20,8 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let as_smi = cmd::smi::called_as_nvidia_smi(args.first());
     if let Some(what) = cmd::smi::intercept(args.get(1..).unwrap_or_default(), as_smi) {
-        let global = cli::GlobalArgs { nvml_lib: cli::nvml_lib_arg(&args), ..cli::GlobalArgs::default() };
-        return cmd::smi::run(&global, what).unwrap_or_else(|e| cmd::report_error(&e));
+        let nvml = ops::NvmlAccess { lib_path: cli::nvml_lib_arg(&args), ..ops::NvmlAccess::default() };
+        return cmd::smi::run(&nvml, what).unwrap_or_else(|e| cmd::report_error(&e));
     }
     let cli = match Cli::try_parse_from(cli::normalize_args(args)) {
         Ok(cli) => cli,
@@ -35,21 +30,22 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    let nvml = |given: &cli::GlobalArgs| cmd::access(&given.or(&cli.global));
     let result = match cli.command.unwrap_or(Command::Status(cli::StatusArgs::default())) {
-        Command::Query(args) => cmd::query::run(&args.nvml.or(&cli.global), &args),
-        Command::Status(args) => cmd::status::run(&args.nvml.or(&cli.global), &args),
-        Command::Watch(args) => cmd::watch::run(&args.nvml.or(&cli.global), &args),
-        Command::Record(args) => cmd::record::run(&args.nvml.or(&cli.global), &args),
-        Command::Run(args) => cmd::run::run(&args.nvml.or(&cli.global), &args),
-        Command::Attach(args) => cmd::attach::run(&args.nvml.or(&cli.global), &args),
+        Command::Query(args) => cmd::query::run(&nvml(&args.nvml), &args),
+        Command::Status(args) => cmd::status::run(&nvml(&args.nvml), &args),
+        Command::Watch(args) => cmd::watch::run(&nvml(&args.nvml), &args),
+        Command::Record(args) => cmd::record::run(&nvml(&args.nvml), &args),
+        Command::Run(args) => cmd::run::run(&nvml(&args.nvml), &args),
+        Command::Attach(args) => cmd::attach::run(&nvml(&args.nvml), &args),
         Command::Import(args) => cmd::import::run(&args),
         Command::Export(args) => cmd::export::run(&args),
         Command::Diagnose(args) => cmd::diagnose::run(&args),
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Report(args) => cmd::report::run(&args),
         Command::Demo(args) => cmd::demo::run(&args),
-        Command::Serve(args) => cmd::serve::run(&args.nvml.or(&cli.global), &args),
-        Command::Top(args) => cmd::top::run(&args.nvml.or(&cli.global), &args),
+        Command::Serve(args) => cmd::serve::run(&nvml(&args.nvml), &args),
+        Command::Top(args) => cmd::top::run(&nvml(&args.nvml), &args),
     };
     let code = match result {
         Ok(code) => code,

@@ -214,6 +214,26 @@ fn nothing_outside_the_commands_calls_into_them() {
     assert!(src.join("ops/mod.rs").exists(), "the use cases have a layer of their own");
 }
 
+/// The use cases know nothing of the command line: `ops/` takes plain option structs, which
+/// `cmd/` builds from clap's arguments, so another front (the Python package, a test) can call
+/// them without parsing a command.
+#[test]
+fn the_use_cases_know_nothing_of_the_command_line() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let leaks: Vec<String> = sources(&src.join("ops"))
+        .into_iter()
+        .flat_map(|(p, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim_start().starts_with("//"))
+                .filter(|(_, l)| l.contains("crate::cli") || l.contains("clap::") || l.contains("cli::"))
+                .map(|(i, l)| format!("{}:{}: {}", p.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(leaks.is_empty(), "the command line named in ops/:\n{}", leaks.join("\n"));
+}
+
 /// The source files that may read `/proc` outside the sampler, each with why. Anything else
 /// asks `gpulse_sample` (`proc_info`, `host`), so that one reader knows the files' quirks.
 const PROC_READERS: &[(&str, &str)] = &[

@@ -5,13 +5,14 @@ use std::process::ExitCode;
 use gpulse_job::JobEnd;
 use gpulse_model::MetaKey;
 
-use crate::cli::{AttachArgs, GlobalArgs};
+use crate::cli::AttachArgs;
 use crate::cmd::Exit;
 use crate::ops::job::{self, claim_output};
-use crate::{recorder, signal};
+use crate::ops::{NvmlAccess, recorder};
 
-pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
-    let web = job::web_config(&args.job)?;
+pub fn run(nvml: &NvmlAccess, args: &AttachArgs) -> anyhow::Result<ExitCode> {
+    let o = super::job_options(&args.job);
+    let web = job::web_config(&o)?;
     let pid = args.pid;
     let Some(cmdline) = gpulse_sample::proc_info::cmdline(pid).filter(|_| gpulse_sample::proc_info::is_running(pid))
     else {
@@ -19,17 +20,15 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
     };
     let name = gpulse_sample::proc_info::comm(pid).unwrap_or_else(|| pid.to_string());
     // Attaching is all about the recording: one that cannot be made is an error.
-    let claim = claim_output(args.job.output.as_deref(), &format!("{name}-{pid}"))?.map_err(|(_, e)| e)?;
+    let claim = claim_output(o.output.as_deref(), &format!("{name}-{pid}"))?.map_err(|(_, e)| e)?;
     let output = claim.path().to_path_buf();
-    let poller = recorder::poller(
-        recorder::open_source(global, "recording", false, &gpulse_model::GPM_RECORDED, &[])?,
-        Some(pid),
-    );
+    let poller =
+        recorder::poller(recorder::open_source(nvml, "recording", false, &gpulse_model::GPM_RECORDED, &[])?, Some(pid));
     let extra = [(MetaKey::Runner, "gpulse attach".to_owned())];
-    let recording = recorder::create(claim, &poller, args.job.interval, Some(pid), Some(cmdline.clone()), &extra)?;
-    let mut session = job::session(Some(recording), poller, output.clone(), &args.job, web, None, false);
+    let recording = recorder::create(claim, &poller, o.interval, Some(pid), Some(cmdline.clone()), &extra)?;
+    let mut session = job::session(Some(recording), poller, output.clone(), &o, web, None, false);
     session.follow(pid, cmdline);
-    signal::catch_stop_signals();
+    gpulse_base::signal::catch_stop_signals();
     eprintln!("gpulse: watching PID {pid} ({name}); Ctrl-C stops watching, not the job");
     let reason = match session.run(None) {
         JobEnd::RootGone => format!("process {pid} exited"),
@@ -40,6 +39,6 @@ pub fn run(global: &GlobalArgs, args: &AttachArgs) -> anyhow::Result<ExitCode> {
         }
         JobEnd::Exited(_) => "exited".to_owned(),
     };
-    job::finish(session, &output, &reason, serde_json::Map::new(), !args.job.no_report);
+    job::finish(session, &output, &reason, serde_json::Map::new(), o.report);
     Ok(ExitCode::SUCCESS)
 }

@@ -70,7 +70,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let step_s = 1.0;
     let replay = TraceReplay::new(TRACE, vec![device()], processes(), step_s)?;
     let pace = Duration::from_secs_f64(step_s / args.speed);
-    let mut out = super::watch::stream(replay, pace, None, out)?;
+    let mut out = crate::ops::lines::gpu_lines(replay, pace, None, out)?;
     // A status view of a moment in the middle of training.
     let mut replay = TraceReplay::new(TRACE, vec![device()], processes(), 30.0)?;
     replay.sample()?;

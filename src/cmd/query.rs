@@ -6,7 +6,7 @@ use std::time::Duration;
 use gpulse_sample::{NvmlOptions, Source};
 use gpulse_smi::{CsvFormat, Query, QueryError};
 
-use crate::cli::{GlobalArgs, QueryArgs};
+use crate::cli::QueryArgs;
 use crate::cmd::{Exit, open_nvml};
 use crate::output::Output;
 
@@ -18,7 +18,7 @@ fn smi_error(e: QueryError) -> anyhow::Error {
 /// as fast as it can.
 const ZERO_LOOP: &str = "Provided [-l(ms) | --loop(-ms)=] value is incorrect. Loop frequency must be greater than 0.\n";
 
-pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
+pub fn run(nvml: &crate::ops::NvmlAccess, args: &QueryArgs) -> anyhow::Result<ExitCode> {
     if args.loop_s == Some(0) || args.loop_ms == Some(0) {
         return Err(Exit { code: 2, message: ZERO_LOOP.to_owned(), to_stdout: true }.into());
     }
@@ -38,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
         ..NvmlOptions::default()
     };
     let one_shot = args.loop_ms.is_none() && args.loop_s.is_none();
-    let mut source = open_nvml(global, options, one_shot)?;
+    let mut source = open_nvml(nvml, options, one_shot)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(smi_error)?;
     if needs_gpm {
         // GPM metrics need two samples at least 100 ms apart.
@@ -61,6 +61,8 @@ pub fn run(global: &GlobalArgs, args: &QueryArgs) -> anyhow::Result<ExitCode> {
     // On a fixed cadence, as nvidia-smi keeps, rather than drifting by the poll time: the loop
     // of every view, its rows rendered as they come.
     let devices = source.devices().to_vec();
-    crate::lines::print(source, every, None, out, move |snapshot| query.rows(&devices, &chosen, snapshot, format))?;
+    crate::ops::lines::print(source, every, None, out, move |snapshot| {
+        query.rows(&devices, &chosen, snapshot, format)
+    })?;
     Ok(ExitCode::SUCCESS)
 }

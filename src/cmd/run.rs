@@ -12,22 +12,23 @@ use gpulse_job::marks::{MarkReceiver, SOCKET_ENV};
 use gpulse_job::{JobEnd, child, pump, terminal::StatusStyle};
 use gpulse_model::MetaKey;
 
-use crate::cli::{GlobalArgs, RunArgs};
+use crate::cli::RunArgs;
 use crate::cmd::Exit;
 use crate::ops::job::{self, open_recording};
-use crate::{recorder, signal};
+use crate::ops::{NvmlAccess, recorder};
 
-pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let web = job::web_config(&args.job)?;
+pub fn run(nvml: &NvmlAccess, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let o = super::job_options(&args.job);
+    let web = job::web_config(&o)?;
     let poller =
-        recorder::poller(recorder::open_source(global, "recording", true, &gpulse_model::GPM_RECORDED, &[])?, None);
+        recorder::poller(recorder::open_source(nvml, "recording", true, &gpulse_model::GPM_RECORDED, &[])?, None);
     let command_line = args.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
     let extra = [(MetaKey::Runner, "gpulse run".to_owned()), (MetaKey::Instrumented, args.instrument.to_string())];
     let (output, recording) = open_recording(
-        args.job.output.as_deref(),
+        o.output.as_deref(),
         &job_name(&args.command),
         &poller,
-        args.job.interval,
+        o.interval,
         None,
         command_line.clone(),
         &extra,
@@ -49,9 +50,9 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut session = job::session(recording, poller, output.clone(), &args.job, web, marks, args.instrument);
-    signal::catch_stop_signals();
-    signal::catch_continue();
+    let mut session = job::session(recording, poller, output.clone(), &o, web, marks, args.instrument);
+    gpulse_base::signal::catch_stop_signals();
+    gpulse_base::signal::catch_continue();
     let stderr_is_tty = session.term.style() == StatusStyle::Row;
     let child::Job { mut child, stderr } = match child::spawn(&args.command, &env, stderr_is_tty) {
         Ok(j) => j,
@@ -82,7 +83,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<ExitCode> {
         JobEnd::Exited(status) => child::ended(status, oom.as_ref()),
         JobEnd::RootGone | JobEnd::Signal(_) => (1, "stopped".to_owned(), serde_json::Map::new()),
     };
-    job::finish(session, &output, &reason, fields, !args.job.no_report);
+    job::finish(session, &output, &reason, fields, o.report);
     // Last, below the summary: a failed command is not what the diagnosis is about, but it is the
     // first thing to know.
     if code != 0 {

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use gpulse_sample::{NvmlOptions, Source};
 
-use crate::cli::GlobalArgs;
 use crate::cmd::{Exit, open_nvml};
 
 /// What gpulse called as `nvidia-smi` prints for an nvidia-smi mode it does not have.
@@ -53,7 +52,7 @@ pub fn intercept(args: &[OsString], as_smi: bool) -> Option<Smi> {
 }
 
 /// Runs what `intercept` found.
-pub fn run(global: &GlobalArgs, what: Smi) -> anyhow::Result<ExitCode> {
+pub fn run(nvml: &crate::ops::NvmlAccess, what: Smi) -> anyhow::Result<ExitCode> {
     match what {
         Smi::HelpQueryGpu => print!("{}", gpulse_smi::HELP_QUERY_GPU),
         Smi::HelpQueryApps => print!("{}", gpulse_smi::HELP_QUERY_COMPUTE_APPS),
@@ -70,7 +69,7 @@ pub fn run(global: &GlobalArgs, what: Smi) -> anyhow::Result<ExitCode> {
                 device_facts: false,
                 ..NvmlOptions::default()
             };
-            let source = open_nvml(global, options, true)?;
+            let source = open_nvml(nvml, options, true)?;
             let mut text = String::new();
             for d in source.devices() {
                 text += &format!("GPU {}: {} (UUID: {})\n", d.index, d.name, d.uuid);

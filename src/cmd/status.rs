@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use gpulse_model::{GPM_STATUS, Metric};
 use gpulse_sample::{NvmlOptions, Source};
 
-use crate::cli::{GlobalArgs, StatusArgs};
+use crate::cli::StatusArgs;
 use crate::cmd::{Exit, open_nvml};
 use crate::output::Output;
 
@@ -21,7 +21,7 @@ fn shown() -> Vec<Metric> {
     Metric::ALL.iter().copied().filter(|m| !matches!(m, Metric::UtilSamples | Metric::Energy)).collect()
 }
 
-pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
+pub fn run(nvml: &crate::ops::NvmlAccess, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let options = if args.json {
         NvmlOptions { process_util: true, ..NvmlOptions::default() }
     } else {
@@ -34,8 +34,8 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // The window lasts `--wait`.
-    let global = GlobalArgs { gpm_interval: Some(args.wait), ..global.clone() };
-    let mut source = open_nvml(&global, options, true)?;
+    let nvml = crate::ops::NvmlAccess { gpm_window: Some(args.wait), ..nvml.clone() };
+    let mut source = open_nvml(&nvml, options, true)?;
     let chosen = gpulse_smi::select::select(source.devices(), args.id.as_deref()).map_err(|e| Exit {
         code: 6,
         message: e.to_string(),
@@ -53,7 +53,7 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         let doc = serde_json::json!({ "timestamp_us": snap.timestamp_us, "devices": devices, "gpus": gpus });
         format!("{}\n", serde_json::to_string_pretty(&doc)?)
     } else {
-        gpulse_report::status::render(source.devices(), &chosen, &snap, global.no_gpm)
+        gpulse_report::status::render(source.devices(), &chosen, &snap, nvml.no_gpm)
     };
     Output::open(None)?.emit(&text)?;
     // The process exits now: skipping nvmlShutdown saves its teardown, as a one-shot query does.

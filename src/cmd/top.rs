@@ -7,11 +7,11 @@ use gpulse_live::Collector;
 use gpulse_sample::{NvmlOptions, SampleError};
 use gpulse_top::{Options, Origin, Replay};
 
-use crate::cli::{GlobalArgs, TopArgs};
+use crate::cli::TopArgs;
 use crate::cmd::{EXIT_NO_DRIVER, Exit, open_nvml};
-use crate::{recorder, signal};
+use crate::ops::{NvmlAccess, recorder};
 
-pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
+pub fn run(nvml_access: &NvmlAccess, args: &TopArgs) -> anyhow::Result<ExitCode> {
     let (feed, options) = match &args.replay {
         Some(path) => {
             let run = gpulse_input::load(path)?;
@@ -36,7 +36,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 xid_events: true,
                 ..NvmlOptions::default()
             };
-            let source = match open_nvml(global, nvml, false) {
+            let source = match open_nvml(nvml_access, nvml, false) {
                 Ok(s) => s,
                 Err(e) if matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
                     return Err(Exit {
@@ -63,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: &TopArgs) -> anyhow::Result<ExitCode> {
         }
     };
     gpulse_top::check_terminal().map_err(|m| Exit { code: 1, message: m, to_stdout: false })?;
-    signal::catch_stop_signals();
+    gpulse_base::signal::catch_stop_signals();
     let stop = recorder::stop_on_signal;
     gpulse_top::run(feed, options, stop)?;
     Ok(ExitCode::SUCCESS)

@@ -11,45 +11,56 @@ use gpulse_record::{Claim, Writer};
 use gpulse_sample::Poller;
 use gpulse_serve::WebConfig;
 
-use crate::cli::{JobArgs, StatusMode};
-
-/// `--web-config`, read and checked as `serve` reads it, before anything is claimed or started:
-/// a mistake in it is an error, where a server that cannot start is not.
-pub fn web_config(args: &JobArgs) -> anyhow::Result<WebConfig> {
-    crate::serving::web_config(args.web_config.as_deref())
+/// How a job is watched: what `run` and `attach` share.
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    /// The recording to create; else a timestamped file in `./gpulse-runs/`.
+    pub output: Option<PathBuf>,
+    pub interval: Duration,
+    /// The live status on gpulse's stderr.
+    pub status: StatusStyle,
+    /// Time between status lines, where they are lines.
+    pub status_every: Duration,
+    /// Write the HTML report at the end.
+    pub report: bool,
+    /// Serve the job live on this address, as `serve` does.
+    pub serve: Option<std::net::SocketAddr>,
+    /// TLS and basic auth for the server.
+    pub web_config: Option<PathBuf>,
+    /// Samples a second of each Python main thread of the job; `None` samples none.
+    pub stacks_hz: Option<f64>,
 }
 
-/// The session of a job watched with `args`: its status on gpulse's stderr, and the server
-/// `--serve` starts beside it with `web` (from [`web_config`]). `recording` is `None` when it
-/// could not be created.
+/// The web configuration, read and checked as `serve` reads it, before anything is claimed or
+/// started: a mistake in it is an error, where a server that cannot start is not.
+pub fn web_config(o: &JobOptions) -> anyhow::Result<WebConfig> {
+    super::serving::web_config(o.web_config.as_deref())
+}
+
+/// The session of a job watched with `o`: its status on gpulse's stderr, and the server it
+/// starts beside it with `web` (from [`web_config`]). `recording` is `None` when it could not be
+/// created.
 pub fn session(
     recording: Option<Writer>,
     poller: Poller,
     output: PathBuf,
-    args: &JobArgs,
+    o: &JobOptions,
     web: WebConfig,
     marks: Option<MarkReceiver>,
     instrumented: bool,
 ) -> Session {
-    let is_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let status = match args.status {
-        StatusMode::Off => StatusStyle::Off,
-        StatusMode::Line => StatusStyle::Lines,
-        StatusMode::Auto if is_tty => StatusStyle::Row,
-        StatusMode::Auto => StatusStyle::Lines,
-    };
-    let stacks = (!args.no_stacks)
-        .then(|| gpulse_sample::stacks::StackOptions { rate_hz: args.stacks_hz, ..Default::default() });
-    let options = Options { interval: args.interval, status, status_every: args.status_every, instrumented, stacks };
+    let stacks = o.stacks_hz.map(|rate_hz| gpulse_sample::stacks::StackOptions { rate_hz, ..Default::default() });
+    let options =
+        Options { interval: o.interval, status: o.status, status_every: o.status_every, instrumented, stacks };
     let mut views: Vec<Box<dyn gpulse_live::Sink + Send>> = Vec::new();
-    if let Some(listen) = args.serve {
+    if let Some(listen) = o.serve {
         // Serving is a view of the job: one that cannot start never keeps the job from running.
         match serve_sink(listen, web, poller.devices()) {
             Ok(sink) => views.push(Box::new(sink)),
             Err(e) => eprintln!("gpulse: not serving ({}); the job runs anyway", super::describe(&e)),
         }
     }
-    Session::new(recording.map(crate::recorder::store), poller, output, &options, marks, views)
+    Session::new(recording.map(super::recorder::store), poller, output, &options, marks, views)
 }
 
 /// Closes the session with `reason` and `fields` (how the job ended); then prints the diagnosis,
@@ -90,17 +101,17 @@ fn serve_sink(
     web: WebConfig,
     devices: &[gpulse_model::DeviceInfo],
 ) -> anyhow::Result<gpulse_serve::ServeSink> {
-    let (token, generated) = crate::serving::env_token()?;
+    let (token, generated) = super::serving::env_token()?;
     let config = gpulse_serve::Config {
         listen,
         auth: std::sync::Arc::new(gpulse_serve::Auth::new(Some(token.clone()), false)),
-        hosts: crate::serving::host_names(&[]),
+        hosts: super::serving::host_names(&[]),
         max_subscribers: 64,
         report: None,
         limits: Default::default(),
         web: std::sync::Arc::new(gpulse_serve::SharedWebConfig::new(web)),
     };
-    crate::serving::start(config, devices, "Hostname", crate::serving::TokenShown::of(Some(&token), generated, None))
+    super::serving::start(config, devices, "Hostname", super::serving::TokenShown::of(Some(&token), generated, None))
 }
 
 /// Names, claims and creates the recording of a job. Failing that, the job runs unrecorded, with
@@ -117,7 +128,7 @@ pub fn open_recording(
     let created = match claim_output(output, name)? {
         Ok(c) => {
             let path = c.path().to_path_buf();
-            (path, crate::recorder::create(c, poller, interval, root, Some(command), extra))
+            (path, super::recorder::create(c, poller, interval, root, Some(command), extra))
         }
         Err((path, e)) => (path, Err(e)),
     };

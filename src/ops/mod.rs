@@ -4,14 +4,18 @@
 
 pub mod analyze;
 pub mod job;
+pub mod lines;
+pub mod record;
+pub mod recorder;
 pub mod report;
+pub mod serve;
+pub mod serving;
 pub mod summary;
 
 use std::process::ExitCode;
 
 use gpulse_sample::{NvmlOptions, NvmlSource, SampleError};
 
-use crate::cli::GlobalArgs;
 use crate::output::is_broken_pipe;
 
 pub use gpulse_input::describe;
@@ -58,13 +62,24 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Opens the live NVML source with the global options applied. `one_shot` views take a single
-/// short GPM window; continuous ones default to one window a second.
-pub fn open_nvml(global: &GlobalArgs, mut options: NvmlOptions, one_shot: bool) -> anyhow::Result<NvmlSource> {
-    options.lib_path = global.nvml_lib.clone();
-    options.gpm &= !global.no_gpm;
+/// How every command that reads the GPUs reaches NVML: the library, and GPM's use and window.
+#[derive(Debug, Clone, Default)]
+pub struct NvmlAccess {
+    /// The library to load instead of the driver's.
+    pub lib_path: Option<std::path::PathBuf>,
+    /// Leave GPM's counters alone (they can disturb DCGM profiling).
+    pub no_gpm: bool,
+    /// How long each GPM window spans; by default one a second, or 100 ms for a one-shot view.
+    pub gpm_window: Option<std::time::Duration>,
+}
+
+/// Opens the live NVML source with `access` applied. `one_shot` views take a single short GPM
+/// window; continuous ones default to one window a second.
+pub fn open_nvml(access: &NvmlAccess, mut options: NvmlOptions, one_shot: bool) -> anyhow::Result<NvmlSource> {
+    options.lib_path = access.lib_path.clone();
+    options.gpm &= !access.no_gpm;
     let default_ms = if one_shot { 100 } else { 1000 };
-    options.gpm_every = global.gpm_interval.unwrap_or(std::time::Duration::from_millis(default_ms));
+    options.gpm_every = access.gpm_window.unwrap_or(std::time::Duration::from_millis(default_ms));
     match NvmlSource::open(options) {
         Ok(source) => Ok(source),
         Err(e @ SampleError::NoDriver { .. }) => Err(stand_in_scenario_unreadable().unwrap_or_else(|| e.into())),

@@ -67,3 +67,51 @@ impl Sink for LineSink {
         }
     }
 }
+
+/// `watch`'s lines: one per GPU per sample of `source`, every `pace` (of wall time), a header
+/// every 20 samples, until `count` samples or the source ends. Returns `out`, for what follows the lines.
+pub fn gpu_lines<S: Source + Send + 'static>(
+    source: S,
+    pace: Duration,
+    count: Option<u64>,
+    out: Output,
+) -> anyhow::Result<Output> {
+    let mut k: u64 = 0;
+    print(source, pace, count, out, move |snap| {
+        let mut text = if k.is_multiple_of(20) { gpulse_report::watch::header() } else { String::new() };
+        for g in &snap.gpus {
+            text += &gpulse_report::watch::line(snap.timestamp_us, g);
+        }
+        k += 1;
+        text
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use gpulse_model::{DeviceInfo, Snapshot};
+    use gpulse_sample::{SampleError, Source};
+
+    /// Two samples, then `then`.
+    struct Two(u32, fn() -> SampleError);
+
+    impl Source for Two {
+        fn devices(&self) -> &[DeviceInfo] {
+            &[]
+        }
+        fn sample(&mut self) -> Result<Snapshot, SampleError> {
+            self.0 += 1;
+            if self.0 > 2 { Err((self.1)()) } else { Ok(Snapshot::default()) }
+        }
+    }
+
+    #[test]
+    fn a_replays_end_ends_the_stream_and_a_failure_is_an_error() {
+        let pace = std::time::Duration::ZERO;
+        let out = crate::output::Output::open(None).unwrap();
+        let out = super::gpu_lines(Two(0, || SampleError::Ended), pace, None, out);
+        assert!(out.is_ok());
+        let failing = super::gpu_lines(Two(0, || SampleError::Nvml("gone".into())), pace, None, out.unwrap());
+        assert_eq!(failing.err().map(|e| e.to_string()).as_deref(), Some("NVML failed: gone"));
+    }
+}

@@ -9,8 +9,7 @@ use gpulse_model::MetaKey;
 use gpulse_record::{Claim, RunMeta, Writer};
 use gpulse_sample::{Cadence, NvmlOptions, NvmlSource, Poller, SampleError};
 
-use crate::cli::GlobalArgs;
-use crate::ops::open_nvml;
+use crate::ops::{NvmlAccess, open_nvml};
 
 /// Opens NVML for recording. With no driver, warns in one line and returns `None`: the host is
 /// still worth recording. With `any_error`, any failure to open NVML does the same (a job that
@@ -18,7 +17,7 @@ use crate::ops::open_nvml;
 /// ids); slow and costly fields are read on the recorder's cadence (docs/recording-format.md).
 /// `probes` are NVML reads beyond the sampled metrics, taken every poll (what `serve` exports).
 pub fn open_source(
-    global: &GlobalArgs,
+    nvml: &NvmlAccess,
     verb: &str,
     any_error: bool,
     gpm: &[u32],
@@ -32,7 +31,7 @@ pub fn open_source(
         xid_events: true,
         ..NvmlOptions::default()
     };
-    match open_nvml(global, options, false) {
+    match open_nvml(nvml, options, false) {
         Ok(s) => Ok(Some(s)),
         Err(e) if any_error || matches!(e.downcast_ref::<SampleError>(), Some(SampleError::NoDriver { .. })) => {
             eprintln!("gpulse: {}; {verb} the host only", crate::ops::describe(&e));
@@ -83,7 +82,37 @@ pub fn create(
 
 /// Asks to stop on a stop signal, saying which: `stopped by Ctrl-C (SIGINT)`.
 pub fn stop_on_signal() -> Option<String> {
-    crate::signal::received().map(gpulse_base::signal::stopped_by)
+    gpulse_base::signal::received().map(gpulse_base::signal::stopped_by)
+}
+
+/// How a loop without a job (`record`, `serve`) ended: why, in words, and whether it failed.
+pub struct Ended {
+    pub reason: String,
+    pub failed: bool,
+}
+
+/// Runs the one loop of every view over `collector` until `watch` ends it, hands the stack
+/// sampler's last samples to the pipeline, and says why it ended. `root` is the followed
+/// process, if any. The pipeline is left to finish: what to do when its end is lost is the
+/// caller's.
+pub fn run_to_end<F: FnMut() -> Option<String>>(
+    collector: gpulse_live::Collector,
+    pipeline: &mut gpulse_live::Pipeline,
+    mut watch: gpulse_live::WithStacks<gpulse_live::Until<F>>,
+    root: Option<u32>,
+) -> Ended {
+    use gpulse_live::Stopped;
+    let end = gpulse_live::drive(collector, pipeline, &mut watch);
+    watch.finish(pipeline);
+    let (reason, failed) = match end {
+        Stopped::Asked(r) => (r, false),
+        Stopped::DurationReached => ("duration reached".to_owned(), false),
+        Stopped::RootGone => (root.map_or_else(|| "exited".to_owned(), |p| format!("process {p} exited")), false),
+        // What was recorded is closed cleanly, with why it stopped.
+        Stopped::SamplingFailed(e) => (format!("sampling failed: {e}"), true),
+        Stopped::WriteFailed(l) => (format!("writing failed: {}", l.error), true),
+    };
+    Ended { reason, failed }
 }
 
 /// The recording as the pipeline keeps a run: the pipeline decides what, the writer writes.

@@ -8,8 +8,6 @@ use std::path::Path;
 use anyhow::Context;
 use gpulse_serve::{Config, Server, SharedWebConfig, WebConfig, check_token, random_token};
 
-use crate::cli::ServeArgs;
-
 /// The dashboard's token, as the line that says where gpulse serves names it.
 pub enum TokenShown<'a> {
     /// gpulse made it up: printed once, in the URL.
@@ -88,16 +86,34 @@ fn say_warnings(warnings: &[String]) {
     }
 }
 
-/// The token, and whether gpulse generated it: `--token-file`, else `GPULSE_TOKEN`, else a new
-/// one; none with `--no-auth`.
-pub fn token(args: &ServeArgs) -> anyhow::Result<(Option<String>, bool)> {
-    if args.no_auth {
-        return Ok((None, false));
+/// Where the dashboard's token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenFrom {
+    /// None: the server is open (`--no-auth`).
+    Nothing,
+    /// The first line of a private file (`--token-file`), read again on SIGHUP.
+    File(std::path::PathBuf),
+    /// `GPULSE_TOKEN`, else one gpulse makes up.
+    EnvOrNew,
+}
+
+impl TokenFrom {
+    /// The file it is read from, where it is.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            TokenFrom::File(p) => Some(p),
+            _ => None,
+        }
     }
-    if let Some(path) = &args.token_file {
-        return Ok((Some(token_from_file(path)?), false));
+}
+
+/// The token, and whether gpulse generated it.
+pub fn token(from: &TokenFrom) -> anyhow::Result<(Option<String>, bool)> {
+    match from {
+        TokenFrom::Nothing => Ok((None, false)),
+        TokenFrom::File(path) => Ok((Some(token_from_file(path)?), false)),
+        TokenFrom::EnvOrNew => env_token().map(|(t, g)| (Some(t), g)),
     }
-    env_token().map(|(t, g)| (Some(t), g))
 }
 
 /// The most of a token file read: a token is a line, and `/dev/zero` must not fill memory.
