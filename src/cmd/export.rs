@@ -16,27 +16,12 @@ fn smi(e: gpulse_smi::QueryError) -> Exit {
     Exit { code: e.exit_code() as u8, message: e.to_string(), to_stdout: false }
 }
 
-/// What `--format` asks for.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Stacks {
-    Folded,
-    Speedscope,
-}
-
-impl Stacks {
-    fn parse(format: Option<&str>) -> Option<Self> {
-        match format? {
-            "folded" => Some(Self::Folded),
-            "speedscope" => Some(Self::Speedscope),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Folded => "folded",
-            Self::Speedscope => "speedscope",
-        }
+gpulse_base::words! {
+    /// What `--format` asks for.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Stacks {
+        Folded => "folded",
+        Speedscope => "speedscope",
     }
 }
 
@@ -45,14 +30,14 @@ fn usage(message: String) -> Exit {
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let stacks = Stacks::parse(args.format.as_deref());
+    let stacks = args.format.as_deref().and_then(Stacks::parse);
     match (stacks, &args.format) {
         (Some(kind), _) => {
             let csv_only =
                 [("--query-gpu", args.query_gpu.is_some()), ("--query-compute-apps", args.query_apps.is_some())];
             if let Some((flag, _)) = csv_only.iter().find(|f| f.1) {
                 let why =
-                    format!("--format {} writes the job's Python stacks; {flag} is for --format csv", kind.name());
+                    format!("--format {} writes the job's Python stacks; {flag} is for --format csv", kind.as_str());
                 return Err(usage(why).into());
             }
         }

@@ -11,27 +11,21 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Declares [`FindingId`] from one table, so nothing about a finding can drift from its row:
-/// its doc, its stable name, what it is about ([`Concern`]) and how the headline names its cause
-/// ([`Headline`]), with [`FindingId::ALL`]. A new finding is a row, and its rule.
+/// its doc, its stable name (a [`gpulse_base::words!`] set, with [`FindingId::ALL`]), what it is
+/// about ([`Concern`]) and how the headline names its cause ([`Headline`]). A new finding is a
+/// row, and its rule.
 macro_rules! finding_ids {
     ($($(#[doc = $doc:literal])+ $variant:ident = $name:literal, $concern:ident, $headline:expr,)+) => {
-        /// Which finding: one per thing the rules can say. Serialized as its snake_case name.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum FindingId {
-            $($(#[doc = $doc])+ $variant,)+
+        gpulse_base::words! {
+            /// Which finding: one per thing the rules can say. Serialized as its snake_case name,
+            /// such as `input_bound`: what JSON, recordings and `/metrics` hold.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+            pub enum FindingId {
+                $($(#[doc = $doc])+ $variant => $name,)+
+            }
         }
 
         impl FindingId {
-            /// Every finding, in the order declared.
-            pub const ALL: &[FindingId] = &[$(FindingId::$variant,)+];
-
-            /// The stable name, such as `input_bound`: what JSON, recordings and `/metrics` hold.
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $(FindingId::$variant => $name,)+
-                }
-            }
-
             /// What it is about, which decides where it counts.
             pub const fn concern(self) -> Concern {
                 match self {
@@ -214,7 +208,7 @@ impl FromStr for FindingId {
     type Err = UnknownFindingId;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.iter().copied().find(|id| id.as_str() == s).ok_or_else(|| UnknownFindingId(s.to_owned()))
+        Self::parse(s).ok_or_else(|| UnknownFindingId(s.to_owned()))
     }
 }
 
@@ -241,7 +235,7 @@ mod tests {
     #[test]
     fn every_id_round_trips_through_its_name_and_the_names_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for &id in FindingId::ALL {
+        for id in FindingId::ALL {
             let name = id.as_str();
             assert!(seen.insert(name), "{name} twice");
             assert!(!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name}");

@@ -31,50 +31,38 @@ pub enum Absence {
     Unknown,
 }
 
-/// Declares [`Metric`] and [`Metric::ALL`] from one list, so that no list of every metric
-/// (`status`'s reads, the poll-cost benchmark's) can leave a new one out.
-macro_rules! metrics {
-    ($($(#[doc = $doc:literal])* $variant:ident,)+) => {
-        /// The GPU fields a source reads, named so that an absence can say which one it concerns.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum Metric {
-            $($(#[doc = $doc])* $variant,)+
-        }
-
-        impl Metric {
-            /// Every metric, in the order declared.
-            pub const ALL: &[Metric] = &[$(Metric::$variant,)+];
-        }
-    };
-}
-
-metrics! {
-    Utilization,
-    /// NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
-    UtilSamples,
-    Memory,
-    TemperatureGpu,
-    TemperatureMemory,
-    PowerDraw,
-    PowerLimit,
-    EnforcedPowerLimit,
-    Energy,
-    ClockSm,
-    ClockMem,
-    ClockGraphics,
-    Pstate,
-    FanSpeed,
-    ClocksEventReasons,
-    PcieThroughput,
-    PcieLink,
-    EccErrors,
-    Processes,
-    Gpm,
-    /// Every NVLink link's state and error counters (`GpuSample::nvlinks`).
-    NvLink,
-    /// The metric table's rows (`crate::TABLE`); each row's absence is in its reading.
-    Table,
+gpulse_base::words! {
+    /// The GPU fields a source reads, named so that an absence can say which one it concerns.
+    /// Each word is its serde name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Metric {
+        Utilization => "utilization",
+        /// NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
+        UtilSamples => "util_samples",
+        Memory => "memory",
+        TemperatureGpu => "temperature_gpu",
+        TemperatureMemory => "temperature_memory",
+        PowerDraw => "power_draw",
+        PowerLimit => "power_limit",
+        EnforcedPowerLimit => "enforced_power_limit",
+        Energy => "energy",
+        ClockSm => "clock_sm",
+        ClockMem => "clock_mem",
+        ClockGraphics => "clock_graphics",
+        Pstate => "pstate",
+        FanSpeed => "fan_speed",
+        ClocksEventReasons => "clocks_event_reasons",
+        PcieThroughput => "pcie_throughput",
+        PcieLink => "pcie_link",
+        EccErrors => "ecc_errors",
+        Processes => "processes",
+        Gpm => "gpm",
+        /// Every NVLink link's state and error counters (`GpuSample::nvlinks`).
+        NvLink => "nv_link",
+        /// The metric table's rows (`crate::TABLE`); each row's absence is in its reading.
+        Table => "table",
+    }
 }
 
 /// One reading of NVML's high-rate utilization buffer (`nvmlDeviceGetSamples`).
@@ -260,5 +248,18 @@ impl GpuSample {
     /// SM activity in percent: GPM's SM util when the source has it.
     pub fn sm_active_pct(&self) -> Option<f64> {
         self.gpm.as_ref().and_then(|g| g.sm_util_pct)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_metric_word_is_its_serde_name() {
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+            assert_eq!(serde_json::from_value::<Metric>(m.as_str().into()).unwrap(), m);
+        }
     }
 }

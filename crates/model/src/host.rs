@@ -28,16 +28,18 @@ pub struct HostSample {
     pub swap_total_bytes: Option<u64>,
 }
 
-/// Where a GPU process stands against the watched process tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GpuProcessClass {
-    /// In the watched tree.
-    Tree,
-    /// Alive, holds GPU memory, and is outside the tree.
-    Foreign,
-    /// NVML lists it, but `/proc` has no such process (another PID namespace, or already dead).
-    Gone,
+gpulse_base::words! {
+    /// Where a GPU process stands against the watched process tree.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum GpuProcessClass {
+        /// In the watched tree.
+        Tree => "tree",
+        /// Alive, holds GPU memory, and is outside the tree.
+        Foreign => "foreign",
+        /// NVML lists it, but `/proc` has no such process (another PID namespace, or already dead).
+        Gone => "gone",
+    }
 }
 
 /// One process of the watched tree at one moment.

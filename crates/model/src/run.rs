@@ -5,34 +5,17 @@ use std::collections::BTreeMap;
 
 use crate::{DeviceInfo, HostSample, Snapshot, TreeSample};
 
-/// What a [`Marker`] marks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MarkerKind {
-    /// A training step ended (`gpulse.step()`, or an optimizer step under `--instrument`).
-    Step,
-    /// The loop waited `dur_us` for its next batch (a DataLoader iterator's `__next__`).
-    DataWait,
-    /// A named phase (`with gpulse.phase("eval")`) lasted `dur_us`.
-    Phase,
-}
-
-impl MarkerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Step => "step",
-            Self::DataWait => "data_wait",
-            Self::Phase => "phase",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "step" => Some(Self::Step),
-            "data_wait" => Some(Self::DataWait),
-            "phase" => Some(Self::Phase),
-            _ => None,
-        }
+gpulse_base::words! {
+    /// What a [`Marker`] marks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum MarkerKind {
+        /// A training step ended (`gpulse.step()`, or an optimizer step under `--instrument`).
+        Step => "step",
+        /// The loop waited `dur_us` for its next batch (a DataLoader iterator's `__next__`).
+        DataWait => "data_wait",
+        /// A named phase (`with gpulse.phase("eval")`) lasted `dur_us`.
+        Phase => "phase",
     }
 }
 

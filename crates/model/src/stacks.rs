@@ -40,14 +40,16 @@ pub fn short_path(path: &str) -> &str {
     &path[cut + 1..]
 }
 
-/// What a sampled Python process is to the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProcessRole {
-    /// The job's training process (each rank of a multi-process job).
-    Main,
-    /// A DataLoader worker.
-    Worker,
+gpulse_base::words! {
+    /// What a sampled Python process is to the job.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ProcessRole {
+        /// The job's training process (each rank of a multi-process job).
+        Main => "main",
+        /// A DataLoader worker.
+        Worker => "worker",
+    }
 }
 
 /// What a process is to the job, from its main thread's stack (`(file, function)` of each
@@ -74,23 +76,6 @@ pub fn role_of<'a>(frames: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> 
             || file.contains("torch/_inductor/compile_worker/")
     };
     if has(&helper) { None } else { Some(ProcessRole::Main) }
-}
-
-impl ProcessRole {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ProcessRole::Main => "main",
-            ProcessRole::Worker => "worker",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "main" => Some(ProcessRole::Main),
-            "worker" => Some(ProcessRole::Worker),
-            _ => None,
-        }
-    }
 }
 
 /// A Python process the sampler reads.

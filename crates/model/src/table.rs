@@ -193,19 +193,12 @@ pub enum Shown {
     Hex16,
 }
 
-/// A Prometheus metric type, as dcgm-exporter names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Gauge,
-    Counter,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Gauge => "gauge",
-            Self::Counter => "counter",
-        }
+gpulse_base::words! {
+    /// A Prometheus metric type, as dcgm-exporter names it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Gauge => "gauge",
+        Counter => "counter",
     }
 }
 

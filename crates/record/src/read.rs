@@ -238,12 +238,7 @@ fn snapshots(conn: &Connection, emit: &mut dyn FnMut(Snapshot)) -> Result<(), Re
                 user: id.2,
                 sm_util_pct: opt_u32(r, 4)?,
                 mem_util_pct: opt_u32(r, 5)?,
-                class: class.as_deref().and_then(|c| match c {
-                    "tree" => Some(GpuProcessClass::Tree),
-                    "foreign" => Some(GpuProcessClass::Foreign),
-                    "gone" => Some(GpuProcessClass::Gone),
-                    _ => None,
-                }),
+                class: class.as_deref().and_then(GpuProcessClass::parse),
                 workload: None,
             },
         ))

@@ -399,11 +399,7 @@ impl Writer {
     fn write_processes(&mut self, t: i64, gpu: u32, processes: &[ProcessSample]) -> Result<(), RecordError> {
         self.conn.prepare_cached("INSERT OR REPLACE INTO process_polls VALUES (?1, ?2)")?.execute(params![t, gpu])?;
         for p in processes {
-            let class = p.class.map(|c| match c {
-                GpuProcessClass::Tree => "tree",
-                GpuProcessClass::Foreign => "foreign",
-                GpuProcessClass::Gone => "gone",
-            });
+            let class = p.class.map(GpuProcessClass::as_str);
             self.conn
                 .prepare_cached("INSERT OR REPLACE INTO gpu_processes VALUES (?1,?2,?3,?4,?5,?6,?7)")?
                 .execute(params![t, gpu, p.pid, p.used_memory_bytes.map(kib), p.sm_util_pct, p.mem_util_pct, class])?;

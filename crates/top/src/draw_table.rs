@@ -20,12 +20,7 @@ pub fn class_name(r: &Row) -> &'static str {
     if r.idle {
         return "idle";
     }
-    match r.class {
-        Some(GpuProcessClass::Tree) => "tree",
-        Some(GpuProcessClass::Foreign) => "foreign",
-        Some(GpuProcessClass::Gone) => "gone",
-        None => NONE,
-    }
+    r.class.map_or(NONE, GpuProcessClass::as_str)
 }
 
 /// The cells of one row, in [`Column::ALL`]'s order, then the class.
@@ -70,7 +65,7 @@ pub fn table(f: &mut Frame, area: Rect, app: &App) {
     let arrow = if app.sort.reverse { "▲" } else { "▼" };
     let mut header: Vec<String> = Column::ALL
         .iter()
-        .map(|c| if *c == app.sort.column { format!("{}{arrow}", c.title()) } else { c.title().to_owned() })
+        .map(|c| if *c == app.sort.column { format!("{}{arrow}", c.as_str()) } else { c.as_str().to_owned() })
         .collect();
     header.insert(9, "CLASS".into());
     // The pod or job column only where some process has one: a workstation's table is unchanged.

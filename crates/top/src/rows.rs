@@ -34,50 +34,24 @@ pub struct Row {
     pub workload: Option<String>,
 }
 
-/// The columns, in the table's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Gpu,
-    Pid,
-    User,
-    GpuMem,
-    Sm,
-    Gmbw,
-    Cpu,
-    HostMem,
-    Time,
-    Command,
+gpulse_base::words! {
+    /// The columns, in the table's order, each written as its header.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Column {
+        Gpu => "GPU",
+        Pid => "PID",
+        User => "USER",
+        GpuMem => "GPU-MEM",
+        Sm => "%SM",
+        Gmbw => "%GMBW",
+        Cpu => "%CPU",
+        HostMem => "%MEM",
+        Time => "TIME",
+        Command => "COMMAND",
+    }
 }
 
 impl Column {
-    pub const ALL: [Column; 10] = [
-        Column::Gpu,
-        Column::Pid,
-        Column::User,
-        Column::GpuMem,
-        Column::Sm,
-        Column::Gmbw,
-        Column::Cpu,
-        Column::HostMem,
-        Column::Time,
-        Column::Command,
-    ];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Column::Gpu => "GPU",
-            Column::Pid => "PID",
-            Column::User => "USER",
-            Column::GpuMem => "GPU-MEM",
-            Column::Sm => "%SM",
-            Column::Gmbw => "%GMBW",
-            Column::Cpu => "%CPU",
-            Column::HostMem => "%MEM",
-            Column::Time => "TIME",
-            Column::Command => "COMMAND",
-        }
-    }
-
     /// The key after `o` that sorts by it (the uppercase one reverses).
     pub fn key(self) -> char {
         match self {

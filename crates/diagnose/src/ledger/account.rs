@@ -1,78 +1,64 @@
 //! The kinds of account the ledger keeps, and which findings' costs they hold.
 
-use std::fmt;
-
 use crate::main_thread::ThreadState;
 use crate::{Basis, FindingId};
 
-/// Declares the accounts once, each with its name; the main thread's take theirs from
-/// [`ThreadState`]. So the list of every kind, the names written and the names read back cannot
-/// drift apart.
-macro_rules! account_kinds {
-    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)*) => {
-        /// What kind of time an account holds, written as its snake_case name (`data_wait`,
-        /// `main_thread_python`).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum AccountKind {
-            $($(#[doc = $doc])* $variant,)*
-            /// The GPU idle while the job's main thread was in this state.
-            MainThread(ThreadState),
-        }
-
-        impl AccountKind {
-            /// The kinds that are not the main thread's, in declaration order.
-            const PLAIN: [AccountKind; [$($name),*].len()] = [$(Self::$variant),*];
-
-            /// Its name in JSON, the report and the metrics' `account` label.
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $name,)*
-                    Self::MainThread(state) => state.account_name(),
-                }
-            }
-        }
-    };
-}
-
-account_kinds! {
-    /// One of the loop's marked phases.
-    Phase => "phase",
-    /// The loop's timed waits for its next batch.
-    DataWait => "data_wait",
-    /// Timed waits before the loop's first step.
-    StartupDataWait => "startup_data_wait",
-    StartupBeforeCuda => "startup_before_cuda",
-    StartupToFirstStep => "startup_to_first_step",
-    /// Start-up, where no CUDA context splits it.
-    Startup => "startup",
-    /// A stall's pauses.
-    Stall => "stall",
-    GpuWork => "gpu_work",
-    /// The GPU running another process's kernels inside the loop.
-    GpuOthers => "gpu_others",
-    /// The job used no GPU.
-    NoGpu => "no_gpu",
-    HostSide => "host_side",
-    /// Waiting for data, by the GPU's pattern.
-    InputInferred => "input_inferred",
-    Transfer => "transfer",
-    HostSaturated => "host_saturated",
-    StorageWrite => "storage_write",
-    AfterLoopDataWait => "after_loop_data_wait",
-    AfterLoop => "after_loop",
-    Unexplained => "unexplained",
+gpulse_base::words! {
+    /// What kind of time an account holds, written as its snake_case name (`data_wait`,
+    /// `main_thread_python`); the main thread's take theirs from [`ThreadState`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum AccountKind {
+        /// One of the loop's marked phases.
+        Phase => "phase",
+        /// The loop's timed waits for its next batch.
+        DataWait => "data_wait",
+        /// Timed waits before the loop's first step.
+        StartupDataWait => "startup_data_wait",
+        StartupBeforeCuda => "startup_before_cuda",
+        StartupToFirstStep => "startup_to_first_step",
+        /// Start-up, where no CUDA context splits it.
+        Startup => "startup",
+        /// A stall's pauses.
+        Stall => "stall",
+        GpuWork => "gpu_work",
+        /// The GPU running another process's kernels inside the loop.
+        GpuOthers => "gpu_others",
+        /// The job used no GPU.
+        NoGpu => "no_gpu",
+        HostSide => "host_side",
+        /// Waiting for data, by the GPU's pattern.
+        InputInferred => "input_inferred",
+        Transfer => "transfer",
+        HostSaturated => "host_saturated",
+        StorageWrite => "storage_write",
+        AfterLoopDataWait => "after_loop_data_wait",
+        AfterLoop => "after_loop",
+        Unexplained => "unexplained",
+    } else {
+        /// The GPU idle while the job's main thread was in this state.
+        MainThread(ThreadState),
+    }
+    impl Display;
 }
 
 /// How many kinds there are: the plain ones, then one per main-thread state.
-const KINDS: usize = AccountKind::PLAIN.len() + ThreadState::ALL.len();
+const KINDS: usize = AccountKind::KNOWN.len() + ThreadState::ALL.len();
 
 impl AccountKind {
+    /// Its name in JSON, the report and the metrics' `account` label.
+    pub const fn as_str(self) -> &'static str {
+        match self.known_str() {
+            Ok(name) => name,
+            Err(state) => state.account_name(),
+        }
+    }
+
     /// Every kind, in declaration order, the main thread's last.
     pub const ALL: [AccountKind; KINDS] = {
         let mut all = [AccountKind::Phase; KINDS];
         let mut i = 0;
-        while i < Self::PLAIN.len() {
-            all[i] = Self::PLAIN[i];
+        while i < Self::KNOWN.len() {
+            all[i] = Self::KNOWN[i];
             i += 1;
         }
         let mut j = 0;
@@ -91,12 +77,6 @@ impl AccountKind {
     /// Time before the loop's first step: the `startup*` accounts, which together are start-up.
     pub const fn is_startup(self) -> bool {
         matches!(self, Self::StartupDataWait | Self::StartupBeforeCuda | Self::StartupToFirstStep | Self::Startup)
-    }
-}
-
-impl fmt::Display for AccountKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

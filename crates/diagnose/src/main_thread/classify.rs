@@ -9,26 +9,20 @@ use serde::Serialize;
 use crate::Basis;
 
 /// Declares the states once, each with its name and its words (its ledger account's name is
-/// `main_thread_` and its name), so that the list of every state cannot leave one out.
+/// `main_thread_` and its name): the set of names is a [`gpulse_base::words!`] set, and each row
+/// adds its words.
 macro_rules! thread_states {
     ($($(#[doc = $doc:literal])* $variant:ident => $name:literal, $words:literal;)*) => {
-        /// What a thread was doing at a sample.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum ThreadState {
-            $($(#[doc = $doc])* $variant,)*
+        gpulse_base::words! {
+            /// What a thread was doing at a sample.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+            #[serde(rename_all = "snake_case")]
+            pub enum ThreadState {
+                $($(#[doc = $doc])* $variant => $name,)*
+            }
         }
 
         impl ThreadState {
-            /// Every state, in declaration order.
-            pub const ALL: [ThreadState; [$($name),*].len()] = [$(ThreadState::$variant),*];
-
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $(ThreadState::$variant => $name,)*
-                }
-            }
-
             /// Its ledger account's name: the GPU idle while the main thread was in this state.
             pub const fn account_name(self) -> &'static str {
                 match self {
@@ -73,52 +67,36 @@ thread_states! {
     Other => "other", "blocked in the kernel";
 }
 
-/// The library a sample's frames are in, where it says what the time is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Domain {
-    /// `torch.compile` (Dynamo, Inductor): the first compile before the loop, a recompile in it.
-    Compile,
-    Optimizer,
-    Backward,
-    DataLoader,
-    Checkpoint,
-    /// The CUDA caching allocator's Python side (`empty_cache`, `memory_stats`).
-    Allocator,
-    Tokenize,
-    /// numpy, pandas, scikit-learn, SciPy.
-    HostMath,
-    /// logging, print, progress bars, experiment trackers.
-    Logging,
-    /// json, pickle, csv or yaml turning objects into text or bytes (a history file, a metrics
-    /// dump), outside a checkpoint's save.
-    Serialize,
-    Collective,
-    /// `gc.collect()`: a full collection, called from the job's code.
-    Gc,
-    /// The import system: an import run inside the loop.
-    Import,
+gpulse_base::words! {
+    /// The library a sample's frames are in, where it says what the time is for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Domain {
+        /// `torch.compile` (Dynamo, Inductor): the first compile before the loop, a recompile in it.
+        Compile => "compile",
+        Optimizer => "optimizer",
+        Backward => "backward",
+        DataLoader => "dataloader",
+        Checkpoint => "checkpoint",
+        /// The CUDA caching allocator's Python side (`empty_cache`, `memory_stats`).
+        Allocator => "allocator",
+        Tokenize => "tokenize",
+        /// numpy, pandas, scikit-learn, SciPy.
+        HostMath => "host_math",
+        /// logging, print, progress bars, experiment trackers.
+        Logging => "logging",
+        /// json, pickle, csv or yaml turning objects into text or bytes (a history file, a metrics
+        /// dump), outside a checkpoint's save.
+        Serialize => "serialize",
+        Collective => "collective",
+        /// `gc.collect()`: a full collection, called from the job's code.
+        Gc => "gc",
+        /// The import system: an import run inside the loop.
+        Import => "import",
+    }
 }
 
 impl Domain {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Domain::Compile => "compile",
-            Domain::Optimizer => "optimizer",
-            Domain::Backward => "backward",
-            Domain::DataLoader => "dataloader",
-            Domain::Checkpoint => "checkpoint",
-            Domain::Allocator => "allocator",
-            Domain::Tokenize => "tokenize",
-            Domain::HostMath => "host_math",
-            Domain::Logging => "logging",
-            Domain::Serialize => "serialize",
-            Domain::Collective => "collective",
-            Domain::Gc => "gc",
-            Domain::Import => "import",
-        }
-    }
-
     pub const fn words(self) -> &'static str {
         match self {
             Domain::Compile => "torch.compile",

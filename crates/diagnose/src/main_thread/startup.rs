@@ -11,42 +11,31 @@ use super::{points, site_text};
 use crate::run::main_pid;
 use crate::{Run, round};
 
-/// What the main thread was doing during start-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Activity {
-    /// The import system: `import torch`, `import transformers`.
-    Imports,
-    /// The CUDA context: torch's lazy CUDA initialisation.
-    CudaContext,
-    /// `torch.compile` (Dynamo, Inductor) before the first step.
-    Compile,
-    /// Loading weights or a checkpoint: `torch.load`, safetensors, `from_pretrained`.
-    LoadWeights,
-    /// Building the model or moving it to the GPU: `torch.nn` modules' constructors and `.to()`.
-    BuildModel,
-    /// Building a dataset: Hugging Face `datasets`, torchvision's datasets.
-    BuildDataset,
-    /// The DataLoader starting its workers and fetching the first batch.
-    FirstBatch,
-    /// Anything else: the job's own code at its line.
-    OwnCode,
+gpulse_base::words! {
+    /// What the main thread was doing during start-up.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Activity {
+        /// The import system: `import torch`, `import transformers`.
+        Imports => "imports",
+        /// The CUDA context: torch's lazy CUDA initialisation.
+        CudaContext => "cuda_context",
+        /// `torch.compile` (Dynamo, Inductor) before the first step.
+        Compile => "compile",
+        /// Loading weights or a checkpoint: `torch.load`, safetensors, `from_pretrained`.
+        LoadWeights => "load_weights",
+        /// Building the model or moving it to the GPU: `torch.nn` modules' constructors and `.to()`.
+        BuildModel => "build_model",
+        /// Building a dataset: Hugging Face `datasets`, torchvision's datasets.
+        BuildDataset => "build_dataset",
+        /// The DataLoader starting its workers and fetching the first batch.
+        FirstBatch => "first_batch",
+        /// Anything else: the job's own code at its line.
+        OwnCode => "own_code",
+    }
 }
 
 impl Activity {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Activity::Imports => "imports",
-            Activity::CudaContext => "cuda_context",
-            Activity::Compile => "compile",
-            Activity::LoadWeights => "load_weights",
-            Activity::BuildModel => "build_model",
-            Activity::BuildDataset => "build_dataset",
-            Activity::FirstBatch => "first_batch",
-            Activity::OwnCode => "own_code",
-        }
-    }
-
     pub const fn words(self) -> &'static str {
         match self {
             Activity::Imports => "importing modules",

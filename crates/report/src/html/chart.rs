@@ -77,19 +77,22 @@ pub struct Band {
     pub pause: bool,
 }
 
-/// What a mark stands for: a recorded event, or the start of one of the loop's phases.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MarkKind {
-    Event(gpulse_model::EventKind),
-    Phase,
+gpulse_base::words! {
+    /// What a mark stands for: the start of one of the loop's phases, or a recorded event.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum MarkKind {
+        Phase => "phase",
+    } else {
+        Event(gpulse_model::EventKind),
+    }
 }
 
 impl MarkKind {
-    /// Its name in the drawing's `data-kind`: the event kind's, or `phase`.
+    /// Its name in the drawing's `data-kind`: `phase`, or the event kind's.
     pub fn as_str(&self) -> &str {
-        match self {
-            Self::Event(kind) => kind.as_str(),
-            Self::Phase => "phase",
+        match self.known_str() {
+            Ok(name) => name,
+            Err(kind) => kind.as_str(),
         }
     }
 }
