@@ -9,6 +9,7 @@ mod check;
 mod claim;
 mod poll;
 mod processes;
+mod query;
 mod read;
 mod rest;
 pub mod schema;

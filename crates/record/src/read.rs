@@ -9,6 +9,7 @@ use gpulse_model::{
 };
 use rusqlite::{Connection, Row};
 
+use crate::query::rows;
 use crate::schema::SCHEMA_VERSION;
 use crate::units::{bytes, pct, us};
 use crate::{Event, EventKind, Marker, MarkerKind, MetaKey, RecordError, RunData};
@@ -129,16 +130,6 @@ fn read_open(conn: Connection, path: &Path, on_snapshot: &mut dyn FnMut(Snapshot
     };
     let stacks = crate::stacks::read(&conn, &name)?;
     Ok(Recording { meta, devices, snapshots: Vec::new(), host, trees, events, markers, stacks, warnings: Vec::new() })
-}
-
-pub(crate) fn rows<T>(
-    conn: &Connection,
-    sql: &str,
-    f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
-) -> Result<Vec<T>, RecordError> {
-    let mut stmt = conn.prepare(sql)?;
-    let out = stmt.query_map([], f)?.collect::<Result<Vec<T>, _>>()?;
-    Ok(out)
 }
 
 /// Rows keyed by `(t_ms, gpu)` in time order, for as-of joins.

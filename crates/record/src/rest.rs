@@ -79,7 +79,7 @@ impl Rest {
         // One statement per column, as in `write::base_values`.
         let mut values = [None; STATE_CALLS.len()];
         macro_rules! fill {
-            ($($i:literal)*) => { $( values[$i] = crate::write::stored(&STATE_CALLS[$i], g); )* };
+            ($($i:literal)*) => { $( values[$i] = crate::units::stored(&STATE_CALLS[$i], g); )* };
         }
         fill!(0 1 2 3 4 5 6 7 8 9 10 11);
         let slot = g.gpu_index as usize;

@@ -13,6 +13,7 @@ use gpulse_model::{
 use rusqlite::{Connection, params};
 
 use crate::RecordError;
+use crate::query::rows;
 
 /// The tables, documented in `docs/recording-format.md`.
 ///
@@ -315,19 +316,17 @@ impl Written {
 /// Reads the stack samples of a recording; one made before the tables existed has none.
 pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError> {
     let present: Vec<String> =
-        crate::read::rows(conn, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'stack%'", |r| {
-            r.get(0)
-        })?;
+        rows(conn, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'stack%'", |r| r.get(0))?;
     if !TABLES.iter().all(|t| present.iter().any(|p| p == t)) {
         return Ok(Stacks::default());
     }
     let damaged = |why: String| RecordError::Damaged { path: name.to_owned(), why };
-    let frames = crate::read::rows(conn, "SELECT id, file, line, function, code FROM stack_frames ORDER BY id", |r| {
+    let frames = rows(conn, "SELECT id, file, line, function, code FROM stack_frames ORDER BY id", |r| {
         Ok((r.get(0)?, PyFrame { file: r.get(1)?, line: r.get(2)?, function: r.get(3)?, code: r.get(4)? }))
     })?;
     let mut batch = StackBatch { frames, ..StackBatch::default() };
     type Row = (u32, Option<u32>, usize, Vec<u8>);
-    let stored: Vec<Row> = crate::read::rows(conn, "SELECT id, base, base_len, frames FROM stacks ORDER BY id", |r| {
+    let stored: Vec<Row> = rows(conn, "SELECT id, base, base_len, frames FROM stacks ORDER BY id", |r| {
         Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as usize, r.get(3)?))
     })?;
     let index: HashMap<u32, usize> = stored.iter().enumerate().map(|(i, s)| (s.0, i)).collect();
@@ -336,21 +335,19 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
         resolve(i, &stored, &index, &mut full).map_err(|why| damaged(format!("stack {}: {why}", stored[i].0)))?;
     }
     batch.stacks = stored.iter().zip(full).map(|(s, f)| (s.0, f.unwrap_or_default())).collect();
-    let obs: HashMap<u32, Obs> =
-        crate::read::rows(conn, "SELECT id, state, syscall, wchan, gil, gil_stack FROM stack_obs", |r| {
-            let state: String = r.get(1)?;
-            let gil: String = r.get(4)?;
-            let gil = match (gil.as_str(), r.get::<_, Option<u32>>(5)?) {
-                ("held", _) => Gil::Held,
-                ("other", Some(stack)) => Gil::Other { stack },
-                _ => Gil::Free,
-            };
-            let kernel =
-                KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan: r.get(3)? };
-            Ok((r.get(0)?, (kernel, gil)))
-        })?
-        .into_iter()
-        .collect();
+    let obs: HashMap<u32, Obs> = rows(conn, "SELECT id, state, syscall, wchan, gil, gil_stack FROM stack_obs", |r| {
+        let state: String = r.get(1)?;
+        let gil: String = r.get(4)?;
+        let gil = match (gil.as_str(), r.get::<_, Option<u32>>(5)?) {
+            ("held", _) => Gil::Held,
+            ("other", Some(stack)) => Gil::Other { stack },
+            _ => Gil::Free,
+        };
+        let kernel = KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan: r.get(3)? };
+        Ok((r.get(0)?, (kernel, gil)))
+    })?
+    .into_iter()
+    .collect();
     // Schema 5 and before kept no ranks, and recordings before `gil_read` no word of the GIL.
     let query = if conn.prepare("SELECT gil_read FROM stack_processes LIMIT 0").is_ok() {
         "SELECT pid, role, python, command, rate_hz, rank, world_size, local_rank, device, gil_read FROM stack_processes ORDER BY rowid"
@@ -359,7 +356,7 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
     } else {
         "SELECT pid, role, python, command, rate_hz, NULL, NULL, NULL, NULL, NULL FROM stack_processes ORDER BY rowid"
     };
-    let processes = crate::read::rows(conn, query, |r| {
+    let processes = rows(conn, query, |r| {
         let rank = match (r.get::<_, Option<u32>>(5)?, r.get::<_, Option<u32>>(6)?) {
             (Some(rank), Some(world_size)) => Some(Rank { rank, world_size, local_rank: r.get(7)?, device: r.get(8)? }),
             _ => None,
@@ -382,8 +379,7 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
             batch.rate_hz.push((pid, hz));
         }
     }
-    batch.refusals =
-        crate::read::rows(conn, "SELECT pid, text FROM stack_refusals ORDER BY rowid", |r| Ok((r.get(0)?, r.get(1)?)))?;
+    batch.refusals = rows(conn, "SELECT pid, text FROM stack_refusals ORDER BY rowid", |r| Ok((r.get(0)?, r.get(1)?)))?;
     // Schema 4 and before kept no clocks.
     let has_clocks = conn.prepare("SELECT clocks FROM stack_samples LIMIT 0").is_ok();
     let query = if has_clocks {

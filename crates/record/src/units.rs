@@ -28,3 +28,13 @@ pub fn us(ms: i64) -> i64 {
 pub fn ms(us: i64) -> i64 {
     us.div_euclid(1000)
 }
+
+/// The stored integer of `call`'s value in `g`.
+#[inline(always)]
+pub(crate) fn stored(call: &gpulse_model::Call, g: &gpulse_model::GpuSample) -> Option<i64> {
+    let scale = match call.column {
+        Some(c) => c.scale,
+        None => gpulse_model::Scale::One,
+    };
+    (call.read)(g).map(|x| scale.store(x))
+}

@@ -8,7 +8,7 @@ use gpulse_model::{DeviceInfo, GpuProcessClass, GpuSample, HostSample, Place, Pr
 use rusqlite::{Connection, params};
 
 use crate::schema::{CREATE, CREATE_GPU_FIELDS, CREATE_MARKERS, SCHEMA_VERSION};
-use crate::units::{kib, ms, pm};
+use crate::units::{kib, ms, pm, stored};
 use crate::{Event, Marker, MetaKey, RecordError, RunMeta};
 
 /// How often the writer commits: the most a crash can lose.
@@ -93,16 +93,6 @@ fn base_values(t: i64, g: &GpuSample) -> [Option<i64>; BASE] {
 
 /// Eleven base columns: [`base_values`]' `fill!` lists one index for each.
 const _: () = assert!(BASE_CALLS.len() == 11, "list the new column's index in base_values' fill!");
-
-/// The stored integer of `call`'s value in `g`.
-#[inline(always)]
-pub(crate) fn stored(call: &gpulse_model::Call, g: &GpuSample) -> Option<i64> {
-    let scale = match call.column {
-        Some(c) => c.scale,
-        None => gpulse_model::Scale::One,
-    };
-    (call.read)(g).map(|x| scale.store(x))
-}
 
 /// A process listing reduced to what decides whether it changed: PIDs, KiB held, and the SM and
 /// memory-controller shares.

@@ -165,14 +165,6 @@ pub fn short(s: &str, n: usize) -> String {
     }
 }
 
-/// How the device is named: its index, and `cuda:N` as CUDA_VISIBLE_DEVICES makes it (nvitop's).
-pub fn gpu_label(d: &DeviceInfo) -> String {
-    match d.cuda_index {
-        Some(c) => format!("{} cuda:{c}", d.index),
-        None => d.index.to_string(),
-    }
-}
-
 fn draw_devices(f: &mut Frame, area: Rect, app: &App, full: bool) {
     let snap = app.poll.as_ref().and_then(|p| p.snapshot.as_ref());
     let mut lines = Vec::new();
@@ -201,7 +193,7 @@ pub fn device_lines(
 ) -> Vec<Line<'static>> {
     let name = d.name.strip_prefix("NVIDIA ").unwrap_or(&d.name).to_owned();
     let label = Span::styled(
-        format!("{:<9}{:<11}", gpu_label(d), short(&name, 10)),
+        format!("{:<9}{:<11}", fmt::gpu_label(d), short(&name, 10)),
         if picked { BOLD.fg(Color::Cyan) } else { BOLD },
     );
     let Some(g) = g else { return vec![Line::from(vec![label, Span::styled("no reading yet", DIM)])] };

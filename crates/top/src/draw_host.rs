@@ -10,8 +10,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Sparkline};
 
 use crate::app::App;
 use crate::chart::{self, MIN_ROWS, Plot};
-use crate::draw::gpu_label;
-use crate::fmt::{self, NONE, cols};
+use crate::fmt::{self, NONE, cols, gpu_label};
 use crate::history::{Chart, Ring};
 
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);

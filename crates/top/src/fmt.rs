@@ -1,9 +1,17 @@
-//! Numbers as the view prints them: an absent value is `—`, never 0.
+//! Numbers and names as the view prints them: an absent value is `—`, never 0.
 
 use gpulse_model::{ClocksEventReasons, GIB};
 use ratatui::text::Span;
 
 pub const NONE: &str = "—";
+
+/// How the device is named: its index, and `cuda:N` as CUDA_VISIBLE_DEVICES makes it (nvitop's).
+pub fn gpu_label(d: &gpulse_model::DeviceInfo) -> String {
+    match d.cuda_index {
+        Some(c) => format!("{} cuda:{c}", d.index),
+        None => d.index.to_string(),
+    }
+}
 
 pub fn pct(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| NONE.into(), |v| format!("{v:.decimals$}%"))

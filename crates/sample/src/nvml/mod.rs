@@ -4,6 +4,7 @@
 //! `None` with an [`Absence`], `GpuLost` marks the device lost, and nothing panics. The library
 //! path can point at the workspace's stand-in `libnvidia-ml.so`, so tests run this exact code.
 
+mod absence;
 mod cadence;
 mod events;
 mod gpm;

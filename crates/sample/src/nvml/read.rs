@@ -14,23 +14,13 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 
+use super::absence::absence_of;
 use super::cadence::SETTINGS;
 use super::{NvmlOptions, Tracked};
 use crate::proc_info;
 
 /// `NVML_FI_DEV_MEMORY_TEMP`: HBM temperature, °C.
 const FI_DEV_MEMORY_TEMP: u32 = 82;
-
-/// Why an NVML error means a value is absent.
-pub(super) fn absence_of(e: &NvmlError) -> Absence {
-    match e {
-        NvmlError::NotSupported => Absence::NotSupported,
-        NvmlError::NoPermission => Absence::NoPermission,
-        NvmlError::GpuLost => Absence::GpuLost,
-        NvmlError::Unknown => Absence::Unknown,
-        _ => Absence::NotAvailable,
-    }
-}
 
 /// Collects absences while reading one device.
 struct Reader<'a> {

@@ -6,7 +6,7 @@ use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::structs::device::FieldId;
 
-use super::read::absence_of;
+use super::absence::absence_of;
 
 /// Reads the rows read `every` poll (with the settings rows too when `settings` is due) into
 /// `out`. A failed call leaves every row asked for absent with its reason; a field NVML answers
