@@ -174,17 +174,17 @@ struct DiagnosisView {
 }
 
 impl Update {
-    /// `live`: the processes around the GPU processes, as this machine's `/proc` gave them
+    /// `procs`: the processes around the GPU processes, as this machine's `/proc` gave them
     /// (empty in a replay); `devices`: the view's, in its order.
-    pub fn new(frame: &Frame, live: &HashMap<u32, ProcNow>, devices: &[DeviceInfo]) -> Self {
-        let mut rows = rows::build(frame.poll, live);
-        let diagnosis = frame.rolling.map(|live| {
+    pub fn new(frame: &Frame, procs: &HashMap<u32, ProcNow>, devices: &[DeviceInfo]) -> Self {
+        let mut rows = rows::build(frame.poll, procs);
+        let diagnosis = frame.rolling.map(|rolling| {
             // The processes the diagnosis judged idle holders, by GPU and PID.
-            let idle = live.idle_processes();
+            let idle = rolling.idle_processes();
             for r in &mut rows {
                 r.idle = r.gpu.is_some_and(|g| idle.contains(&(g, r.pid)));
             }
-            DiagnosisView::new(live, devices)
+            DiagnosisView::new(rolling, devices)
         });
         Self { poll: frame.poll.clone(), rows, diagnosis }
     }
@@ -209,22 +209,22 @@ pub fn finding_views(found: &[gpulse_diagnose::Finding]) -> Vec<FindingView> {
 }
 
 impl DiagnosisView {
-    fn new(live: &RollingDiagnosis, devices: &[DeviceInfo]) -> Self {
-        let findings = finding_views(live.current());
-        let steps = live.recent_steps();
+    fn new(rolling: &RollingDiagnosis, devices: &[DeviceInfo]) -> Self {
+        let findings = finding_views(rolling.current());
+        let steps = rolling.recent_steps();
         Self {
             findings,
-            diagnosed: live.diagnosed(),
-            roofline: live.efficiency().iter().map(|e| e.brief()).collect(),
+            diagnosed: rolling.diagnosed(),
+            roofline: rolling.efficiency().iter().map(|e| e.brief()).collect(),
             steps_per_s: steps.as_ref().map(|s| s.per_s()).filter(|v| v.is_finite()),
             data_wait_share: steps.as_ref().and_then(|s| s.data_wait_share()),
-            main_thread: gpulse_live::jobs::main_thread_now(live.main_thread()),
-            main_threads: if live.is_whole_machine() {
-                gpulse_live::jobs::every_main_thread(live.main_thread())
+            main_thread: gpulse_live::jobs::main_thread_now(rolling.main_thread()),
+            main_threads: if rolling.is_whole_machine() {
+                gpulse_live::jobs::every_main_thread(rolling.main_thread())
             } else {
                 Vec::new()
             },
-            trend_gib_per_min: devices.iter().map(|d| live.memory_trend_gib_per_min(d.index)).collect(),
+            trend_gib_per_min: devices.iter().map(|d| rolling.memory_trend_gib_per_min(d.index)).collect(),
         }
     }
 }
@@ -276,8 +276,8 @@ impl App {
 
     /// Takes in one frame of the pipeline, with the processes around the GPU processes as this
     /// machine's `/proc` gave them (empty in a replay).
-    pub fn apply(&mut self, frame: &Frame, live: &HashMap<u32, ProcNow>) {
-        let update = Update::new(frame, live, &self.devices);
+    pub fn apply(&mut self, frame: &Frame, procs: &HashMap<u32, ProcNow>) {
+        let update = Update::new(frame, procs, &self.devices);
         self.take(update);
     }
 

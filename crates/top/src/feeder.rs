@@ -63,10 +63,10 @@ struct Progress {
 }
 
 impl TopSink {
-    /// `live`: the processes are this machine's, so they are read for each frame.
-    pub fn new(app: Arc<Mutex<App>>, live: bool) -> Self {
+    /// `this_machine`: the processes are this machine's, so they are read for each frame.
+    pub fn new(app: Arc<Mutex<App>>, this_machine: bool) -> Self {
         let devices = lock(&app).devices.clone();
-        Self { app, procs: live.then(procs::ProcView::default), devices, shared: Arc::default(), replay: None }
+        Self { app, procs: this_machine.then(procs::ProcView::default), devices, shared: Arc::default(), replay: None }
     }
 
     fn telling(mut self, shared: Arc<Shared>) -> Self {
@@ -154,8 +154,8 @@ pub struct FeedSetup {
 /// and each is diagnosed on its own; of one job's recording, the whole job is, as `diagnose`
 /// does.
 pub fn rolling_diagnosis(devices: &[DeviceInfo], instrumented: bool, follow_workloads: bool) -> RollingDiagnosis {
-    let live = RollingDiagnosis::new(devices, instrumented);
-    if follow_workloads { live.following_workloads() } else { live }
+    let rolling = RollingDiagnosis::new(devices, instrumented);
+    if follow_workloads { rolling.following_workloads() } else { rolling }
 }
 
 /// Starts the feed thread; it runs until `shared.stop`. The pipeline is built on it, so that
@@ -164,15 +164,15 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
     std::thread::Builder::new()
         .name("gpulse-top-feed".into())
         .spawn(move || {
-            let live = matches!(feed, Origin::Live(_));
+            let this_machine = matches!(feed, Origin::Live(_));
             let diagnosis = rolling_diagnosis(&setup.devices, setup.instrumented, setup.follow_workloads);
             let mut pipeline = Pipeline::new(None, Some(diagnosis));
-            let mut sink = TopSink::new(app.clone(), live).telling(shared.clone());
+            let mut sink = TopSink::new(app.clone(), this_machine).telling(shared.clone());
             if let Origin::Replay(r) = &mut feed {
                 sink = sink.replaying(r);
             }
             pipeline.add_sink(Box::new(sink));
-            let mut watch = TopControl {
+            let mut control = TopControl {
                 app: app.clone(),
                 shared: shared.clone(),
                 jobs_dirs: setup.jobs_dirs,
@@ -182,16 +182,16 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
                 Origin::Live(collector) => {
                     // Every GPU process's main thread, where the kernel lets gpulse read it; a
                     // refusal is said once per process on the view's message line.
-                    let (watch, roots) = gpulse_live::WithStacks::on_node(watch, STACKS_HZ);
+                    let (control, roots) = gpulse_live::WithStacks::on_node(control, STACKS_HZ);
                     pipeline.add_sink(roots);
                     let told = app.clone();
-                    let mut watch = watch.telling(move |why| lock(&told).message = Some(why.to_owned()));
-                    gpulse_live::drive(collector, &mut pipeline, &mut watch);
-                    watch.finish(&mut pipeline);
+                    let mut control = control.telling(move |why| lock(&told).message = Some(why.to_owned()));
+                    gpulse_live::drive(collector, &mut pipeline, &mut control);
+                    control.finish(&mut pipeline);
                 }
                 Origin::Replay(replay) => {
                     let playing = Playing { replay, app, shared, was_paused: false };
-                    gpulse_live::drive(playing, &mut pipeline, &mut watch);
+                    gpulse_live::drive(playing, &mut pipeline, &mut control);
                 }
             }
         })

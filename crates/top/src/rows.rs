@@ -201,10 +201,10 @@ impl Filter {
     }
 }
 
-/// The rows of one poll. `live` has what `/proc` says of this machine's processes (empty in a
+/// The rows of one poll. `procs` has what `/proc` says of this machine's processes (empty in a
 /// replay, where the recording's tree gives CPU and memory); CPU-only processes of the tree and
 /// around the GPU processes get rows of their own.
-pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
+pub fn build(poll: &Poll, procs: &HashMap<u32, ProcNow>) -> Vec<Row> {
     let host_total = poll.host.memory_total_bytes.filter(|t| *t > 0);
     let tree: HashMap<u32, &gpulse_model::TreeProcess> =
         poll.tree.iter().flat_map(|t| &t.processes).map(|p| (p.pid, p)).collect();
@@ -216,7 +216,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
         for p in &g.processes {
             on_gpu.insert(p.pid);
             let t = tree.get(&p.pid);
-            let l = live.get(&p.pid);
+            let l = procs.get(&p.pid);
             let rss = l.and_then(|l| l.rss_bytes).or(t.and_then(|t| t.rss_bytes));
             rows.push(Row {
                 gpu: Some(g.gpu_index),
@@ -246,7 +246,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
         }
     }
     for t in tree.values().filter(|t| !on_gpu.contains(&t.pid)) {
-        let l = live.get(&t.pid);
+        let l = procs.get(&t.pid);
         let rss = l.and_then(|l| l.rss_bytes).or(t.rss_bytes);
         rows.push(Row {
             pid: t.pid,
@@ -262,7 +262,7 @@ pub fn build(poll: &Poll, live: &HashMap<u32, ProcNow>) -> Vec<Row> {
             ..Row::default()
         });
     }
-    for (pid, l) in live.iter().filter(|(pid, _)| !on_gpu.contains(pid) && !tree.contains_key(pid)) {
+    for (pid, l) in procs.iter().filter(|(pid, _)| !on_gpu.contains(pid) && !tree.contains_key(pid)) {
         rows.push(Row {
             pid: *pid,
             ppid: l.ppid,
