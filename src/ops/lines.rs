@@ -46,7 +46,7 @@ pub fn print<S: Source + Send + 'static>(
 }
 
 /// The text of each snapshot, written as it comes; the first failed write (a closed pipe) stops
-/// the writing and, through the watch, the loop.
+/// the writing and, through the loop's control, the loop.
 struct Printer {
     out: Output,
     render: Box<dyn FnMut(&Snapshot) -> String>,

@@ -53,18 +53,18 @@ pub fn record(nvml: &NvmlAccess, o: &RecordOptions) -> anyhow::Result<ExitCode> 
     let until = Until { stop, needs_recording: true, closing_poll: true };
     // The followed tree's Python main threads, as `run` samples a job's; without a tree, the
     // node's GPU processes'.
-    let watch = match (o.stacks_hz, o.pid) {
+    let control = match (o.stacks_hz, o.pid) {
         (None, _) => WithStacks::new(until, None),
         (Some(rate_hz), Some(pid)) => {
             WithStacks::new(until, Some((Scope::Tree(pid), StackOptions { rate_hz, ..Default::default() })))
         }
         (Some(rate_hz), None) => {
-            let (watch, roots) = WithStacks::on_node(until, rate_hz);
+            let (control, roots) = WithStacks::on_node(until, rate_hz);
             pipeline.add_sink(roots);
-            watch
+            control
         }
     };
-    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, watch, o.pid);
+    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, control, o.pid);
     let polls = pipeline.polls();
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         anyhow::bail!("cannot finish {}: {}", o.output.display(), lost.error);

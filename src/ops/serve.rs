@@ -84,16 +84,16 @@ pub fn serve(nvml: &NvmlAccess, o: &ServeOptions) -> anyhow::Result<ExitCode> {
     };
     // The node's GPU processes' Python main threads, within one budget for them all.
     let until = Until { stop, needs_recording: false, closing_poll: true };
-    let watch = match o.stacks_hz {
+    let control = match o.stacks_hz {
         None => WithStacks::new(until, None),
         Some(rate_hz) => {
-            let (watch, roots) = WithStacks::on_node(until, rate_hz);
+            let (control, roots) = WithStacks::on_node(until, rate_hz);
             pipeline.add_sink(roots);
-            watch
+            control
         }
     };
     let collector = Collector::spawn_for(poller, o.interval, o.duration);
-    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, watch, None);
+    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, control, None);
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         eprintln!("gpulse: the recording lost its end: {}", lost.error);
     }
