@@ -197,7 +197,7 @@ fn sample(
         t_us,
         pid,
         stack,
-        kernel: KernelState { state, syscall, wchan: wchan.map(str::to_owned) },
+        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into) },
         gil,
         clock: Some(ThreadClock { cpu_us: c.0, wait_us: c.1 }),
     }

@@ -17,7 +17,7 @@ pub fn diagnose_recording(rec: &gpulse_model::RunData) -> (gpulse_diagnose::Run,
 pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
     let mut builder = gpulse_diagnose::RunBuilder::default();
     let mut samples = 0usize;
-    let recording = load_each(path, &mut |snap| {
+    let mut recording = load_each(path, &mut |snap| {
         samples += 1;
         builder.push(&snap);
     })?;
@@ -36,7 +36,8 @@ pub fn analyze(path: &std::path::Path) -> anyhow::Result<Analysis> {
         }
         anyhow::bail!("{} holds no samples", path.display());
     }
-    let run = builder.finish(&recording);
+    let stacks = std::mem::take(&mut recording.stacks);
+    let run = builder.finish_with(&recording, stacks);
     let diagnosis = gpulse_diagnose::Diagnosis::of(&run);
     let t = |us: i64| (us - run.start_us) as f64 / 1e6;
     let phases = recording

@@ -161,7 +161,8 @@ pub struct KernelState {
     /// The system call it is blocked in (x86-64 numbers); `None` while running or unread.
     pub syscall: Option<u32>,
     /// The kernel function it waits in (`hrtimer_nanosleep`); `None` while running or unread.
-    pub wchan: Option<String>,
+    /// Shared: a handful of names stand for every sample of a day of ranks.
+    pub wchan: Option<std::sync::Arc<str>>,
 }
 
 /// One sample of one process's main thread.
@@ -255,7 +256,12 @@ impl Stacks {
             }
         }
         self.refusals.extend(batch.refusals);
-        self.samples.extend(batch.samples);
+        // A recording's samples come in one batch: taken whole, not copied beside themselves.
+        if self.samples.is_empty() {
+            self.samples = batch.samples;
+        } else {
+            self.samples.extend(batch.samples);
+        }
     }
 
     pub fn is_empty(&self) -> bool {

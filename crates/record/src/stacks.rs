@@ -260,7 +260,7 @@ impl Written {
             id,
             kernel.state.to_string(),
             kernel.syscall,
-            kernel.wchan,
+            kernel.wchan.as_deref(),
             kind,
             stack
         ])?;
@@ -343,7 +343,8 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
             ("other", Some(stack)) => Gil::Other { stack },
             _ => Gil::Free,
         };
-        let kernel = KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan: r.get(3)? };
+        let wchan = r.get::<_, Option<String>>(3)?.map(std::sync::Arc::from);
+        let kernel = KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan };
         Ok((r.get(0)?, (kernel, gil)))
     })?
     .into_iter()
@@ -430,6 +431,7 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
     }
     // Rows are written a second per process as each completes: put back in time order.
     batch.samples.sort_by_key(|s| (s.t_us, s.pid));
+    batch.samples.shrink_to_fit();
     let mut stacks = Stacks::default();
     stacks.add(batch);
     Ok(stacks)

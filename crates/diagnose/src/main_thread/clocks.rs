@@ -45,6 +45,8 @@ pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
         block(&samples[i..j], &pts[i..j], &intervals[i..j], &mut out);
         i = j;
     }
+    // Kept for the whole diagnosis, once per process: without the slack of its growth.
+    out.shrink_to_fit();
     out
 }
 

@@ -57,7 +57,7 @@ fn sample(t_s: f64, stack: u32) -> ThreadSample {
         t_us: (t_s * 1e6) as i64,
         pid: 7,
         stack,
-        kernel: KernelState { state, syscall, wchan },
+        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into) },
         gil,
     }
 }
@@ -502,7 +502,7 @@ fn roles_are_settled_by_every_sample_not_the_first() {
         st.samples.push(at(2, i, if i < 5 { 0 } else { 2 }));
         st.samples.push(at(3, i, 0));
     }
-    let s = crate::run::settled(&st);
+    let s = crate::run::settled(st.clone());
     let roles: Vec<(u32, ProcessRole)> = s.processes.iter().map(|p| (p.pid, p.role)).collect();
     assert_eq!(roles, [(2, ProcessRole::Worker), (3, ProcessRole::Main)]);
     assert!(s.samples.iter().all(|x| x.pid != 1));

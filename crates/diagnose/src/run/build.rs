@@ -84,7 +84,13 @@ impl RunBuilder {
     }
 
     /// The run, with the host, tree and events of `rec` (whose snapshots are not read again).
-    pub fn finish(mut self, rec: &RunData) -> Run {
+    pub fn finish(self, rec: &RunData) -> Run {
+        self.finish_with(rec, rec.stacks.clone())
+    }
+
+    /// [`RunBuilder::finish`] with `rec`'s stacks handed over, not copied: a day of ranks'
+    /// samples are the largest thing a recording holds.
+    pub fn finish_with(mut self, rec: &RunData, stacks: gpulse_model::Stacks) -> Run {
         // Without GPU samples (no driver), time starts with the host's first sample or first mark.
         let first_mark = rec.markers.iter().map(|m| m.t_us).min();
         let start_us = self
@@ -93,7 +99,7 @@ impl RunBuilder {
                 (Some(h), Some(m)) => Some(h.min(m)),
                 (h, m) => h.or(m),
             })
-            .or(rec.stacks.samples.first().map(|s| s.t_us))
+            .or(stacks.samples.first().map(|s| s.t_us))
             .unwrap_or(0);
         let t = |us: i64| us.saturating_sub(start_us) as f64 / 1e6;
         for s in &mut self.gpus {
@@ -111,7 +117,7 @@ impl RunBuilder {
         let gpus = self.gpus;
         let has_gpm = gpus.iter().any(|g| g.sm_pct.iter().any(Option::is_some));
         let has_processes = gpus.iter().any(|g| g.processes.iter().any(|p| !p.is_empty()));
-        let stacks = super::settled(&rec.stacks);
+        let stacks = super::settled(stacks);
         let ranks = super::ranked_in(&stacks);
         let mut run = Run { gpus, start_us, has_gpm, has_processes, ..Run::default() };
         tree(rec, &t, &mut run);

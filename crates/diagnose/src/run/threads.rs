@@ -13,7 +13,7 @@ use crate::main_thread::{Domain, classify};
 /// stack, which may be still importing (`mp.spawn`'s parent before its `join`, multiprocessing's
 /// resource tracker). A main process whose samples mostly run a helper's frames is no process of
 /// the job: it and its samples go; one whose samples mostly run a worker's loop is a worker.
-pub(crate) fn settled(st: &Stacks) -> Stacks {
+pub(crate) fn settled(mut st: Stacks) -> Stacks {
     let mut votes: HashMap<u32, [usize; 3]> = HashMap::new();
     let mut by_stack: HashMap<u32, Option<ProcessRole>> = HashMap::new();
     for s in &st.samples {
@@ -28,9 +28,8 @@ pub(crate) fn settled(st: &Stacks) -> Stacks {
             None => 2,
         }] += 1;
     }
-    let mut out = st.clone();
     let mut gone = Vec::new();
-    for p in out.processes.iter_mut().filter(|p| p.role == ProcessRole::Main) {
+    for p in st.processes.iter_mut().filter(|p| p.role == ProcessRole::Main) {
         let Some(&[main, worker, helper]) = votes.get(&p.pid) else { continue };
         if 2 * helper > main + worker + helper {
             gone.push(p.pid);
@@ -39,10 +38,10 @@ pub(crate) fn settled(st: &Stacks) -> Stacks {
         }
     }
     if !gone.is_empty() {
-        out.processes.retain(|p| !gone.contains(&p.pid));
-        out.samples.retain(|s| !gone.contains(&s.pid));
+        st.processes.retain(|p| !gone.contains(&p.pid));
+        st.samples.retain(|s| !gone.contains(&s.pid));
     }
-    out
+    st
 }
 
 /// When the main thread trained, seconds: its first and last samples in a backward pass or an

@@ -350,7 +350,7 @@ fn the_main_threads_states_are_counters() {
             kernel: KernelState {
                 state: if asleep { 'S' } else { 'R' },
                 syscall: asleep.then_some(230),
-                wchan: asleep.then(|| "hrtimer_nanosleep".to_owned()),
+                wchan: asleep.then(|| "hrtimer_nanosleep".into()),
             },
             gil: if asleep { Gil::Free } else { Gil::Held },
         }

@@ -338,7 +338,7 @@ fn kernel_state(pid: u32) -> KernelState {
     KernelState {
         state: proc_info::task_state(pid, pid).unwrap_or('?'),
         syscall: proc_info::task_syscall(pid, pid),
-        wchan: proc_info::task_wchan(pid, pid),
+        wchan: proc_info::task_wchan(pid, pid).map(std::sync::Arc::from),
     }
 }
 
@@ -488,7 +488,7 @@ mod tests {
     /// call that released it; a state that held across the read is the state.
     #[test]
     fn a_read_across_a_transition_takes_the_side_its_stack_is_of() {
-        let k = |state, syscall: Option<u32>| KernelState { state, syscall, wchan: syscall.map(|_| "w".to_owned()) };
+        let k = |state, syscall: Option<u32>| KernelState { state, syscall, wchan: syscall.map(|_| "w".into()) };
         let fsync = || k('D', Some(74));
         // Python, then into fsync: the stack (GIL held) is the Python's.
         assert_eq!(straddled(k('R', None), Some('D'), true), k('R', None));
