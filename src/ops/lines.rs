@@ -30,7 +30,7 @@ pub fn print<S: Source + Send + 'static>(
     let feed = Inline::new(GpusOnly(source), pace, count);
     let stop = || printer.borrow().failed.as_ref().map(ToString::to_string);
     let mut until = Until { stop, needs_recording: false, closing_poll: false };
-    let end = gpulse_live::drive(feed, &mut pipeline, &mut until);
+    let end = gpulse_live::drive(feed, &mut pipeline, &mut until, &mut []);
     drop(pipeline);
     let Printer { out, failed, .. } = Rc::into_inner(printer).expect("the pipeline is gone").into_inner();
     if let Some(e) = failed {

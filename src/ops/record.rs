@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use gpulse_live::{Collector, Pipeline, Until, WithStacks};
+use gpulse_live::{Collector, Pipeline, StackInput, Until};
 use gpulse_sample::stacks::{Scope, StackOptions};
 
 use super::NvmlAccess;
@@ -53,18 +53,18 @@ pub fn record(nvml: &NvmlAccess, o: &RecordOptions) -> anyhow::Result<ExitCode> 
     let until = Until { stop, needs_recording: true, closing_poll: true };
     // The followed tree's Python main threads, as `run` samples a job's; without a tree, the
     // node's GPU processes'.
-    let control = match (o.stacks_hz, o.pid) {
-        (None, _) => WithStacks::new(until, None),
+    let stacks = match (o.stacks_hz, o.pid) {
+        (None, _) => StackInput::new(None),
         (Some(rate_hz), Some(pid)) => {
-            WithStacks::new(until, Some((Scope::Tree(pid), StackOptions { rate_hz, ..Default::default() })))
+            StackInput::new(Some((Scope::Tree(pid), StackOptions { rate_hz, ..Default::default() })))
         }
         (Some(rate_hz), None) => {
-            let (control, roots) = WithStacks::on_node(until, rate_hz);
+            let (stacks, roots) = StackInput::on_node(rate_hz);
             pipeline.add_sink(roots);
-            control
+            stacks
         }
     };
-    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, control, o.pid);
+    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, until, stacks, o.pid);
     let polls = pipeline.polls();
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         anyhow::bail!("cannot finish {}: {}", o.output.display(), lost.error);

@@ -91,19 +91,19 @@ pub struct Ended {
     pub failed: bool,
 }
 
-/// Runs the one loop of every view over `collector` until `control` ends it, hands the stack
-/// sampler's last samples to the pipeline, and says why it ended. `root` is the followed
-/// process, if any. The pipeline is left to finish: what to do when its end is lost is the
-/// caller's.
+/// Runs the one loop of every view over `collector` until `until` ends it, with the stack
+/// sampler's samples (its last ones too) drained into the pipeline, and says why it ended.
+/// `root` is the followed process, if any. The pipeline is left to finish: what to do when its
+/// end is lost is the caller's.
 pub fn run_to_end<F: FnMut() -> Option<String>>(
     collector: gpulse_live::Collector,
     pipeline: &mut gpulse_live::Pipeline,
-    mut control: gpulse_live::WithStacks<gpulse_live::Until<F>>,
+    mut until: gpulse_live::Until<F>,
+    mut stacks: gpulse_live::StackInput,
     root: Option<u32>,
 ) -> Ended {
     use gpulse_live::Stopped;
-    let end = gpulse_live::drive(collector, pipeline, &mut control);
-    control.finish(pipeline);
+    let end = gpulse_live::drive(collector, pipeline, &mut until, &mut [&mut stacks]);
     let (reason, failed) = match end {
         Stopped::Asked(r) => (r, false),
         Stopped::DurationReached => ("duration reached".to_owned(), false),

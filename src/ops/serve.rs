@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use gpulse_diagnose::RollingDiagnosis;
-use gpulse_live::{Collector, Pipeline, Until, WithStacks};
+use gpulse_live::{Collector, Pipeline, StackInput, Until};
 use gpulse_serve::{Auth, Config, SharedWebConfig};
 
 use super::NvmlAccess;
@@ -84,16 +84,16 @@ pub fn serve(nvml: &NvmlAccess, o: &ServeOptions) -> anyhow::Result<ExitCode> {
     };
     // The node's GPU processes' Python main threads, within one budget for them all.
     let until = Until { stop, needs_recording: false, closing_poll: true };
-    let control = match o.stacks_hz {
-        None => WithStacks::new(until, None),
+    let stacks = match o.stacks_hz {
+        None => StackInput::new(None),
         Some(rate_hz) => {
-            let (control, roots) = WithStacks::on_node(until, rate_hz);
+            let (stacks, roots) = StackInput::on_node(rate_hz);
             pipeline.add_sink(roots);
-            control
+            stacks
         }
     };
     let collector = Collector::spawn_for(poller, o.interval, o.duration);
-    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, control, None);
+    let Ended { reason, failed } = recorder::run_to_end(collector, &mut pipeline, until, stacks, None);
     if let Some(lost) = pipeline.finish(&reason, serde_json::Map::new()) {
         eprintln!("gpulse: the recording lost its end: {}", lost.error);
     }

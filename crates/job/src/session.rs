@@ -9,7 +9,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use gpulse_diagnose::RollingDiagnosis;
-use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, Store, jobs};
+use gpulse_live::{Collector, Frame, Lost, Pipeline, Sink, StackInput, Store, jobs};
 use gpulse_model::{Event, EventKind, MetaKey};
 use gpulse_sample::Poller;
 use gpulse_sample::stacks::Scope;
@@ -160,28 +160,26 @@ impl Session {
     pub fn run(&mut self, child: Option<&mut Child>) -> JobEnd {
         let Some(poller) = self.poller.take() else { return JobEnd::RootGone };
         let collector = Collector::spawn(poller, self.interval);
-        let control = JobControl {
+        let mut job = JobInput {
+            marks: self.marks.as_ref(),
+            events: &self.events_rx,
+            stopped: child.as_deref().map(|c| StopCheck::new(c.id(), &self.term)),
+        };
+        let mut control = JobControl {
             child,
             root: self.root,
             sampling: true,
             sampling_failed: &mut self.sampling_failed,
             term: &self.term,
-            marks: self.marks.as_ref(),
-            events: &self.events_rx,
-            job_stopped: false,
-            stop_check_at: Instant::now(),
         };
         // The job's Python processes are read from the root down, on a thread of their own; a
         // refusal clears the status row before it is said.
         let term = self.term.clone();
-        let mut control = gpulse_live::WithStacks::new(control, self.root.map(Scope::Tree).zip(self.stacks.clone()))
-            .telling(move |why| {
-                term.clear();
-                let _ = writeln!(std::io::stderr(), "gpulse: {why}");
-            });
-        let end = gpulse_live::drive(collector, &mut self.pipeline, &mut control);
-        control.finish(&mut self.pipeline);
-        drain(self.marks.as_ref(), &self.events_rx, &mut self.pipeline);
+        let mut stacks = StackInput::new(self.root.map(Scope::Tree).zip(self.stacks.clone())).telling(move |why| {
+            term.clear();
+            let _ = writeln!(std::io::stderr(), "gpulse: {why}");
+        });
+        let end = gpulse_live::drive(collector, &mut self.pipeline, &mut control, &mut [&mut stacks, &mut job]);
         self.pipeline.watch_ended();
         end
     }
@@ -224,8 +222,8 @@ impl Session {
     }
 }
 
-/// What the watch of a job looks after between polls: the job's signals, its end, whether it is
-/// stopped, its marks and its stderr events. A failed poll ends sampling, never the job.
+/// What ends the watch of a job: its signals forwarded, its end. A failed poll ends sampling,
+/// never the job.
 struct JobControl<'a> {
     /// The job gpulse started; `None` when attached to a process it did not start.
     child: Option<&'a mut Child>,
@@ -233,18 +231,13 @@ struct JobControl<'a> {
     sampling: bool,
     sampling_failed: &'a mut Option<String>,
     term: &'a Terminal,
-    marks: Option<&'a MarkReceiver>,
-    events: &'a Receiver<Event>,
-    /// Whether the job was stopped at the last look, and when to look again.
-    job_stopped: bool,
-    stop_check_at: Instant,
 }
 
 impl gpulse_live::Control for JobControl<'_> {
     type End = JobEnd;
 
-    fn between(&mut self, pipeline: &mut Pipeline) -> Option<JobEnd> {
-        let end = match self.child.as_deref_mut() {
+    fn between(&mut self) -> Option<JobEnd> {
+        match self.child.as_deref_mut() {
             Some(c) => {
                 for sig in signal::take_to_forward() {
                     // SAFETY: kill(2) on the job's own PID, which this process has not reaped.
@@ -252,11 +245,7 @@ impl gpulse_live::Control for JobControl<'_> {
                 }
                 match c.try_wait() {
                     Ok(Some(status)) => Some(JobEnd::Exited(status)),
-                    _ => {
-                        let pid = c.id();
-                        self.check_stopped(pid, pipeline);
-                        None
-                    }
+                    _ => None,
                 }
             }
             None => match signal::received() {
@@ -267,11 +256,7 @@ impl gpulse_live::Control for JobControl<'_> {
                 }
                 None => None,
             },
-        };
-        if end.is_none() {
-            drain(self.marks, self.events, pipeline);
         }
-        end
     }
 
     /// Attached, the root is the job; a started job ends when its process is reaped.
@@ -306,20 +291,57 @@ impl gpulse_live::Control for JobControl<'_> {
     }
 }
 
-impl JobControl<'_> {
-    /// Says when the job stops (SIGSTOP, Ctrl-Z of the job alone) and when it resumes: gpulse
-    /// would otherwise wait in silence.
-    fn check_stopped(&mut self, pid: u32, pipeline: &mut Pipeline) {
+/// What the job sends besides its samples: its marks, its stderr events, and (for a job gpulse
+/// started) when it stops and resumes.
+struct JobInput<'a> {
+    marks: Option<&'a MarkReceiver>,
+    events: &'a Receiver<Event>,
+    stopped: Option<StopCheck<'a>>,
+}
+
+impl gpulse_live::Input for JobInput<'_> {
+    /// Live: whatever has arrived, whatever poll comes next. Whether the job is stopped is
+    /// looked at between polls only, right after the control found it alive.
+    fn drain(&mut self, pipeline: &mut Pipeline, until_us: Option<i64>) {
+        if let Some(s) = self.stopped.as_mut().filter(|_| until_us.is_none()) {
+            s.check(pipeline);
+        }
+        drain(self.marks, self.events, pipeline);
+    }
+
+    fn finish(&mut self, pipeline: &mut Pipeline) {
+        drain(self.marks, self.events, pipeline);
+    }
+}
+
+/// Whether the job gpulse started is stopped (SIGSTOP, Ctrl-Z of the job alone), looked at
+/// every 250 ms: gpulse would otherwise wait in silence.
+struct StopCheck<'a> {
+    pid: u32,
+    term: &'a Terminal,
+    /// Whether the job was stopped at the last look, and when to look again.
+    stopped: bool,
+    check_at: Instant,
+}
+
+impl<'a> StopCheck<'a> {
+    fn new(pid: u32, term: &'a Terminal) -> Self {
+        Self { pid, term, stopped: false, check_at: Instant::now() }
+    }
+
+    /// Says when the job stops and when it resumes, on the terminal and in the recording.
+    fn check(&mut self, pipeline: &mut Pipeline) {
         let now = Instant::now();
-        if now < self.stop_check_at {
+        if now < self.check_at {
             return;
         }
-        self.stop_check_at = now + Duration::from_millis(250);
+        self.check_at = now + Duration::from_millis(250);
+        let pid = self.pid;
         let stopped = gpulse_sample::proc_info::state(pid).is_some_and(|s| s == 'T');
-        if stopped == self.job_stopped {
+        if stopped == self.stopped {
             return;
         }
-        self.job_stopped = stopped;
+        self.stopped = stopped;
         let (kind, text) = if stopped {
             (
                 EventKind::JobStopped,

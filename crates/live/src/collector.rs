@@ -9,7 +9,8 @@ use gpulse_sample::{Poller, SampleError, Source};
 
 use crate::paced::Schedule;
 
-/// What the collector sends: a poll, or the failure that ended it.
+/// What the collector sends, and any [`Feed`](crate::Feed) hands over: a poll, or the failure
+/// that ended sampling (told once).
 pub type Collected = Result<Poll, SampleError>;
 
 /// What the collector's thread reads each time: everything ([`Poller`]), or the GPUs alone

@@ -1,20 +1,21 @@
 //! The one loop of every view (`record`, `serve`, `run`, `attach`, `top`, `watch`, `query -l`,
-//! `demo`): polls into the pipeline, and between them whatever its [`Control`] looks after,
-//! until the control says it is over.
+//! `demo`): polls into the pipeline, with its [`Input`]s drained between them, until its
+//! [`Control`] says it is over.
 
 use std::time::Duration;
 
+use gpulse_model::Poll;
 use gpulse_sample::SampleError;
 
-use crate::{Fed, Feed, Lost, Pipeline};
+use crate::{Feed, Input, Lost, Pipeline};
 
-/// What a loop looks after besides feeding polls, and what ends it. Each answer `Some(end)` ends
-/// the loop; `None` goes on.
+/// What ends a loop, and nothing else: data besides the polls comes in through [`Input`]s. Each
+/// answer `Some(end)` ends the loop; `None` goes on.
 pub trait Control {
     type End;
-    /// Between polls, every [`tick`](Self::tick) at most: takes in what arrived besides polls (the loop's
-    /// marks, the job's events) and says whether the loop is over (a signal, the job exited).
-    fn between(&mut self, pipeline: &mut Pipeline) -> Option<Self::End>;
+    /// Between polls, every [`tick`](Self::tick) at most: whether the loop is over (a signal,
+    /// the job exited).
+    fn between(&mut self) -> Option<Self::End>;
     /// The followed root is gone; its last poll is in the pipeline.
     fn root_gone(&mut self) -> Option<Self::End>;
     /// Sampling failed and has stopped.
@@ -38,23 +39,30 @@ pub trait Control {
 }
 
 /// Feeds `feed`'s polls to `pipeline` until `control` ends it, then the polls taken while
-/// stopping (and the closing poll, where the control asks for one). After the root is gone, one
-/// poll is kept (what the job left on the GPUs), no more, and the closing poll.
-pub fn drive<F: Feed, W: Control>(feed: F, pipeline: &mut Pipeline, control: &mut W) -> W::End {
+/// stopping (and the closing poll, where the control asks for one); each input is drained after
+/// every look of the control and before each poll, in order, and finished at the end. After the
+/// root is gone, one poll is kept (what the job left on the GPUs), no more, and the closing poll.
+pub fn drive<F: Feed, W: Control>(
+    feed: F,
+    pipeline: &mut Pipeline,
+    control: &mut W,
+    inputs: &mut [&mut dyn Input],
+) -> W::End {
     let mut feed = Some(feed);
     let mut root_gone = false;
     let mut lost_told = false;
     let end = loop {
-        if let Some(end) = control.between(pipeline) {
+        if let Some(end) = control.between() {
             break end;
         }
+        drain(inputs, pipeline, None);
         let Some(f) = feed.as_mut() else {
             // Sampling is over; the loop goes on (a job outlives its samples, a view its replay).
             std::thread::sleep(control.tick());
             continue;
         };
         let ended = match f.next(control.tick()) {
-            Some(Ok(p)) => take(pipeline, &mut root_gone, p, false).then(|| control.root_gone()).flatten(),
+            Some(Ok(p)) => take(pipeline, inputs, &mut root_gone, p, false).then(|| control.root_gone()).flatten(),
             Some(Err(e)) => {
                 feed = None;
                 control.sampling_failed(e)
@@ -62,7 +70,7 @@ pub fn drive<F: Feed, W: Control>(feed: F, pipeline: &mut Pipeline, control: &mu
             None if f.is_finished() => {
                 // The last poll may have come between the wait and the look: it is the run's.
                 for p in feed.take().map(|f| f.end(false)).unwrap_or_default().into_iter().flatten() {
-                    take(pipeline, &mut root_gone, p, false);
+                    take(pipeline, inputs, &mut root_gone, p, false);
                 }
                 control.schedule_over()
             }
@@ -83,24 +91,26 @@ pub fn drive<F: Feed, W: Control>(feed: F, pipeline: &mut Pipeline, control: &mu
     let last = rest.len();
     for (i, p) in rest.into_iter().enumerate() {
         if let Ok(p) = p {
-            take(pipeline, &mut root_gone, p, closing && i + 1 == last);
+            take(pipeline, inputs, &mut root_gone, p, closing && i + 1 == last);
         }
     }
+    inputs.iter_mut().for_each(|i| i.finish(pipeline));
     end
 }
 
-/// Hands `fed` to the pipeline (a replay's stack samples and marks first), but for a poll after
-/// the one that found the root gone (what the job left on the GPUs is one poll, no more) unless
-/// `keep` (the closing poll). Whether its poll is the first to find the root gone.
-fn take(pipeline: &mut Pipeline, root_gone: &mut bool, fed: Fed, keep: bool) -> bool {
-    let Fed { poll: p, marks, stacks } = fed;
+fn drain(inputs: &mut [&mut dyn Input], pipeline: &mut Pipeline, until_us: Option<i64>) {
+    inputs.iter_mut().for_each(|i| i.drain(pipeline, until_us));
+}
+
+/// Hands `p` to the pipeline after what the inputs have due by it (a replay's marks and stack
+/// samples), but for a poll after the one that found the root gone (what the job left on the
+/// GPUs is one poll, no more) unless `keep` (the closing poll). Whether it is the first poll to
+/// find the root gone.
+fn take(pipeline: &mut Pipeline, inputs: &mut [&mut dyn Input], root_gone: &mut bool, p: Poll, keep: bool) -> bool {
     if *root_gone && p.root_gone && !keep {
         return false;
     }
-    pipeline.stacks(stacks);
-    if !marks.is_empty() {
-        pipeline.marks(marks);
-    }
+    drain(inputs, pipeline, Some(p.host.timestamp_us));
     let first = p.root_gone && !*root_gone;
     *root_gone |= p.root_gone;
     pipeline.poll(p);
@@ -135,7 +145,7 @@ pub struct Until<F> {
 impl<F: FnMut() -> Option<String>> Control for Until<F> {
     type End = Stopped;
 
-    fn between(&mut self, _: &mut Pipeline) -> Option<Stopped> {
+    fn between(&mut self) -> Option<Stopped> {
         (self.stop)().map(Stopped::Asked)
     }
 
@@ -167,7 +177,7 @@ mod tests {
     use gpulse_model::{Marker, MarkerKind, Poll};
 
     use super::*;
-    use crate::{Next, Store, StoreError};
+    use crate::{Collected, Store, StoreError};
 
     /// A recording of the order it was written in.
     #[derive(Clone, Default)]
@@ -202,33 +212,49 @@ mod tests {
     }
 
     /// A replay of its list, every poll due at once, then over (or failed, with `then`).
-    struct Listed(Vec<Next>);
+    struct Listed(Vec<Collected>);
 
     impl Feed for Listed {
-        fn next(&mut self, _: Duration) -> Option<Next> {
+        fn next(&mut self, _: Duration) -> Option<Collected> {
             (!self.0.is_empty()).then(|| self.0.remove(0))
         }
         fn is_finished(&self) -> bool {
             self.0.is_empty()
         }
-        fn end(self, _: bool) -> Vec<Next> {
+        fn end(self, _: bool) -> Vec<Collected> {
             self.0
         }
     }
 
-    fn fed(t_us: i64, marks: usize) -> Next {
-        let mark = Marker::one(t_us, 1, MarkerKind::Phase, Some("eval".into()), Some(1));
-        let poll =
-            Poll { host: gpulse_model::HostSample { timestamp_us: t_us, ..Default::default() }, ..Poll::default() };
-        Ok(Fed { poll, marks: vec![mark; marks], stacks: Default::default() })
+    /// A replay's marks, each handed over by the poll at or after its time.
+    struct Recorded(Vec<Marker>);
+
+    impl Input for Recorded {
+        fn drain(&mut self, pipeline: &mut Pipeline, until_us: Option<i64>) {
+            let Some(t) = until_us else { return };
+            let due = self.0.iter().take_while(|m| m.t_us <= t).count();
+            if due > 0 {
+                pipeline.marks(self.0.drain(..due));
+            }
+        }
+    }
+
+    fn polled(t_us: i64) -> Collected {
+        Ok(Poll { host: gpulse_model::HostSample { timestamp_us: t_us, ..Default::default() }, ..Poll::default() })
+    }
+
+    fn until() -> Until<impl FnMut() -> Option<String>> {
+        Until { stop: || None, needs_recording: false, closing_poll: false }
     }
 
     #[test]
     fn a_replays_marks_go_before_their_poll_and_its_end_ends_a_view() {
         let log = Log::default();
         let mut pipeline = Pipeline::new(Some(Box::new(log.clone())), None);
-        let feed = Listed(vec![fed(1, 2), fed(2, 0)]);
-        let end = drive(feed, &mut pipeline, &mut Until { stop: || None, needs_recording: false, closing_poll: false });
+        let feed = Listed(vec![polled(1), polled(2)]);
+        let mark = Marker::one(1, 1, MarkerKind::Phase, Some("eval".into()), Some(1));
+        let mut marks = Recorded(vec![mark; 2]);
+        let end = drive(feed, &mut pipeline, &mut until(), &mut [&mut marks]);
         assert!(matches!(end, Stopped::DurationReached), "{end:?}");
         assert_eq!(*log.0.lock().unwrap(), ["marks 2", "poll 1", "poll 2"]);
     }
@@ -236,8 +262,8 @@ mod tests {
     #[test]
     fn a_failed_feed_ends_a_view_with_its_failure() {
         let mut pipeline = Pipeline::new(None, None);
-        let feed = Listed(vec![fed(1, 0), Err(SampleError::Nvml("gone".into())), fed(3, 0)]);
-        let end = drive(feed, &mut pipeline, &mut Until { stop: || None, needs_recording: false, closing_poll: false });
+        let feed = Listed(vec![polled(1), Err(SampleError::Nvml("gone".into())), polled(3)]);
+        let end = drive(feed, &mut pipeline, &mut until(), &mut []);
         assert!(matches!(end, Stopped::SamplingFailed(SampleError::Nvml(_))), "{end:?}");
         assert_eq!(pipeline.polls(), 1, "nothing after the failure");
     }

@@ -4,8 +4,9 @@
 //! schedule kept [`Inline`] on the loop's thread, or a recording played back); a [`Pipeline`] takes them with the loop's marks and the job's events,
 //! folds the marks, keeps the run in its [`Store`] when it has one (the binary's recording), runs
 //! the live diagnosis, and hands a [`Frame`] to each [`Sink`], which only renders. [`drive`] is
-//! the one loop that feeds it, for every watch; a [`Control`] says what else the loop looks after
-//! and what ends it.
+//! the one loop that feeds it, for every watch: it drains each [`Input`] (the loop's marks, the
+//! job's events, stack samples, a replay's recorded ones) into the pipeline between polls, and a
+//! [`Control`] says what ends it.
 //!
 //! One policy for failures, here and nowhere else:
 //! - a poll that fails ends sampling: the collector sends the error and stops; the watch decides
@@ -29,9 +30,9 @@ mod stacks;
 
 pub use collector::{Collected, Collector, GpusOnly, Polling};
 pub use drive::{Control, Stopped, Until, drive};
-pub use feed::{Fed, Feed, Next};
+pub use feed::{Feed, Input};
 /// The failure a [`Feed`] reports, for views that name no sampler.
 pub use gpulse_sample::SampleError;
 pub use paced::Inline;
 pub use pipeline::{Frame, Lost, Pipeline, Sink, Store, StoreError};
-pub use stacks::WithStacks;
+pub use stacks::StackInput;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{Fed, Feed, Next, Polling};
+use crate::{Collected, Feed, Polling};
 
 /// Every `interval` from `start`, the first poll at once; with a `duration`, the last at its end
 /// (the samples span the time asked for); with a `count`, that many and no more. Kept on the
@@ -50,7 +50,7 @@ impl<P: Polling> Inline<P> {
 }
 
 impl<P: Polling> Feed for Inline<P> {
-    fn next(&mut self, wait: Duration) -> Option<Next> {
+    fn next(&mut self, wait: Duration) -> Option<Collected> {
         let (due, last) = self.next?;
         let early = due.saturating_duration_since(Instant::now());
         if !early.is_zero() {
@@ -62,7 +62,7 @@ impl<P: Polling> Feed for Inline<P> {
         let polled = if last { self.poller.closing_poll() } else { self.poller.poll() };
         self.taken += 1;
         self.next = if polled.is_err() || last { None } else { self.schedule.after(self.taken) };
-        Some(polled.map(Fed::from))
+        Some(polled)
     }
 
     fn is_finished(&self) -> bool {
@@ -70,9 +70,9 @@ impl<P: Polling> Feed for Inline<P> {
     }
 
     /// Nothing is ever taken ahead; a closing poll, where asked for and sampling goes on.
-    fn end(mut self, closing: bool) -> Vec<Next> {
+    fn end(mut self, closing: bool) -> Vec<Collected> {
         match self.next {
-            Some(_) if closing => vec![self.poller.closing_poll().map(Fed::from)],
+            Some(_) if closing => vec![self.poller.closing_poll()],
             _ => Vec::new(),
         }
     }
@@ -104,7 +104,7 @@ mod tests {
         // An hour between polls, and a wait of a minute at most: the first comes at once, and
         // the feed is over with it.
         let mut feed = Inline::new(GpusOnly(Counting(0)), Duration::from_secs(3600), Some(1));
-        let poll = feed.next(Duration::from_secs(60)).expect("the first poll is taken at once").unwrap().poll;
+        let poll = feed.next(Duration::from_secs(60)).expect("the first poll is taken at once").unwrap();
         assert_eq!(poll.snapshot.map(|s| s.timestamp_us), Some(1));
         assert_eq!(poll.host.timestamp_us, 1, "a GPU source's poll is timed by its snapshot");
         assert!(poll.tree.is_none());

@@ -1,51 +1,50 @@
-//! A watch that also samples the Python main threads of the followed tree (`run`, `attach`,
-//! `record --pid`) or of the node's GPU processes (`serve`, `record`), handing the samples to the
-//! pipeline between polls.
+//! The stack sampler as an [`Input`]: the Python main threads of the followed tree (`run`,
+//! `attach`, `record --pid`) or of the node's GPU processes (`serve`, `record`, `top`), handed
+//! to the pipeline between polls.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use gpulse_sample::SampleError;
 use gpulse_sample::stacks::{NodeRoots, Scope, StackOptions, StackSampler};
 
-use crate::{Control, Frame, Lost, Pipeline, Sink};
+use crate::{Frame, Input, Pipeline, Sink};
 
 /// How often the samples go to the pipeline: the live diagnosis is at most this late, and the
 /// pipeline sees a few batches a second, not one a sample.
 const DRAIN_EVERY: Duration = Duration::from_millis(250);
 
-/// `inner`, with a stack sampler on a root drained into the pipeline between polls.
-pub struct WithStacks<W> {
-    pub inner: W,
+/// A stack sampler on its own thread, drained into the pipeline every [`DRAIN_EVERY`] at most,
+/// and stopped with the loop.
+pub struct StackInput {
     sampler: Option<StackSampler>,
     next: Instant,
     /// Says a refusal to the user: on stderr unless the caller draws there too.
     tell: Box<dyn FnMut(&str)>,
 }
 
-impl<W> WithStacks<W> {
+impl StackInput {
     /// Samples the scope with the options; `None` samples nothing (`--no-stacks`).
-    pub fn new(inner: W, sampled: Option<(Scope, StackOptions)>) -> Self {
+    pub fn new(sampled: Option<(Scope, StackOptions)>) -> Self {
         let sampler = sampled.map(|(scope, o)| StackSampler::spawn_in(scope, o));
         let tell = Box::new(|why: &str| {
             let _ = writeln!(std::io::stderr(), "gpulse: {why}");
         });
-        Self { inner, sampler, next: Instant::now() + DRAIN_EVERY, tell }
+        Self { sampler, next: Instant::now() + DRAIN_EVERY, tell }
+    }
+
+    /// Samples the main thread of every GPU process of the node at `rate_hz` (within one budget
+    /// for them all); also returns the sink that tells the sampler which processes hold a GPU
+    /// and how much each one's GPU waits: add it to the pipeline.
+    pub fn on_node(rate_hz: f64) -> (Self, Box<dyn Sink>) {
+        let roots = NodeRoots::default();
+        let options = StackOptions { rate_hz, ..StackOptions::default() };
+        (Self::new(Some((Scope::Node(roots.clone()), options))), Box::new(GpuProcesses(roots)))
     }
 
     /// Says each refusal with `tell` (a job's watch clears its status row first).
     pub fn telling(mut self, tell: impl FnMut(&str) + 'static) -> Self {
         self.tell = Box::new(tell);
         self
-    }
-
-    /// Stops the sampler and hands the rest of its samples to the pipeline.
-    pub fn finish(mut self, pipeline: &mut Pipeline) -> W {
-        if let Some(s) = self.sampler.take() {
-            let batch = s.stop();
-            self.hand_over(pipeline, batch);
-        }
-        self.inner
     }
 
     /// Gives the pipeline a batch (which records it, refusals included), and says each refusal
@@ -58,50 +57,21 @@ impl<W> WithStacks<W> {
     }
 }
 
-impl<W: Control> Control for WithStacks<W> {
-    type End = W::End;
-
-    fn between(&mut self, pipeline: &mut Pipeline) -> Option<W::End> {
+impl Input for StackInput {
+    /// Live: what was sampled by now, whatever poll comes next.
+    fn drain(&mut self, pipeline: &mut Pipeline, _until_us: Option<i64>) {
         if let Some(batch) = self.sampler.as_ref().filter(|_| Instant::now() >= self.next).map(StackSampler::drain) {
             self.next = Instant::now() + DRAIN_EVERY;
             self.hand_over(pipeline, batch);
         }
-        self.inner.between(pipeline)
     }
 
-    fn root_gone(&mut self) -> Option<W::End> {
-        self.inner.root_gone()
-    }
-
-    fn sampling_failed(&mut self, error: SampleError) -> Option<W::End> {
-        self.inner.sampling_failed(error)
-    }
-
-    fn schedule_over(&mut self) -> Option<W::End> {
-        self.inner.schedule_over()
-    }
-
-    fn tick(&self) -> Duration {
-        self.inner.tick()
-    }
-
-    fn closing_poll(&self) -> bool {
-        self.inner.closing_poll()
-    }
-
-    fn recording_lost(&mut self, lost: &Lost) -> Option<W::End> {
-        self.inner.recording_lost(lost)
-    }
-}
-
-impl<W> WithStacks<W> {
-    /// `inner`, sampling the main thread of every GPU process of the node at `rate_hz` (within
-    /// one budget for them all), and the sink that tells the sampler which processes hold a GPU
-    /// and how much each one's GPU waits: add it to the pipeline.
-    pub fn on_node(inner: W, rate_hz: f64) -> (Self, Box<dyn Sink>) {
-        let roots = NodeRoots::default();
-        let options = StackOptions { rate_hz, ..StackOptions::default() };
-        (Self::new(inner, Some((Scope::Node(roots.clone()), options))), Box::new(GpuProcesses(roots)))
+    /// Stops the sampler and hands the rest of its samples to the pipeline.
+    fn finish(&mut self, pipeline: &mut Pipeline) {
+        if let Some(s) = self.sampler.take() {
+            let batch = s.stop();
+            self.hand_over(pipeline, batch);
+        }
     }
 }
 

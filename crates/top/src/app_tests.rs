@@ -160,9 +160,10 @@ pub(super) fn replay_run(run: &gpulse_record::Recording, until: impl Fn(&Poll) -
     let mut pipeline = Pipeline::new(None, Some(crate::rolling_diagnosis(&run.devices, instrumented, follow)));
     pipeline.add_sink(Box::new(TopSink::new(app.clone(), false)));
     let mut r = Replay::analysed(run, 1.0);
+    let mut recorded = r.take_recorded();
     let now = std::time::Instant::now();
-    while let Some((poll, marks)) = r.due(now, true) {
-        pipeline.marks(marks);
+    while let Some(poll) = r.due(now, true) {
+        pipeline.marks(recorded.marks_due(poll.host.timestamp_us));
         let last = until(&poll);
         pipeline.poll(poll);
         if last {
@@ -405,7 +406,7 @@ fn a_new_job_on_a_gpu_is_diagnosed_on_its_own() {
                 mut each: Box<dyn FnMut(&RollingDiagnosis) + '_>| {
         let mut r = Replay::analysed(run, 1.0);
         let now = std::time::Instant::now();
-        while let Some((mut poll, _)) = r.due(now, true) {
+        while let Some(mut poll) = r.due(now, true) {
             poll.host.timestamp_us += dt;
             if let Some(s) = poll.snapshot.as_mut() {
                 s.timestamp_us += dt;

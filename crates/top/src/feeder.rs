@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gpulse_diagnose::{Finding, RollingDiagnosis, Steps};
-use gpulse_live::{Control, Fed, Frame, Next, Pipeline, SampleError, Sink};
+use gpulse_live::{Collected, Control, Frame, Pipeline, SampleError, Sink, StackInput};
 use gpulse_model::DeviceInfo;
 
 use crate::app::{App, Update};
@@ -182,16 +182,17 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
                 Origin::Live(collector) => {
                     // Every GPU process's main thread, where the kernel lets gpulse read it; a
                     // refusal is said once per process on the view's message line.
-                    let (control, roots) = gpulse_live::WithStacks::on_node(control, STACKS_HZ);
+                    let (stacks, roots) = StackInput::on_node(STACKS_HZ);
                     pipeline.add_sink(roots);
                     let told = app.clone();
-                    let mut control = control.telling(move |why| lock(&told).message = Some(why.to_owned()));
-                    gpulse_live::drive(collector, &mut pipeline, &mut control);
-                    control.finish(&mut pipeline);
+                    let mut stacks = stacks.telling(move |why| lock(&told).message = Some(why.to_owned()));
+                    gpulse_live::drive(collector, &mut pipeline, &mut control, &mut [&mut stacks]);
                 }
-                Origin::Replay(replay) => {
+                Origin::Replay(mut replay) => {
+                    // The recording's marks and stack samples come in as a live view's do.
+                    let mut recorded = replay.take_recorded();
                     let playing = Playing { replay, app, shared, was_paused: false };
-                    gpulse_live::drive(playing, &mut pipeline, &mut control);
+                    gpulse_live::drive(playing, &mut pipeline, &mut control, &mut [&mut recorded]);
                 }
             }
         })
@@ -201,8 +202,9 @@ pub fn spawn(mut feed: Origin, setup: FeedSetup, app: Arc<Mutex<App>>, shared: A
 /// Samples a second of each GPU process's main thread, as `serve` by default.
 const STACKS_HZ: f64 = 50.0;
 
-/// What the view looks after between polls: the UI's stop and the watched jobs. A failed poll
-/// is shown, and the view goes on, as it does past a replay's end.
+/// What ends the view: the UI's stop; between polls it also lists the watched jobs (a view's own
+/// state, not the pipeline's). A failed poll is shown, and the view goes on, as it does past a
+/// replay's end.
 struct TopControl {
     app: Arc<Mutex<App>>,
     shared: Arc<Shared>,
@@ -213,7 +215,7 @@ struct TopControl {
 impl Control for TopControl {
     type End = ();
 
-    fn between(&mut self, _: &mut Pipeline) -> Option<()> {
+    fn between(&mut self) -> Option<()> {
         if self.shared.stop.load(Ordering::Acquire) {
             return Some(());
         }
@@ -260,7 +262,7 @@ struct Playing {
 }
 
 impl gpulse_live::Feed for Playing {
-    fn next(&mut self, wait: Duration) -> Option<Next> {
+    fn next(&mut self, wait: Duration) -> Option<Collected> {
         let paused = lock(&self.app).paused;
         if self.was_paused && !paused {
             self.replay.resume(Instant::now());
@@ -268,14 +270,14 @@ impl gpulse_live::Feed for Playing {
         self.was_paused = paused;
         let step = self.shared.take_step();
         let due = if paused && !step { None } else { self.replay.due(Instant::now(), step) };
-        let Some((poll, marks)) = due else {
+        let Some(poll) = due else {
             // None due yet: wait out the tick, then look at pause, step and stop again.
             if !self.replay.finished() {
                 std::thread::sleep(wait);
             }
             return None;
         };
-        Some(Ok(Fed { poll, marks, stacks: self.replay.stacks_due() }))
+        Some(Ok(poll))
     }
 
     fn is_finished(&self) -> bool {
@@ -283,7 +285,7 @@ impl gpulse_live::Feed for Playing {
     }
 
     /// A replay has nothing taken and not handed over, and no closing poll.
-    fn end(self, _closing: bool) -> Vec<Next> {
+    fn end(self, _closing: bool) -> Vec<Collected> {
         Vec::new()
     }
 }
