@@ -5,6 +5,7 @@
 //! they could not tell when the input lacks a field. Thresholds are reasoned in
 //! `docs/diagnosis.md`, not fitted to any trace.
 
+mod account_kind;
 mod analysis;
 pub mod compare;
 mod energy;

@@ -7,14 +7,13 @@
 //! left of the loop is split by the GPU's own reading: the share in which a kernel ran is GPU
 //! work, the rest goes to the inferred finding that explains it, or stays unexplained.
 
-mod account;
 mod book;
 mod busy;
 mod families;
 
 use serde::Serialize;
 
-pub use account::AccountKind;
+pub use crate::account_kind::AccountKind;
 pub(crate) use families::{GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU, NO_LOOP};
 
 use crate::run::{end_s, loop_window, primary};

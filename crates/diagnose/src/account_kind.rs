@@ -1,7 +1,7 @@
-//! The kinds of account the ledger keeps, and which findings' costs they hold.
+//! The kinds of account the ledger keeps: what the finding table says each finding explains, so
+//! they stand on the run's floor, below the ledger that fills them.
 
 use crate::main_thread::ThreadState;
-use crate::{Basis, FindingId};
 
 gpulse_base::words! {
     /// What kind of time an account holds, written as its snake_case name (`data_wait`,
@@ -83,52 +83,6 @@ impl AccountKind {
 impl serde::Serialize for AccountKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
-    }
-}
-
-impl FindingId {
-    /// The account and its label for the GPU's idle time inside the loop that this finding, when
-    /// inferred, explains; `None` for a finding that explains no idle time.
-    pub(crate) fn idle_account(self) -> Option<(AccountKind, &'static str)> {
-        use FindingId::*;
-        match self {
-            InputBound => Some((AccountKind::InputInferred, "waiting for data, by the GPU's pattern")),
-            TransferBound => Some((AccountKind::Transfer, "copies between the host and the GPU")),
-            HostSaturated => Some((AccountKind::HostSaturated, "the GPU idle while the host's CPU was saturated")),
-            ProcessBound => Some((AccountKind::HostSide, "the training process on the host (data loading or Python)")),
-            HostBound => {
-                Some((AccountKind::HostSide, "host-side work in each step (launches, Python, synchronizations)"))
-            }
-            UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom | MemoryPressure | MemoryGrowth
-            | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup | EpochRestart | PeriodicStall
-            | Throttling | IdleHolder | ForeignProcess | GpuShared | CpuOversubscribed | DataParallel
-            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
-            | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
-            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked | PeerWait | Straggler => {
-                None
-            }
-        }
-    }
-
-    /// The account that holds what this finding, on `basis`, costs: the time it measured, or a
-    /// stall's pauses. `None` where its cost is not an account of its own.
-    pub(crate) fn own_account(self, basis: Basis) -> Option<AccountKind> {
-        use FindingId::*;
-        let measured = basis == Basis::Measured;
-        match self {
-            InputBound => measured.then_some(AccountKind::DataWait),
-            TransferBound => measured.then_some(AccountKind::Transfer),
-            PeriodicStall => Some(AccountKind::Stall),
-            GpuShared => Some(AccountKind::GpuOthers),
-            ProcessBound | HostBound | HostSaturated | UtilMisleading | GpuImbalance | Healthy | TensorIdle | Oom
-            | MemoryPressure | MemoryGrowth | MarkedPhase | CheckpointWrites | UnexplainedTime | Startup
-            | EpochRestart | Throttling | IdleHolder | ForeignProcess | CpuOversubscribed | DataParallel
-            | DeviceMisbinding | WorkerMemory | GpuLost | HostOom | NcclTimeout | NcclError | DataloaderKilled
-            | Xid | GpuResetPending | NvlinkUnused | HostPython | NativeCode | CoreWait | GilContention
-            | SleepInLoop | NetworkWait | DiskWait | IpcWait | LockWait | MainThreadBlocked | PeerWait | Straggler => {
-                None
-            }
-        }
     }
 }
 
