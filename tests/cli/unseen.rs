@@ -10,9 +10,13 @@ fn dir() -> PathBuf {
     fixture("h100-unseen")
 }
 
+fn dir_of(name: &str) -> PathBuf {
+    dir().join(format!("{name}.db"))
+}
+
 fn diagnose(name: &str) -> serde_json::Value {
     let (code, out, err) =
-        run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir().join(format!("{name}.db"))));
+        run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir_of(name)));
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
@@ -143,6 +147,33 @@ fn augmenting_workers_are_told_as_native_code() {
     assert_eq!(first["id"], "input_bound", "{d:#}");
     let a = advice(first);
     assert!(a.contains("running native code") && a.contains("Pictures.__getitem__"), "{a}");
+}
+
+/// The same run read without its marks, as `top` or `serve` reads a job it did not start: the
+/// main thread's samples inside `--instrument`'s timed `__next__` are its data wait, seen through
+/// to the job's `next(it)` line with the workers' slowest line in the advice, within 5 points of
+/// the loop's own time in `next(it)` (as a share of the loop, whose start the marks no longer
+/// give). Dropped as measured, they left the GPU's idle time to the launches or to no account.
+#[test]
+fn an_instrumented_wait_read_without_its_marks_is_the_data_wait() {
+    let tmp = super::support::fresh_dir("unseen", "no-marks");
+    let copy = tmp.join("augment.db");
+    std::fs::copy(dir_of("augment"), &copy).unwrap();
+    rusqlite::Connection::open(&copy).unwrap().execute("DELETE FROM markers", []).unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&copy));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &d["findings"][0];
+    assert_eq!(first["id"], "ipc_wait", "{d:#}");
+    assert!(first["title"].as_str().unwrap().contains("next(it)"), "{first:#}");
+    assert_eq!(first["evidence"]["domain"], "dataloader", "{first:#}");
+    let text = std::fs::read_to_string(dir().join("truth.jsonl")).unwrap();
+    let truth: serde_json::Value =
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|t| t["scenario"] == "augment").unwrap();
+    let loop_truth = part_s("augment", "next_batch") / truth["loop_s"].as_f64().unwrap();
+    let share = first["cost"]["loop_share"].as_f64().unwrap();
+    assert!((share - loop_truth).abs() < 0.05, "{share:.3} of the loop, its own timing {loop_truth:.3}: {first:#}");
+    assert!(advice(first).contains("Pictures.__getitem__"), "{first:#}");
 }
 
 /// ResNet-18 fed by a `num_workers=0` DataLoader doing PIL augmentation in the training process:

@@ -7,7 +7,11 @@ mechanism. The loop marks its steps (gpulse.step()) and writes {"mech", "loop_s"
 
 Usage: python3 main_thread_workloads.py MECH SECONDS
 MECH: python numpy sync sleep network disk ipc gil lock optimizer recompile gpu_bound deep
-      fsync native withlock pool loader0
+      fsync native withlock pool loader0 sleepkernel launchbound
+sleepkernel: one thread of one block spins 10 ms on the GPU and the host waits for it (GPU-Util
+  reads it busy, SM activity about 1/132): the wait is the GPU's work, not the host's.
+launchbound: 300 tiny elementwise ops, no sync: the host launching them is the step's time and
+  the GPU idles between their few microseconds each.
 """
 
 import json
@@ -161,6 +165,8 @@ elif mech == "loader0":
             return torch.ones(16)
 
     setup["it"] = iter(DataLoader(SlowLocal(), batch_size=1, num_workers=0, pin_memory=True))
+elif mech == "launchbound":
+    setup["small"] = torch.zeros(256, device=dev)
 elif mech == "deep":
     # Eight idle threads beside the main one, as a training process has.
     for _ in range(8):
@@ -181,6 +187,14 @@ def one_host_step(i):
         for _ in range(20):
             t = (t + a[0, :1].float()).sin()
             t.item()
+    elif mech == "sleepkernel":
+        torch.cuda._sleep(20_000_000)
+        torch.cuda.synchronize()
+    elif mech == "launchbound":
+        t = setup["small"]
+        for _ in range(300):
+            t = t + 1
+        setup["last"] = t
     elif mech == "sleep":
         time.sleep(0.02)
     elif mech == "network":
@@ -228,6 +242,38 @@ def deep_loop(depth, fn):
     return deep_loop(depth - 1, fn)
 
 
+def profiled():
+    """With PROFILE_STEPS=N, N more steps after the loop under CUPTI (the profiler's start takes
+    seconds, so never inside the timed loop): the kernels' and the copies' GPU seconds against
+    those steps' wall time, the GPU's true busy share, which NVML's GPU-Util and SM activity
+    only estimate."""
+    n = int(os.environ.get("PROFILE_STEPS", "0"))
+    if not n:
+        return {}
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(n):
+            gpu_work(24 if mech == "gpu_bound" else 6)
+            if mech != "gpu_bound":
+                torch.cuda.synchronize()
+                one_host_step(i)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t
+    kern = copy = 0.0
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            us = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
+            if "memcpy" in e.name.lower() or "memset" in e.name.lower():
+                copy += us / 1e6
+            else:
+                kern += us / 1e6
+    return {"steps": n, "wall_s": wall, "kernel_s": kern, "copy_s": copy}
+
+
 def loop():
     mech_s = 0.0
     steps = 0
@@ -248,7 +294,8 @@ def loop():
 gpu_work()
 torch.cuda.synchronize()
 loop_s, mech_s, steps = deep_loop(45 if mech == "deep" else 0, loop)
-out = {"mech": mech, "loop_s": loop_s, "mech_s": mech_s, "steps": steps, "pid": os.getpid()}
+PROFILE = profiled()
+out = {"mech": mech, "loop_s": loop_s, "mech_s": mech_s, "steps": steps, "pid": os.getpid(), "profile": PROFILE}
 print(json.dumps(out), flush=True)
 if os.environ.get("TRUTH"):
     with open(os.environ["TRUTH"], "w") as f:

@@ -28,6 +28,8 @@ util = [float(x[1].split()[0]) for x in smi if x[1].split()[0].isdigit()]
 wall = d["ledger"]["wall_s"]
 acc = [(a["account"], a["seconds"], round(100 * a["share"], 1), a["label"]) for a in d["ledger"]["accounts"] if a["account"].startswith("main_thread") or a["account"] in ("host_side", "unexplained", "gpu_work")]
 print(f"truth: {t['mech_s']:.1f} s of {t['loop_s']:.1f} s loop in the mechanism ({100*t['mech_s']/wall:.1f}% of the {wall:.1f} s wall), {t['steps']} steps")
+pr = t.get("profile") or {}
+if pr: print(f"CUPTI over {pr['steps']} steps: kernels {100*pr['kernel_s']/pr['wall_s']:.1f}% and copies {100*pr['copy_s']/pr['wall_s']:.1f}% of their {pr['wall_s']:.2f} s")
 print(f"nvidia-smi util mean {sum(util)/max(len(util),1):.0f}% over {len(util)} reads")
 for a in acc: print("  ledger", a)
 for f in d["findings"][:3]: print("  finding", f["id"], f["severity"], "|", f["title"][:200])

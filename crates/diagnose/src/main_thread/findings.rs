@@ -300,7 +300,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             continue;
         }
         let Facts { site, in_torch, timed, caller, .. } = facts;
-        if timed {
+        // Inside a wait `--instrument` timed, where the run has its marks: the measured account
+        // holds it. Without them (`top` or `serve` beside a job they did not start) the wait is
+        // seen through to the job's own line, or it would vanish and leave the loop to its
+        // launches.
+        if timed && marked {
             continue;
         }
         let part = parts.entry(cause).or_default();
