@@ -15,6 +15,7 @@ mod foreign_work;
 mod hardware;
 mod health;
 mod hygiene;
+mod launch_sync;
 mod logs;
 mod main_thread;
 mod markers;

@@ -15,8 +15,7 @@ fn dir_of(name: &str) -> PathBuf {
 }
 
 fn diagnose(name: &str) -> serde_json::Value {
-    let (code, out, err) =
-        run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir_of(name)));
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir_of(name)));
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
@@ -168,8 +167,11 @@ fn an_instrumented_wait_read_without_its_marks_is_the_data_wait() {
     assert!(first["title"].as_str().unwrap().contains("next(it)"), "{first:#}");
     assert_eq!(first["evidence"]["domain"], "dataloader", "{first:#}");
     let text = std::fs::read_to_string(dir().join("truth.jsonl")).unwrap();
-    let truth: serde_json::Value =
-        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|t| t["scenario"] == "augment").unwrap();
+    let truth: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|t| t["scenario"] == "augment")
+        .unwrap();
     let loop_truth = part_s("augment", "next_batch") / truth["loop_s"].as_f64().unwrap();
     let share = first["cost"]["loop_share"].as_f64().unwrap();
     assert!((share - loop_truth).abs() < 0.05, "{share:.3} of the loop, its own timing {loop_truth:.3}: {first:#}");

@@ -374,10 +374,22 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
     }
     let loop_len = (hi - lo).max(1e-9);
-    let drain_frame = top(&drains).and_then(|f| run.stacks.frames.get(f as usize));
-    let drain = drain_frame.map(|f| f.site());
-    // An explicit synchronize is not an `.item()`: the advice differs.
-    let explicit_sync = drain_frame.and_then(|f| f.code.as_deref()).is_some_and(|c| c.contains("synchronize("));
+    // Where the GPU's queue drains for a cause: in the cause's own function where it waits on
+    // the GPU there (a `.item()` after each small op drains it each time, whatever the loop's
+    // own sync at its end), else where the main thread waited on it most.
+    let drain_of = |part: &Part| -> Option<(String, bool)> {
+        let frame = |s: u32| run.stacks.frames.get(s as usize);
+        let own = drains
+            .iter()
+            .filter(|(s, _)| {
+                frame(**s).is_some_and(|f| part.functions.contains_key(&(f.file.clone(), f.function.clone())))
+            })
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(s, _)| *s);
+        let f = frame(own.or_else(|| top(&drains))?)?;
+        // An explicit synchronize is not an `.item()`: the advice differs.
+        Some((f.site(), f.code.as_deref().is_some_and(|c| c.contains("synchronize("))))
+    };
     let mut ordered: Vec<(Cause, Part)> = parts.into_iter().collect();
     ordered.sort_by(|a, b| b.1.weight.total_cmp(&a.1.weight).then(a.0.cmp(&b.0)));
     let gpu = g.map(|g| g.gpu);
@@ -477,8 +489,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(h) = &holder {
             f = f.with("gil_holder_site", h.as_str());
         }
-        if let Some(d) = drain.as_deref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
-            f = f.with("gpu_drains_at", d);
+        let drain = drain_of(&part);
+        if let Some((d, _)) = drain.as_ref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
+            f = f.with("gpu_drains_at", d.as_str());
         }
         // Waiting for the DataLoader: where its workers spend their time is the line to speed up.
         let workers =
@@ -498,7 +511,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             recompile,
             (g.is_some(), launches),
             site,
-            drain.as_deref().map(|d| (d, explicit_sync)),
+            drain.as_ref().map(|(d, explicit)| (d.as_str(), *explicit)),
             holder.as_deref(),
         );
         // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix of
