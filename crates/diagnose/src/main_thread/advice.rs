@@ -116,9 +116,9 @@ pub(super) fn advice(
         (ThreadState::Disk, _) => vec![format!(
             "the main thread waits on storage{at}: read in the DataLoader's workers, keep the data on local disk or in memory, and write checkpoints asynchronously"
         )],
-        (ThreadState::Ipc, Some(Domain::DataLoader)) => vec![
-            "the loop waits for its DataLoader's workers: more workers (num_workers), prefetch_factor, persistent_workers=True, or a faster __getitem__".into(),
-        ],
+        // What the loader can change depends on what it already does: the split adds it from
+        // the loader's settings (`rules::workers_wait_advice`).
+        (ThreadState::Ipc, Some(Domain::DataLoader)) => Vec::new(),
         (ThreadState::Ipc, _) => vec![format!("the main thread waits for another process{at}: let that work run ahead, a batch in advance")],
         (ThreadState::Lock, _) => vec![format!(
             "the main thread waits for one of its own threads{at}: hand the work over through a queue a step ahead, or do it in a process"

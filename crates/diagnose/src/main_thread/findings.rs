@@ -527,6 +527,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
             );
         }
+        if state == ThreadState::Ipc && domain == Some(Domain::DataLoader) {
+            f.advice.insert(0, crate::rules::workers_wait_advice(run));
+        }
         if let Some(w) = workers {
             f.advice.insert(0, w.advice());
         }

@@ -87,6 +87,26 @@ pub(crate) fn input_advice(run: &Run) -> Vec<String> {
     out
 }
 
+/// What a loop waiting on its DataLoader's workers can change, less what its loader already does
+/// by the settings `--instrument` heard: never `persistent_workers=True` to a loader that keeps
+/// its workers.
+pub(crate) fn workers_wait_advice(run: &Run) -> String {
+    let s = loader_settings(run).unwrap_or_default();
+    let mut parts = vec![match s.num_workers {
+        Some(n) if n > 0 => format!("more workers than its {n} (num_workers)"),
+        _ => "more workers (num_workers)".to_owned(),
+    }];
+    match s.prefetch_factor {
+        Some(p) if p >= 4 => {}
+        Some(p) => parts.push(format!("prefetch_factor=4 (it is {p})")),
+        None => parts.push("prefetch_factor".to_owned()),
+    }
+    if s.persistent_workers != Some(true) {
+        parts.push("persistent_workers=True".to_owned());
+    }
+    format!("the loop waits for its DataLoader's workers: {}, or a faster __getitem__", parts.join(", "))
+}
+
 /// Whether the loop's DataLoader already keeps its workers between epochs, as `--instrument`
 /// heard it.
 pub(crate) fn persistent(run: &Run) -> bool {
@@ -250,6 +270,19 @@ mod tests {
             !advice.iter().any(|a| a.contains("prefetch_factor") || a.contains("persistent_workers")),
             "{advice:?}"
         );
+    }
+
+    /// Waiting on the workers: more of them, and of the rest only what the loader does not do.
+    #[test]
+    fn the_workers_wait_advice_leaves_out_what_the_loader_already_does() {
+        let mut r = Run::default();
+        let a = workers_wait_advice(&r);
+        assert!(a.contains("more workers (num_workers)") && a.contains("persistent_workers=True"), "{a}");
+        let settings = serde_json::json!({"name": "loader_start", "num_workers": 3,
+            "persistent_workers": true, "prefetch_factor": 4});
+        r.events.push((gpulse_model::EventKind::Mark, 1.0, settings));
+        let a = workers_wait_advice(&r);
+        assert!(a.contains("more workers than its 3") && !a.contains("persistent") && !a.contains("prefetch"), "{a}");
     }
 
     /// 16 cores `host` % busy; the training tree, a process and four workers, at `tree` % of a

@@ -29,6 +29,7 @@ use crate::{AccountKind, Basis, Cost, Finding, FindingId, Ledger, Run, Severity}
 /// A cost below a twentieth of the wall time: fixing it would speed the run by 1.05× at most.
 pub(crate) const MATERIAL: f64 = 0.05;
 pub(crate) use crate::run::MIN_ACTIVE_S;
+pub(crate) use feeding::workers_wait_advice;
 
 /// Every rule's findings, and the ledger they are ranked by. Rules that read the GPU's idle time
 /// see the run without the loop's marked phases; the phases have findings of their own.
