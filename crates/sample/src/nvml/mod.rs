@@ -90,6 +90,9 @@ impl Default for NvmlOptions {
 struct Tracked {
     device: Option<Device<'static>>,
     gpm: gpm::GpmPair,
+    /// The newest reading of the utilization buffer taken so far; at first, when the source
+    /// opened: the buffer holds about 14 s of readings from before, another job's among them,
+    /// which are no part of what is recorded now.
     last_util_sample_us: u64,
     last_proc_util_us: u64,
     last_pcie: Option<Instant>,
@@ -169,6 +172,7 @@ impl NvmlSource {
         } else {
             None
         };
+        let opened_us = u64::try_from(gpulse_base::clock::now_us()).unwrap_or(0);
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let wants_gpm = source.options.gpm && source.options.metrics.as_ref().is_none_or(|m| m.contains(&Metric::Gpm));
         for index in 0..count {
@@ -196,7 +200,7 @@ impl NvmlSource {
                 lost: device.is_none(),
                 device,
                 gpm,
-                last_util_sample_us: 0,
+                last_util_sample_us: opened_us,
                 last_proc_util_us: 0,
                 last_pcie: None,
                 last_nvlink_kib: None,
