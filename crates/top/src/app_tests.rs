@@ -306,6 +306,18 @@ fn a_watched_job_shows_its_pace_and_its_leading_finding_with_the_forecast() {
     assert!(line.contains("memory_leak (OOM in 10m") && line.contains("grows without bound"), "{line}");
     assert!(line.contains("python3 train.py --epochs 3"), "the command on one line: {line}");
     assert!(s.contains("1 job watched"), "{s}");
+    // A cost beside a title that gives the loop's share says its own basis: two numbers, each
+    // with what it is a share of.
+    a.jobs[0].leading = Some(JobFinding {
+        id: "input_bound".into(),
+        title: "The loop waits for data 85% of the loop's time".into(),
+        gpu: None,
+        lost_share: Some(0.4827),
+        time_to_oom_s: None,
+    });
+    let s = screen(&a, 200, 40);
+    let line = s.lines().find(|l| l.contains("job 4242")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains("input_bound 48% of the wall: The loop waits for data 85% of the loop's time"), "{line}");
     // The job's process and its worker are of a watched tree; another process is not.
     use crate::rows::Row;
     a.rows = vec![

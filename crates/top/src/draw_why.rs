@@ -36,7 +36,8 @@ pub fn job_line(j: &gpulse_live::jobs::JobStatus, width: usize) -> Line<'static>
     }
     match &j.leading {
         Some(f) => {
-            let cost = f.lost_share.map_or_else(String::new, |s| format!(" {}", gpulse_diagnose::pct(s)));
+            // Its basis said: a measured title may give the loop's share, which is another number.
+            let cost = f.lost_share.map_or_else(String::new, |s| format!(" {} of the wall", gpulse_diagnose::pct(s)));
             let oom = f.time_to_oom_s.map_or_else(String::new, |s| format!(" (OOM in {})", fmt::duration(Some(s))));
             let style = if f.finding_id() == Some(FindingId::Healthy) { Style::new() } else { WARN };
             spans.push(Span::styled(format!("{}{cost}{oom}", escape_control(&f.id)), style));
