@@ -27,9 +27,9 @@ pub trait Source {
     /// One reading of every device. Fields a device cannot give are `None`; a lost device is a
     /// status, not an error. An error means the source itself is gone.
     fn sample(&mut self) -> Result<Snapshot, SampleError>;
-    /// The next sample reads afresh the counters held between reads (the energy counter), so
-    /// a run's closing poll ends its energy where the run ended. A source that holds none
-    /// has nothing to do.
+    /// The next sample reads afresh the counters held between reads (the energy counter, the
+    /// utilization buffer), so a run's closing poll ends its energy and its utilization readings
+    /// where the run ended. A source that holds none has nothing to do.
     fn reread_counters(&mut self) {}
 }
 

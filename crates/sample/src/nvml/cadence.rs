@@ -121,9 +121,12 @@ impl Held {
         }
     }
 
-    /// Makes the energy counter due at the next poll.
-    pub(super) fn expire_energy(&mut self) {
+    /// Makes the counters that hold what passed since their last read due at the next poll: the
+    /// energy counter, and the utilization buffer, whose readings since its last read (up to its
+    /// period's) would otherwise be left out of a run's end.
+    pub(super) fn expire_counters(&mut self) {
         self.last[2] = None;
+        self.last[3] = None;
     }
 
     /// Keeps the absences of `metrics` just read, in place of the ones held.
@@ -186,13 +189,15 @@ mod tests {
         assert_eq!(util.len(), 4, "every 5 s: {util:?}");
         let mut every = Held::default();
         assert!((0..5).all(|s| every.due(&Cadence::VIEW, at(s)).energy), "a view reads energy every poll");
-        // A closing poll 3 s after a read: the energy counter alone is read afresh.
+        // A closing poll 3 s after a read: the energy counter and the utilization buffer alone
+        // are read afresh.
         let mut closing = Held::default();
         closing.due(&c, t0);
-        closing.expire_energy();
+        closing.expire_counters();
         let d = closing.due(&c, t0 + Duration::from_secs(3));
-        assert!(d.energy && !d.settings && !d.util_buffer, "{d:?}");
-        assert!(!closing.due(&c, t0 + Duration::from_secs(4)).energy, "then its period again");
+        assert!(d.energy && d.util_buffer && !d.settings && !d.process_util, "{d:?}");
+        let next = closing.due(&c, t0 + Duration::from_secs(4));
+        assert!(!next.energy && !next.util_buffer, "then their periods again");
     }
 
     #[test]

@@ -256,7 +256,7 @@ impl Source for NvmlSource {
 
     fn reread_counters(&mut self) {
         for t in &mut self.tracked {
-            t.held.expire_energy();
+            t.held.expire_counters();
         }
     }
 }
