@@ -313,6 +313,40 @@ fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
     }
 }
 
+/// The same recordings read without their marks, as `top` or `serve --record` reads jobs they did
+/// not start: the straggler still leads, with its cost within 5 points of the ranks' own timing
+/// (of the wall time: the loop's start is no longer marked), and the collectives' own time left
+/// to the waiter is judged by its own share, so it neither turns critical nor ranks above the
+/// straggler that holds more.
+#[test]
+fn real_rank_recordings_read_without_their_marks_still_lead_with_the_straggler() {
+    for (name, straggler) in [("gloo2_loader", 1), ("spawn2_loader", 1), ("accel2_loader", 1)] {
+        let dir = root().join("tests/fixtures/h100-ranks");
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
+        let own = truth["ranks"].as_array().unwrap();
+        let tmp = super::support::fresh_dir("ranks", &format!("no-marks-{name}"));
+        let copy = tmp.join(format!("{name}.db"));
+        std::fs::copy(dir.join(format!("{name}.db")), &copy).unwrap();
+        rusqlite::Connection::open(&copy).unwrap().execute("DELETE FROM markers", []).unwrap();
+        let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&copy));
+        assert_eq!(code, 0, "{err}");
+        let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let first = &d["findings"][0];
+        assert_eq!(first["id"], "rank_straggler", "{name}: {d:#}");
+        assert_eq!(first["evidence"]["rank"], straggler, "{name}: {first:#}");
+        let lost_s =
+            own[1 - straggler]["collective_s"].as_f64().unwrap() - own[straggler]["collective_s"].as_f64().unwrap();
+        let (got, want) =
+            (first["cost"]["wall_share"].as_f64().unwrap(), lost_s / d["ledger"]["wall_s"].as_f64().unwrap());
+        assert!((got - want).abs() < 0.05, "{name}: {got:.3} of the wall, the ranks' own timing {want:.3}: {first:#}");
+        for f in d["findings"].as_array().unwrap().iter().filter(|f| f["id"] == "peer_wait") {
+            let share = f["cost"]["loop_share"].as_f64().unwrap();
+            assert_eq!(f["severity"], if share >= 0.5 { "critical" } else { "warning" }, "{name}: {f:#}");
+        }
+    }
+}
+
 /// PyTorch Lightning's DDP shape: the script's own process is rank 0 and starts the others as
 /// `python train.py` with `LOCAL_RANK`, `NODE_RANK` and `WORLD_SIZE` (no `RANK`), setting its own
 /// after it started, where `/proc` does not show them.
