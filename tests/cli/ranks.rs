@@ -317,10 +317,11 @@ fn real_torchrun_recordings_name_the_straggler_as_the_ranks_timed_it() {
 /// not start: the straggler still leads, with its cost within 5 points of the ranks' own timing
 /// (of the wall time: the loop's start is no longer marked), and the collectives' own time left
 /// to the waiter is judged by its own share, so it neither turns critical nor ranks above the
-/// straggler that holds more.
+/// straggler that holds more. Rank 0's checkpoint is one cause: its writes with the GPU idle, by
+/// the job's I/O counters, are the straggler's, not a finding beside it.
 #[test]
 fn real_rank_recordings_read_without_their_marks_still_lead_with_the_straggler() {
-    for (name, straggler) in [("gloo2_loader", 1), ("spawn2_loader", 1), ("accel2_loader", 1)] {
+    for (name, straggler) in [("gloo2_loader", 1), ("gloo2_save", 0), ("spawn2_loader", 1), ("accel2_loader", 1)] {
         let dir = root().join("tests/fixtures/h100-ranks");
         let truth: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
@@ -340,6 +341,7 @@ fn real_rank_recordings_read_without_their_marks_still_lead_with_the_straggler()
         let (got, want) =
             (first["cost"]["wall_share"].as_f64().unwrap(), lost_s / d["ledger"]["wall_s"].as_f64().unwrap());
         assert!((got - want).abs() < 0.05, "{name}: {got:.3} of the wall, the ranks' own timing {want:.3}: {first:#}");
+        assert!(!d["findings"].as_array().unwrap().iter().any(|f| f["id"] == "checkpoint_writes"), "{name}: {d:#}");
         for f in d["findings"].as_array().unwrap().iter().filter(|f| f["id"] == "peer_wait") {
             let share = f["cost"]["loop_share"].as_f64().unwrap();
             assert_eq!(f["severity"], if share >= 0.5 { "critical" } else { "warning" }, "{name}: {f:#}");

@@ -285,15 +285,17 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
     let straggler_main = main == Some(s.pid);
     let explains = |f: &Finding| {
         let of_main = f.facts.pid == main;
-        // What the loop's own marks measured of the same work: the straggler's checkpoint phase,
-        // or its measured wait for data.
-        let measured = straggler_main
+        // What the loop's own marks measured of the same work (the straggler's checkpoint phase,
+        // its measured wait for data), or, without marks, what the job's I/O counters said of
+        // it: the checkpoint's writes with the GPU idle.
+        let same_work = straggler_main
             && match (f.id, s.domain) {
                 (FindingId::MarkedPhase, Some(Domain::Checkpoint)) => f.facts.phase.as_deref() == Some("checkpoint"),
+                (FindingId::CheckpointWrites, Some(Domain::Checkpoint)) => true,
                 (FindingId::InputBound, Some(Domain::DataLoader)) => f.basis == crate::Basis::Measured,
                 _ => false,
             };
-        f.priced_by_ledger() && measured
+        f.priced_by_ledger() && same_work
             || of_main
                 && f.priced_by_ledger()
                 && if straggler_main {
