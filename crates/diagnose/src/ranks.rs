@@ -322,13 +322,9 @@ pub(crate) fn findings(run: &Run, ledger: &mut crate::Ledger, out: &mut Vec<Find
         });
         match rest_cost {
             Some(c) => {
-                // What is left is judged as any finding is, by its own share of the loop: the
+                // What is left is judged by its own rule, on its own share of the loop: the
                 // straggler's part no longer makes it critical, nor ranks it first.
-                let severity = if c.loop_share.unwrap_or(0.0) >= CRITICAL_LOOP_SHARE {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                };
+                let severity = crate::main_thread::severity(c.loop_share.unwrap_or(0.0));
                 for i in &explained {
                     out[*i].price(c.clone());
                     out[*i].severity = severity;

@@ -19,6 +19,12 @@ const MIN_SAMPLES: usize = 20;
 /// Half the loop lost: fixing it would double the steps/s.
 const CRITICAL_LOOP_SHARE: f64 = 0.5;
 
+/// A main-thread finding's severity by its share of the loop: also for one whose cost another
+/// rule re-prices (a waiter's collectives once the straggler takes its part).
+pub(crate) fn severity(loop_share: f64) -> Severity {
+    if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning }
+}
+
 /// The unexplained accounts that are the loop's own idle time (the ledger's labels).
 const LOOP_IDLE: [&str; 2] = [GPU_IDLE_IN_LOOP, LOOP_WITHOUT_GPU];
 
@@ -453,7 +459,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let (ThreadState::GilWait, Some(h)) = (state, holder.as_deref()) {
             title.push_str(&format!("; another thread holds the GIL at {h}"));
         }
-        let severity = if loop_share >= CRITICAL_LOOP_SHARE { Severity::Critical } else { Severity::Warning };
+        let severity = severity(loop_share);
         let mut f = Finding::new(id, severity, title)
             .with("state", state.as_str())
             .mechanism(upper(&label))

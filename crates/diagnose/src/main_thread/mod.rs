@@ -416,7 +416,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
     out
 }
 
-pub(crate) use findings::split;
+pub(crate) use findings::{severity, split};
 pub(crate) use loader::loader_site;
 
 #[cfg(test)]
