@@ -11,21 +11,28 @@ use super::support::{KillOnDrop, fresh_dir, gpulse, run, scenario_file, wait_unt
 /// How long each job runs: the servers read it the whole time.
 const JOB_S: f64 = 9.0;
 
-/// A job that sleeps in its loop, and says the share of its wall time spent in `time.sleep`.
+/// A job that sleeps in its loop, and says the share of its wall time spent in `time.sleep`, less
+/// its wait for a core as it woke (its thread's own `schedstat`: on a loaded host that wait is
+/// `core_wait`'s).
 const SLEEPER: &str = r#"
-import json, sys, time
+import json, os, sys, time
+clock = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+queued = lambda: int(os.pread(clock, 100, 0).split()[1]) / 1e9
 t0 = time.perf_counter(); slept = 0.0
 while time.perf_counter() - t0 < float(sys.argv[1]):
-    a = time.perf_counter(); time.sleep(0.05); slept += time.perf_counter() - a
+    a = time.perf_counter(); q = queued(); time.sleep(0.05); slept += time.perf_counter() - a - (queued() - q)
 wall = time.perf_counter() - t0
 print(json.dumps({"sleep_share": slept / wall}), flush=True)
 "#;
 
 /// A job that runs Python a quarter of the time and sleeps the rest (a full core for the whole test
 /// would slow the tests beside it), and says the share of its wall time it was on a CPU (its
-/// thread's own clock: under load the rest of its Python is a wait for a core) and asleep.
+/// thread's own clock: under load the rest of its Python is a wait for a core) and asleep (less
+/// its wait for a core as it woke, as [`SLEEPER`] says it).
 const SPINNER: &str = r#"
-import json, sys, time
+import json, os, sys, time
+clock = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+queued = lambda: int(os.pread(clock, 100, 0).split()[1]) / 1e9
 def spin(n):
     s = 0
     for i in range(n):
@@ -34,7 +41,7 @@ def spin(n):
 t0 = time.perf_counter(); c0 = time.thread_time(); slept = 0.0
 while time.perf_counter() - t0 < float(sys.argv[1]):
     spin(60000)
-    a = time.perf_counter(); time.sleep(0.015); slept += time.perf_counter() - a
+    a = time.perf_counter(); q = queued(); time.sleep(0.015); slept += time.perf_counter() - a - (queued() - q)
 wall = time.perf_counter() - t0
 print(json.dumps({"cpu_share": (time.thread_time() - c0) / wall, "sleep_share": slept / wall}), flush=True)
 "#;

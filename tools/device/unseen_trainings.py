@@ -14,6 +14,11 @@ Usage: python3 unseen_trainings.py SCENARIO SECONDS TRUTH
   loader0     ResNet-18 fed by a DataLoader with num_workers=0 and PIL augmentation
   history_log an MLP whose whole loss history is dumped to JSON every step
   hf_trainer  transformers' Trainer on a small BERT, logging every step (no parts timed)
+  ckpt        ResNet-18 on batches already on the GPU, saving its state_dict every 8 steps
+  empty_cache an MLP fed batches of varying size that calls torch.cuda.empty_cache() every step
+  gc_heavy    an MLP whose job keeps a large graph of Python records and runs gc.collect() each step
+  pageable    a CNN fed from numpy arrays built in the loop and copied from pageable memory
+  cpu_interp  a CNN whose batches are resized on the CPU with F.interpolate in the loop
 """
 import json
 import random
@@ -347,6 +352,139 @@ def hf_trainer():
     t0 = time.perf_counter()
     out = trainer.train()
     return out.global_step, time.perf_counter() - t0
+
+
+
+def _mlp(width=4096, depth=6):
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers).to(dev)
+
+
+def _step(model, opt, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def ckpt():
+    import os
+    import tempfile
+
+    import torchvision
+
+    model = torchvision.models.resnet18().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(128, 3, 224, 224, device=dev), torch.randint(0, 1000, (128,), device=dev)
+    path = os.path.join(tempfile.mkdtemp(), "last.pt")
+    steps = 0
+    t_loop = time.perf_counter()
+    while time.perf_counter() - t_loop < seconds:
+        with part("train_step"):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            lv = loss.item()
+        if steps % 8 == 0:
+            with part("checkpoint"):
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loss": lv}, path)
+        steps += 1
+    return steps, time.perf_counter() - t_loop
+
+
+def empty_cache():
+    model = _mlp(2048, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    steps = 0
+    t_loop = time.perf_counter()
+    while time.perf_counter() - t_loop < seconds:
+        b = random.choice([256, 512, 1024, 2048])
+        x = torch.randn(b, 2048, device=dev)
+        with part("train_step"):
+            _step(model, opt, x, x)
+        with part("empty_cache"):
+            torch.cuda.empty_cache()
+        steps += 1
+    return steps, time.perf_counter() - t_loop
+
+
+def gc_heavy():
+    import gc
+
+    model = _mlp(4096, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(2048, 4096, device=dev)
+    records = []
+    steps = 0
+    t_loop = time.perf_counter()
+    while time.perf_counter() - t_loop < seconds:
+        with part("train_step"):
+            loss = _step(model, opt, x, x)
+            lv = loss.item()
+        with part("bookkeeping"):
+            records.append({"step": steps, "loss": lv, "tags": [str(steps), {"ok": True}]})
+            if len(records) < 400000:
+                records.extend({"i": i, "v": [i]} for i in range(4000))
+        with part("gc"):
+            gc.collect()
+        steps += 1
+    return steps, time.perf_counter() - t_loop
+
+
+def pageable():
+    import numpy as np
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    steps = 0
+    t_loop = time.perf_counter()
+    while time.perf_counter() - t_loop < seconds:
+        with part("make_batch"):
+            arr = rng.standard_normal((64, 3, 224, 224), dtype=np.float32)
+        with part("copy"):
+            xb = torch.from_numpy(arr).cuda()
+        with part("train_step"):
+            loss = torch.nn.functional.cross_entropy(model(xb), torch.zeros(64, dtype=torch.long, device=dev))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+        steps += 1
+    return steps, time.perf_counter() - t_loop
+
+
+def cpu_interp():
+    import torch.nn.functional as F
+    import torchvision
+
+    torch.set_num_threads(4)
+    model = torchvision.models.resnet18().to(dev, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    raw = torch.rand(96, 3, 320, 320)
+    y = torch.randint(0, 1000, (96,), device=dev)
+    steps = 0
+    t_loop = time.perf_counter()
+    while time.perf_counter() - t_loop < seconds:
+        with part("resize"):
+            xb = F.interpolate(raw, size=(224, 224), mode="bicubic", align_corners=False)
+        with part("train_step"):
+            xb = xb.to(dev, non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(xb), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+        steps += 1
+    return steps, time.perf_counter() - t_loop
 
 
 steps, loop_s = globals()[scenario]()

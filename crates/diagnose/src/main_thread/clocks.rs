@@ -17,6 +17,12 @@ use crate::Basis;
 /// phase of the loop, long enough that its totals are not one interval's.
 const BLOCK: usize = 25;
 
+/// The most blocks one block may grow to when its samples caught only one side of the thread (on
+/// a CPU, or off it) while its clocks say it spent time on both: a loaded host wakes the sampler
+/// as the thread leaves its core, so a thread that runs a fifth of the time can go a block
+/// without a sample in `R`, and its running time would be told as the reason it was off the CPU.
+pub(crate) const GROW: usize = 16;
+
 /// `pts[i]` is the point of `samples[i]`; returns the points with each sample's time rescaled
 /// by its block's clocks, and the time it waited for a core as a point of its own after it.
 pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
@@ -39,7 +45,12 @@ pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
             continue;
         }
         let mut j = i;
-        while j < pts.len() && j - i < BLOCK && intervals[j].is_some() {
+        let mut ran = 0;
+        while j < pts.len()
+            && intervals[j].is_some()
+            && (j - i < BLOCK || (j - i < BLOCK * GROW && one_sided(&samples[i..=j], ran)))
+        {
+            ran += usize::from(running(samples[j], &pts[j].class));
             j += 1;
         }
         block(&samples[i..j], &pts[i..j], &intervals[i..j], &mut out);
@@ -48,6 +59,31 @@ pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
     // Kept for the whole diagnosis, once per process: without the slack of its growth.
     out.shrink_to_fit();
     out
+}
+
+/// Whether a sample caught its thread running: runnable, and not at a line that sleeps (there
+/// it was woken and waits for a core to return from the sleep).
+pub(crate) fn running(s: &ThreadSample, class: &Class) -> bool {
+    s.kernel.state == 'R' && class.state != ThreadState::Sleep
+}
+
+/// Whether `samples`, `ran` of which (of all but the last) caught the thread running, caught it
+/// only running or only off it, where its clocks between the first and the last say the other
+/// side held more than one sample's share of the time: a block to grow before it is counted.
+pub(crate) fn one_sided(samples: &[&ThreadSample], ran: usize) -> bool {
+    let (Some(a), Some(b)) = (samples.first().and_then(|s| s.clock), samples.last().and_then(|s| s.clock)) else {
+        return false;
+    };
+    let wall_us = samples[samples.len() - 1].t_us - samples[0].t_us;
+    let (Some(cpu), Some(wait)) = (b.cpu_us.checked_sub(a.cpu_us), b.wait_us.checked_sub(a.wait_us)) else {
+        return false;
+    };
+    if wall_us <= 0 || samples.len() < 2 {
+        return false;
+    }
+    let runnable = ((cpu + wait) as f64 / wall_us as f64).clamp(0.0, 1.0);
+    let one = 1.0 / (samples.len() - 1) as f64;
+    (ran == 0 && runnable > one) || (ran == samples.len() - 1 && 1.0 - runnable > one)
 }
 
 fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64, f64)>], out: &mut Vec<Point>) {
@@ -66,10 +102,24 @@ fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64
     // The share of the block the thread was runnable (on a CPU or waiting for one), by its clocks.
     let runnable = ((on_s + wait_s) / total_s).clamp(0.0, 1.0);
     let wait_of_runnable = if on_s + wait_s > 0.0 { wait_s / (on_s + wait_s) } else { 0.0 };
+    // Samples woken at a sleep take the wait for a core first, the lines that ran the rest.
+    let woke = |p: &Point, s: &ThreadSample| ran(s) && !running(s, &p.class);
+    let in_woke_s: f64 = pts.iter().zip(samples).filter(|(p, s)| woke(p, s)).map(|(p, _)| p.dur_s).sum();
+    let in_run_s = in_r_s - in_woke_s;
+    let runnable_s = runnable * total_s;
+    let woke_wait_s =
+        if in_run_s > 0.0 { (wait_s.min(runnable_s)).min(runnable_s * in_woke_s / in_r_s.max(1e-12)) } else { 0.0 };
     for (p, s) in pts.iter().zip(samples) {
         // Where the samples caught only one side, the other side's time has no reason to take:
         // the samples keep theirs, less what the clocks say was a wait for a core.
         let (dur_s, core_s) = match (ran(s), in_r_s > 0.0 && off_snap_s > 0.0) {
+            (true, true) if in_run_s > 0.0 && woke(p, s) => (0.0, p.dur_s * woke_wait_s / in_woke_s),
+            (true, true) if in_run_s > 0.0 => {
+                let d = p.dur_s * (runnable_s - woke_wait_s) / in_run_s;
+                let wait_of_rest =
+                    ((wait_s.min(runnable_s) - woke_wait_s) / (runnable_s - woke_wait_s).max(1e-12)).clamp(0.0, 1.0);
+                (d * (1.0 - wait_of_rest), d * wait_of_rest)
+            }
             (true, true) => {
                 let d = p.dur_s * runnable * total_s / in_r_s;
                 (d * (1.0 - wait_of_runnable), d * wait_of_runnable)

@@ -25,8 +25,9 @@ pub struct Totals {
     classifier: Classifier,
     /// Each process's GIL votes so far, as the diagnosis counts them.
     votes: HashMap<u32, NativeVotes>,
-    /// Each process's samples not yet counted, the last one counted first of them.
-    pending: HashMap<u32, Vec<ThreadSample>>,
+    /// Each process's samples not yet counted, the last one counted first of them, each with
+    /// whether it caught the thread running.
+    pending: HashMap<u32, Vec<(ThreadSample, bool)>>,
     /// (PID, state) → seconds: a sample stands for the time to its process's next (at most
     /// half a second, but a witnessed pause whole), rescaled by the thread's clocks where the sampler read them.
     pub seconds: BTreeMap<(u32, ThreadState), f64>,
@@ -49,8 +50,15 @@ impl Totals {
                 self.ranks.insert(s.pid, r.rank);
             }
             let pending = self.pending.entry(s.pid).or_default();
-            pending.push(s.clone());
-            if pending.len() > BLOCK || s.t_us - pending[0].t_us >= BLOCK_US {
+            pending.push((s.clone(), clocks::running(s, &class)));
+            let full = |n: usize, us: i64| pending.len() > n || s.t_us - pending[0].0.t_us >= us;
+            // A block that caught one side of the thread its clocks saw on both waits for the
+            // other, as the diagnosis grows it.
+            let refs: Vec<&ThreadSample> = pending.iter().map(|p| &p.0).collect();
+            let ran = pending[..pending.len() - 1].iter().filter(|p| p.1).count();
+            if full(BLOCK * clocks::GROW, BLOCK_US * clocks::GROW as i64)
+                || (full(BLOCK, BLOCK_US) && !clocks::one_sided(&refs, ran))
+            {
                 self.count(stacks, s.pid);
             }
         }
@@ -60,8 +68,9 @@ impl Totals {
     fn count(&mut self, stacks: &Stacks, pid: u32) {
         let Some(mine) = self.pending.get_mut(&pid) else { return };
         let last = mine.pop().expect("a block has samples");
-        let mut block = std::mem::replace(mine, vec![last.clone()]);
-        block.push(last);
+        let mut block: Vec<ThreadSample> =
+            std::mem::replace(mine, vec![last.clone()]).into_iter().map(|p| p.0).collect();
+        block.push(last.0);
         let votes = self.votes.get(&pid).cloned().unwrap_or_default();
         let refs: Vec<&ThreadSample> = block.iter().collect();
         // A pause in sampling counts up to its cap, or whole where the thread's clocks witness
