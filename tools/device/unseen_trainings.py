@@ -370,6 +370,16 @@ def _step(model, opt, x, y):
     return loss
 
 
+def _ce_step(model, opt, x, y, amp=True):
+    """One classification step in BF16 autocast, its loss read back (the user's logging)."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+
+
 def ckpt():
     import os
     import tempfile
@@ -384,12 +394,7 @@ def ckpt():
     t_loop = time.perf_counter()
     while time.perf_counter() - t_loop < seconds:
         with part("train_step"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            lv = loss.item()
+            lv = _ce_step(model, opt, x, y)
         if steps % 8 == 0:
             with part("checkpoint"):
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "loss": lv}, path)
@@ -452,11 +457,7 @@ def pageable():
         with part("copy"):
             xb = torch.from_numpy(arr).cuda()
         with part("train_step"):
-            loss = torch.nn.functional.cross_entropy(model(xb), torch.zeros(64, dtype=torch.long, device=dev))
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            loss.item()
+            _ce_step(model, opt, xb, torch.zeros(64, dtype=torch.long, device=dev), amp=False)
         steps += 1
     return steps, time.perf_counter() - t_loop
 
@@ -476,13 +477,7 @@ def cpu_interp():
         with part("resize"):
             xb = F.interpolate(raw, size=(224, 224), mode="bicubic", align_corners=False)
         with part("train_step"):
-            xb = xb.to(dev, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(xb), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            loss.item()
+            _ce_step(model, opt, xb.to(dev, non_blocking=True), y)
         steps += 1
     return steps, time.perf_counter() - t_loop
 
