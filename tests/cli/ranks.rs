@@ -326,13 +326,11 @@ fn real_rank_recordings_read_without_their_marks_still_lead_with_the_straggler()
         let truth: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap()).unwrap();
         let own = truth["ranks"].as_array().unwrap();
-        let tmp = super::support::fresh_dir("ranks", &format!("no-marks-{name}"));
-        let copy = tmp.join(format!("{name}.db"));
-        std::fs::copy(dir.join(format!("{name}.db")), &copy).unwrap();
-        rusqlite::Connection::open(&copy).unwrap().execute("DELETE FROM markers", []).unwrap();
-        let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&copy));
-        assert_eq!(code, 0, "{err}");
-        let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let d = super::support::diagnosis_without_marks(
+            &dir.join(format!("{name}.db")),
+            "ranks",
+            &format!("no-marks-{name}"),
+        );
         let first = &d["findings"][0];
         assert_eq!(first["id"], "rank_straggler", "{name}: {d:#}");
         assert_eq!(first["evidence"]["rank"], straggler, "{name}: {first:#}");

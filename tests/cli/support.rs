@@ -124,6 +124,18 @@ pub fn fresh_dir(area: &str, name: &str) -> Temp {
     Temp::dir(&format!("{area}-{name}"))
 }
 
+/// The JSON diagnosis of a copy of the recording `db` with its marks deleted: a job read as
+/// `top` or `serve` read one it did not start. `area` and `name` name the copy's directory.
+pub fn diagnosis_without_marks(db: &Path, area: &str, name: &str) -> serde_json::Value {
+    let tmp = fresh_dir(area, name);
+    let copy = tmp.join(db.file_name().expect("a recording's file name"));
+    std::fs::copy(db, &copy).unwrap();
+    rusqlite::Connection::open(&copy).unwrap().execute("DELETE FROM markers", []).unwrap();
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&copy));
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
 /// Writes a scenario to a fresh temporary directory and returns its path.
 pub fn scenario_file(name: &str, json: &str) -> Temp {
     Temp::dir(&format!("test-{name}")).file("scenario.json", json.as_bytes())

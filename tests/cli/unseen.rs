@@ -155,13 +155,7 @@ fn augmenting_workers_are_told_as_native_code() {
 /// of the loop, whose start the marks no longer give). Dropped as measured, they left the GPU's idle time to the launches or to no account.
 #[test]
 fn an_instrumented_wait_read_without_its_marks_is_the_data_wait() {
-    let tmp = super::support::fresh_dir("unseen", "no-marks");
-    let copy = tmp.join("augment.db");
-    std::fs::copy(dir_of("augment"), &copy).unwrap();
-    rusqlite::Connection::open(&copy).unwrap().execute("DELETE FROM markers", []).unwrap();
-    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&copy));
-    assert_eq!(code, 0, "{err}");
-    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let d = super::support::diagnosis_without_marks(&dir_of("augment"), "unseen", "no-marks");
     let first = &d["findings"][0];
     assert_eq!(first["id"], "ipc_wait", "{d:#}");
     assert!(first["title"].as_str().unwrap().contains("next(it)"), "{first:#}");
