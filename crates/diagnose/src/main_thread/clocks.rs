@@ -48,7 +48,7 @@ pub(crate) fn apply(samples: &[&ThreadSample], pts: Vec<Point>) -> Vec<Point> {
         let mut ran = 0;
         while j < pts.len()
             && intervals[j].is_some()
-            && (j - i < BLOCK || (j - i < BLOCK * GROW && one_sided(&samples[i..=j], ran)))
+            && (j - i < BLOCK || (j - i < BLOCK * GROW && one_sided(samples[i], samples[j], j - i, ran)))
         {
             ran += usize::from(running(samples[j], &pts[j].class));
             j += 1;
@@ -67,23 +67,22 @@ pub(crate) fn running(s: &ThreadSample, class: &Class) -> bool {
     s.kernel.state == 'R' && class.state != ThreadState::Sleep
 }
 
-/// Whether `samples`, `ran` of which (of all but the last) caught the thread running, caught it
-/// only running or only off it, where its clocks between the first and the last say the other
-/// side held more than one sample's share of the time: a block to grow before it is counted.
-pub(crate) fn one_sided(samples: &[&ThreadSample], ran: usize) -> bool {
-    let (Some(a), Some(b)) = (samples.first().and_then(|s| s.clock), samples.last().and_then(|s| s.clock)) else {
-        return false;
-    };
-    let wall_us = samples[samples.len() - 1].t_us - samples[0].t_us;
+/// Whether the samples from `first` to `last`, `ran` of the `n` before `last` caught running,
+/// caught the thread only running or only off the CPU, where its clocks between the two say the
+/// other side held more than one sample's share of the time: a block to grow before it is
+/// counted.
+pub(crate) fn one_sided(first: &ThreadSample, last: &ThreadSample, n: usize, ran: usize) -> bool {
+    let (Some(a), Some(b)) = (first.clock, last.clock) else { return false };
+    let wall_us = last.t_us - first.t_us;
     let (Some(cpu), Some(wait)) = (b.cpu_us.checked_sub(a.cpu_us), b.wait_us.checked_sub(a.wait_us)) else {
         return false;
     };
-    if wall_us <= 0 || samples.len() < 2 {
+    if wall_us <= 0 || n == 0 {
         return false;
     }
     let runnable = ((cpu + wait) as f64 / wall_us as f64).clamp(0.0, 1.0);
-    let one = 1.0 / (samples.len() - 1) as f64;
-    (ran == 0 && runnable > one) || (ran == samples.len() - 1 && 1.0 - runnable > one)
+    let one = 1.0 / n as f64;
+    (ran == 0 && runnable > one) || (ran == n && 1.0 - runnable > one)
 }
 
 fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64, f64)>], out: &mut Vec<Point>) {
@@ -102,27 +101,24 @@ fn block(samples: &[&ThreadSample], pts: &[Point], intervals: &[Option<(f64, f64
     // The share of the block the thread was runnable (on a CPU or waiting for one), by its clocks.
     let runnable = ((on_s + wait_s) / total_s).clamp(0.0, 1.0);
     let wait_of_runnable = if on_s + wait_s > 0.0 { wait_s / (on_s + wait_s) } else { 0.0 };
-    // Samples woken at a sleep take the wait for a core first, the lines that ran the rest.
+    // Samples woken at a sleep take the wait for a core first, and the lines that ran the rest;
+    // where none ran, every sample in R shares both.
     let woke = |p: &Point, s: &ThreadSample| ran(s) && !running(s, &p.class);
     let in_woke_s: f64 = pts.iter().zip(samples).filter(|(p, s)| woke(p, s)).map(|(p, _)| p.dur_s).sum();
-    let in_run_s = in_r_s - in_woke_s;
-    let runnable_s = runnable * total_s;
-    let woke_wait_s =
-        if in_run_s > 0.0 { (wait_s.min(runnable_s)).min(runnable_s * in_woke_s / in_r_s.max(1e-12)) } else { 0.0 };
+    let woken_first = in_woke_s < in_r_s;
+    let (runnable_s, wait_in_s) = (runnable * total_s, runnable * total_s * wait_of_runnable);
+    let woke_wait_s = if woken_first { wait_in_s.min(runnable_s * in_woke_s / in_r_s) } else { 0.0 };
+    let (rest_s, in_rest_s) =
+        if woken_first { (runnable_s - woke_wait_s, in_r_s - in_woke_s) } else { (runnable_s, in_r_s) };
+    let wait_of_rest = if rest_s > 0.0 { ((wait_in_s - woke_wait_s) / rest_s).clamp(0.0, 1.0) } else { 0.0 };
     for (p, s) in pts.iter().zip(samples) {
         // Where the samples caught only one side, the other side's time has no reason to take:
         // the samples keep theirs, less what the clocks say was a wait for a core.
         let (dur_s, core_s) = match (ran(s), in_r_s > 0.0 && off_snap_s > 0.0) {
-            (true, true) if in_run_s > 0.0 && woke(p, s) => (0.0, p.dur_s * woke_wait_s / in_woke_s),
-            (true, true) if in_run_s > 0.0 => {
-                let d = p.dur_s * (runnable_s - woke_wait_s) / in_run_s;
-                let wait_of_rest =
-                    ((wait_s.min(runnable_s) - woke_wait_s) / (runnable_s - woke_wait_s).max(1e-12)).clamp(0.0, 1.0);
-                (d * (1.0 - wait_of_rest), d * wait_of_rest)
-            }
+            (true, true) if woken_first && woke(p, s) => (0.0, p.dur_s * woke_wait_s / in_woke_s),
             (true, true) => {
-                let d = p.dur_s * runnable * total_s / in_r_s;
-                (d * (1.0 - wait_of_runnable), d * wait_of_runnable)
+                let d = p.dur_s * rest_s / in_rest_s;
+                (d * (1.0 - wait_of_rest), d * wait_of_rest)
             }
             (false, true) => (p.dur_s * (1.0 - runnable) * total_s / off_snap_s, 0.0),
             (_, false) => (p.dur_s * (1.0 - wait_s / total_s).max(0.0), p.dur_s * (wait_s / total_s).min(1.0)),

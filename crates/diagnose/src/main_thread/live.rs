@@ -54,11 +54,11 @@ impl Totals {
             let full = |n: usize, us: i64| pending.len() > n || s.t_us - pending[0].0.t_us >= us;
             // A block that caught one side of the thread its clocks saw on both waits for the
             // other, as the diagnosis grows it.
-            let refs: Vec<&ThreadSample> = pending.iter().map(|p| &p.0).collect();
-            let ran = pending[..pending.len() - 1].iter().filter(|p| p.1).count();
-            if full(BLOCK * clocks::GROW, BLOCK_US * clocks::GROW as i64)
-                || (full(BLOCK, BLOCK_US) && !clocks::one_sided(&refs, ran))
-            {
+            let one_sided = || {
+                let (n, ran) = (pending.len() - 1, pending[..pending.len() - 1].iter().filter(|p| p.1).count());
+                clocks::one_sided(&pending[0].0, s, n, ran)
+            };
+            if full(BLOCK * clocks::GROW, BLOCK_US * clocks::GROW as i64) || (full(BLOCK, BLOCK_US) && !one_sided()) {
                 self.count(stacks, s.pid);
             }
         }
