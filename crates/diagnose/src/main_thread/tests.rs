@@ -13,7 +13,7 @@ fn frame(file: &str, line: u32, function: &str, code: &str) -> PyFrame {
 /// Stacks: 0 syncs at train.py:41, 1 computes metrics in numpy called from train.py:52, 2
 /// sleeps at train.py:60; 3 runs the model's forward in torch; 4 is in `F.interpolate` with the
 /// GIL released.
-fn stacks() -> Stacks {
+pub(super) fn stacks() -> Stacks {
     let main = frame("/w/train.py", 80, "main", "train(model)");
     let frames = vec![
         main,
@@ -46,7 +46,7 @@ fn stacks() -> Stacks {
     }
 }
 
-fn sample(t_s: f64, stack: u32) -> ThreadSample {
+pub(super) fn sample(t_s: f64, stack: u32) -> ThreadSample {
     let (state, syscall, wchan, gil) = match stack {
         0 | 4 => ('R', None, None, Gil::Free),
         1 | 3 => ('R', None, None, Gil::Held),
