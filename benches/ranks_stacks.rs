@@ -197,7 +197,7 @@ fn sample(
         t_us,
         pid,
         stack,
-        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into) },
+        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into), across: false },
         gil,
         clock: Some(ThreadClock { cpu_us: c.0, wait_us: c.1 }),
     }

@@ -24,7 +24,7 @@ fn sample(t_us: i64, pid: u32, stack: u32) -> ThreadSample {
         t_us,
         pid,
         stack,
-        kernel: KernelState { state: 'R', syscall: None, wchan: None },
+        kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
         gil: Gil::Held,
     }
 }

@@ -111,25 +111,9 @@ fn a_gil_starved_main_thread_is_told_by_its_own_clocks() {
 
 /// `write`, `flush` and `fsync` of each step: much of it on a CPU in the kernel, with the GIL
 /// released. That is file I/O, not Python. The job times the calls' wall time, and the part of
-/// it it waited for a core as it woke from them (its own `schedstat`), which is `core_wait`'s.
-const FSYNC: &str = r#"import json, os, sys, time
-f = open(sys.argv[2], "wb")
-def work(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
-clock = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-queued = lambda: int(os.pread(clock, 100, 0).split()[1]) / 1e9
-t0 = time.perf_counter(); io = 0.0; io_queued = 0.0
-while time.perf_counter() - t0 < 8:
-    work(30000)
-    buf = b"x" * 65536
-    s = time.perf_counter(); q = queued()
-    f.write(buf); f.flush(); os.fsync(f.fileno())
-    io_queued += queued() - q; io += time.perf_counter() - s
-json.dump({"loop_s": time.perf_counter() - t0, "io_s": io, "io_queued_s": io_queued}, open(sys.argv[1], "w"))
-"#;
+/// it it waited for a core as it woke from them (its own `schedstat`, read outside the timed
+/// calls), which is `core_wait`'s.
+const FSYNC: &str = include_str!("../python/jobs/fsync_loop.py");
 
 #[test]
 fn fsync_in_the_loop_is_file_io_not_python() {

@@ -163,6 +163,11 @@ pub struct KernelState {
     /// The kernel function it waits in (`hrtimer_nanosleep`); `None` while running or unread.
     /// Shared: a handful of names stand for every sample of a day of ranks.
     pub wchan: Option<std::sync::Arc<str>>,
+    /// The letter changed while the stack was read with the GIL free: the stack is of the call
+    /// between the two sides, the letter and call are of its blocked side, and whether the thread
+    /// was on its CPU in the call at the read is for its clocks to say.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub across: bool,
 }
 
 /// One sample of one process's main thread.

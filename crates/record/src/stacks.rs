@@ -21,7 +21,9 @@ use crate::query::rows;
 /// - `stacks`: a stack by the sampler's id: the first `base_len` frames of stack `base` (none
 ///   when `base` is NULL), then the frame ids in `frames`, LEB128 varints, outermost first.
 /// - `stack_obs`: an observation by the writer's id: the thread's state letter, its syscall and
-///   wchan, and the GIL (`held`, `free`, or `other` with the holder's stack in `gil_stack`).
+///   wchan, and the GIL (`held`, `free`, or `other` with the holder's stack in `gil_stack`);
+///   then (added at the end, so no new version; NULL before) `across`, 1 where the letter
+///   changed while the stack was read.
 /// - `stack_processes`: a sampled process, in the order first sampled, as the program it ran
 ///   last (one told again after its `exec` takes the later telling), with its last rate and
 ///   (added at the end, so no new version) its place in a distributed job: `rank`, `world_size`, `local_rank` and the GPU
@@ -55,7 +57,8 @@ CREATE TABLE stack_obs (
     syscall   INTEGER,
     wchan     TEXT,
     gil       TEXT NOT NULL,
-    gil_stack INTEGER
+    gil_stack INTEGER,
+    across    INTEGER
 );
 
 CREATE TABLE stack_processes (
@@ -256,14 +259,17 @@ impl Written {
             Gil::Free => ("free", None),
             Gil::Other { stack } => ("other", Some(stack)),
         };
-        conn.prepare_cached("INSERT OR REPLACE INTO stack_obs VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?.execute(params![
-            id,
-            kernel.state.to_string(),
-            kernel.syscall,
-            kernel.wchan.as_deref(),
-            kind,
-            stack
-        ])?;
+        conn.prepare_cached("INSERT OR REPLACE INTO stack_obs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(
+            params![
+                id,
+                kernel.state.to_string(),
+                kernel.syscall,
+                kernel.wchan.as_deref(),
+                kind,
+                stack,
+                kernel.across.then_some(1)
+            ],
+        )?;
         self.obs.insert((kernel.clone(), gil), id);
         Ok(id)
     }
@@ -335,7 +341,13 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
         resolve(i, &stored, &index, &mut full).map_err(|why| damaged(format!("stack {}: {why}", stored[i].0)))?;
     }
     batch.stacks = stored.iter().zip(full).map(|(s, f)| (s.0, f.unwrap_or_default())).collect();
-    let obs: HashMap<u32, Obs> = rows(conn, "SELECT id, state, syscall, wchan, gil, gil_stack FROM stack_obs", |r| {
+    // Recordings before `across` read no change of letter.
+    let query = if conn.prepare("SELECT across FROM stack_obs LIMIT 0").is_ok() {
+        "SELECT id, state, syscall, wchan, gil, gil_stack, across FROM stack_obs"
+    } else {
+        "SELECT id, state, syscall, wchan, gil, gil_stack, NULL FROM stack_obs"
+    };
+    let obs: HashMap<u32, Obs> = rows(conn, query, |r| {
         let state: String = r.get(1)?;
         let gil: String = r.get(4)?;
         let gil = match (gil.as_str(), r.get::<_, Option<u32>>(5)?) {
@@ -344,7 +356,8 @@ pub(crate) fn read(conn: &Connection, name: &str) -> Result<Stacks, RecordError>
             _ => Gil::Free,
         };
         let wchan = r.get::<_, Option<String>>(3)?.map(std::sync::Arc::from);
-        let kernel = KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan };
+        let across = r.get::<_, Option<i64>>(6)?.is_some_and(|a| a != 0);
+        let kernel = KernelState { state: state.chars().next().unwrap_or('?'), syscall: r.get(2)?, wchan, across };
         Ok((r.get(0)?, (kernel, gil)))
     })?
     .into_iter()

@@ -24,11 +24,11 @@ fn frame(file: &str, line: u32, function: &str, code: Option<&str>) -> PyFrame {
 }
 
 fn running() -> KernelState {
-    KernelState { state: 'R', syscall: None, wchan: None }
+    KernelState { state: 'R', syscall: None, wchan: None, across: false }
 }
 
 fn sleeping(syscall: u32, wchan: &str) -> KernelState {
-    KernelState { state: 'S', syscall: Some(syscall), wchan: Some(wchan.into()) }
+    KernelState { state: 'S', syscall: Some(syscall), wchan: Some(wchan.into()), across: false }
 }
 
 const T0: i64 = 1_760_000_000_000_000;
@@ -80,8 +80,13 @@ fn batches() -> Vec<StackBatch> {
         (running(), Gil::Free),
         (sleeping(202, "futex_wait_queue"), Gil::Other { stack: 2 }),
         (sleeping(230, "hrtimer_nanosleep"), Gil::Free),
-        (KernelState { state: 'D', syscall: Some(0), wchan: Some("folio_wait_bit_common".into()) }, Gil::Free),
-        (KernelState { state: 'S', syscall: None, wchan: None }, Gil::Held),
+        (
+            KernelState { state: 'D', syscall: Some(0), wchan: Some("folio_wait_bit_common".into()), across: false },
+            Gil::Free,
+        ),
+        (KernelState { state: 'S', syscall: None, wchan: None, across: false }, Gil::Held),
+        // Read across a change of letter: into an fsync, the GIL free.
+        (KernelState { state: 'D', syscall: Some(74), wchan: None, across: true }, Gil::Free),
     ];
     let mut rng = Lcg(7);
     let mut samples = Vec::new();

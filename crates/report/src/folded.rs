@@ -79,7 +79,7 @@ mod tests {
             t_us,
             pid,
             stack,
-            kernel: KernelState { state: 'R', syscall: None, wchan: None },
+            kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
             gil: Gil::Held,
         }
     }

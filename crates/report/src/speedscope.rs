@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn profiles_share_frames_and_line_up_in_time() {
         let f = |n: &str, line| PyFrame { file: "/w/t.py".into(), line, function: n.into(), code: None };
-        let k = KernelState { state: 'R', syscall: None, wchan: None };
+        let k = KernelState { state: 'R', syscall: None, wchan: None, across: false };
         let sample =
             |t_us, pid, stack| ThreadSample { clock: None, t_us, pid, stack, kernel: k.clone(), gil: Gil::Held };
         let mut s = Stacks::default();

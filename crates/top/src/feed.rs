@@ -238,7 +238,7 @@ mod tests {
             t_us,
             pid: 7,
             stack: 0,
-            kernel: KernelState { state: 'R', syscall: None, wchan: None },
+            kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
             gil: Gil::Held,
         };
         // Out of order, as a recording of two processes may read back.

@@ -14,7 +14,7 @@ fn sample(state: char, syscall: Option<u32>, wchan: Option<&str>, gil: Gil) -> T
         t_us: 0,
         pid: 1,
         stack: 0,
-        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into) },
+        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into), across: false },
         gil,
     }
 }

@@ -28,6 +28,8 @@ pub struct Totals {
     /// Each process's samples not yet counted, the last one counted first of them, each with
     /// whether it caught the thread running.
     pending: HashMap<u32, Vec<(ThreadSample, bool)>>,
+    /// Each process's samples read across a change of letter so far, as the diagnosis pools them.
+    across: HashMap<u32, clocks::Across>,
     /// (PID, state) → seconds: a sample stands for the time to its process's next (at most
     /// half a second, but a witnessed pause whole), rescaled by the thread's clocks where the sampler read them.
     pub seconds: BTreeMap<(u32, ThreadState), f64>,
@@ -88,7 +90,7 @@ impl Totals {
                 Point { t_s: w[0].t_us as f64 / 1e6, dur_s, stack: w[0].stack, gil_stack: None, class, split: false }
             })
             .collect();
-        for p in clocks::apply(&refs, pts) {
+        for p in clocks::apply(&refs, pts, self.across.entry(pid).or_default()) {
             *self.seconds.entry((pid, p.class.state)).or_default() += p.dur_s;
         }
     }
@@ -102,6 +104,7 @@ impl Totals {
             self.ranks.remove(&pid);
             self.votes.remove(&pid);
             self.pending.remove(&pid);
+            self.across.remove(&pid);
             self.seconds.retain(|(p, _), _| *p != pid);
         }
     }

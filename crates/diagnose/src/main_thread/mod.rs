@@ -81,7 +81,7 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
             Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }
         })
         .collect();
-    clocks::apply(&mine, pts)
+    clocks::apply(&mine, pts, &mut clocks::Across::default())
 }
 
 /// The time each sample at `t_s` stands for. Not the gap after it: the sampler's next read

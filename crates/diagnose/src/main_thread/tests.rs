@@ -12,7 +12,7 @@ fn frame(file: &str, line: u32, function: &str, code: &str) -> PyFrame {
 
 /// Stacks: 0 syncs at train.py:41, 1 computes metrics in numpy called from train.py:52, 2
 /// sleeps at train.py:60; 3 runs the model's forward in torch; 4 is in `F.interpolate` with the
-/// GIL released.
+/// GIL released; 5 syncs a log file to storage at train.py:70.
 pub(super) fn stacks() -> Stacks {
     let main = frame("/w/train.py", 80, "main", "train(model)");
     let frames = vec![
@@ -30,10 +30,11 @@ pub(super) fn stacks() -> Stacks {
             "interpolate",
             "return torch._C._nn.upsample_bilinear2d(...)",
         ),
+        frame("/w/train.py", 70, "train", "log.flush(); os.fsync(log.fileno())"),
     ];
     Stacks {
         frames,
-        stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6], vec![0, 7, 8]],
+        stacks: vec![vec![0, 1], vec![0, 2, 3], vec![0, 4], vec![0, 5, 6], vec![0, 7, 8], vec![0, 9]],
         processes: vec![SampledProcess {
             gil_read: None,
             pid: 7,
@@ -57,7 +58,7 @@ pub(super) fn sample(t_s: f64, stack: u32) -> ThreadSample {
         t_us: (t_s * 1e6) as i64,
         pid: 7,
         stack,
-        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into) },
+        kernel: KernelState { state, syscall, wchan: wchan.map(Into::into), across: false },
         gil,
     }
 }
@@ -216,7 +217,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
     });
     for s in &mut st.samples {
         s.stack = wait;
-        s.kernel = KernelState { state: 'S', syscall: Some(0), wchan: Some("anon_pipe_read".into()) };
+        s.kernel = KernelState { state: 'S', syscall: Some(0), wchan: Some("anon_pipe_read".into()), across: false };
         s.gil = Gil::Free;
     }
     for i in 0..400 {
@@ -225,7 +226,7 @@ fn waiting_for_the_workers_names_the_workers_line() {
             t_us: 10_000_000 + i * 200_000,
             pid: 8,
             stack: work,
-            kernel: KernelState { state: 'R', syscall: None, wchan: None },
+            kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
             gil: Gil::Held,
         });
     }
@@ -265,11 +266,12 @@ fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
     for (i, s) in st.samples.iter_mut().enumerate() {
         if i % 2 == 0 {
             s.stack = tracing;
-            s.kernel = KernelState { state: 'R', syscall: None, wchan: None };
+            s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
             s.gil = Gil::Held;
         } else {
             s.stack = waiting;
-            s.kernel = KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()) };
+            s.kernel =
+                KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()), across: false };
             s.gil = Gil::Free;
         }
     }

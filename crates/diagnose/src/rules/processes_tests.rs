@@ -282,7 +282,7 @@ fn the_jobs_process_working_on_the_host_is_no_idle_holder() {
                     t_us: i64::from(i) * 200_000,
                     pid: 9,
                     stack: i % stacks,
-                    kernel: gpulse_model::KernelState { state: 'R', syscall: None, wchan: None },
+                    kernel: gpulse_model::KernelState { state: 'R', syscall: None, wchan: None, across: false },
                     gil: gpulse_model::Gil::Held,
                 })
                 .collect(),

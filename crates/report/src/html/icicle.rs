@@ -400,11 +400,11 @@ mod tests {
     }
 
     fn sleeping() -> KernelState {
-        KernelState { state: 'S', syscall: Some(230), wchan: Some("hrtimer_nanosleep".into()) }
+        KernelState { state: 'S', syscall: Some(230), wchan: Some("hrtimer_nanosleep".into()), across: false }
     }
 
     fn running() -> KernelState {
-        KernelState { state: 'R', syscall: None, wchan: None }
+        KernelState { state: 'R', syscall: None, wchan: None, across: false }
     }
 
     /// A main process `pid` sampled every 20 ms, in the order given: (stack, kernel, GIL).

@@ -351,6 +351,7 @@ fn the_main_threads_states_are_counters() {
                 state: if asleep { 'S' } else { 'R' },
                 syscall: asleep.then_some(230),
                 wchan: asleep.then(|| "hrtimer_nanosleep".into()),
+                across: false,
             },
             gil: if asleep { Gil::Free } else { Gil::Held },
         }

@@ -247,7 +247,8 @@ impl Target {
                 Ok(walked) => {
                     *walker_failures = 0;
                     *failures = 0;
-                    let kernel = straddled(before, proc_info::task_state(pid, pid), walked.gil == WalkedGil::Held);
+                    let after = proc_info::task_state(pid, pid);
+                    let kernel = straddled(before, after, walked.gil == WalkedGil::Held, |s| blocked_in(pid, s));
                     if self.role.is_none() {
                         let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
                         let python = spy.version.to_string();
@@ -303,7 +304,7 @@ impl Target {
         *failures = 0;
         let after = proc_info::task_state(pid, pid);
         let Some(main) = main_thread(&traces, pid, || proc_info::parent(pid)) else { return Outcome::Skipped };
-        let kernel = straddled(before, after, traces[main].owns_gil);
+        let kernel = straddled(before, after, traces[main].owns_gil, |s| blocked_in(pid, s));
         if self.role.is_none() {
             if traces[main].frames.is_empty() {
                 return Outcome::Skipped;
@@ -335,25 +336,47 @@ impl Target {
 
 /// The kernel's side of the main thread, read right before its stack.
 fn kernel_state(pid: u32) -> KernelState {
+    blocked_in(pid, proc_info::task_state(pid, pid).unwrap_or('?'))
+}
+
+/// `state` with the call and wait channel it is blocked in, read only where it is blocked: a
+/// running thread has neither, and each read is a `/proc` file of some 25 µs. Read between the
+/// state and the stack, they put the two apart by as much again, and the thread's short bursts on
+/// a CPU inside a blocking call (an fsync's own work) were read as the block that followed.
+fn blocked_in(pid: u32, state: char) -> KernelState {
+    if state == 'R' {
+        return KernelState { state, syscall: None, wchan: None, across: false };
+    }
     KernelState {
-        state: proc_info::task_state(pid, pid).unwrap_or('?'),
+        state,
         syscall: proc_info::task_syscall(pid, pid),
         wchan: proc_info::task_wchan(pid, pid).map(std::sync::Arc::from),
+        across: false,
     }
 }
 
 /// The kernel's side of a sample whose stack was read between `before` and a second read of the
 /// thread's state letter, `after`. Where the two differ, the stack is of one side of a
-/// transition: the side running Python if the read saw the thread hold the GIL, else the side
-/// that released it (a blocking call). Either state alone would put both transitions of a loop
-/// of Python and a blocking call on the call: on a loop that fsyncs each step, 5 points of its
-/// Python were read as disk.
-fn straddled(before: KernelState, after: Option<char>, holds_gil: bool) -> KernelState {
+/// transition. Read while the thread held the GIL, it is of the side running Python. Read while
+/// the GIL was free, it is of the call that released it, and whether the thread was on its CPU
+/// in that call or blocked is not for one read to say (`across`): the stack is read midway
+/// between the letters, and the thread's clocks over the block say how much of such samples' time
+/// it ran. Taking the blocked side put the short bursts on a CPU inside an fsync under its block,
+/// and a loop's own share of its fsyncs on a CPU read half of what it was; taking the side before
+/// put the Python before an fsync on the fsync, 5 points of such a loop. `blocked` reads the
+/// call the thread went into.
+fn straddled(
+    before: KernelState,
+    after: Option<char>,
+    holds_gil: bool,
+    blocked: impl FnOnce(char) -> KernelState,
+) -> KernelState {
     let Some(after) = after.filter(|a| *a != before.state) else { return before };
-    let running = KernelState { state: 'R', syscall: None, wchan: None };
     match (holds_gil, before.state == 'R', after == 'R') {
-        (true, false, true) => running,
-        (false, true, false) => KernelState { state: after, syscall: None, wchan: None },
+        (true, false, true) => KernelState { state: 'R', syscall: None, wchan: None, across: false },
+        // Into the call, or out of it with the GIL not yet taken again: the call, its blocked side.
+        (false, true, false) => KernelState { across: true, ..blocked(after) },
+        (false, false, true) => KernelState { across: true, ..before },
         _ => before,
     }
 }
@@ -485,22 +508,32 @@ mod tests {
     use super::straddled;
 
     /// A read that saw the thread hold the GIL is of its Python; one that saw it free is of the
-    /// call that released it; a state that held across the read is the state.
+    /// call that released it, its blocked side, and marked across; a state that held across the
+    /// read is the state.
     #[test]
     fn a_read_across_a_transition_takes_the_side_its_stack_is_of() {
-        let k = |state, syscall: Option<u32>| KernelState { state, syscall, wchan: syscall.map(|_| "w".into()) };
+        let k = |state, syscall: Option<u32>| KernelState {
+            state,
+            syscall,
+            wchan: syscall.map(|_| "w".into()),
+            across: false,
+        };
+        let across = |k: KernelState| KernelState { across: true, ..k };
         let fsync = || k('D', Some(74));
+        // The call the thread is blocked in once the stack is read: a futex wait.
+        let futex = |s| k(s, Some(202));
         // Python, then into fsync: the stack (GIL held) is the Python's.
-        assert_eq!(straddled(k('R', None), Some('D'), true), k('R', None));
-        // Out of fsync into Python: the stack (GIL free) is the fsync's.
-        assert_eq!(straddled(fsync(), Some('R'), false), fsync());
-        // Into a lock wait without the GIL (the C code released it): the wait.
-        assert_eq!(straddled(k('R', None), Some('S'), false), k('S', None));
+        assert_eq!(straddled(k('R', None), Some('D'), true, futex), k('R', None));
+        // Into a lock wait without the GIL (the C code released it): the wait and its call.
+        assert_eq!(straddled(k('R', None), Some('S'), false, futex), across(k('S', Some(202))));
+        // Out of fsync with the GIL still free: the fsync.
+        assert_eq!(straddled(fsync(), Some('R'), false, futex), across(fsync()));
         // Woken with the GIL taken again: running.
-        assert_eq!(straddled(k('S', Some(202)), Some('R'), true), k('R', None));
+        assert_eq!(straddled(k('S', Some(202)), Some('R'), true, futex), k('R', None));
         // No change, or no second read: the first.
-        assert_eq!(straddled(fsync(), Some('D'), true), fsync());
-        assert_eq!(straddled(k('S', Some(202)), None, false), k('S', Some(202)));
+        assert_eq!(straddled(fsync(), Some('D'), true, futex), fsync());
+        assert_eq!(straddled(k('S', Some(202)), None, false, futex), k('S', Some(202)));
+        assert_eq!(straddled(k('S', Some(202)), Some('D'), false, futex), k('S', Some(202)));
     }
 
     /// Launchers by their command lines, whatever their first stack; the processes they start
