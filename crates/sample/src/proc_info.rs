@@ -210,42 +210,95 @@ pub fn environ(pid: u32) -> Option<Vec<u8>> {
     read_capped(&format!("/proc/{pid}/environ"), 64 * 1024)
 }
 
-/// The state letter of one thread (`/proc/PID/task/TID/stat`), read into a small buffer: the
-/// stack sampler asks it of a main thread at every sample.
+/// One thread's `/proc/PID/task/TID/{stat,syscall,wchan,schedstat}`, each opened once and read
+/// again from its start each time. The stack sampler reads them at every sample of a main
+/// thread, where an open and a close each cost as much as the read: cold, on a virtual machine,
+/// a sample's five reads took more of its CPU than its stack. A file names its thread, not a
+/// PID: once the thread is gone it reads nothing, whoever takes the PID.
+#[derive(Debug)]
+pub struct TaskFiles {
+    dir: String,
+    files: [Option<fs::File>; 4],
+}
+
+impl TaskFiles {
+    pub fn of(pid: u32, tid: u32) -> Self {
+        Self { dir: format!("/proc/{pid}/task/{tid}"), files: Default::default() }
+    }
+
+    /// File `i` of `stat`, `syscall`, `wchan`, `schedstat`, read into `buf`; opened the first
+    /// time, and again after a read fails.
+    fn read<'b>(&mut self, i: usize, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+        use std::os::unix::fs::FileExt as _;
+        const NAMES: [&str; 4] = ["stat", "syscall", "wchan", "schedstat"];
+        if self.files[i].is_none() {
+            self.files[i] = fs::File::open(format!("{}/{}", self.dir, NAMES[i])).ok();
+        }
+        match self.files[i].as_ref()?.read_at(buf, 0) {
+            Ok(n) => Some(&buf[..n]),
+            Err(_) => {
+                self.files[i] = None;
+                None
+            }
+        }
+    }
+
+    /// The state letter (`stat`).
+    pub fn state(&mut self) -> Option<char> {
+        let mut buf = [0u8; 512];
+        let line = self.read(0, &mut buf)?;
+        // `comm` may hold spaces and parentheses: the state is the first field after the last `)`.
+        let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
+        after.iter().find(|b| !b.is_ascii_whitespace()).map(|b| char::from(*b))
+    }
+
+    /// The system call it is blocked in (`syscall`'s first field: x86-64 numbers there); `None`
+    /// while it runs (`running`), between calls (`-1`), or unread (another user's thread, without
+    /// the capability).
+    pub fn syscall(&mut self) -> Option<u32> {
+        let mut buf = [0u8; 256];
+        let text = self.read(1, &mut buf)?;
+        let first = text.split(u8::is_ascii_whitespace).next()?;
+        std::str::from_utf8(first).ok()?.parse().ok()
+    }
+
+    /// The kernel function it waits in (`wchan`: `hrtimer_nanosleep`, `pipe_read`); `None` while
+    /// it runs (`0`) or when the kernel hides it.
+    pub fn wchan(&mut self) -> Option<String> {
+        let mut buf = [0u8; 128];
+        let text = std::str::from_utf8(self.read(2, &mut buf)?).ok()?.trim();
+        (!text.is_empty() && text != "0").then(|| text.to_owned())
+    }
+
+    /// Its clocks (`schedstat`: ns on a CPU, ns ready but waiting for one), in µs; `None` when
+    /// the kernel keeps no schedstat or the thread is gone.
+    pub fn clock(&mut self) -> Option<gpulse_model::ThreadClock> {
+        let mut buf = [0u8; 128];
+        let text = std::str::from_utf8(self.read(3, &mut buf)?).ok()?;
+        let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
+        let (cpu_ns, wait_ns) = (fields.next()??, fields.next()??);
+        Some(gpulse_model::ThreadClock { cpu_us: cpu_ns / 1000, wait_us: wait_ns / 1000 })
+    }
+}
+
+/// The state letter of one thread, read once ([`TaskFiles::state`]).
 pub fn task_state(pid: u32, tid: u32) -> Option<char> {
-    let mut buf = [0u8; 512];
-    let line = read_small(&format!("/proc/{pid}/task/{tid}/stat"), &mut buf)?;
-    // `comm` may hold spaces and parentheses: the state is the first field after the last `)`.
-    let after = &line[line.iter().rposition(|b| *b == b')')? + 1..];
-    after.iter().find(|b| !b.is_ascii_whitespace()).map(|b| char::from(*b))
+    TaskFiles::of(pid, tid).state()
 }
 
-/// A thread's clocks (`/proc/PID/task/TID/schedstat`: ns on a CPU, ns ready but waiting for one),
-/// in µs; `None` when the kernel keeps no schedstat or the thread is gone.
+/// A thread's clocks, read once ([`TaskFiles::clock`]).
 pub fn task_clock(pid: u32, tid: u32) -> Option<gpulse_model::ThreadClock> {
-    let mut buf = [0u8; 128];
-    let text = std::str::from_utf8(read_small(&format!("/proc/{pid}/task/{tid}/schedstat"), &mut buf)?).ok()?;
-    let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
-    let (cpu_ns, wait_ns) = (fields.next()??, fields.next()??);
-    Some(gpulse_model::ThreadClock { cpu_us: cpu_ns / 1000, wait_us: wait_ns / 1000 })
+    TaskFiles::of(pid, tid).clock()
 }
 
-/// The system call a thread is blocked in (`/proc/PID/task/TID/syscall`'s first field: x86-64
-/// numbers there); `None` while it runs (`running`), between calls (`-1`), or unread (another
-/// user's thread, without the capability).
+/// The system call a thread is blocked in, read once ([`TaskFiles::syscall`]).
 pub fn task_syscall(pid: u32, tid: u32) -> Option<u32> {
-    let mut buf = [0u8; 256];
-    let text = read_small(&format!("/proc/{pid}/task/{tid}/syscall"), &mut buf)?;
-    let first = text.split(u8::is_ascii_whitespace).next()?;
-    std::str::from_utf8(first).ok()?.parse().ok()
+    TaskFiles::of(pid, tid).syscall()
 }
 
-/// The kernel function a thread waits in (`/proc/PID/task/TID/wchan`: `hrtimer_nanosleep`,
-/// `pipe_read`); `None` while it runs (`0`) or when the kernel hides it.
+/// The kernel function a thread waits in, read once ([`TaskFiles::wchan`]).
 pub fn task_wchan(pid: u32, tid: u32) -> Option<String> {
-    let mut buf = [0u8; 128];
-    let text = std::str::from_utf8(read_small(&format!("/proc/{pid}/task/{tid}/wchan"), &mut buf)?).ok()?.trim();
-    (!text.is_empty() && text != "0").then(|| text.to_owned())
+    TaskFiles::of(pid, tid).wchan()
 }
 
 /// The program a process runs (`/proc/PID/exe`); `None` when it is gone or not ours to read.
@@ -266,12 +319,6 @@ pub fn yama_ptrace_scope() -> Option<u32> {
 }
 
 /// One read of a small `/proc` file into `buf`: no allocation besides the path.
-fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    use std::io::Read as _;
-    let n = fs::File::open(path).ok()?.read(buf).ok()?;
-    Some(&buf[..n])
-}
-
 fn read_capped(path: &str, max_bytes: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
     let mut buf = Vec::new();
@@ -427,14 +474,17 @@ mod tests {
         let link = std::fs::read_link("/proc/thread-self").unwrap();
         let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
         let pid = std::process::id();
-        let a = task_clock(pid, tid).expect("schedstat");
+        // One set of files, kept open: each read is the clock as it is then.
+        let mut files = TaskFiles::of(pid, tid);
+        let a = files.clock().expect("schedstat");
         let spin = std::time::Instant::now();
         while spin.elapsed() < std::time::Duration::from_millis(200) {
             std::hint::spin_loop();
         }
-        let b = task_clock(pid, tid).unwrap();
+        let b = files.clock().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let c = task_clock(pid, tid).unwrap();
+        let c = files.clock().unwrap();
+        assert_eq!(task_clock(pid, u32::MAX), None);
         // Spinning: on a CPU or waiting for one, the whole 200 ms; asleep, neither.
         let spun = (b.cpu_us + b.wait_us) - (a.cpu_us + a.wait_us);
         assert!((195_000..400_000).contains(&spun), "{a:?} {b:?}");
@@ -454,7 +504,11 @@ mod tests {
         assert_eq!(task_state(pid, pid), Some('S'));
         assert!(task_wchan(pid, pid).is_none_or(|w| w.contains("nanosleep")), "{:?}", task_wchan(pid, pid));
         assert!(exe(pid).is_some_and(|e| e.ends_with("sleep")), "{:?}", exe(pid));
+        // Kept open, the files read the thread as it is, and nothing once it is gone.
+        let mut files = TaskFiles::of(pid, pid);
+        assert_eq!((files.state(), files.syscall()), (Some('S'), Some(230)));
         let _ = (child.kill(), child.wait());
+        assert_eq!((files.state(), files.syscall(), files.wchan(), files.clock()), (None, None, None, None));
         let me = std::process::id();
         assert_eq!(task_state(me, me), state(me), "read as procfs reads it");
         assert_eq!((task_state(u32::MAX, 1), task_syscall(u32::MAX, 1), task_wchan(u32::MAX, 1)), (None, None, None));

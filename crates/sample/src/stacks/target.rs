@@ -46,6 +46,8 @@ pub(super) struct Target {
     /// Opening attempts so far.
     tries: u32,
     view: FileView,
+    /// Its main thread's state, call, wait channel and clocks, kept open.
+    task: proc_info::TaskFiles,
     /// The process's role, once its first stack said it.
     pub role: Option<ProcessRole>,
     /// Seconds of the sampler's CPU per sample, averaged.
@@ -102,6 +104,7 @@ impl Target {
             phase: Phase::Opening { at: now },
             tries: 0,
             view: FileView::of(pid),
+            task: proc_info::TaskFiles::of(pid, pid),
             role: None,
             cost: Default::default(),
             next_at: now,
@@ -232,7 +235,7 @@ impl Target {
         };
         let pid = self.pid;
         let t_us = gpulse_base::clock::now_us();
-        let before = kernel_state(pid);
+        let before = kernel_state(&mut self.task);
         if let Some(w) = walker {
             match w.sample() {
                 Ok(walked) if self.role.is_none() && walked.frames.is_empty() => {
@@ -247,8 +250,9 @@ impl Target {
                 Ok(walked) => {
                     *walker_failures = 0;
                     *failures = 0;
-                    let after = proc_info::task_state(pid, pid);
-                    let kernel = straddled(before, after, walked.gil == WalkedGil::Held, |s| blocked_in(pid, s));
+                    let after = self.task.state();
+                    let kernel =
+                        straddled(before, after, walked.gil == WalkedGil::Held, |s| blocked_in(&mut self.task, s));
                     if self.role.is_none() {
                         let names: Vec<(&str, &str)> = walked.frames.iter().map(|f| w.names(f)).collect();
                         let python = spy.version.to_string();
@@ -267,7 +271,7 @@ impl Target {
                         WalkedGil::Other(frames) => Gil::Other { stack: w.intern(&frames, interner, &self.view) },
                     };
                     let stack = w.intern(&walked.frames, interner, &self.view);
-                    let clock = proc_info::task_clock(pid, pid);
+                    let clock = self.task.clock();
                     out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil, clock });
                     return Outcome::Sampled { walked: true };
                 }
@@ -302,9 +306,9 @@ impl Target {
             }
         };
         *failures = 0;
-        let after = proc_info::task_state(pid, pid);
+        let after = self.task.state();
         let Some(main) = main_thread(&traces, pid, || proc_info::parent(pid)) else { return Outcome::Skipped };
-        let kernel = straddled(before, after, traces[main].owns_gil, |s| blocked_in(pid, s));
+        let kernel = straddled(before, after, traces[main].owns_gil, |s| blocked_in(&mut self.task, s));
         if self.role.is_none() {
             if traces[main].frames.is_empty() {
                 return Outcome::Skipped;
@@ -328,31 +332,27 @@ impl Target {
             None => Gil::Free,
         };
         let stack = interner.stack(std::mem::take(&mut traces[main].frames), &self.view);
-        let clock = proc_info::task_clock(pid, pid);
+        let clock = self.task.clock();
         out.samples.push(ThreadSample { t_us, pid, stack, kernel, gil, clock });
         Outcome::Sampled { walked: false }
     }
 }
 
 /// The kernel's side of the main thread, read right before its stack.
-fn kernel_state(pid: u32) -> KernelState {
-    blocked_in(pid, proc_info::task_state(pid, pid).unwrap_or('?'))
+fn kernel_state(task: &mut proc_info::TaskFiles) -> KernelState {
+    let state = task.state().unwrap_or('?');
+    blocked_in(task, state)
 }
 
 /// `state` with the call and wait channel it is blocked in, read only where it is blocked: a
 /// running thread has neither, and each read is a `/proc` file of some 25 µs. Read between the
 /// state and the stack, they put the two apart by as much again, and the thread's short bursts on
 /// a CPU inside a blocking call (an fsync's own work) were read as the block that followed.
-fn blocked_in(pid: u32, state: char) -> KernelState {
+fn blocked_in(task: &mut proc_info::TaskFiles, state: char) -> KernelState {
     if state == 'R' {
         return KernelState { state, syscall: None, wchan: None, across: false };
     }
-    KernelState {
-        state,
-        syscall: proc_info::task_syscall(pid, pid),
-        wchan: proc_info::task_wchan(pid, pid).map(std::sync::Arc::from),
-        across: false,
-    }
+    KernelState { state, syscall: task.syscall(), wchan: task.wchan().map(std::sync::Arc::from), across: false }
 }
 
 /// The kernel's side of a sample whose stack was read between `before` and a second read of the
