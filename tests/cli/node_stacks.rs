@@ -142,7 +142,9 @@ fn serve_and_record_read_every_gpu_processs_main_thread_at_a_rate_set_by_its_gpu
     });
     const FAMILY: &str = "gpulse_process_main_thread_seconds_total";
     let mut text = String::new();
-    wait_until(30, "four seconds of each job's main thread in /metrics", || {
+    // The live counters hold a block that caught one side of a thread until it catches the
+    // other, up to 16 blocks of 2 s at a low rate: the first count can take 32 s.
+    wait_until(60, "four seconds of each job's main thread in /metrics", || {
         text = get(&s.addr, "/metrics", &[]).2;
         let s = series(&text, FAMILY);
         share(&s, a, "sleep").0 >= 4.0 && share(&s, b, "python").0 >= 4.0
