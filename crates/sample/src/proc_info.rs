@@ -318,7 +318,6 @@ pub fn yama_ptrace_scope() -> Option<u32> {
     fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?.trim().parse().ok()
 }
 
-/// One read of a small `/proc` file into `buf`: no allocation besides the path.
 fn read_capped(path: &str, max_bytes: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
     let mut buf = Vec::new();

@@ -196,24 +196,22 @@ fn block(samples: &[&ThreadSample], pts: &[Point], c: &Clocked, ran_of_across: f
     // runnable time. A sleep does no work of its own, so the lines that ran take the rest of a
     // sleep's share; a call's own time on its CPU keeps the rest of its share. Where only such
     // samples ran, every sample in R shares both.
-    let woke = |p: &Point, s: &ThreadSample| woken(p, s);
-    let in_woke_s: f64 =
-        pts.iter().zip(samples).filter(|(p, s)| woke(p, s).is_some()).map(|(p, s)| split(p, s).0).sum();
+    let (mut in_sleeps_s, mut in_calls_s) = (0.0, 0.0);
+    for (p, s) in pts.iter().zip(samples) {
+        match woken(p, s) {
+            Some(Woken::FromSleep) => in_sleeps_s += split(p, s).0,
+            Some(Woken::FromCall) => in_calls_s += split(p, s).0,
+            None => {}
+        }
+    }
+    let in_woke_s = in_sleeps_s + in_calls_s;
     let woken_first = in_woke_s < in_r_s;
     let share_of_r = if in_r_s > 0.0 { runnable_s / in_r_s } else { 0.0 };
     let wait_in_s = runnable_s * wait_of_runnable;
     let woke_wait_s = if woken_first { wait_in_s.min(in_woke_s * share_of_r) } else { 0.0 };
     let wait_of_woke = if in_woke_s > 0.0 { woke_wait_s / in_woke_s } else { 0.0 };
     // What the calls woken from keep of their share, on their CPU.
-    let calls_ran_s: f64 = if woken_first {
-        pts.iter()
-            .zip(samples)
-            .filter(|(p, s)| woke(p, s) == Some(Woken::FromCall))
-            .map(|(p, s)| split(p, s).0 * (share_of_r - wait_of_woke).max(0.0))
-            .sum()
-    } else {
-        0.0
-    };
+    let calls_ran_s = if woken_first { in_calls_s * (share_of_r - wait_of_woke).max(0.0) } else { 0.0 };
     let (rest_s, in_rest_s) =
         if woken_first { (runnable_s - woke_wait_s - calls_ran_s, in_r_s - in_woke_s) } else { (runnable_s, in_r_s) };
     let wait_of_rest = if rest_s > 0.0 { ((wait_in_s - woke_wait_s) / rest_s).clamp(0.0, 1.0) } else { 0.0 };
@@ -223,7 +221,7 @@ fn block(samples: &[&ThreadSample], pts: &[Point], c: &Clocked, ran_of_across: f
         let off_s = off * (1.0 - runnable) * total_s / off_snap_s.max(1e-12);
         // Where the samples caught only one side, the other side's time has no reason to take:
         // the samples keep theirs, less what the clocks say was a wait for a core.
-        let (ran_s, core_s, off_s) = match (both_sides, woken_first, woke(p, s)) {
+        let (ran_s, core_s, off_s) = match (both_sides, woken_first, woken(p, s)) {
             (false, ..) => (p.dur_s * (1.0 - wait_s / total_s).max(0.0), p.dur_s * (wait_s / total_s).min(1.0), 0.0),
             (true, true, Some(Woken::FromSleep)) => (0.0, in_r * wait_of_woke, off_s),
             (true, true, Some(Woken::FromCall)) => {

@@ -38,8 +38,15 @@ fn clocked_shares(pattern: &[(u32, char)], cpu_us: u64, wait_us: u64) -> [Vec<(T
     [diagnosed, live.shares(7)]
 }
 
-fn share_of(shares: &[(ThreadState, f64)], state: ThreadState) -> f64 {
-    shares.iter().find(|x| x.0 == state).map_or(0.0, |x| x.1)
+/// Asserts each state's share of [`clocked_shares`], by the diagnosis and the live counters, is
+/// within 2 points of `want`.
+fn expect_shares(pattern: &[(u32, char)], cpu_us: u64, wait_us: u64, want: &[(ThreadState, f64)]) {
+    for shares in clocked_shares(pattern, cpu_us, wait_us) {
+        for (state, share) in want {
+            let got = shares.iter().find(|x| x.0 == *state).map_or(0.0, |x| x.1);
+            assert!((got - share).abs() < 0.02, "{state:?}: {shares:?}");
+        }
+    }
 }
 
 /// Caught runnable at its sleep's line, a thread was woken and waits for a core: the wait is
@@ -48,11 +55,12 @@ fn share_of(shares: &[(ThreadState, f64)], state: ThreadState) -> f64 {
 #[test]
 fn a_thread_woken_at_its_sleep_takes_the_wait_and_the_line_that_ran_the_running_time() {
     let pattern = [(2, 'S'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'R'), (2, 'R'), (3, 'R'), (3, 'R')];
-    for shares in clocked_shares(&pattern, 4_000, 4_000) {
-        assert!((share_of(&shares, ThreadState::Python) - 0.2).abs() < 0.02, "{shares:?}");
-        assert!((share_of(&shares, ThreadState::CoreWait) - 0.2).abs() < 0.02, "{shares:?}");
-        assert!((share_of(&shares, ThreadState::Sleep) - 0.6).abs() < 0.02, "{shares:?}");
-    }
+    expect_shares(
+        &pattern,
+        4_000,
+        4_000,
+        &[(ThreadState::Python, 0.2), (ThreadState::CoreWait, 0.2), (ThreadState::Sleep, 0.6)],
+    );
 }
 
 /// Caught runnable with the GIL free in a call that blocks (an fsync), a thread was woken from it:
@@ -61,11 +69,12 @@ fn a_thread_woken_at_its_sleep_takes_the_wait_and_the_line_that_ran_the_running_
 #[test]
 fn a_thread_woken_from_a_call_takes_the_wait_before_the_lines_that_ran() {
     let pattern = [(5, 'R'), (5, 'R'), (3, 'R'), (3, 'R'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'S'), (2, 'S')];
-    for shares in clocked_shares(&pattern, 4_000, 4_000) {
-        assert!((share_of(&shares, ThreadState::Python) - 0.2).abs() < 0.02, "{shares:?}");
-        assert!((share_of(&shares, ThreadState::CoreWait) - 0.2).abs() < 0.02, "{shares:?}");
-        assert!(share_of(&shares, ThreadState::Disk) < 0.02, "{shares:?}");
-    }
+    expect_shares(
+        &pattern,
+        4_000,
+        4_000,
+        &[(ThreadState::Python, 0.2), (ThreadState::CoreWait, 0.2), (ThreadState::Disk, 0.0)],
+    );
 }
 
 /// A thread its clocks say ran a fifth of the time, caught running once in 50 samples: a block
@@ -75,10 +84,7 @@ fn a_thread_woken_from_a_call_takes_the_wait_before_the_lines_that_ran() {
 fn a_block_that_never_caught_the_thread_running_grows_until_it_does() {
     let mut pattern = vec![(2, 'S'); 50];
     pattern[24] = (3, 'R');
-    for shares in clocked_shares(&pattern, 4_000, 0) {
-        assert!((share_of(&shares, ThreadState::Python) - 0.2).abs() < 0.02, "{shares:?}");
-        assert!((share_of(&shares, ThreadState::Sleep) - 0.8).abs() < 0.02, "{shares:?}");
-    }
+    expect_shares(&pattern, 4_000, 0, &[(ThreadState::Python, 0.2), (ThreadState::Sleep, 0.8)]);
 }
 
 /// A thread its clocks say ran 60 % of the time, caught running Python in half of its samples,
@@ -88,8 +94,5 @@ fn a_block_that_never_caught_the_thread_running_grows_until_it_does() {
 #[test]
 fn samples_read_across_a_change_of_letter_take_the_running_time_left_over() {
     let pattern = [(3, 'R'), (4, 'D'), (3, 'R'), (4, 'A'), (3, 'R'), (4, 'D'), (3, 'R'), (4, 'A'), (3, 'R'), (4, 'D')];
-    for shares in clocked_shares(&pattern, 12_000, 0) {
-        assert!((share_of(&shares, ThreadState::Python) - 0.5).abs() < 0.02, "{shares:?}");
-        assert!((share_of(&shares, ThreadState::Disk) - 0.5).abs() < 0.02, "{shares:?}");
-    }
+    expect_shares(&pattern, 12_000, 0, &[(ThreadState::Python, 0.5), (ThreadState::Disk, 0.5)]);
 }

@@ -345,9 +345,9 @@ fn kernel_state(task: &mut proc_info::TaskFiles) -> KernelState {
 }
 
 /// `state` with the call and wait channel it is blocked in, read only where it is blocked: a
-/// running thread has neither, and each read is a `/proc` file of some 25 µs. Read between the
-/// state and the stack, they put the two apart by as much again, and the thread's short bursts on
-/// a CPU inside a blocking call (an fsync's own work) were read as the block that followed.
+/// running thread has neither, and each is a `/proc` read of its own. Read between the state and
+/// the stack, they put the two further apart, and the thread's short bursts on a CPU inside a
+/// blocking call (an fsync's own work) were read as the block that followed.
 fn blocked_in(task: &mut proc_info::TaskFiles, state: char) -> KernelState {
     if state == 'R' {
         return KernelState { state, syscall: None, wchan: None, across: false };
