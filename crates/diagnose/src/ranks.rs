@@ -61,23 +61,13 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
             let pts: Vec<_> = points(run, *pid).iter().copied().filter(|p| p.t_s >= lo && p.t_s <= hi).collect();
             let total: f64 = pts.iter().map(|p| p.dur_s).sum::<f64>().max(1e-9);
             let mut by: HashMap<ThreadState, (f64, HashMap<u32, f64>)> = HashMap::new();
-            for p in &pts {
+            for p in pts.iter().filter(|p| !in_collective(&p.class)) {
                 let e = by.entry(p.class.state).or_default();
                 e.0 += p.dur_s;
                 *e.1.entry(p.stack).or_default() += p.dur_s;
             }
-            // Inside its collectives: waiting for peers, and, on a loaded host, for a core once
-            // they arrived (the wall time around the call, as the rank's own clock has it).
-            let core_in_collectives: f64 = pts
-                .iter()
-                .filter(|p| p.class.state == ThreadState::CoreWait && p.class.domain == Some(Domain::Collective))
-                .map(|p| p.dur_s)
-                .sum();
-            let peer = by.get(&ThreadState::PeerWait).map_or(0.0, |e| e.0) + core_in_collectives;
-            let busiest = by
-                .iter()
-                .filter(|(s, _)| **s != ThreadState::PeerWait)
-                .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(b.0.cmp(a.0)));
+            let peer: f64 = pts.iter().filter(|p| in_collective(&p.class)).map(|p| p.dur_s).sum();
+            let busiest = by.iter().max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(b.0.cmp(a.0)));
             let gpu = run
                 .gpus
                 .iter()
@@ -100,6 +90,13 @@ pub fn rows(run: &Run) -> Vec<RankRow> {
             }
         })
         .collect()
+}
+
+/// Inside a collective: waiting for peers, and, on a loaded host, for a core once they arrived
+/// (the wall time around the call, as the rank's own clock has it). The split-off wait for a
+/// core grows with the host's load; leaving it out would shrink every rank's wait with it.
+fn in_collective(c: &crate::main_thread::Class) -> bool {
+    c.state == ThreadState::PeerWait || c.state == ThreadState::CoreWait && c.domain == Some(Domain::Collective)
 }
 
 fn top<K: Copy + Ord>(map: &HashMap<K, f64>) -> Option<K> {
@@ -136,13 +133,13 @@ impl Straggler {
     }
 }
 
-/// A rank's state at `t`: its last sample at or before `t` (its samples, not the parts the
+/// A rank's class at `t`: its last sample at or before `t` (its samples, not the parts the
 /// clocks split off them, in time order; `i` of them lie at or before `t`), where the next
 /// follows within half a second.
-fn state_after(pts: &[crate::main_thread::Point], i: usize, t: f64) -> Option<ThreadState> {
+fn state_after(pts: &[crate::main_thread::Point], i: usize, t: f64) -> Option<crate::main_thread::Class> {
     let p = pts.get(i.checked_sub(1)?)?;
     let next = pts.get(i).map_or(p.t_s + p.dur_s, |n| n.t_s);
-    (next - p.t_s <= MAX_GAP_S && t < next).then_some(p.class.state)
+    (next - p.t_s <= MAX_GAP_S && t < next).then_some(p.class)
 }
 
 /// A gap in a rank's samples longer than this tells nothing of what it did between.
@@ -178,7 +175,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
     let inside = |p: &&crate::main_thread::Point| p.t_s >= lo && p.t_s <= hi;
     let wait_s: Vec<f64> = all
         .iter()
-        .map(|x| x.2.iter().filter(inside).filter(|p| p.class.state == ThreadState::PeerWait).map(|p| p.dur_s).sum())
+        .map(|x| x.2.iter().filter(inside).filter(|p| in_collective(&p.class)).map(|p| p.dur_s).sum())
         .collect();
     let span = hi - lo;
     if wait_s.iter().all(|w| *w / span < MIN_WAIT_SHARE) {
@@ -195,7 +192,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
         // time order; one that does not is looked up afresh).
         let mut at = vec![0usize; timelines.len()];
         let mut last_t = f64::MIN;
-        for p in pts.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
+        for p in pts.iter().filter(inside).filter(|p| !in_collective(&p.class)) {
             for (j, q) in timelines.iter().enumerate() {
                 if p.t_s < last_t {
                     at[j] = q.partition_point(|x| x.t_s <= p.t_s);
@@ -208,7 +205,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
             last_t = p.t_s;
             let others = timelines.iter().enumerate().filter(|(j, _)| *j != i);
             let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (j, q)| match state_after(q, at[j], p.t_s) {
-                Some(ThreadState::PeerWait) => (w + 1, n + 1),
+                Some(c) if in_collective(&c) => (w + 1, n + 1),
                 Some(_) => (w, n + 1),
                 None => (w, n),
             });
@@ -229,7 +226,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
     let mut sites: HashMap<u32, Option<String>> = HashMap::new();
     let mut profile = |i: usize| {
         let mut by_stack: HashMap<(ThreadState, Option<Domain>, u32), f64> = HashMap::new();
-        for p in all[i].2.iter().filter(inside).filter(|p| p.class.state != ThreadState::PeerWait) {
+        for p in all[i].2.iter().filter(inside).filter(|p| !in_collective(&p.class)) {
             *by_stack.entry((p.class.state, p.class.domain, p.stack)).or_default() += p.dur_s;
         }
         // A site's text once per stack, not once per sample.
@@ -503,3 +500,7 @@ fn advice(s: &Straggler, step_s: Option<f64>) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "ranks_tests.rs"]
+mod tests;
