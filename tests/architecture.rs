@@ -322,7 +322,17 @@ fn crates_read_fixtures_only_through_the_fixtures_crate() {
 /// and their causes, and the diagnosis that runs them. A file names only what its own floor and
 /// those below define, so the walk from a recording to a finding never comes back up.
 const FLOORS: &[(&str, &[&str])] = &[
-    ("the run", &["run/", "steps.rs", "finding_id.rs", "account_kind.rs", "main_thread/classify.rs"]),
+    (
+        "the run",
+        &[
+            "run/",
+            "steps.rs",
+            "finding_id.rs",
+            "account_kind.rs",
+            "main_thread/classify.rs",
+            "main_thread/classifier.rs",
+        ],
+    ),
     ("the threads' samples", &["main_thread/mod.rs", "main_thread/clocks.rs", "main_thread/live.rs"]),
     ("the ledger", &["ledger/"]),
     ("the rules", &["rules/", "main_thread/", "ranks.rs", "roofline.rs", "energy.rs", "forecast.rs"]),

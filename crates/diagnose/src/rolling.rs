@@ -10,8 +10,13 @@ use crate::{Finding, FindingId, Run, Steps};
 
 /// How much of the run the live diagnosis reads.
 const WINDOW_US: i64 = 10 * 60 * 1_000_000;
-/// How often it runs.
+/// How often it runs, at the most.
 const DIAGNOSE_EVERY_US: i64 = 5_000_000;
+/// A diagnosis of the window costs about 0.25 µs of a core per stack sample in it (a release
+/// build, `benches/rolling.rs`): one every 100 times that keeps it within 1 % of a core. Eight
+/// ranks' ten minutes (main threads at 50 Hz, six workers each at 10 Hz) are diagnosed every
+/// 13 s rather than every 5; one process's, every 5.
+const DIAGNOSE_US_PER_SAMPLE: i64 = 25;
 /// Start-up (CUDA context, model build, cuDNN autotuning, the first batches) looks like every
 /// problem at once; findings are held back this long.
 const WARM_UP_US: i64 = 30_000_000;
@@ -19,6 +24,9 @@ const WARM_UP_US: i64 = 30_000_000;
 const RECENT_STEPS_US: i64 = 30 * 1_000_000;
 /// Memory trend is the slope over this much of the latest samples.
 const TREND_US: i64 = 30 * 1_000_000;
+
+/// How far past the window its oldest samples may be kept between diagnoses.
+const TRIM_SLACK_US: i64 = 30 * 1_000_000;
 
 /// Times are the samples' own, so a recording replays through it as it ran.
 /// Of a whole machine, a process unsampled this long (µs) is forgotten.
@@ -46,6 +54,25 @@ pub struct RollingDiagnosis {
     trimmed: BTreeSet<u32>,
     /// The job's main threads: seconds in each state since the start, and what each does now.
     main_thread: crate::main_thread::Totals,
+    /// Kept across diagnoses: the window's stacks keep their ids, so each stack and state is
+    /// classified once in the run, not once per diagnosis.
+    classifier: std::sync::Arc<std::sync::Mutex<crate::main_thread::Classifier>>,
+}
+
+/// Drops what in `window` is older than [`WINDOW_US`] at `now_us`; returns the GPUs whose
+/// snapshots it dropped.
+fn trim_window(window: &mut RunData, now_us: i64) -> BTreeSet<u32> {
+    let keep = |t_us: i64| now_us - t_us <= WINDOW_US;
+    let dropped =
+        window.snapshots.iter().take_while(|s| !keep(s.timestamp_us)).flat_map(|s| s.gpus.iter().map(|g| g.gpu_index));
+    let dropped = dropped.collect();
+    window.snapshots.retain(|s| keep(s.timestamp_us));
+    window.host.retain(|h| keep(h.timestamp_us));
+    window.trees.retain(|t| keep(t.timestamp_us));
+    window.events.retain(|e| keep(e.t_ms * 1000));
+    window.markers.retain(|m| keep(m.t_us));
+    window.stacks.samples.retain(|x| keep(x.t_us));
+    dropped
 }
 
 /// What each GPU runs, for a view of the whole machine, where one job follows another: when a
@@ -87,6 +114,7 @@ impl RollingDiagnosis {
             workloads: None,
             trimmed: BTreeSet::new(),
             main_thread: crate::main_thread::Totals::default(),
+            classifier: Default::default(),
         }
     }
 
@@ -151,16 +179,17 @@ impl RollingDiagnosis {
         self.window.trees.extend(poll.tree);
         self.started_us.get_or_insert(now);
         self.now_us = now;
-        let keep = |t_us: i64| now - t_us <= WINDOW_US;
-        if self.window.snapshots.first().is_some_and(|s| !keep(s.timestamp_us)) {
-            self.trimmed.extend(self.window.snapshots.iter().flat_map(|s| s.gpus.iter().map(|g| g.gpu_index)));
+        // What fell out of the window is dropped before each diagnosis; between them, only
+        // once it is a slack's worth, so that a poll costs no pass over the window.
+        if self.window.snapshots.first().is_some_and(|s| now - s.timestamp_us > WINDOW_US + TRIM_SLACK_US) {
+            self.trim();
         }
-        self.window.snapshots.retain(|s| keep(s.timestamp_us));
-        self.window.host.retain(|h| keep(h.timestamp_us));
-        self.window.trees.retain(|t| keep(t.timestamp_us));
-        self.window.events.retain(|e| keep(e.t_ms * 1000));
-        self.window.markers.retain(|m| keep(m.t_us));
-        self.window.stacks.samples.retain(|x| keep(x.t_us));
+    }
+
+    /// Drops what is older than the window.
+    fn trim(&mut self) {
+        let dropped = trim_window(&mut self.window, self.now_us);
+        self.trimmed.extend(dropped);
     }
 
     pub fn push_markers(&mut self, marks: &[Marker]) {
@@ -194,17 +223,26 @@ impl RollingDiagnosis {
         self.window.events.push(e.clone());
     }
 
+    /// How often the window is diagnosed: every 5 s, or less often where its stack samples would
+    /// make that more than a hundredth of a core.
+    fn every_us(&self) -> i64 {
+        let samples = i64::try_from(self.window.stacks.samples.len()).unwrap_or(i64::MAX);
+        DIAGNOSE_EVERY_US.max(samples.saturating_mul(DIAGNOSE_US_PER_SAMPLE))
+    }
+
     /// Diagnoses when due; returns the findings to write down: those not seen before, and a
     /// memory forecast that moved by a quarter or more.
     pub fn update(&mut self) -> Vec<Finding> {
         let Some(started) = self.started_us else { return Vec::new() };
         if self.now_us - started < WARM_UP_US
-            || self.last_diagnosis_us.is_some_and(|t| self.now_us - t < DIAGNOSE_EVERY_US)
+            || self.last_diagnosis_us.is_some_and(|t| self.now_us - t < self.every_us())
         {
             return Vec::new();
         }
         self.last_diagnosis_us = Some(self.now_us);
+        self.trim();
         let mut run = Run::from_recording(&self.window);
+        crate::main_thread::classifier::share(&run, &self.classifier);
         // A GPU whose job has just started sits out: a start looks like every problem at once,
         // on the GPU's own findings and on the machine's (imbalance, health).
         run.gpus.retain(|g| !self.warming_up(Some(g.gpu)));
@@ -258,6 +296,12 @@ impl RollingDiagnosis {
     /// The findings for the window as it stands, whether or not one is due: at the end of a run,
     /// what `diagnose` would say of its recording (for a run shorter than the window).
     pub fn findings_now(&self) -> Vec<Finding> {
+        let stale = self.window.snapshots.first().is_some_and(|s| self.now_us - s.timestamp_us > WINDOW_US);
+        if stale {
+            let mut window = self.window.clone();
+            trim_window(&mut window, self.now_us);
+            return crate::diagnose_run(&Run::from_recording(&window));
+        }
         crate::diagnose_run(&Run::from_recording(&self.window))
     }
 
@@ -378,168 +422,5 @@ fn leading_of(findings: &[Finding]) -> Option<&Finding> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_finished_start_leads_only_when_nothing_else_was_found() {
-        use crate::Severity;
-        use FindingId::{Healthy, InputBound, Startup, Throttling};
-        let f = |id: FindingId, share: Option<f64>| {
-            let mut f = Finding::new(id, Severity::Warning, id.to_string());
-            f.cost = share.map(|s| crate::Cost::of_ledger(s, 1.0, None, vec!["data_wait"]));
-            f
-        };
-        // A loop 36 s in, 28 s of it spent starting: the data wait is what costs it now.
-        let found = [f(Startup, Some(0.92)), f(InputBound, Some(0.86)), f(Throttling, None)];
-        // Worst first, as diagnose_run sorts them.
-        assert_eq!(leading_of(&found).map(|f| f.id), Some(InputBound));
-        let found = [f(Startup, Some(0.2)), f(Throttling, None)];
-        assert_eq!(leading_of(&found).map(|f| f.id), Some(Throttling), "any ongoing cause first");
-        assert_eq!(leading_of(&[f(Startup, Some(0.2))]).map(|f| f.id), Some(Startup));
-        assert_eq!(leading_of(&[f(Healthy, None)]).map(|f| f.id), None);
-    }
-
-    /// A GPU's samples go when other PIDs take it, and only then: not for a list that could not
-    /// be read, nor for another GPU's change, nor where the old PIDs stay.
-    #[test]
-    fn a_gpu_starts_again_when_other_processes_take_it() {
-        use gpulse_model::{Absence, GpuSample, ProcessSample, Snapshot};
-        let gpu = |i: u32, pids: Option<&[u32]>| {
-            let mut g = GpuSample { gpu_index: i, ..GpuSample::default() };
-            match pids {
-                Some(p) => {
-                    g.processes = p.iter().map(|&pid| ProcessSample { pid, ..ProcessSample::default() }).collect()
-                }
-                None => g.absent.push((Metric::Processes, Absence::NotAvailable)),
-            }
-            g
-        };
-        let mut live = RollingDiagnosis::new(&[], false).following_workloads();
-        let mut t = 0;
-        let mut push = |live: &mut RollingDiagnosis, gpus: Vec<GpuSample>| {
-            t += 1_000_000;
-            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
-            live.push_poll(Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus }), host, ..Poll::default() });
-        };
-        let held = |live: &RollingDiagnosis, i: u32| {
-            live.window().snapshots.iter().filter(|s| s.gpus.iter().any(|g| g.gpu_index == i)).count()
-        };
-        push(&mut live, vec![gpu(0, Some(&[10])), gpu(1, Some(&[20]))]);
-        push(&mut live, vec![gpu(0, None), gpu(1, Some(&[20, 21]))]);
-        push(&mut live, vec![gpu(0, Some(&[10])), gpu(1, Some(&[21]))]);
-        assert_eq!((held(&live, 0), held(&live, 1)), (3, 3), "unread, joined, one left: the same job");
-        push(&mut live, vec![gpu(0, Some(&[11])), gpu(1, Some(&[21]))]);
-        assert_eq!((held(&live, 0), held(&live, 1)), (1, 4), "GPU 0 starts again with its new job");
-        assert!(live.warming_up(Some(0)) && !live.warming_up(Some(1)) && !live.warming_up(None));
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21]))]);
-        assert_eq!(held(&live, 0), 1, "and again when it is left idle");
-        // GPU 1: a holder the diagnosis found idle stays while job 21 gives way to job 22.
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
-        live.workloads.as_mut().unwrap().idle.insert((1, 5), None);
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[21, 5]))]);
-        let before = held(&live, 1);
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[22, 5]))]);
-        assert_eq!((before, held(&live, 1)), (7, 1), "the holder is no part of either job");
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[22, 5]))]);
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[5]))]);
-        assert_eq!(held(&live, 1), 1, "the job left the holder alone: a start again");
-        assert!(live.idle_processes().contains(&(1, 5)), "still known idle");
-        push(&mut live, vec![gpu(0, Some(&[])), gpu(1, Some(&[]))]);
-        assert!(live.idle_processes().is_empty(), "gone with its process");
-        let mut plain = RollingDiagnosis::new(&[], false);
-        push(&mut plain, vec![gpu(0, Some(&[10]))]);
-        push(&mut plain, vec![gpu(0, Some(&[11]))]);
-        assert_eq!(held(&plain, 0), 2, "a job's own diagnosis keeps its whole window");
-    }
-
-    /// Two GPUs busy at 90 %; at 61 s another job starts on GPU 0 at 10 %. While it warms up,
-    /// GPU 0 is left out of the machine's findings too (no imbalance from a start); after, the
-    /// imbalance of the two jobs is found.
-    #[test]
-    fn a_gpu_warming_up_sits_out_the_machines_findings() {
-        use gpulse_model::{GpuSample, ProcessSample, Snapshot};
-        let gpu = |i: u32, pid: u32, util: u32| GpuSample {
-            gpu_index: i,
-            util_gpu_pct: Some(util),
-            memory_used_bytes: Some(20 << 30),
-            memory_total_bytes: Some(140 << 30),
-            processes: vec![ProcessSample { pid, used_memory_bytes: Some(20 << 30), ..ProcessSample::default() }],
-            ..GpuSample::default()
-        };
-        let devices: Vec<DeviceInfo> = (0..2).map(|index| DeviceInfo { index, ..DeviceInfo::default() }).collect();
-        let mut live = RollingDiagnosis::new(&devices, false).following_workloads();
-        let mut seen = Vec::new();
-        for s in 1..=120i64 {
-            let t = s * 1_000_000;
-            let g0 = if s <= 60 { gpu(0, 10, 90) } else { gpu(0, 11, 10) };
-            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
-            let snap = Snapshot { timestamp_us: t, gpus: vec![g0, gpu(1, 20, 90)] };
-            live.push_poll(Poll { snapshot: Some(snap), host, ..Poll::default() });
-            live.update();
-            seen.push((s, live.current().iter().any(|f| f.id == FindingId::GpuImbalance)));
-        }
-        let imbalanced = |from: i64, to: i64| seen.iter().filter(|(s, _)| (from..=to).contains(s)).any(|(_, i)| *i);
-        assert!(!imbalanced(1, 60), "both at 90 %");
-        assert!(!imbalanced(61, 90), "GPU 0's new job warms up");
-        assert!(
-            imbalanced(96, 120),
-            "then 10 % against 90 % is found: {:?}",
-            live.current().iter().map(|f| f.id).collect::<Vec<_>>()
-        );
-    }
-
-    /// A holder found idle by the diagnosis itself stays known while its GPU warms up after the
-    /// job beside it leaves, and stops being idle the moment it works.
-    #[test]
-    fn a_holder_found_idle_stays_known_until_it_works() {
-        use gpulse_model::{GpuSample, ProcessSample, Snapshot};
-        let proc = |pid: u32, gib: u64, sm: u32| ProcessSample {
-            pid,
-            used_memory_bytes: Some(gib << 30),
-            sm_util_pct: Some(sm),
-            mem_util_pct: Some(0),
-            ..ProcessSample::default()
-        };
-        let devices = [DeviceInfo { index: 0, ..DeviceInfo::default() }];
-        let mut live = RollingDiagnosis::new(&devices, false).following_workloads();
-        let mut known = Vec::new();
-        for s in 1..=110i64 {
-            let t = s * 1_000_000;
-            let mut processes = vec![proc(5, 20, if s > 100 { 50 } else { 0 })];
-            if s <= 60 {
-                processes.push(proc(10, 10, 90));
-            }
-            let g = GpuSample {
-                gpu_index: 0,
-                util_gpu_pct: Some(if s <= 60 { 90 } else { 0 }),
-                memory_used_bytes: Some(30 << 30),
-                memory_total_bytes: Some(140 << 30),
-                processes,
-                ..GpuSample::default()
-            };
-            let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
-            live.push_poll(Poll {
-                snapshot: Some(Snapshot { timestamp_us: t, gpus: vec![g] }),
-                host,
-                ..Poll::default()
-            });
-            live.update();
-            known.push((s, live.idle_processes().contains(&(0, 5))));
-        }
-        let all = |from: i64, to: i64| known.iter().filter(|(s, _)| (from..=to).contains(s)).all(|(_, k)| *k);
-        assert!(all(40, 60), "found idle beside the job: {known:?}");
-        assert!(all(61, 100), "known through the warm-up after the job left, and after");
-        assert!(!known.iter().any(|(s, k)| *s > 100 && *k), "it works from 101 s");
-    }
-
-    #[test]
-    fn each_gpus_finding_is_written_once() {
-        let mut live = RollingDiagnosis::new(&[], false);
-        let on = |gpu: u32| Finding::new(FindingId::InputBound, crate::Severity::Warning, String::new()).on_gpu(gpu);
-        let ids = |f: Vec<Finding>| f.iter().map(|f| f.gpu.unwrap()).collect::<Vec<_>>();
-        assert_eq!(ids(live.worth_writing(&[on(0)])), [0]);
-        assert_eq!(ids(live.worth_writing(&[on(0), on(1)])), [1], "GPU 1's is news, GPU 0's is not");
-        assert!(live.worth_writing(&[on(0), on(1)]).is_empty());
-    }
-}
+#[path = "rolling_tests.rs"]
+mod tests;

@@ -163,7 +163,9 @@ mod nr {
 
 /// Whether a file path lies in a package or module, by its path components.
 fn in_module(file: &str, module: &str) -> bool {
-    file.starts_with(module) || file.match_indices(module).any(|(i, _)| i > 0 && file.as_bytes()[i - 1] == b'/')
+    // After each `/`, not a substring search: a searcher built per call was most of a
+    // diagnosis's classifying.
+    file.starts_with(module) || file.match_indices('/').any(|(i, _)| file[i + 1..].starts_with(module))
 }
 
 /// Whether a file is torch's or safetensors' saving and loading.
@@ -331,31 +333,6 @@ pub fn classify(stacks: &Stacks, sample: &ThreadSample) -> Class {
     classify_frames(&frames, sample)
 }
 
-/// [`classify`] once per distinct stack and kernel state, and a stack's library once: a day's
-/// samples repeat a few thousand of them.
-#[derive(Debug, Default, Clone)]
-pub struct Classifier {
-    /// Stack → the kernel states and GIL kinds seen on it, each with its class.
-    seen: std::collections::HashMap<u32, Vec<(gpulse_model::KernelState, std::mem::Discriminant<Gil>, Class)>>,
-    domains: std::collections::HashMap<u32, Option<Domain>>,
-}
-
-impl Classifier {
-    pub fn classify(&mut self, stacks: &Stacks, sample: &ThreadSample) -> Class {
-        let gil = std::mem::discriminant(&sample.gil);
-        let seen = self.seen.entry(sample.stack).or_default();
-        if let Some((_, _, c)) = seen.iter().find(|(k, g, _)| *g == gil && *k == sample.kernel) {
-            return *c;
-        }
-        let frames: Vec<&PyFrame> = stacks.frames_of(sample.stack).collect();
-        let domain = *self.domains.entry(sample.stack).or_insert_with(|| domain(&frames));
-        let (state, basis) = state_of(&frames, sample);
-        let class = Class { state, domain, basis };
-        seen.push((sample.kernel.clone(), gil, class));
-        class
-    }
-}
-
 /// [`classify`] on frames already looked up, outermost first.
 pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
     let (state, basis) = state_of(frames, sample);
@@ -363,7 +340,7 @@ pub fn classify_frames(frames: &[&PyFrame], sample: &ThreadSample) -> Class {
 }
 
 /// A sample's state, and whether it was read or deduced.
-fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadState, Basis) {
+pub(super) fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadState, Basis) {
     use ThreadState::*;
     let k = &sample.kernel;
     let leaf = frames.last().copied();

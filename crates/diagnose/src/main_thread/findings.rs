@@ -168,20 +168,6 @@ impl Part {
     }
 }
 
-/// The frame that called the site's function: the next frame out of the job's own code, else the
-/// next frame out.
-fn caller_frame(st: &gpulse_model::Stacks, stack: u32, site: Option<u32>) -> Option<u32> {
-    let ids = st.stacks.get(stack as usize)?;
-    let at = ids.iter().rposition(|id| Some(*id) == site)?;
-    let outer = &ids[..at];
-    outer
-        .iter()
-        .rev()
-        .find(|id| st.frames.get(**id as usize).is_some_and(|f| super::own_code(&f.file)))
-        .or(outer.last())
-        .copied()
-}
-
 /// The most weighed key of a map.
 fn top(map: &HashMap<u32, f64>) -> Option<u32> {
     map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
@@ -221,16 +207,17 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // Functions are numbered as they come, by (file, name): a cause is a function.
     let mut known: HashMap<u32, Facts> = HashMap::new();
     let mut functions: HashMap<(&str, &str), u32> = HashMap::new();
+    let shared = super::classifier::shared(run);
     let mut facts = |stack: u32| {
         *known.entry(stack).or_insert_with(|| {
-            let in_torch = run.stacks.frames_of(stack).any(|f| super::classify::torch_source(&f.file));
+            let place = shared.lock().unwrap_or_else(|e| e.into_inner()).place(&run.stacks, stack);
             let timed = run.stacks.frames_of(stack).any(super::classify::timed_by_gpulse);
-            let site = super::site_frame(&run.stacks, stack);
+            let site = place.site;
             let function = site.and_then(|s| run.stacks.frames.get(s as usize)).map(|f| {
                 let next = functions.len() as u32;
                 *functions.entry((f.file.as_str(), f.function.as_str())).or_insert(next)
             });
-            Facts { site, in_torch, timed, caller: caller_frame(&run.stacks, stack, site), function }
+            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function }
         })
     };
     let mut parts: HashMap<Cause, Part> = HashMap::new();

@@ -42,12 +42,14 @@ pub struct Totals {
 impl Totals {
     /// Adds the samples of a batch whose frames and stacks `stacks` already holds.
     pub fn add(&mut self, stacks: &Stacks, samples: &[ThreadSample]) {
+        // Each process's latest sample of the batch: its site is told once, not per sample.
+        let mut latest: HashMap<u32, (i64, ThreadState, u32)> = HashMap::new();
         for s in samples {
             let mut class = self.classifier.classify(stacks, s);
             let votes = self.votes.entry(s.pid).or_insert_with(|| NativeVotes::of(stacks.process(s.pid)));
             votes.add(s);
             votes.refine(s, &mut class);
-            self.now.insert(s.pid, (s.t_us, class.state, site_text(stacks, s.stack)));
+            latest.insert(s.pid, (s.t_us, class.state, s.stack));
             if let Some(r) = stacks.process(s.pid).and_then(|p| p.rank).filter(|_| !self.ranks.contains_key(&s.pid)) {
                 self.ranks.insert(s.pid, r.rank);
             }
@@ -64,6 +66,9 @@ impl Totals {
                 self.count(stacks, s.pid);
             }
         }
+        for (pid, (t_us, state, stack)) in latest {
+            self.now.insert(pid, (t_us, state, site_text(stacks, stack)));
+        }
     }
 
     /// Counts a process's pending samples but the last, which starts the next block.
@@ -73,7 +78,8 @@ impl Totals {
         let mut block: Vec<ThreadSample> =
             std::mem::replace(mine, vec![last.clone()]).into_iter().map(|p| p.0).collect();
         block.push(last.0);
-        let votes = self.votes.get(&pid).cloned().unwrap_or_default();
+        let none = NativeVotes::default();
+        let votes = self.votes.get(&pid).unwrap_or(&none);
         let refs: Vec<&ThreadSample> = block.iter().collect();
         // A pause in sampling counts up to its cap, or whole where the thread's clocks witness
         // it, as the diagnosis counts it.

@@ -10,6 +10,7 @@
 //! it takes no idle time: it says where the GPU's queue drains.
 
 mod advice;
+pub(crate) mod classifier;
 pub(crate) mod classify;
 mod clocks;
 mod findings;
@@ -25,7 +26,8 @@ use std::collections::HashMap;
 use gpulse_model::{ProcessRole, Stacks};
 use serde::Serialize;
 
-pub use classify::{Class, Classifier, Domain, ThreadState, classify, own_code, site_frame};
+pub use classifier::Classifier;
+pub use classify::{Class, Domain, ThreadState, classify, own_code, site_frame};
 
 use crate::run::main_pid;
 use crate::{Run, round};
@@ -63,7 +65,7 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let (mut weights, capped) = weights(&times);
     witnessed_pauses(&mine, &times, &capped, &mut weights);
     // Stacks are the run's, not a process's: one classifier serves every process.
-    let shared = run.memo.get(&run.stacks, 0, || std::sync::Mutex::new(Classifier::default()));
+    let shared = classifier::shared(run);
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
     let mut votes = NativeVotes::of(st.process(pid));
     mine.iter().for_each(|s| votes.add(s));
@@ -176,8 +178,8 @@ pub(crate) struct NativeVotes {
     /// blocked in its CUDA launches almost never does, and was read native or Python by luck.
     gil_read: Option<bool>,
     gil_told: bool,
-    /// Stack → its running samples with the GIL held, and free.
-    running: HashMap<u32, (usize, usize)>,
+    /// By stack: its running samples with the GIL held, and free.
+    running: classifier::ByStack<(u32, u32)>,
 }
 
 impl NativeVotes {
@@ -191,7 +193,7 @@ impl NativeVotes {
         if s.kernel.state != 'R' {
             return;
         }
-        let e = self.running.entry(s.stack).or_default();
+        let e = self.running.entry(s.stack);
         match s.gil {
             gpulse_model::Gil::Held => e.0 += 1,
             gpulse_model::Gil::Free => e.1 += 1,
@@ -201,7 +203,7 @@ impl NativeVotes {
 
     /// `python` becomes `native` where the votes say the stack runs without the GIL.
     pub(crate) fn refine(&self, s: &gpulse_model::ThreadSample, class: &mut Class) {
-        let native_stack = self.running.get(&s.stack).is_some_and(|(held, free)| free > held);
+        let native_stack = self.running.get(s.stack).is_some_and(|(held, free)| free > held);
         if self.gil_read.unwrap_or(self.gil_told)
             && native_stack
             && class.state == ThreadState::Python

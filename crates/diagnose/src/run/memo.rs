@@ -16,8 +16,9 @@ pub struct Memo {
 }
 
 struct Entry {
-    /// The stacks it came from, held so that their address is never another's while it lives.
-    from: Arc<Stacks>,
+    /// The stacks it came from, held so that their address is never another's while it lives;
+    /// `None` for a value seeded from outside, which holds for any stacks this memo is given.
+    from: Option<Arc<Stacks>>,
     value: Arc<dyn Any + Send + Sync>,
 }
 
@@ -26,16 +27,23 @@ impl Memo {
     pub(crate) fn get<T: Any + Send + Sync>(&self, stacks: &Arc<Stacks>, key: u64, make: impl FnOnce() -> T) -> Arc<T> {
         let k = (TypeId::of::<T>(), key);
         if let Some(e) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&k)
-            && Arc::ptr_eq(&e.from, stacks)
+            && e.from.as_ref().is_none_or(|from| Arc::ptr_eq(from, stacks))
             && let Ok(v) = e.value.clone().downcast::<T>()
         {
             return v;
         }
         // Made outside the lock: making may ask for other entries.
         let v = Arc::new(make());
-        let entry = Entry { from: stacks.clone(), value: v.clone() };
+        let entry = Entry { from: Some(stacks.clone()), value: v.clone() };
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).insert(k, entry);
         v
+    }
+
+    /// Makes `value` the entry of `key` whatever stacks are asked with: for what a caller keeps
+    /// across runs whose stacks grow but keep their ids' meaning (the live window's).
+    pub(crate) fn seed<T: Any + Send + Sync>(&self, key: u64, value: Arc<T>) {
+        let entry = Entry { from: None, value };
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).insert((TypeId::of::<T>(), key), entry);
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use gpulse_model::{ProcessRole, Rank, Stacks};
 
 use crate::Run;
-use crate::main_thread::{Domain, classify};
+use crate::main_thread::Domain;
 
 /// The sampled processes as their samples show them: the sampler tells a role from a first
 /// stack, which may be still importing (`mp.spawn`'s parent before its `join`, multiprocessing's
@@ -57,14 +57,13 @@ struct Training(Option<[f64; 2]>);
 
 fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let st = &run.stacks;
-    let mut by_stack: HashMap<u32, bool> = HashMap::new();
+    let shared = crate::main_thread::classifier::shared(run);
+    let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
     let mine = samples_of(run, pid);
-    let mut training = mine.iter().map(|i| &st.samples[*i as usize]).filter(|s| {
-        *by_stack.entry(s.stack).or_insert_with(|| {
-            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(s.stack).collect();
-            matches!(classify::domain(&frames), Some(Domain::Backward | Domain::Optimizer))
-        })
-    });
+    let mut training = mine
+        .iter()
+        .map(|i| &st.samples[*i as usize])
+        .filter(|s| matches!(classifier.domain(st, s.stack), Some(Domain::Backward | Domain::Optimizer)));
     let first = training.next()?.t_us;
     let last = training.last().map_or(first, |s| s.t_us);
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
