@@ -36,7 +36,7 @@ pub struct RankRow {
     /// Of its main thread's sampled time (within its steps, where it marked them), inside
     /// collectives: waiting for its peers, and for a core once they arrived.
     pub peer_wait_share: f64,
-    /// Its main thread's largest state other than waiting for peers, with its share and site.
+    /// Its main thread's largest state outside its collectives, with its share and site.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busiest: Option<ThreadState>,
     pub busiest_share: f64,

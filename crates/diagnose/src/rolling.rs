@@ -63,10 +63,14 @@ pub struct RollingDiagnosis {
 /// snapshots it dropped.
 fn trim_window(window: &mut RunData, now_us: i64) -> BTreeSet<u32> {
     let keep = |t_us: i64| now_us - t_us <= WINDOW_US;
-    let dropped =
-        window.snapshots.iter().take_while(|s| !keep(s.timestamp_us)).flat_map(|s| s.gpus.iter().map(|g| g.gpu_index));
-    let dropped = dropped.collect();
-    window.snapshots.retain(|s| keep(s.timestamp_us));
+    let mut dropped = BTreeSet::new();
+    window.snapshots.retain(|s| {
+        let kept = keep(s.timestamp_us);
+        if !kept {
+            dropped.extend(s.gpus.iter().map(|g| g.gpu_index));
+        }
+        kept
+    });
     window.host.retain(|h| keep(h.timestamp_us));
     window.trees.retain(|t| keep(t.timestamp_us));
     window.events.retain(|e| keep(e.t_ms * 1000));
@@ -181,7 +185,8 @@ impl RollingDiagnosis {
         self.now_us = now;
         // What fell out of the window is dropped before each diagnosis; between them, only
         // once it is a slack's worth, so that a poll costs no pass over the window.
-        if self.window.snapshots.first().is_some_and(|s| now - s.timestamp_us > WINDOW_US + TRIM_SLACK_US) {
+        // The host is read every poll: its oldest sample dates the window.
+        if self.window.host.first().is_some_and(|h| now - h.timestamp_us > WINDOW_US + TRIM_SLACK_US) {
             self.trim();
         }
     }
@@ -296,13 +301,9 @@ impl RollingDiagnosis {
     /// The findings for the window as it stands, whether or not one is due: at the end of a run,
     /// what `diagnose` would say of its recording (for a run shorter than the window).
     pub fn findings_now(&self) -> Vec<Finding> {
-        let stale = self.window.snapshots.first().is_some_and(|s| self.now_us - s.timestamp_us > WINDOW_US);
-        if stale {
-            let mut window = self.window.clone();
-            trim_window(&mut window, self.now_us);
-            return crate::diagnose_run(&Run::from_recording(&window));
-        }
-        crate::diagnose_run(&Run::from_recording(&self.window))
+        let mut window = self.window.clone();
+        trim_window(&mut window, self.now_us);
+        crate::diagnose_run(&Run::from_recording(&window))
     }
 
     /// Where the window's wall time went, as of the latest diagnosis.

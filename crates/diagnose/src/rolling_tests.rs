@@ -1,11 +1,12 @@
 //! The live diagnosis: what leads, each GPU's workloads, its window and its cadence.
 
+use gpulse_model::StackBatch;
+
 use super::*;
 
-/// Polls a second apart from 1 s to `secs` s, each with `per_poll` stack samples of one
-/// process spread over its second.
-fn fed(secs: i64, per_poll: i64) -> RollingDiagnosis {
-    use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, Snapshot, StackBatch, ThreadSample};
+/// A live diagnosis of one process (PID 7, one stack), with none of its samples yet.
+fn one_process() -> RollingDiagnosis {
+    use gpulse_model::{ProcessRole, PyFrame, SampledProcess};
     let mut live = RollingDiagnosis::new(&[], false);
     let frame = PyFrame { file: "/w/train.py".into(), line: 3, function: "main".into(), code: None };
     let process = SampledProcess {
@@ -22,54 +23,73 @@ fn fed(secs: i64, per_poll: i64) -> RollingDiagnosis {
         processes: vec![process],
         ..StackBatch::default()
     });
+    live
+}
+
+/// A sample of PID 7 running Python at `t_us`.
+fn running_at(t_us: i64) -> gpulse_model::ThreadSample {
+    use gpulse_model::{Gil, KernelState, ThreadSample};
+    let kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
+    ThreadSample { t_us, pid: 7, stack: 0, kernel, gil: Gil::Held, clock: None }
+}
+
+/// A poll at `sec` s, then `update`; returns when it diagnosed, if it did.
+fn poll(live: &mut RollingDiagnosis, sec: i64) -> Option<i64> {
+    let t = sec * 1_000_000;
+    let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
+    let snapshot = gpulse_model::Snapshot { timestamp_us: t, gpus: vec![] };
+    live.push_poll(Poll { snapshot: Some(snapshot), host, ..Poll::default() });
+    let before = live.last_diagnosis_us;
+    live.update();
+    (live.last_diagnosis_us != before).then_some(t)
+}
+
+/// Polls a second apart from 1 s to `secs` s, each with `per_poll` stack samples of one
+/// process spread over its second.
+fn fed(secs: i64, per_poll: i64) -> RollingDiagnosis {
+    let mut live = one_process();
     for sec in 1..=secs {
         let t = sec * 1_000_000;
-        let host = gpulse_model::HostSample { timestamp_us: t, ..Default::default() };
-        live.push_poll(Poll { snapshot: Some(Snapshot { timestamp_us: t, gpus: vec![] }), host, ..Poll::default() });
-        let samples = (0..per_poll)
-            .map(|i| ThreadSample {
-                t_us: t - 1_000_000 + i * 1_000_000 / per_poll,
-                pid: 7,
-                stack: 0,
-                kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
-                gil: Gil::Held,
-                clock: None,
-            })
-            .collect();
+        let samples = (0..per_poll).map(|i| running_at(t - 1_000_000 + i * 1_000_000 / per_poll)).collect();
         live.push_stacks(StackBatch { samples, ..StackBatch::default() });
-        live.update();
+        poll(&mut live, sec);
     }
     live
 }
 
 /// Between diagnoses the window keeps up to half a minute past its ten; a diagnosis reads the
-/// ten minutes alone, and so does a diagnosis of the window as it stands.
+/// ten minutes alone.
 #[test]
 fn a_diagnosis_reads_the_last_ten_minutes_alone() {
     let live = fed(641, 2);
     let oldest = |w: &RunData| w.stacks.samples.first().map(|s| s.t_us);
-    // Diagnosed at 641 s (every 5 s from the warm-up's end at 31 s): the window begins at 41 s.
+    // Diagnosed at 641 s (every 5 s from the warm-up's end at 31 s): the run it read begins at
+    // 41 s.
     assert_eq!(live.last_diagnosis_us, Some(641_000_000));
-    assert_eq!(oldest(live.window()), Some(41_000_000));
+    let read = live.run.as_ref().expect("a diagnosed run");
+    assert_eq!(read.stacks.samples.first().map(|s| s.t_us), Some(41_000_000));
     assert_eq!(live.window().snapshots.first().map(|s| s.timestamp_us), Some(41_000_000));
     let mut live = fed(644, 2);
     assert_eq!(live.last_diagnosis_us, Some(641_000_000));
     assert_eq!(oldest(live.window()), Some(41_000_000), "kept past the window until the next diagnosis");
-    let host = gpulse_model::HostSample { timestamp_us: 645_000_000, ..Default::default() };
-    live.push_poll(Poll { host, ..Poll::default() });
-    live.trim();
-    assert_eq!(oldest(live.window()), Some(45_000_000));
+    // Past the next diagnosis' due time, it reads from 46 s.
+    assert_eq!(poll(&mut live, 646), Some(646_000_000));
+    assert_eq!(live.run.as_ref().unwrap().stacks.samples.first().map(|s| s.t_us), Some(46_000_000));
 }
 
-/// One process at 100 Hz is diagnosed every 5 s; a window of 400 000 stack samples (eight
-/// ranks and their workers), every 10 s, which keeps it within a hundredth of a core.
+/// One process at 100 Hz is diagnosed every 5 s. A window of 250 000 stack samples, every 6.25 s
+/// (25 µs a sample), which keeps it within a hundredth of a core: eight ranks at 50 Hz with six
+/// workers each at 10 Hz hold 528 000 in ten minutes, diagnosed every 13 s.
 #[test]
 fn the_live_diagnosis_comes_less_often_as_its_window_grows() {
     let live = fed(40, 100);
     assert_eq!(live.every_us(), DIAGNOSE_EVERY_US);
-    let mut live = fed(1, 1);
-    live.window.stacks.samples = vec![live.window.stacks.samples[0].clone(); 400_000];
-    assert_eq!(live.every_us(), 10_000_000);
+    let mut live = one_process();
+    let samples = (0..250_000).map(|i| running_at(1_000_000 + i * 120)).collect();
+    live.push_stacks(StackBatch { samples, ..StackBatch::default() });
+    let diagnosed: Vec<i64> = (1..=46).filter_map(|sec| poll(&mut live, sec)).collect();
+    // The warm-up ends at 31 s; then 6.25 s apart, at the polls that follow.
+    assert_eq!(diagnosed, [31_000_000, 38_000_000, 45_000_000]);
 }
 
 #[test]

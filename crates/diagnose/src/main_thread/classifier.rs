@@ -10,7 +10,7 @@ use super::classify::{Class, Domain, domain, own_code, site_frame, state_of, tor
 /// a vector is their map, without a hash per sample; an id past any real run's (a damaged
 /// recording's) goes to a map instead of growing the vector to it.
 #[derive(Debug, Clone)]
-pub(crate) struct ByStack<T> {
+struct ByStack<T> {
     dense: Vec<T>,
     sparse: std::collections::HashMap<u32, T>,
 }
@@ -25,11 +25,7 @@ impl<T> Default for ByStack<T> {
 const DENSE_STACKS: u32 = 1 << 20;
 
 impl<T: Default> ByStack<T> {
-    pub(crate) fn get(&self, stack: u32) -> Option<&T> {
-        if stack < DENSE_STACKS { self.dense.get(stack as usize) } else { self.sparse.get(&stack) }
-    }
-
-    pub(crate) fn entry(&mut self, stack: u32) -> &mut T {
+    fn entry(&mut self, stack: u32) -> &mut T {
         if stack >= DENSE_STACKS {
             return self.sparse.entry(stack).or_default();
         }
@@ -50,7 +46,8 @@ pub(crate) fn shared(run: &crate::Run) -> std::sync::Arc<std::sync::Mutex<Classi
 }
 
 /// Has `run` classify with `classifier`, kept by the caller across runs whose stacks only grow
-/// (a stack's id means the same frames in each): each stack and state is classified once.
+/// (a stack's id means the same frames in each: the stacks of one sampler, which never reuses
+/// an id): each stack and state is classified once.
 pub(crate) fn share(run: &crate::Run, classifier: &std::sync::Arc<std::sync::Mutex<Classifier>>) {
     run.memo.seed(CLASSIFIER_KEY, classifier.clone());
 }

@@ -178,8 +178,9 @@ pub(crate) struct NativeVotes {
     /// blocked in its CUDA launches almost never does, and was read native or Python by luck.
     gil_read: Option<bool>,
     gil_told: bool,
-    /// By stack: its running samples with the GIL held, and free.
-    running: classifier::ByStack<(u32, u32)>,
+    /// Stack → its running samples with the GIL held, and free (a map: one is made per process
+    /// per diagnosis, and a vector would span every stack id of a long run).
+    running: HashMap<u32, (usize, usize)>,
 }
 
 impl NativeVotes {
@@ -193,7 +194,7 @@ impl NativeVotes {
         if s.kernel.state != 'R' {
             return;
         }
-        let e = self.running.entry(s.stack);
+        let e = self.running.entry(s.stack).or_default();
         match s.gil {
             gpulse_model::Gil::Held => e.0 += 1,
             gpulse_model::Gil::Free => e.1 += 1,
@@ -203,7 +204,7 @@ impl NativeVotes {
 
     /// `python` becomes `native` where the votes say the stack runs without the GIL.
     pub(crate) fn refine(&self, s: &gpulse_model::ThreadSample, class: &mut Class) {
-        let native_stack = self.running.get(s.stack).is_some_and(|(held, free)| free > held);
+        let native_stack = self.running.get(&s.stack).is_some_and(|(held, free)| free > held);
         if self.gil_read.unwrap_or(self.gil_told)
             && native_stack
             && class.state == ThreadState::Python
