@@ -8,11 +8,27 @@ use std::path::{Path, PathBuf};
 use gpulse_model::{Gil, KernelState, ProcessRole, PyFrame, SampledProcess, StackBatch, Stacks, ThreadSample};
 use gpulse_record::{RunMeta, Writer};
 
-fn dir(name: &str) -> PathBuf {
+/// A test's folder, removed when the test ends, failed or not.
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("gpulse-stacks-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Dir(d)
 }
 
 fn meta() -> RunMeta {
@@ -177,7 +193,6 @@ fn stacks_round_trip() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     let rows: i64 = conn.query_row("SELECT count(*) FROM stack_samples", [], |r| r.get(0)).unwrap();
     assert!(rows <= 8, "{rows} rows");
-    std::fs::remove_dir_all(d).unwrap();
 }
 
 #[test]
@@ -195,7 +210,6 @@ fn a_recording_without_the_tables_reads_with_no_stacks() {
     let rec = gpulse_record::read(&path).unwrap();
     assert_eq!(rec.stacks, Stacks::default());
     assert!(rec.stacks.is_empty());
-    std::fs::remove_dir_all(d).unwrap();
 }
 
 #[test]
@@ -215,7 +229,6 @@ fn a_crash_loses_at_most_the_last_second_of_samples() {
     let kept: Vec<&ThreadSample> = want.samples.iter().filter(|s| s.t_us < T0 + 3_000_000).collect();
     assert_eq!(rec.stacks.samples.iter().collect::<Vec<_>>(), kept);
     assert_eq!(rec.stacks.stacks, want.stacks);
-    std::fs::remove_dir_all(d).unwrap();
 }
 
 /// An hour of one process at 50 Hz: a 50-frame main stack whose innermost frames vary among 30
@@ -311,5 +324,4 @@ fn an_hour_at_50_hz_stays_within_2_mb() {
     let rec = gpulse_record::read(&d.join("run.db")).unwrap();
     assert_eq!(rec.stacks.samples.len(), samples);
     assert_eq!(rec.stacks.frames_of(3000).count(), 50);
-    std::fs::remove_dir_all(d).unwrap();
 }
