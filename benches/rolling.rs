@@ -3,7 +3,8 @@
 //! up to it, then `update`), timing each poll's whole work.
 //!
 //! `GPULSE_RANK_HOURS=0.25 cargo bench --bench ranks_stacks` writes a quarter hour of 8 ranks with
-//! their stacks; then `cargo bench --bench rolling [-- FILE]` (default /tmp/gpulse-ranks.db).
+//! their stacks; then `cargo bench --bench rolling [-- FILE]` (default /tmp/gpulse-ranks.db), with
+//! `GPULSE_POLL_MS=100` to poll ten times as often as the recording did.
 
 use std::time::Instant;
 
@@ -34,8 +35,21 @@ fn main() {
     let mut pushes_ms = 0.0;
     // The diagnoses of a full window (ten minutes), and the stack samples in it.
     let mut full_ms: Vec<f64> = Vec::new();
-    for snap in &rec.snapshots {
+    // Each recorded poll, or, with GPULSE_POLL_MS, polls that often, each with the latest
+    // recorded snapshot (its values, at the poll's time): what a run at that interval feeds.
+    let poll_us = std::env::var("GPULSE_POLL_MS").ok().and_then(|v| v.parse::<i64>().ok()).map(|ms| ms * 1000);
+    let mut times: Vec<(i64, &gpulse_model::Snapshot)> = Vec::new();
+    for (i, snap) in rec.snapshots.iter().enumerate() {
         let t = snap.timestamp_us;
+        match (poll_us, i.checked_sub(1).map(|j| rec.snapshots[j].timestamp_us)) {
+            (Some(step), Some(before)) => {
+                times.extend((1..=((t - before) / step).max(1)).map(|k| (before + k * step, snap)))
+            }
+            _ => times.push((t, snap)),
+        }
+    }
+    for (t, snap) in times {
+        let snap = gpulse_model::Snapshot { timestamp_us: t, ..snap.clone() };
         while next_host + 1 < rec.host.len() && rec.host[next_host + 1].timestamp_us <= t {
             next_host += 1;
         }
@@ -45,7 +59,7 @@ fn main() {
         batch.samples = st.samples[next_sample..end].to_vec();
         next_sample = end;
         let marks_end = next_mark + rec.markers[next_mark..].partition_point(|m| m.t_us <= t);
-        let poll = Poll { snapshot: Some(snap.clone()), host, tree: None, ..Default::default() };
+        let poll = Poll { snapshot: Some(snap), host, tree: None, ..Default::default() };
         let started = Instant::now();
         live.push_poll(poll);
         live.push_stacks(batch);
