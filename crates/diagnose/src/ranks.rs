@@ -136,7 +136,7 @@ impl Straggler {
 /// A rank's class at `t`: its last sample at or before `t` (its samples, not the parts the
 /// clocks split off them, in time order; `i` of them lie at or before `t`), where the next
 /// follows within half a second.
-fn state_after(pts: &[crate::main_thread::Point], i: usize, t: f64) -> Option<crate::main_thread::Class> {
+fn class_after(pts: &[crate::main_thread::Point], i: usize, t: f64) -> Option<crate::main_thread::Class> {
     let p = pts.get(i.checked_sub(1)?)?;
     let next = pts.get(i).map_or(p.t_s + p.dur_s, |n| n.t_s);
     (next - p.t_s <= MAX_GAP_S && t < next).then_some(p.class)
@@ -204,7 +204,7 @@ pub(crate) fn straggler(run: &Run) -> Option<Straggler> {
             }
             last_t = p.t_s;
             let others = timelines.iter().enumerate().filter(|(j, _)| *j != i);
-            let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (j, q)| match state_after(q, at[j], p.t_s) {
+            let (waiting, seen) = others.fold((0usize, 0usize), |(w, n), (j, q)| match class_after(q, at[j], p.t_s) {
                 Some(c) if in_collective(&c) => (w + 1, n + 1),
                 Some(_) => (w, n + 1),
                 None => (w, n),

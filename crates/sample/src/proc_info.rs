@@ -281,26 +281,6 @@ impl TaskFiles {
     }
 }
 
-/// The state letter of one thread, read once ([`TaskFiles::state`]).
-pub fn task_state(pid: u32, tid: u32) -> Option<char> {
-    TaskFiles::of(pid, tid).state()
-}
-
-/// A thread's clocks, read once ([`TaskFiles::clock`]).
-pub fn task_clock(pid: u32, tid: u32) -> Option<gpulse_model::ThreadClock> {
-    TaskFiles::of(pid, tid).clock()
-}
-
-/// The system call a thread is blocked in, read once ([`TaskFiles::syscall`]).
-pub fn task_syscall(pid: u32, tid: u32) -> Option<u32> {
-    TaskFiles::of(pid, tid).syscall()
-}
-
-/// The kernel function a thread waits in, read once ([`TaskFiles::wchan`]).
-pub fn task_wchan(pid: u32, tid: u32) -> Option<String> {
-    TaskFiles::of(pid, tid).wchan()
-}
-
 /// The program a process runs (`/proc/PID/exe`); `None` when it is gone or not ours to read.
 pub fn exe(pid: u32) -> Option<std::path::PathBuf> {
     fs::read_link(format!("/proc/{pid}/exe")).ok()
@@ -483,7 +463,7 @@ mod tests {
         let b = files.clock().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let c = files.clock().unwrap();
-        assert_eq!(task_clock(pid, u32::MAX), None);
+        assert_eq!(TaskFiles::of(pid, u32::MAX).clock(), None);
         // Spinning: on a CPU or waiting for one, the whole 200 ms; asleep, neither.
         let spun = (b.cpu_us + b.wait_us) - (a.cpu_us + a.wait_us);
         assert!((195_000..400_000).contains(&spun), "{a:?} {b:?}");
@@ -496,12 +476,14 @@ mod tests {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while task_syscall(pid, pid) != Some(230) {
-            assert!(std::time::Instant::now() < deadline, "never asleep: {:?}", task_syscall(pid, pid));
+        // Each read opened afresh, as a first read is.
+        let once = || TaskFiles::of(pid, pid);
+        while once().syscall() != Some(230) {
+            assert!(std::time::Instant::now() < deadline, "never asleep: {:?}", once().syscall());
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert_eq!(task_state(pid, pid), Some('S'));
-        assert!(task_wchan(pid, pid).is_none_or(|w| w.contains("nanosleep")), "{:?}", task_wchan(pid, pid));
+        assert_eq!(once().state(), Some('S'));
+        assert!(once().wchan().is_none_or(|w| w.contains("nanosleep")), "{:?}", once().wchan());
         assert!(exe(pid).is_some_and(|e| e.ends_with("sleep")), "{:?}", exe(pid));
         // Kept open, the files read the thread as it is, and nothing once it is gone.
         let mut files = TaskFiles::of(pid, pid);
@@ -509,9 +491,9 @@ mod tests {
         let _ = (child.kill(), child.wait());
         assert_eq!((files.state(), files.syscall(), files.wchan(), files.clock()), (None, None, None, None));
         let me = std::process::id();
-        assert_eq!(task_state(me, me), state(me), "read as procfs reads it");
-        assert_eq!((task_state(u32::MAX, 1), task_syscall(u32::MAX, 1), task_wchan(u32::MAX, 1)), (None, None, None));
-        assert_eq!(task_clock(u32::MAX, 1), None);
+        assert_eq!(TaskFiles::of(me, me).state(), state(me), "read as procfs reads it");
+        let mut none = TaskFiles::of(u32::MAX, 1);
+        assert_eq!((none.state(), none.syscall(), none.wchan(), none.clock()), (None, None, None, None));
     }
 
     #[test]
