@@ -32,7 +32,7 @@ pub(super) const OPTIMIZER_ADVICE: [&str; 2] = [
 pub(super) fn advice(
     (state, domain): (ThreadState, Option<Domain>),
     recompile: bool,
-    (on_gpu, launches): (bool, bool),
+    (on_gpu, launches, cpu_cores): (bool, bool, Option<f64>),
     site: Option<&gpulse_model::PyFrame>,
     drain: Option<(&str, bool)>,
     holder: Option<&str>,
@@ -79,6 +79,12 @@ pub(super) fn advice(
         ],
         (ThreadState::Python, _) => vec![format!(
             "the job's own Python{at} is the step's critical path: make it tensor operations, run it every N steps, or move it to the DataLoader's workers"
+        )],
+        // The process's other threads busy meanwhile: torch's intra-op pool runs the op, which
+        // a launch never uses.
+        (ThreadState::Native, _) if cpu_cores.is_some() && (launches || on_gpu) => vec![format!(
+            "the op{at} runs on CPU tensors: besides the main thread, the process's other threads (torch's intra-op pool) kept {:.1} cores busy. Move it to the GPU (the tensors on CUDA), or into the DataLoader's workers, where it overlaps the GPU's work",
+            cpu_cores.unwrap_or_default()
         )],
         // torch lets the GIL go for each op: on CUDA tensors the time is the launches, on CPU
         // tensors the op itself, and the samples cannot tell the two apart.

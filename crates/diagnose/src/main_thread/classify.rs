@@ -354,9 +354,13 @@ pub(super) fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadSta
         // Inside a collective the rank waits for its peers, whether the backend blocks on a
         // socket (gloo), spins, or waits on the device (NCCL's barrier synchronizes).
         inferred(PeerWait)
-    } else if leaf.is_some_and(syncs) && k.state != 'D' {
+    } else if leaf.is_some_and(syncs)
+        && k.state != 'D'
+        && !frames.iter().any(|f| in_module(&f.file, "torch/utils/data/"))
+    {
         // The line is a copy to the host or a synchronize: spinning (R) or blocked, the thread
-        // waits for the device.
+        // waits for the device. Not in a DataLoader's fetch, whose tensors are the host's (a
+        // transform's `.numpy()`).
         inferred(GpuSync)
     } else if k.state == 'R'
         && sample.gil != Gil::Held

@@ -171,3 +171,26 @@ fn the_library_is_the_deepest_known_frame() {
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), None);
     assert!(!syncs(&frames[0]), "items() is no .item()");
 }
+
+/// A transform's `.numpy()` inside the DataLoader's fetch works on the host's tensors: the
+/// thread runs, it does not wait for the GPU. The same call on the job's own line is a sync.
+#[test]
+fn a_copy_to_numpy_in_the_dataloaders_fetch_is_no_wait_on_the_gpu() {
+    let fetch = [
+        frame("/w/train.py", "main", "x, y = next(it)"),
+        frame(
+            "/v/site-packages/torch/utils/data/_utils/fetch.py",
+            "fetch",
+            "data = [self.dataset[idx] for idx in possibly_batched_index]",
+        ),
+        frame("/w/data.py", "__getitem__", "return self.transform(img)"),
+        frame(
+            "/v/site-packages/torchvision/transforms/functional.py",
+            "to_tensor",
+            "img = torch.from_numpy(np.array(pic).numpy())",
+        ),
+    ];
+    assert_eq!(state(&fetch, sample('R', None, None, Gil::Held)), ThreadState::Python);
+    let own = [frame("/w/train.py", "main", "preds = out.numpy()")];
+    assert_eq!(state(&own, sample('R', None, None, Gil::Held)), ThreadState::GpuSync);
+}

@@ -88,10 +88,33 @@ impl Cause {
                 None | Some(Domain::Backward | Domain::Optimizer | Domain::HostMath),
             ) => Cause::Cpu { function, launching, native: !launching && native_line },
             (ThreadState::Python | ThreadState::Native, Some(d)) => Cause::Library(d),
+            // Saving writes what it serialized: one cause, whose advice covers the write.
+            (ThreadState::Disk, Some(d @ (Domain::Checkpoint | Domain::Serialize))) => Cause::Library(d),
             _ => Cause::State(state, domain),
         }
     }
 }
+
+/// The cores that a process's threads other than its main thread kept busy over `span`, where
+/// they kept at least [`OTHER_THREADS_CORES`]: the process's own CPU (its tree samples) less
+/// the time its main thread's samples could have been on a CPU. Native code of torch's with
+/// the GIL released is CPU work on CPU tensors where they do (the intra-op pool works for it),
+/// and may be launching where they do not.
+fn other_threads_cores(run: &Run, pid: u32, pts: &[super::Point], [lo, hi]: [f64; 2]) -> Option<f64> {
+    let cpu: Vec<f64> = run.main_cpu.get(&pid)?.iter().filter(|c| c.0 > lo && c.0 <= hi).map(|c| c.1).collect();
+    if cpu.len() < 3 {
+        return None;
+    }
+    let in_span = || pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi);
+    let sampled: f64 = in_span().map(|p| p.dur_s).sum();
+    let on_cpu = |s: ThreadState| matches!(s, ThreadState::Python | ThreadState::Native | ThreadState::GpuSync);
+    let main: f64 = in_span().filter(|p| on_cpu(p.class.state)).map(|p| p.dur_s).sum::<f64>() / sampled.max(1e-9);
+    let cores = cpu.iter().sum::<f64>() / cpu.len() as f64 / 100.0 - main.min(1.0);
+    (cores >= OTHER_THREADS_CORES).then_some(cores)
+}
+
+/// Half a core: more than a pin-memory thread or a logger takes.
+const OTHER_THREADS_CORES: f64 = 0.5;
 
 /// What one cause took of the idle time.
 #[derive(Default)]
@@ -185,6 +208,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let splittable = |a: &Account| {
         a.account == AccountKind::HostSide
             || a.account == AccountKind::InputInferred
+            // A checkpoint's write, placed by the same samples: one cause with its pickling.
+            || a.account == AccountKind::StorageWrite
             || a.account == AccountKind::HostSaturated
             || (a.account == AccountKind::Unexplained
                 && (LOOP_IDLE.contains(&a.label.as_str()) || (g.is_none() && a.label == NO_LOOP)))
@@ -233,6 +258,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
     }
     let native_line = |site: Option<u32>| site.and_then(|s| lines.get(&s)).is_some_and(|[py, nat]| nat > py);
+    // Where the process's other threads kept cores busy, the line with the most native time is
+    // a CPU op whose intra-op pool they are (one line: a DataLoader in the process may be
+    // what keeps them busy, not the forward pass beside it).
+    let other_cores = other_threads_cores(run, pid, &pts, [lo, hi]);
+    let cpu_op = other_cores.and_then(|_| lines.iter().max_by(|a, b| a.1[1].total_cmp(&b.1[1]).then(b.0.cmp(a.0))));
+    let cpu_op = cpu_op.map(|(site, _)| *site);
+    let cpu_op_line = |site: Option<u32>| site.is_some() && site == cpu_op;
     // Each sample's facts, state and cause, once: the GPU's busy time is placed by them, and
     // the idle time then goes to the causes. Recompiling inside the loop is one mechanism,
     // whether the thread traces Python, waits for its compile workers or reads their output.
@@ -240,25 +272,29 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         .iter()
         .map(|p| {
             let f = facts(p.stack);
-            let state = match p.class.domain {
-                Some(Domain::Compile) if loop_s.is_some() => ThreadState::Python,
-                _ => p.class.state,
+            let state = match (p.class.domain, p.class.state) {
+                (Some(Domain::Compile), _) if loop_s.is_some() => ThreadState::Python,
+                // Blocked on a line of native code while the process's other threads work: the
+                // op waits for its intra-op pool, part of the op.
+                (_, ThreadState::Other) if cpu_op_line(f.site) => ThreadState::Native,
+                (_, state) => state,
             };
             (f, state, Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)))
         })
         .collect();
     let idle = match g {
         Some(g) => {
-            let tiers: Vec<Tier> = window
-                .iter()
-                .zip(&keyed)
-                .map(|(p, k)| match (p.class.state, k.2) {
+            let tiers = Tier::with_drains(window.iter().zip(&keyed).map(|(p, k)| {
+                let tier = match (p.class.state, k.2) {
                     // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
                     (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
+                    // A line of native code while the process's other threads work is a CPU op.
+                    (ThreadState::Native, _) if cpu_op_line(k.0.site) => Tier::Rest,
                     (_, Cause::Cpu { launching: true, .. } | Cause::Cpu { native: true, .. }) => Tier::Launch,
                     _ => Tier::Rest,
-                })
-                .collect();
+                };
+                (tier, p.class.state == ThreadState::GpuSync)
+            }));
             idle_weights(g, &window, &tiers)
         }
         None => vec![Some(1.0); window.len()],
@@ -269,13 +305,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let first_work_s = if marked || g.is_none() {
         lo
     } else {
-        window
-            .iter()
-            .find(|p| {
-                p.class.state == ThreadState::GpuSync
-                    || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
-            })
-            .map_or(lo, |p| p.t_s)
+        let first = window.iter().position(|p| {
+            p.class.state == ThreadState::GpuSync
+                || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
+        });
+        let stacks: Vec<u32> = window.iter().map(|p| p.stack).collect();
+        let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&run.stacks, &stacks, i)].t_s);
+        // The loop's window began at its training's entry where the polls found the GPU later.
+        crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo)
     };
     let mut before = 0.0;
     for ((p, idle), (facts, state, cause)) in window.into_iter().zip(idle).zip(keyed) {
@@ -287,7 +324,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            if let Some(site) = facts.site {
+            // Only a line that syncs as written is one the job can move (a `torch.save` copies
+            // to the host inside torch, and must).
+            if let Some(site) =
+                facts.site.filter(|s| run.stacks.frames.get(*s as usize).is_some_and(super::classify::syncs))
+            {
                 *drains.entry(site).or_default() += p.dur_s;
             }
             continue;
@@ -482,7 +523,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(h) = &holder {
             f = f.with("gil_holder_site", h.as_str());
         }
-        let drain = drain_of(&part);
+        // A checkpoint copies the model to the host, which waits for the GPU whatever the loop
+        // does before it: an earlier drain is no part of its fix.
+        let drain = drain_of(&part).filter(|_| domain != Some(Domain::Checkpoint));
         if let Some((d, _)) = drain.as_ref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
             f = f.with("gpu_drains_at", d.as_str());
         }
@@ -499,10 +542,16 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             f = f.over(w);
         }
         let launches = g.is_some() && part.in_torch >= part.weight / 2.0;
+        let cpu_cores = (state == ThreadState::Native && g.is_some() && top(&part.sites) == cpu_op)
+            .then_some(other_cores)
+            .flatten();
+        if let Some(c) = cpu_cores {
+            f = f.with("other_threads_cores", round(c, 2));
+        }
         f.advice = advice(
             (state, domain),
             recompile,
-            (g.is_some(), launches),
+            (g.is_some(), launches, cpu_cores),
             site,
             drain.as_ref().map(|(d, explicit)| (d.as_str(), *explicit)),
             holder.as_deref(),

@@ -28,6 +28,12 @@ impl RunBuilder {
             let s = &mut self.gpus[pos];
             s.t_s.push(t);
             s.util_pct.push(g.util_gpu_pct.map(f64::from));
+            for u in &g.util_gpu_samples {
+                let at = u.timestamp_us.saturating_sub(start) as f64 / 1e6;
+                if s.util_fine.last().is_none_or(|l| at > l.0) {
+                    s.util_fine.push((at, f64::from(u.util_pct)));
+                }
+            }
             s.sm_pct.push(g.sm_active_pct());
             s.mem_used_bytes.push(g.memory_used_bytes.map(|b| b as f64));
             if let Some(total) = g.memory_total_bytes {
@@ -121,6 +127,16 @@ impl RunBuilder {
         let ranks = super::ranked_in(&stacks);
         let mut run = Run { gpus, start_us, has_gpm, has_processes, ..Run::default() };
         tree(rec, &t, &mut run);
+        let mains = stacks.processes.iter().filter(|p| p.role == gpulse_model::ProcessRole::Main);
+        run.main_cpu = mains
+            .map(|m| {
+                let own = rec.trees.iter().filter_map(|tr| {
+                    let p = tr.processes.iter().find(|p| p.pid == m.pid)?;
+                    Some((t(tr.timestamp_us), f64::from(p.cpu_pct?)))
+                });
+                (m.pid, own.collect())
+            })
+            .collect();
         host(rec, &t, &mut run);
         marks(rec, &ranks, &mut run);
         run.events =

@@ -16,7 +16,7 @@ pub(crate) use facts::{
 };
 pub use memo::Memo;
 pub(crate) use spans::{Spans, covers, merged, minus, total};
-pub(crate) use threads::{main_pid, ranked, ranked_in, samples_of, settled, training_s};
+pub(crate) use threads::{loop_entry, main_pid, ranked, ranked_in, samples_of, settled, training_s};
 
 /// One GPU over the run.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +25,10 @@ pub struct GpuSeries {
     /// Seconds since the first sample of the run.
     pub t_s: Vec<f64>,
     pub util_pct: Vec<Option<f64>>,
+    /// The driver's own GPU-Util samples (`nvmlDeviceGetSamples`), each over the time since the
+    /// one before: (its end in seconds since the first sample, percent). A poll's GPU-Util is
+    /// only the latest of them, a sixth of a second of a one-second poll on an H100.
+    pub util_fine: Vec<(f64, f64)>,
     pub sm_pct: Vec<Option<f64>>,
     pub mem_used_bytes: Vec<Option<f64>>,
     pub mem_total_bytes: Option<f64>,
@@ -164,6 +168,9 @@ pub struct Run {
     pub processes_read: bool,
     /// The watched tree's CPU, percent of one core, over time (seconds, value).
     pub tree_cpu: Vec<(f64, f64)>,
+    /// Each sampled main process's own CPU (all its threads), percent of one core over time
+    /// (seconds, value): beside its main thread's samples, what its other threads did.
+    pub main_cpu: std::collections::HashMap<u32, Vec<(f64, f64)>>,
     /// Most processes the tree had at once.
     pub tree_width: usize,
     /// Mean CPU of each process under the root (DataLoader workers, ranks), percent of one core,

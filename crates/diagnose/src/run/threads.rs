@@ -44,8 +44,8 @@ pub(crate) fn settled(mut st: Stacks) -> Stacks {
     st
 }
 
-/// When the main thread trained, seconds: its first and last samples in a backward pass or an
-/// optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
+/// When the main thread trained, seconds: from the loop's entry (see below) to its last sample in
+/// a backward pass or an optimizer step. An unmarked loop ran at least that long, whatever the GPU's polls say (a
 /// second's poll finds the GPU's busy stretch up to a second late, and loses its end as well).
 pub(crate) fn training_s(run: &Run) -> Option<[f64; 2]> {
     let pid = main_pid(run)?;
@@ -59,16 +59,49 @@ fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let st = &run.stacks;
     let shared = crate::main_thread::classifier::shared(run);
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
-    let mine = samples_of(run, pid);
-    let mut training = mine
+    let mine: Vec<&gpulse_model::ThreadSample> =
+        samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
+    let training: Vec<bool> = mine
         .iter()
-        .map(|i| &st.samples[*i as usize])
-        .filter(|s| matches!(classifier.domain(st, s.stack), Some(Domain::Backward | Domain::Optimizer)));
-    let first = training.next()?.t_us;
-    let last = training.last().map_or(first, |s| s.t_us);
+        .map(|s| matches!(classifier.domain(st, s.stack), Some(Domain::Backward | Domain::Optimizer)))
+        .collect();
+    let first = training.iter().position(|t| *t)?;
+    let last = training.iter().rposition(|t| *t).unwrap_or(first);
+    // Its first steps ran before the GPU's first busy stretch too, while the first kernels loaded.
+    let stacks: Vec<u32> = mine.iter().map(|s| s.stack).collect();
+    let entry = loop_entry(st, &stacks, first);
+    // And it ended at the last of the samples after its last backward pass whose frames it ran
+    // (the `.item()` and `gc.collect()` of its last steps), not at shutdown's.
+    let reversed: Vec<u32> = stacks[entry..].iter().rev().copied().collect();
+    let exit = stacks.len() - 1 - loop_entry(st, &reversed, stacks.len() - 1 - last);
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    Some([t(first), t(last)])
+    Some([t(mine[entry].t_us), t(mine[exit].t_us)])
 }
+
+/// Where a loop began, given the samples' stacks in time order and its first sample of training
+/// work (`first`): the earliest sample before it whose innermost frame comes again after it,
+/// passing at most [`ENTRY_GAP`] samples in a row whose frames do not. A step mostly outside
+/// torch (a CPU op, `gc.collect()`) shows its first backward pass late, the later the slower the
+/// sampler read it, while setting up (imports, building the model) never comes again.
+pub(crate) fn loop_entry(st: &gpulse_model::Stacks, stacks: &[u32], first: usize) -> usize {
+    let leaf = |id: u32| st.stacks.get(id as usize).and_then(|s| s.last().copied());
+    let again: std::collections::HashSet<Option<u32>> = stacks[first..].iter().map(|s| leaf(*s)).collect();
+    let (mut entry, mut gap) = (first, 0);
+    for i in (0..first).rev() {
+        if leaf(stacks[i]).is_some() && again.contains(&leaf(stacks[i])) {
+            (entry, gap) = (i, 0);
+        } else if gap == ENTRY_GAP {
+            break;
+        } else {
+            gap += 1;
+        }
+    }
+    entry
+}
+
+/// Samples in a row that a loop's first steps may hold without a frame seen again: the first
+/// forward pass's lazy set-up (cuDNN's choice, autocast's cache).
+const ENTRY_GAP: usize = 3;
 
 /// The process whose main thread the ledger reads: a main process holding the GPU the ledger
 /// reads (the loop's own, or the lowest rank, among several), else the loop's, else the lowest

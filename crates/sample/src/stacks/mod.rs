@@ -292,7 +292,9 @@ impl Sampling {
                 Outcome::Sampled { walked } => {
                     let by = if walked { &self.shared.direct } else { &self.shared.py_spy };
                     by.fetch_add(1, Ordering::Relaxed);
-                    t.cost.add(cost);
+                    let since = t.last_at.map_or(period, |at| now.saturating_duration_since(at));
+                    t.cost.add_over(cost, since.as_secs_f64());
+                    t.last_at = Some(now);
                     self.rates.insert(t.pid, 1.0 / period.as_secs_f64());
                 }
                 Outcome::Skipped => {}

@@ -37,16 +37,32 @@ impl Jitter {
     }
 }
 
-/// A moving mean (exponential, about the last 16 values): the cost of a sample drifts as a
-/// stack grows or a thread starts, and one slow read must not halve the rate.
+/// How long a sample's cost weighs in its mean (the time constant): dear samples (the imports'
+/// new code, each object read once) slow the rate about as long as they last. Counted in
+/// samples, a start-up read at 5 Hz held the rate down for 2 s into the loop.
+const COST_SPAN_S: f64 = 0.5;
+
+/// A moving mean (exponential): the cost of a sample drifts as a stack grows or a thread
+/// starts, and one slow read must not halve the rate.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Mean(Option<f64>);
 
 impl Mean {
+    /// About the last 16 values.
     pub(super) fn add(&mut self, value: f64) {
+        self.add_weighted(value, 1.0 / 16.0);
+    }
+
+    /// A value that stood for `dt_s` seconds: about the last [`COST_SPAN_S`] of them, however
+    /// many samples that is, but never less than the last 2 or more than the last 64.
+    pub(super) fn add_over(&mut self, value: f64, dt_s: f64) {
+        self.add_weighted(value, (1.0 - (-dt_s.max(0.0) / COST_SPAN_S).exp()).clamp(1.0 / 64.0, 0.5));
+    }
+
+    fn add_weighted(&mut self, value: f64, weight: f64) {
         self.0 = Some(match self.0 {
             None => value,
-            Some(m) => m + (value - m) / 16.0,
+            Some(m) => m + (value - m) * weight,
         });
     }
 
@@ -109,5 +125,26 @@ mod tests {
         m.add(2.0);
         m.add(18.0);
         assert_eq!(m.get(), 3.0);
+    }
+
+    #[test]
+    fn a_costs_mean_forgets_in_time_not_in_samples() {
+        // Start-up's dear reads (2 ms at 5 Hz, the budget's pace), then the loop's 0.1 ms ones
+        // at whatever rate the mean allows under 1 % of a core: within about 1.5 s the mean
+        // allows 50 Hz (0.2 ms), where counting the last 16 samples took over 6 s.
+        let mut m = Mean::default();
+        (0..20).for_each(|_| m.add_over(0.002, 0.2));
+        let (mut t, mut last) = (0.0, 0.2);
+        while m.get() > 0.0002 {
+            m.add_over(0.0001, last);
+            last = (m.get() / 0.01).max(0.02);
+            t += last;
+            assert!(t < 1.5, "{t} s");
+        }
+        // At 50 Hz one dear sample moves the mean by a twenty-fifth of its excess, not half.
+        let mut m = Mean::default();
+        (0..100).for_each(|_| m.add_over(0.0001, 0.02));
+        m.add_over(0.0051, 0.02);
+        assert!((m.get() - 0.0003).abs() < 0.00003, "{}", m.get());
     }
 }

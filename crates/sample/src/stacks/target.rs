@@ -54,6 +54,8 @@ pub(super) struct Target {
     pub cost: super::pacing::Mean,
     /// When the next sample is due.
     pub next_at: Instant,
+    /// When the last one was taken: the time its cost stands for.
+    pub last_at: Option<Instant>,
     /// The share of the rate it is read at (its root's, see [`super::priority`]).
     pub priority: f64,
     /// Whether the line that py-spy reads it has been said.
@@ -108,6 +110,7 @@ impl Target {
             role: None,
             cost: Default::default(),
             next_at: now,
+            last_at: None,
             priority: 1.0,
             told_fallback: false,
             refused: 0,
