@@ -113,6 +113,10 @@ fn other_threads_cores(run: &Run, pid: u32, pts: &[super::Point], [lo, hi]: [f64
     (cores >= OTHER_THREADS_CORES).then_some(cores)
 }
 
+/// The share of the loop beyond its cost that a cause's own time must take before the finding
+/// says what the loop's own clock around it would read.
+const THREAD_BEYOND_COST: f64 = 0.1;
+
 /// Half a core: more than a pin-memory thread or a logger takes.
 const OTHER_THREADS_CORES: f64 = 0.5;
 
@@ -120,6 +124,8 @@ const OTHER_THREADS_CORES: f64 = 0.5;
 #[derive(Default)]
 struct Part {
     weight: f64,
+    /// The samples' own time, the GPU idle or not.
+    thread_s: f64,
     /// Of `weight`, each (state, library): the largest names the cause.
     modes: HashMap<(ThreadState, Option<Domain>), f64>,
     /// Of `weight`, the samples inside torch's own Python (a module's forward, say).
@@ -309,8 +315,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             p.class.state == ThreadState::GpuSync
                 || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
         });
-        let stacks: Vec<u32> = window.iter().map(|p| p.stack).collect();
-        let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&run.stacks, &stacks, i)].t_s);
+        let leaf = |stack: u32| run.stacks.stacks.get(stack as usize).and_then(|f| f.last().copied());
+        let keys: Vec<Option<(u32, Option<u32>)>> =
+            window.iter().zip(&keyed).map(|(p, k)| Some((leaf(p.stack)?, k.0.site))).collect();
+        let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&keys, i)].t_s);
         // The loop's window began at its training's entry where the polls found the GPU later.
         crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo)
     };
@@ -344,6 +352,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let part = parts.entry(cause).or_default();
         let w = idle * p.dur_s;
         part.weight += w;
+        part.thread_s += p.dur_s;
         *part.modes.entry((state, p.class.domain)).or_default() += w;
         part.samples += usize::from(!p.split);
         if in_torch {
@@ -407,7 +416,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             }),
         }
     }
-    let loop_len = (hi - lo).max(1e-9);
+    // The loop as booked: what came before its first work is start-up.
+    let loop_len = (hi - first_work_s.max(lo)).max(1e-9);
     // Where the GPU's queue drains for a cause: in the cause's own function where it waits on
     // the GPU there (a `.item()` after each small op drains it each time, whatever the loop's
     // own sync at its end), else where the main thread waited on it most.
@@ -488,7 +498,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             title.push_str(&format!("; another thread holds the GIL at {h}"));
         }
         let severity = severity(loop_share);
+        // The thread's own time here, as the loop's own clock around the line reads it: what
+        // of it the GPU worked through is no part of the cost.
+        let thread_share = (part.thread_s / loop_len).min(1.0);
         let mut f = Finding::new(id, severity, title)
+            .with("thread_loop_share", round(thread_share, 3))
             .with("state", state.as_str())
             .mechanism(upper(&label))
             .with("seconds", round(seconds, 1))
@@ -496,6 +510,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .of_pid(pid)
             .priced(cost)
             .inferred();
+        if thread_share - loop_share >= THREAD_BEYOND_COST {
+            f.limits.push(format!(
+                "the main thread spent {} of the loop here by its samples, {} of it while the GPU still worked (a call that waits for the GPU, as `torch.cuda.empty_cache()` does): only the {} the GPU idled would go with it",
+                crate::pct(thread_share),
+                crate::pct(thread_share - loop_share),
+                crate::pct(loop_share)
+            ));
+        }
         if let Some(d) = domain {
             f.facts.domain = Some(d.as_str());
         }

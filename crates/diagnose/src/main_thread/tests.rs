@@ -529,28 +529,25 @@ fn launching_is_said_where_torchs_python_leads() {
 }
 
 /// A step mostly in `gc.collect()`, sampled slowly as the loop begins, shows its first backward
-/// pass late: the loop began at the earliest sample before it whose innermost frame comes again
-/// after it, past a first forward pass's few frames that never do, and before set-up's.
+/// pass late: the loop began at the earliest sample before it whose innermost frame and line
+/// come again after it, past a first forward pass's few that never do, and before set-up's. An
+/// import inside the loop does not make start-up's imports the loop's: their lines differ.
 #[test]
 fn the_loop_begins_where_its_frames_begin_to_recur() {
-    let st = Stacks {
-        frames: vec![
-            frame("/w/train.py", 20, "main", "model = build()"),
-            frame("/w/train.py", 40, "main", "gc.collect()"),
-            frame("/v/site-packages/torch/autograd/graph.py", 869, "_engine_run_backward", ""),
-            frame("/v/site-packages/torch/backends/cudnn/__init__.py", 100, "version", ""),
-        ],
-        stacks: vec![vec![0], vec![1], vec![2], vec![3]],
-        ..Stacks::default()
-    };
-    let (setup, gc, backward, once) = (0, 1, 2, 3);
-    let entry = |ids: &[u32]| crate::run::loop_entry(&st, ids, ids.iter().position(|s| *s == backward).unwrap());
+    let (setup, gc, backward, once) = (Some((0, 20)), Some((1, 40)), Some((2, 41)), Some((3, 41)));
+    let (import_at_start, import_in_loop) = (Some((4, 10)), Some((4, 42)));
+    let entry =
+        |keys: &[Option<(u32, u32)>]| crate::run::loop_entry(keys, keys.iter().position(|k| *k == backward).unwrap());
     assert_eq!(entry(&[setup, setup, gc, gc, gc, backward, gc, gc, backward, gc]), 2);
     // Three samples in a row of the first step's own frames are passed; a fourth ends the loop.
     assert_eq!(entry(&[setup, gc, once, once, once, gc, backward, gc]), 1);
     assert_eq!(entry(&[gc, setup, once, once, once, gc, backward, gc]), 5);
+    assert_eq!(entry(&[gc, None, None, None, None, gc, backward, gc]), 5);
     // Nothing before the first backward pass comes again: it begins the loop.
     assert_eq!(entry(&[setup, setup, backward, gc]), 2);
+    let imports = [import_at_start; 6];
+    let keys: Vec<_> = imports.iter().chain(&[gc, backward, import_in_loop, gc]).copied().collect();
+    assert_eq!(entry(&keys), 6);
 }
 
 /// Native code in torch's ops while the process's other threads keep cores busy is a CPU op on

@@ -61,34 +61,43 @@ fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
     let mine: Vec<&gpulse_model::ThreadSample> =
         samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
+    // Under the job's own line: a stack read short (a class body of torch's autograd run by an
+    // import, its importer's frames missing) is no training.
     let training: Vec<bool> = mine
         .iter()
-        .map(|s| matches!(classifier.domain(st, s.stack), Some(Domain::Backward | Domain::Optimizer)))
+        .map(|s| {
+            matches!(classifier.domain(st, s.stack), Some(Domain::Backward | Domain::Optimizer))
+                && st.frames_of(s.stack).any(|f| crate::main_thread::classify::own_code(&f.file))
+        })
         .collect();
     let first = training.iter().position(|t| *t)?;
     let last = training.iter().rposition(|t| *t).unwrap_or(first);
     // Its first steps ran before the GPU's first busy stretch too, while the first kernels loaded.
-    let stacks: Vec<u32> = mine.iter().map(|s| s.stack).collect();
-    let entry = loop_entry(st, &stacks, first);
+    let keys: Vec<Option<(u32, Option<u32>)>> = mine
+        .iter()
+        .map(|s| Some((*st.stacks.get(s.stack as usize)?.last()?, classifier.place(st, s.stack).site)))
+        .collect();
+    let entry = loop_entry(&keys, first);
     // And it ended at the last of the samples after its last backward pass whose frames it ran
     // (the `.item()` and `gc.collect()` of its last steps), not at shutdown's.
-    let reversed: Vec<u32> = stacks[entry..].iter().rev().copied().collect();
-    let exit = stacks.len() - 1 - loop_entry(st, &reversed, stacks.len() - 1 - last);
+    let reversed: Vec<_> = keys[entry..].iter().rev().copied().collect();
+    let exit = keys.len() - 1 - loop_entry(&reversed, keys.len() - 1 - last);
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
     Some([t(mine[entry].t_us), t(mine[exit].t_us)])
 }
 
-/// Where a loop began, given the samples' stacks in time order and its first sample of training
-/// work (`first`): the earliest sample before it whose innermost frame comes again after it,
-/// passing at most [`ENTRY_GAP`] samples in a row whose frames do not. A step mostly outside
-/// torch (a CPU op, `gc.collect()`) shows its first backward pass late, the later the slower the
-/// sampler read it, while setting up (imports, building the model) never comes again.
-pub(crate) fn loop_entry(st: &gpulse_model::Stacks, stacks: &[u32], first: usize) -> usize {
-    let leaf = |id: u32| st.stacks.get(id as usize).and_then(|s| s.last().copied());
-    let again: std::collections::HashSet<Option<u32>> = stacks[first..].iter().map(|s| leaf(*s)).collect();
+/// Where a loop began, given each sample's key in time order (its innermost frame and the job's
+/// own line it is charged to; `None` where it has none) and its first sample of training work
+/// (`first`): the earliest sample before it whose key comes again after it, passing at most
+/// [`ENTRY_GAP`] samples in a row whose keys do not. A step mostly outside torch (a CPU op,
+/// `gc.collect()`) shows its first backward pass late, the later the slower the sampler read it,
+/// while setting up (imports, building the model) never comes again: the job's own line tells an
+/// import in the loop from start-up's, whose innermost frames are the same.
+pub(crate) fn loop_entry<K: Eq + std::hash::Hash>(keys: &[Option<K>], first: usize) -> usize {
+    let again: std::collections::HashSet<&K> = keys[first..].iter().flatten().collect();
     let (mut entry, mut gap) = (first, 0);
     for i in (0..first).rev() {
-        if leaf(stacks[i]).is_some() && again.contains(&leaf(stacks[i])) {
+        if keys[i].as_ref().is_some_and(|k| again.contains(k)) {
             (entry, gap) = (i, 0);
         } else if gap == ENTRY_GAP {
             break;
