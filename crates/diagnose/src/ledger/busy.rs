@@ -65,22 +65,16 @@ fn fine_util(g: &crate::GpuSeries, a: f64, e: f64) -> Option<f64> {
     let from = f.partition_point(|x| x.0 <= a);
     let (mut covered, mut sum) = (0.0, 0.0);
     for k in from.max(1)..f.len() {
-        let (s0, s1) = (f[k - 1].0, f[k].0);
-        if s0 >= e {
+        if f[k - 1].0 >= e {
             break;
         }
-        if s1 - s0 > FINE_GAP_S {
-            continue;
-        }
+        let Some([s0, s1]) = g.fine_span(k) else { continue };
         let here = (s1.min(e) - s0.max(a)).max(0.0);
         covered += here;
         sum += here * f[k].1;
     }
     (covered >= 0.9 * (e - a) && covered > 0.0).then(|| sum / covered)
 }
-
-/// The longest gap between two of the driver's samples that the later one covers.
-const FINE_GAP_S: f64 = 1.0;
 
 #[cfg(test)]
 mod tests {

@@ -315,9 +315,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             p.class.state == ThreadState::GpuSync
                 || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
         });
-        let leaf = |stack: u32| run.stacks.stacks.get(stack as usize).and_then(|f| f.last().copied());
-        let keys: Vec<Option<(u32, Option<u32>)>> =
-            window.iter().zip(&keyed).map(|(p, k)| Some((leaf(p.stack)?, k.0.site))).collect();
+        let keys: Vec<_> =
+            window.iter().zip(&keyed).map(|(p, k)| crate::run::loop_key(&run.stacks, p.stack, k.0.site)).collect();
         let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&keys, i)].t_s);
         // The loop's window began at its training's entry where the polls found the GPU later.
         crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo)

@@ -20,10 +20,6 @@ pub struct IdleSplit {
     pub states: Vec<StateShare>,
 }
 
-/// The longest gap between two of the driver's GPU-Util samples that one of them still covers;
-/// beyond it the polls say.
-const FINE_GAP_S: f64 = 1.0;
-
 /// The stretch of GPU-Util that `t` falls in: one of the driver's own samples where they cover
 /// it, else a poll; `None` where neither does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,9 +29,8 @@ pub(crate) enum Stretch {
 }
 
 pub(crate) fn stretch(g: &GpuSeries, t: f64) -> Option<Stretch> {
-    let f = &g.util_fine;
-    let i = f.partition_point(|x| x.0 < t);
-    if i > 0 && i < f.len() && f[i].0 - f[i - 1].0 <= FINE_GAP_S {
+    let i = g.util_fine.partition_point(|x| x.0 < t);
+    if g.fine_span(i).is_some() {
         return Some(Stretch::Fine(i));
     }
     let i = g.t_s.partition_point(|x| *x < t);

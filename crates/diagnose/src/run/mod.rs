@@ -16,7 +16,7 @@ pub(crate) use facts::{
 };
 pub use memo::Memo;
 pub(crate) use spans::{Spans, covers, merged, minus, total};
-pub(crate) use threads::{loop_entry, main_pid, ranked, ranked_in, samples_of, settled, training_s};
+pub(crate) use threads::{loop_entry, loop_key, main_pid, ranked, ranked_in, samples_of, settled, training_s};
 
 /// One GPU over the run.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +81,18 @@ pub struct GpuSeries {
     pub reset_pending: Option<(f64, &'static str)>,
 }
 
+/// The longest gap between two of the driver's GPU-Util samples that the later one still covers;
+/// beyond it the polls say.
+const FINE_GAP_S: f64 = 1.0;
+
 impl GpuSeries {
+    /// The span the driver's GPU-Util sample `k` covers, (start, end] in seconds since the first
+    /// sample; `None` for the first, or after a gap longer than [`FINE_GAP_S`].
+    pub(crate) fn fine_span(&self, k: usize) -> Option<[f64; 2]> {
+        let (s0, s1) = (self.util_fine.get(k.checked_sub(1)?)?.0, self.util_fine.get(k)?.0);
+        (s1 - s0 <= FINE_GAP_S).then_some([s0, s1])
+    }
+
     /// Values of `v` inside the active window that are present.
     pub fn active_values(&self, v: &[Option<f64>]) -> Vec<f64> {
         v.get(self.active.0..self.active.1).unwrap_or_default().iter().flatten().copied().collect()

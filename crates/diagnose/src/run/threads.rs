@@ -73,10 +73,7 @@ fn training_of(run: &Run, pid: u32) -> Option<[f64; 2]> {
     let first = training.iter().position(|t| *t)?;
     let last = training.iter().rposition(|t| *t).unwrap_or(first);
     // Its first steps ran before the GPU's first busy stretch too, while the first kernels loaded.
-    let keys: Vec<Option<(u32, Option<u32>)>> = mine
-        .iter()
-        .map(|s| Some((*st.stacks.get(s.stack as usize)?.last()?, classifier.place(st, s.stack).site)))
-        .collect();
+    let keys: Vec<_> = mine.iter().map(|s| loop_key(st, s.stack, classifier.place(st, s.stack).site)).collect();
     let entry = loop_entry(&keys, first);
     // And it ended at the last of the samples after its last backward pass whose frames it ran
     // (the `.item()` and `gc.collect()` of its last steps), not at shutdown's.
@@ -106,6 +103,12 @@ pub(crate) fn loop_entry<K: Eq + std::hash::Hash>(keys: &[Option<K>], first: usi
         }
     }
     entry
+}
+
+/// A sample's key for [`loop_entry`]: its stack's innermost frame and the job's own line it is
+/// charged to (`site`).
+pub(crate) fn loop_key(st: &gpulse_model::Stacks, stack: u32, site: Option<u32>) -> Option<(u32, Option<u32>)> {
+    Some((*st.stacks.get(stack as usize)?.last()?, site))
 }
 
 /// Samples in a row that a loop's first steps may hold without a frame seen again: the first
