@@ -3,6 +3,7 @@
 # without it (UNSEEN_WITHOUT=1), plain python beside nothing else, alternating, ROUNDS times; the
 # steps a second of each go to $OUT/ab.jsonl. Then the scenarios under `gpulse run`, whose
 # "N× more steps/s without it" is read against the ratio.
+# UNSEEN_PY=tools/device/unseen_more.py runs the third set.
 # Usage: OUT=dir bash tools/device/unseen_ab.sh [gpulse] [seconds] [rounds] [scenario...]
 set -u
 G=$(readlink -f "${1:-carry/gpulse}"); secs=${2:-10}; rounds=${3:-2}; shift 3 2>/dev/null || shift $#
@@ -11,7 +12,7 @@ o=${OUT:-/tmp/unseen_ab}; mkdir -p "$o"
 for r in $(seq "$rounds"); do
   for s in $scen; do
     for w in 0 1; do
-      UNSEEN_WITHOUT=$w python3 tools/device/unseen_trainings.py "$s" "$secs" "$o/ab.jsonl" >/dev/null 2>&1
+      UNSEEN_WITHOUT=$w python3 "${UNSEEN_PY:-tools/device/unseen_trainings.py}" "$s" "$secs" "$o/ab.jsonl" >/dev/null 2>&1
     done
   done
 done
