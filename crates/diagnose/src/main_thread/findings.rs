@@ -117,6 +117,17 @@ fn other_threads_cores(run: &Run, pid: u32, pts: &[super::Point], [lo, hi]: [f64
 /// says what the loop's own clock around it would read.
 const THREAD_BEYOND_COST: f64 = 0.1;
 
+/// Why a cause's thread time outran its cost, by its mechanism: what the GPU did meanwhile.
+fn overlap_words(launching: bool, domain: Option<Domain>) -> &'static str {
+    match (launching, domain) {
+        (true, _) => "the launches ran ahead of the GPU, which worked through its queue meanwhile",
+        (_, Some(Domain::Allocator)) => {
+            "a call that waits for the GPU to finish its queue, as `torch.cuda.empty_cache()` does"
+        }
+        _ => "the GPU ran the work queued before it",
+    }
+}
+
 /// Half a core: more than a pin-memory thread or a logger takes.
 const OTHER_THREADS_CORES: f64 = 0.5;
 
@@ -511,9 +522,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .inferred();
         if thread_share - loop_share >= THREAD_BEYOND_COST {
             f.limits.push(format!(
-                "the main thread spent {} of the loop here by its samples, {} of it while the GPU still worked (a call that waits for the GPU, as `torch.cuda.empty_cache()` does): only the {} the GPU idled would go with it",
+                "the main thread spent {} of the loop here by its samples, {} of it while the GPU still worked ({}): only the {} the GPU idled would go with it",
                 crate::pct(thread_share),
                 crate::pct(thread_share - loop_share),
+                overlap_words(launching, domain),
                 crate::pct(loop_share)
             ));
         }
