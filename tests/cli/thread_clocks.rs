@@ -166,6 +166,10 @@ json.dump({"loop_s": wall, "lock_s": waited}, open(sys.argv[1], "w"))
 fn a_with_lock_block_is_a_lock_wait() {
     let (t, d, script) = diagnose(&Job { name: "lock", script: LOCK, args: &[] });
     within_5_points(&d, &["main_thread_lock"], t["lock_s"].as_f64().unwrap(), "lock_wait", &script, 13);
+    // The holder sleeps with the lock: no thread runs Python meanwhile, and none is named.
+    let first = &d["findings"][0];
+    assert!(!first["title"].as_str().unwrap().contains("another thread ran"), "{first:#}");
+    assert!(first["advice"][0].as_str().unwrap().contains("hold a lock only around what it guards"), "{first:#}");
 }
 
 /// `Pool.map` of busy work: the main thread waits for the pool's processes, and the pool's
@@ -193,7 +197,32 @@ fn a_multiprocessing_pool_is_a_wait_on_other_processes() {
     within_5_points(&d, &["main_thread_ipc"], t["pool_s"].as_f64().unwrap(), "ipc_wait", &script, 11);
     let first = &d["findings"][0];
     assert!(!first["advice"][0].as_str().unwrap().contains("its own threads"), "{first:#}");
+    // Named as the pool it is, with the fix a pool has: its result a step later.
+    assert_eq!(first["evidence"]["domain"], "pool", "{first:#}");
+    assert!(first["advice"][0].as_str().unwrap().contains("map_async"), "{first:#}");
     assert_eq!(d["stacks"][0]["role"], "main", "{:#}", d["stacks"]);
+}
+
+/// A child process run and waited for in each step (a tool's report read through `subprocess`):
+/// the wait is the child's, named as the process the loop starts, with its own fix.
+const SUBPROCESS: &str = r#"import json, subprocess, sys, time
+t0 = time.perf_counter(); waited = 0.0
+while time.perf_counter() - t0 < 8:
+    s = time.perf_counter()
+    out = subprocess.run(["sleep", "0.04"], capture_output=True).returncode
+    waited += time.perf_counter() - s
+    x = sum(range(200000))
+json.dump({"loop_s": time.perf_counter() - t0, "child_s": waited}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn a_child_process_in_the_loop_is_named_with_its_fix() {
+    let (t, d, script) = diagnose(&Job { name: "child", script: SUBPROCESS, args: &[] });
+    within_5_points(&d, &["main_thread_ipc"], t["child_s"].as_f64().unwrap(), "ipc_wait", &script, 5);
+    let first = &d["findings"][0];
+    assert_eq!(first["evidence"]["domain"], "subprocess", "{first:#}");
+    let advice = first["advice"][0].as_str().unwrap();
+    assert!(advice.contains("starts a process") && !advice.contains("a batch in advance"), "{advice}");
 }
 
 /// numpy's matrix product, which lets the GIL go for its BLAS call: native code, not Python. The

@@ -31,7 +31,9 @@ import torch  # noqa: E402
 
 scenario, seconds, truth_path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 WITHOUT = os.environ.get("UNSEEN_WITHOUT") == "1"
-dev = "cuda"
+dev = os.environ.get("UNSEEN_DEV", "cuda")
+# On a machine without a GPU (UNSEEN_DEV=cpu, to try the mechanisms), sizes shrink by S.
+S = 1 if dev == "cuda" else 8
 parts = {}
 
 
@@ -77,10 +79,14 @@ def loop(body):
     return steps, time.perf_counter() - t_loop
 
 
+SMI = (["nvidia-smi", "--query-gpu=memory.used,utilization.gpu", "--format=csv,noheader,nounits"]
+       if dev == "cuda" else ["ps", "-eo", "pid,rss,comm"])
+
+
 def subproc_smi():
-    model = mlp(4096, 6)
+    model = mlp(4096 // S, 6)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(1024, 4096, device=dev), torch.randint(0, 4096, (1024,), device=dev)
+    x, y = torch.randn(1024 // S, 4096 // S, device=dev), torch.randint(0, 4096 // S, (1024 // S,), device=dev)
     log = []
 
     def body(step):
@@ -88,8 +94,7 @@ def subproc_smi():
             lv = train(model, opt, x, y).item()
         if step % 4 == 0 and not WITHOUT:
             with part("gpu_log"):
-                mem = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,utilization.gpu",
-                                      "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+                mem = subprocess.run(SMI, capture_output=True, text=True).stdout
                 log.append((step, lv, mem.strip()))
 
     return loop(body)
@@ -134,20 +139,20 @@ def pil_main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     rng = np.random.default_rng(0)
     blobs = []
-    for _ in range(64):
+    for _ in range(64 // S):
         b = io.BytesIO()
         Image.fromarray(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)).save(b, format="JPEG", quality=90)
         blobs.append(b.getvalue())
     aug = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ColorJitter(0.3, 0.3, 0.3),
                      T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
     once = torch.stack([aug(Image.open(io.BytesIO(b)).convert("RGB")) for b in blobs])
-    y = torch.randint(0, 1000, (64,), device=dev)
+    y = torch.randint(0, 1000, (64 // S,), device=dev)
 
     def body(step):
         with part("decode_augment"):
             xb = once if WITHOUT else torch.stack([aug(Image.open(io.BytesIO(b)).convert("RGB")) for b in blobs])
         with part("train_step"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast(dev, dtype=torch.bfloat16):
                 loss = torch.nn.functional.cross_entropy(model(xb.to(dev, non_blocking=True)), y)
             loss.backward()
             opt.step()
@@ -158,9 +163,9 @@ def pil_main():
 
 
 def print_tensor():
-    model = mlp(2048, 4)
+    model = mlp(2048 // S, 4)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x, y = torch.randn(512, 2048, device=dev), torch.randint(0, 2048, (512,), device=dev)
+    x, y = torch.randn(512 // S, 2048 // S, device=dev), torch.randint(0, 2048 // S, (512 // S,), device=dev)
 
     def body(step):
         with part("train_step"):
@@ -200,10 +205,10 @@ def grad_stats():
 def ema_python():
     import copy
 
-    model = mlp(1024, 32, norm=True)
+    model = mlp(1024 // S, 32, norm=True)
     ema = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(2048, 1024, device=dev), torch.randint(0, 1024, (2048,), device=dev)
+    x, y = torch.randn(2048 // S, 1024 // S, device=dev), torch.randint(0, 1024 // S, (2048 // S,), device=dev)
 
     def body(step):
         with part("train_step"):
@@ -231,9 +236,9 @@ def _auc_of(args):
 def pool_metric():
     import multiprocessing as mp
 
-    model = mlp(2048, 4)
+    model = mlp(2048 // S, 4)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(4096, 2048, device=dev), torch.randint(0, 64, (4096,), device=dev)
+    x, y = torch.randn(4096 // S, 2048 // S, device=dev), torch.randint(0, 64, (4096 // S,), device=dev)
     pool = mp.get_context("fork").Pool(4)
     aucs = []
 
@@ -263,7 +268,7 @@ def lock_ckpt():
 
     model = torchvision.models.resnet18().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x, y = torch.randn(128, 3, 224, 224, device=dev), torch.randint(0, 1000, (128,), device=dev)
+    x, y = torch.randn(128 // S, 3, 224, 224, device=dev), torch.randint(0, 1000, (128 // S,), device=dev)
     lock = threading.Lock()
     path = os.path.join(tempfile.mkdtemp(), "last.pt")
     stop = threading.Event()
@@ -284,7 +289,7 @@ def lock_ckpt():
             lock.acquire()
         try:
             with part("train_step"):
-                with torch.autocast("cuda", dtype=torch.bfloat16):
+                with torch.autocast(dev, dtype=torch.bfloat16):
                     loss = torch.nn.functional.cross_entropy(model(x), y)
                 loss.backward()
                 opt.step()

@@ -72,6 +72,12 @@ pub(super) fn advice(
         (_, Some(Domain::Checkpoint)) => vec![
             "save asynchronously (torch.distributed.checkpoint.async_save, or a thread writing a CPU copy of the state_dict), or less often".into(),
         ],
+        (_, Some(Domain::Subprocess)) => vec![format!(
+            "the loop starts a process and waits for it{at}: run it every N steps or from a background thread; what such a tool reports is often readable in-process (GPU memory: torch.cuda.mem_get_info(), torch.cuda.memory_allocated())"
+        )],
+        (_, Some(Domain::Pool)) => vec![format!(
+            "the loop waits for a multiprocessing pool's result{at}: submit it with map_async or apply_async and collect it a step later, so the pool works while the GPU does, or compute it on the GPU with torch ops"
+        )],
         // Launches are the mechanism only where the time is in torch's own Python.
         (ThreadState::Python, _) if launches => vec![
             format!("launching the GPU's work{at} is the step's critical path: do more work per launch, with a larger batch or gradient accumulation"),
@@ -127,7 +133,8 @@ pub(super) fn advice(
         (ThreadState::Ipc, Some(Domain::DataLoader)) => Vec::new(),
         (ThreadState::Ipc, _) => vec![format!("the main thread waits for another process{at}: let that work run ahead, a batch in advance")],
         (ThreadState::Lock, _) => vec![format!(
-            "the main thread waits for one of its own threads{at}: hand the work over through a queue a step ahead, or do it in a process"
+            "the main thread waits for a lock or queue of its own threads{at}{}: hold a lock only around what it guards (a copy of the state), not around slow work such as saving or I/O, or hand the work over through a queue a step ahead",
+            holder.map(|h| format!(", while another thread ran Python at {h}")).unwrap_or_default()
         )],
         (ThreadState::PeerWait, _) => vec![format!(
             "the main thread waits for the other ranks{at}: the slowest rank sets every rank's pace; `gpulse run` over the whole launcher (torchrun ...) samples every rank and names the one they wait for"

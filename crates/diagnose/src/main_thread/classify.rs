@@ -93,6 +93,10 @@ gpulse_base::words! {
         Gc => "gc",
         /// The import system: an import run inside the loop.
         Import => "import",
+        /// A child process the job starts and waits for (`subprocess.run`, `check_output`).
+        Subprocess => "subprocess",
+        /// A `multiprocessing` pool's map or apply, whose workers do the step's work.
+        Pool => "pool",
     }
 }
 
@@ -112,6 +116,8 @@ impl Domain {
             Domain::Collective => "a collective (torch.distributed)",
             Domain::Gc => "the garbage collector (gc.collect)",
             Domain::Import => "the import system",
+            Domain::Subprocess => "a child process it starts (subprocess)",
+            Domain::Pool => "a multiprocessing pool's map",
         }
     }
 }
@@ -217,6 +223,10 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
                 true => Domain::Checkpoint,
                 false => Domain::Serialize,
             }
+        } else if p.ends_with("/subprocess.py") {
+            Domain::Subprocess
+        } else if in_module(p, "multiprocessing/pool.py") {
+            Domain::Pool
         } else if in_module(p, "torch/distributed/distributed_c10d.py")
             || in_module(p, "torch/nn/parallel/distributed.py")
         {

@@ -83,6 +83,9 @@ impl Cause {
     ) -> Cause {
         match (state, domain) {
             (ThreadState::GilWait | ThreadState::CoreWait, _) => Cause::Held(state),
+            // A pool's map or a child process: the wait and the pickling or spawning around it
+            // are one call of the job's, with one fix.
+            (_, Some(d @ (Domain::Pool | Domain::Subprocess))) => Cause::Library(d),
             (
                 ThreadState::Python | ThreadState::Native,
                 None | Some(Domain::Backward | Domain::Optimizer | Domain::HostMath),
@@ -116,6 +119,10 @@ fn other_threads_cores(run: &Run, pid: u32, pts: &[super::Point], [lo, hi]: [f64
 /// The share of the loop beyond its cost that a cause's own time must take before the finding
 /// says what the loop's own clock around it would read.
 const THREAD_BEYOND_COST: f64 = 0.1;
+
+/// The share of a lock wait's samples in which another thread held the GIL before that thread
+/// is named: a sample or two is a thread passing through.
+const HOLDER_SHARE: f64 = 0.2;
 
 /// Why a cause's thread time outran its cost, by its mechanism: what the GPU did meanwhile.
 fn overlap_words(launching: bool, domain: Option<Domain>) -> &'static str {
@@ -319,7 +326,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // An unmarked loop begins at the job's CUDA context, but training begins at its first
     // backward pass, optimizer step or wait on the GPU: what the main thread did before that
     // (building the optimizer, importing what it imports) is start-up, not the loop's.
-    let first_work_s = if marked || g.is_none() {
+    let first_work_s = if marked {
         lo
     } else {
         let first = window.iter().position(|p| {
@@ -407,19 +414,24 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     ledger.accounts.retain(|a| !splittable(a));
     if before > 0.0 {
         let seconds = total_s * before / weight;
-        match ledger.accounts.iter_mut().find(|a| a.account == AccountKind::StartupToFirstStep) {
+        // Without a GPU there is no CUDA context to split start-up at: it is one account.
+        let (kind, label, from) = match g {
+            Some(_) => (AccountKind::StartupToFirstStep, crate::ledger::TO_FIRST_STEP, "from the CUDA context"),
+            None => (AccountKind::Startup, "start-up", "from its start"),
+        };
+        match ledger.accounts.iter_mut().find(|a| a.account == kind) {
             Some(a) => {
                 a.seconds = round(a.seconds + seconds, 3);
                 a.share = round(a.seconds / end.max(1e-9), 4);
             }
             None => ledger.accounts.push(Account {
-                account: AccountKind::StartupToFirstStep,
-                label: crate::ledger::TO_FIRST_STEP.to_owned(),
+                account: kind,
+                label: label.to_owned(),
                 seconds: round(seconds, 3),
                 share: round(seconds / end.max(1e-9), 4),
                 basis: Basis::Inferred,
                 evidence: format!(
-                    "the main thread's samples (PID {pid}) from the CUDA context to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
+                    "the main thread's samples (PID {pid}) {from} to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
                 ),
                 finding: None,
                 finding_gpu: None,
@@ -467,7 +479,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let seconds = total_s * part.weight / weight;
         let share = seconds / end.max(1e-9);
         let site = top(&part.sites).and_then(|f| run.stacks.frames.get(f as usize));
-        let holder = top(&part.holders).and_then(|s| site_text(&run.stacks, s));
+        // A wait on a lock names the thread that ran Python meanwhile where one did for a
+        // fifth of it or more.
+        let held_share = part.holders.values().sum::<f64>() / part.weight.max(1e-12);
+        let holder = top(&part.holders)
+            .filter(|_| state != ThreadState::Lock || held_share >= HOLDER_SHARE)
+            .and_then(|s| site_text(&run.stacks, s));
         let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
         let at = site.map(|f| f.site());
         let label = if launching {
@@ -504,8 +521,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let waits = if g.is_some() { " while the GPU waits" } else { "" };
         let code = site.and_then(|f| f.code.as_deref()).map(|c| format!(" (`{c}`)")).unwrap_or_default();
         let mut title = format!("{}{code}{waits}: {{wall}} of the wall time", upper(&label));
-        if let (ThreadState::GilWait, Some(h)) = (state, holder.as_deref()) {
-            title.push_str(&format!("; another thread holds the GIL at {h}"));
+        match (state, holder.as_deref()) {
+            (ThreadState::GilWait, Some(h)) => title.push_str(&format!("; another thread holds the GIL at {h}")),
+            (ThreadState::Lock, Some(h)) => title.push_str(&format!("; meanwhile another thread ran Python at {h}")),
+            _ => {}
         }
         let severity = severity(loop_share);
         // The thread's own time here, as the loop's own clock around the line reads it: what

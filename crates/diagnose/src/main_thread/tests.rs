@@ -572,3 +572,36 @@ fn torchs_native_code_with_the_other_threads_busy_is_a_cpu_op() {
     let (a, _) = advice(100.0);
     assert!(a.contains("CPU tensors") && a.contains("CUDA graphs"), "{a}");
 }
+
+/// A `with lock:` wait (a futex) beside another thread: named as that thread's line where it held
+/// the GIL in a fifth of the wait or more, and not where it passed through once or twice.
+#[test]
+fn a_lock_wait_names_the_thread_that_ran_only_where_it_mostly_ran() {
+    let with_holder = |held_per_100: usize| {
+        let mut r = run(40.0, &[(0, 40), (1, 60)]);
+        let mut st = (*r.stacks).clone();
+        st.frames.push(frame("/w/train.py", 66, "train", "with lock:"));
+        st.frames.push(frame("/w/saver.py", 12, "save", "blob = pickle.dumps(state)"));
+        let n = st.frames.len() as u32;
+        st.stacks.push(vec![0, n - 2]);
+        st.stacks.push(vec![n - 1]);
+        let (waiting, holder) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+        // The numpy samples become the lock's waits, `held_per_100` of each 100 with the holder on the GIL.
+        for (i, s) in st.samples.iter_mut().filter(|s| s.stack == 1).enumerate() {
+            s.stack = waiting;
+            s.kernel =
+                KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()), across: false };
+            s.gil = if i % 60 < held_per_100 * 60 / 100 { Gil::Other { stack: holder } } else { Gil::Free };
+        }
+        r.stacks = Arc::new(st);
+        let (findings, _) = crate::diagnose_with_ledger(&r);
+        findings.into_iter().find(|f| f.id == FindingId::LockWait).expect("lock_wait")
+    };
+    let named = with_holder(40);
+    assert!(named.title.ends_with("; meanwhile another thread ran Python at w/saver.py:12 save"), "{}", named.title);
+    assert!(named.advice[0].contains("while another thread ran Python at w/saver.py:12 save"), "{:?}", named.advice);
+    assert!(named.advice[0].contains("hold a lock only around what it guards"), "{:?}", named.advice);
+    let passing = with_holder(5);
+    assert!(!passing.title.contains("another thread"), "{}", passing.title);
+    assert!(!passing.advice[0].contains("another thread"), "{:?}", passing.advice);
+}
