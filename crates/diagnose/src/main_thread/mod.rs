@@ -426,6 +426,8 @@ pub(crate) use loader::loader_site;
 mod clocks_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
 
 #[cfg(test)]
 mod slow_start_tests {

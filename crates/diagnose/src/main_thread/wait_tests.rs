@@ -1,0 +1,80 @@
+//! Waits whose cause is another thread, and a job without a GPU: the split's words and bounds.
+
+use std::sync::Arc;
+
+use gpulse_model::{Gil, KernelState, ThreadSample};
+
+use super::tests::{frame, run, sample, stacks};
+use crate::rules::testing;
+use crate::{AccountKind, FindingId};
+
+/// A `with lock:` wait (a futex) beside another thread: named as that thread's line where it held
+/// the GIL in a fifth of the wait or more, and not where it passed through once or twice.
+#[test]
+fn a_lock_wait_names_the_thread_that_ran_only_where_it_mostly_ran() {
+    let with_holder = |held_per_100: usize| {
+        let mut r = run(40.0, &[(0, 40), (1, 60)]);
+        let mut st = (*r.stacks).clone();
+        st.frames.push(frame("/w/train.py", 66, "train", "with lock:"));
+        st.frames.push(frame("/w/saver.py", 12, "save", "blob = pickle.dumps(state)"));
+        let n = st.frames.len() as u32;
+        st.stacks.push(vec![0, n - 2]);
+        st.stacks.push(vec![n - 1]);
+        let (waiting, holder) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+        // The numpy samples become the lock's waits, `held_per_100` of each 100 with the holder on the GIL.
+        for (i, s) in st.samples.iter_mut().filter(|s| s.stack == 1).enumerate() {
+            s.stack = waiting;
+            s.kernel =
+                KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()), across: false };
+            s.gil = if i % 60 < held_per_100 * 60 / 100 { Gil::Other { stack: holder } } else { Gil::Free };
+        }
+        r.stacks = Arc::new(st);
+        let (findings, _) = crate::diagnose_with_ledger(&r);
+        findings.into_iter().find(|f| f.id == FindingId::LockWait).expect("lock_wait")
+    };
+    let named = with_holder(40);
+    assert!(named.title.ends_with("; meanwhile another thread ran Python at w/saver.py:12 save"), "{}", named.title);
+    assert!(named.advice[0].contains("while another thread ran Python at w/saver.py:12 save"), "{:?}", named.advice);
+    assert!(named.advice[0].contains("hold a lock only around what it guards"), "{:?}", named.advice);
+    let passing = with_holder(5);
+    assert!(!passing.title.contains("another thread"), "{}", passing.title);
+    assert!(!passing.advice[0].contains("another thread"), "{:?}", passing.advice);
+}
+
+/// A job that holds no GPU (a CPU-only torch job): its top-level imports are start-up, split off
+/// at its first backward pass as a GPU job's are, not "an import inside the loop".
+#[test]
+fn a_job_without_a_gpu_has_its_imports_as_start_up() {
+    let mut r = testing::run(Vec::new());
+    r.host_cpu = (0..=15).map(|t| (f64::from(t), 50.0)).collect();
+    let mut st = stacks();
+    st.frames.push(frame("/w/train.py", 3, "<module>", "import torch"));
+    st.frames.push(frame("<frozen importlib._bootstrap>", 1360, "_find_and_load", ""));
+    st.frames.push(frame("/w/train.py", 36, "train", "loss.backward()"));
+    st.frames.push(frame("/v/site-packages/torch/autograd/__init__.py", 353, "backward", "_engine_run_backward("));
+    let n = st.frames.len() as u32;
+    st.stacks.push(vec![n - 4, n - 3]);
+    st.stacks.push(vec![0, n - 2, n - 1]);
+    let (import, backward) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+    let running = |t_s: f64, stack: u32| ThreadSample {
+        kernel: KernelState { state: 'R', syscall: None, wchan: None, across: false },
+        gil: Gil::Held,
+        ..sample(t_s, stack)
+    };
+    // 3 s of imports, then 12 s of a loop: backward half of each second, numpy metrics the rest.
+    for i in 0..300 {
+        st.samples.push(running(i as f64 * 0.01, import));
+    }
+    for i in 0..1200 {
+        let t = 3.0 + i as f64 * 0.01;
+        st.samples.push(running(t, if i % 100 < 50 { backward } else { 1 }));
+    }
+    r.stacks = Arc::new(st);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    assert!(findings.iter().all(|f| f.all_evidence()["domain"] != "import"), "{findings:#?}");
+    let startup = ledger.seconds(AccountKind::Startup);
+    assert!((startup - 3.0).abs() < 0.3, "{startup} s of start-up: {ledger:#?}");
+    let metrics = findings.iter().find(|f| f.all_evidence()["domain"] == "host_math").expect("the metrics");
+    let own = metrics.cost.as_ref().and_then(|c| c.loop_share).unwrap();
+    assert!((own - 0.5).abs() < 0.03, "{own} of the loop: {metrics:#?}");
+}
