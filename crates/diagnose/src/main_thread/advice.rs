@@ -52,7 +52,9 @@ pub(super) fn advice(
             "tokenize in the DataLoader's workers, or ahead of time (datasets.map(tokenize, batched=True)), with a fast tokenizer".into(),
         ],
         (ThreadState::Python | ThreadState::Native, Some(Domain::Logging)) => {
-            vec![format!("log less often, and keep printing and formatting out of the step{at}")]
+            vec![format!(
+                "log less often, and keep printing and formatting out of the step{at}: a CUDA tensor printed or formatted is copied to the host each time, once the GPU's queue has drained"
+            )]
         }
         (ThreadState::Python | ThreadState::Native | ThreadState::Disk, Some(Domain::Serialize)) => vec![format!(
             "serializing{at} runs in the step: write every N steps or from a background thread, and append each step's record (one JSON line) instead of rewriting what grows"

@@ -211,6 +211,8 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
         {
             Domain::HostMath
         } else if in_module(p, "logging/__init__.py")
+            // Formatting a tensor to print it: its repr runs ops on it and reads it back.
+            || in_module(p, "torch/_tensor_str.py")
             || in_module(p, "tqdm/")
             || in_module(p, "wandb/")
             || in_module(p, "torch/utils/tensorboard/")
@@ -236,11 +238,12 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
         };
         return Some(d);
     }
-    // A print() or a call into the allocator is a C call: its line says so.
-    let code = frames.last().and_then(|f| f.code.as_deref()).unwrap_or("");
-    if code.starts_with("print(") {
+    // A print() or a call into the allocator is a C call: its line says so. A print's line may
+    // sit under a tensor's `__format__` (an f-string of a CUDA tensor reads it back).
+    if frames.iter().rev().take(3).any(|f| f.code.as_deref().is_some_and(|c| c.starts_with("print("))) {
         return Some(Domain::Logging);
     }
+    let code = frames.last().and_then(|f| f.code.as_deref()).unwrap_or("");
     if code.contains("empty_cache(") {
         return Some(Domain::Allocator);
     }
@@ -267,9 +270,14 @@ pub fn syncs(frame: &PyFrame) -> bool {
         ".nonzero(",
         "torch.equal(",
     ];
-    let torch_sync = (in_module(&frame.file, "torch/cuda/") && frame.function == "synchronize")
-        || (in_module(&frame.file, "torch/_tensor.py") && matches!(frame.function.as_str(), "tolist" | "__format__"));
-    torch_sync || frame.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+    torch_sync(frame) || frame.code.as_deref().is_some_and(|c| CALLS.iter().any(|call| c.contains(call)))
+}
+
+/// Whether a frame is one of torch's own calls that read a tensor back or synchronize, which the
+/// job's line called as such (`torch.cuda.synchronize()`, `.tolist()`, a tensor in an f-string).
+pub fn torch_sync(frame: &PyFrame) -> bool {
+    (in_module(&frame.file, "torch/cuda/") && frame.function == "synchronize")
+        || (in_module(&frame.file, "torch/_tensor.py") && matches!(frame.function.as_str(), "tolist" | "__format__"))
 }
 
 /// Whether a frame is a wait of the threading module or a queue between threads.

@@ -145,6 +145,30 @@ fn the_library_is_the_deepest_known_frame() {
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Optimizer));
     let frames = [frame("/w/train.py", "main", "print(f\"loss {l}\")")];
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+    // A CUDA tensor in a print's f-string: its `__format__` reads it back (the GPU's queue
+    // drains there), and a tensor's repr formats it in torch's own code: printing, both.
+    let print = frame("/w/train.py", "main", "print(f\"step {i} loss {loss} logits {out[0, :6]}\")");
+    let scalar = [
+        print.clone(),
+        frame("/v/site-packages/torch/_tensor.py", "__format__", "return self.item().__format__(format_spec)"),
+    ];
+    assert_eq!(domain(&scalar.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+    assert_eq!(state(&scalar, sample('S', Some(16), Some("nvidia"), Gil::Free)), ThreadState::GpuSync);
+    assert!(torch_sync(&scalar[1]) && !torch_sync(&print));
+    let repr = [
+        print.clone(),
+        frame(
+            "/v/site-packages/torch/_tensor.py",
+            "__repr__",
+            "return torch._tensor_str._str(self, tensor_contents=tensor_contents)",
+        ),
+        frame(
+            "/v/site-packages/torch/_tensor_str.py",
+            "_tensor_str",
+            "formatter = _Formatter(get_summarized_data(self))",
+        ),
+    ];
+    assert_eq!(domain(&repr.iter().collect::<Vec<_>>()), Some(Domain::Logging));
     let frames = [frame("/w/train.py", "main", "gc.collect()")];
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Gc));
     let frames = [

@@ -349,10 +349,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            // Only a line that syncs as written is one the job can move (a `torch.save` copies
-            // to the host inside torch, and must).
-            if let Some(site) =
-                facts.site.filter(|s| run.stacks.frames.get(*s as usize).is_some_and(super::classify::syncs))
+            // Only a line that syncs as written, or that calls torch's own read-back (a tensor
+            // formatted to print), is one the job can move (a `torch.save` copies to the host
+            // inside torch, and must).
+            let leaf_syncs = || run.stacks.frames_of(p.stack).last().is_some_and(super::classify::torch_sync);
+            if let Some(site) = facts
+                .site
+                .filter(|s| run.stacks.frames.get(*s as usize).is_some_and(super::classify::syncs) || leaf_syncs())
             {
                 *drains.entry(site).or_default() += p.dur_s;
             }
