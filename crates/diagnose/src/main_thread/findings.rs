@@ -61,6 +61,9 @@ enum Cause {
     /// native alike) is one cause; the job's own work is two, its Python and its native code
     /// with the GIL released (numpy, a torch CPU op): their fixes differ.
     Cpu { function: Option<u32>, launching: bool, native: bool },
+    /// The one line of native code that the process's other threads work for: a CPU op on CPU
+    /// tensors, its torch, PIL and Python frames alike.
+    CpuOp,
     /// A wait whose cause is elsewhere (another thread holds the GIL, every core is taken):
     /// one, whatever the main thread was doing when it came to it.
     Held(ThreadState),
@@ -303,7 +306,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 (_, ThreadState::Other) if cpu_op_line(f.site) => ThreadState::Native,
                 (_, state) => state,
             };
-            (f, state, Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)))
+            // A CPU op's line is the op, whole: torch's and PIL's frames under it alike, never
+            // launching (the function's launches and its other lines are other causes).
+            let cause = match Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)) {
+                Cause::Cpu { .. } if cpu_op_line(f.site) => Cause::CpuOp,
+                cause => cause,
+            };
+            (f, state, cause)
         })
         .collect();
     let idle = match g {
@@ -580,7 +589,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         // A checkpoint copies the model to the host, which waits for the GPU whatever the loop
         // does before it: an earlier drain is no part of its fix.
-        let drain = drain_of(&part).filter(|_| domain != Some(Domain::Checkpoint));
+        // Nor for a CPU op, which runs whether the queue drains or not.
+        let drain = drain_of(&part)
+            .filter(|_| domain != Some(Domain::Checkpoint) && (cpu_op.is_none() || top(&part.sites) != cpu_op));
         if let Some((d, _)) = drain.as_ref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
             f = f.with("gpu_drains_at", d.as_str());
         }
