@@ -44,4 +44,5 @@ mod thread_clocks;
 mod top;
 mod typed_words;
 mod unseen;
+mod unseen_more;
 mod web_config;

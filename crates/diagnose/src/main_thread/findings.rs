@@ -64,6 +64,9 @@ enum Cause {
     /// The one line of native code that the process's other threads work for: a CPU op on CPU
     /// tensors, its torch, PIL and Python frames alike.
     CpuOp,
+    /// A line that launches small ops and reads each result back as written (`.item()` per
+    /// parameter): its waits on the GPU wait for its own ops, the GPU idle between them.
+    ReadBack(u32),
     /// A wait whose cause is elsewhere (another thread holds the GIL, every core is taken):
     /// one, whatever the main thread was doing when it came to it.
     Held(ThreadState),
@@ -101,6 +104,51 @@ impl Cause {
     }
 }
 
+/// Rekeys the samples of each line that both launches (torch's ops under it) and waits on the
+/// GPU as written (`.item()`, `.cpu()`): one cause per such line, its waits counted as its
+/// launching (they wait for its own small ops, not for the step's queued work).
+fn read_back_lines(
+    run: &Run,
+    window: &[&super::Point],
+    keyed: Vec<(Facts, ThreadState, Cause)>,
+    on_gpu: bool,
+) -> Vec<(Facts, ThreadState, Cause)> {
+    if !on_gpu {
+        return keyed;
+    }
+    // Per line, its seconds launching and waiting on the GPU.
+    let mut seen: HashMap<u32, [f64; 2]> = HashMap::new();
+    for (p, (facts, _, cause)) in window.iter().zip(&keyed) {
+        let Some(site) = facts.site else { continue };
+        let e = seen.entry(site).or_default();
+        if matches!(cause, Cause::Cpu { launching: true, .. }) {
+            e[0] += p.dur_s;
+        } else if p.class.state == ThreadState::GpuSync {
+            e[1] += p.dur_s;
+        }
+    }
+    // A wait after each small op is about as long as its launch; a wait longer than the line's
+    // launching is for real work queued on the GPU, and a rare one is the step's own sync.
+    let lines: std::collections::HashSet<u32> = seen
+        .into_iter()
+        .filter(|(site, [launches, waits])| {
+            *waits <= *launches
+                && *waits >= READ_BACK_WAITS * *launches
+                && run.stacks.frames.get(*site as usize).is_some_and(super::classify::syncs)
+        })
+        .map(|(site, _)| site)
+        .collect();
+    keyed
+        .into_iter()
+        .zip(window)
+        .map(|((facts, state, cause), p)| match facts.site.filter(|s| lines.contains(s)) {
+            Some(site) if p.class.state == ThreadState::GpuSync => (facts, ThreadState::Python, Cause::ReadBack(site)),
+            Some(site) if matches!(cause, Cause::Cpu { launching: true, .. }) => (facts, state, Cause::ReadBack(site)),
+            _ => (facts, state, cause),
+        })
+        .collect()
+}
+
 /// The cores that a process's threads other than its main thread kept busy over `span`, where
 /// they kept at least [`OTHER_THREADS_CORES`]: the process's own CPU (its tree samples) less
 /// the time its main thread's samples could have been on a CPU. Native code of torch's with
@@ -127,13 +175,18 @@ const THREAD_BEYOND_COST: f64 = 0.1;
 /// is named: a sample or two is a thread passing through.
 const HOLDER_SHARE: f64 = 0.2;
 
+/// The least share of a line's launching that its waits on the GPU take before the line reads
+/// each small op back ([`Cause::ReadBack`]): a quarter.
+const READ_BACK_WAITS: f64 = 0.25;
+
 /// Why a cause's thread time outran its cost, by its mechanism: what the GPU did meanwhile.
-fn overlap_words(launching: bool, domain: Option<Domain>) -> &'static str {
+fn overlap_words(launching: bool, domain: Option<Domain>, waits: bool) -> &'static str {
     match (launching, domain) {
         (true, _) => "the launches ran ahead of the GPU, which worked through its queue meanwhile",
         (_, Some(Domain::Allocator)) => {
             "a call that waits for the GPU to finish its queue, as `torch.cuda.empty_cache()` does"
         }
+        _ if waits => "its lines wait for the GPU to finish its queue, as reading a tensor back does",
         _ => "the GPU ran the work queued before it",
     }
 }
@@ -274,6 +327,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     };
     let mut parts: HashMap<Cause, Part> = HashMap::new();
     let mut drains: HashMap<u32, f64> = HashMap::new();
+    // Per line, the main thread's waits on the GPU there: its own time, not the GPU's idle time.
+    let mut waits_at: HashMap<u32, f64> = HashMap::new();
     let window: Vec<&super::Point> =
         pts.iter().filter(|p| p.t_s >= lo && p.t_s <= hi && !covers(&apart, p.t_s)).collect();
     // Per line, its native and its Python time: a line whose samples are mostly native code is
@@ -315,10 +370,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             (f, state, cause)
         })
         .collect();
+    let keyed = read_back_lines(run, &window, keyed, g.is_some());
     let idle = match g {
         Some(g) => {
             let tiers = Tier::with_drains(window.iter().zip(&keyed).map(|(p, k)| {
                 let tier = match (p.class.state, k.2) {
+                    (_, Cause::ReadBack(_)) => Tier::Launch,
                     // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
                     (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
                     // A line of native code while the process's other threads work is a CPU op.
@@ -368,7 +425,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             {
                 *drains.entry(site).or_default() += p.dur_s;
             }
-            continue;
+            if !matches!(cause, Cause::ReadBack(_)) {
+                if let Some(site) = facts.site {
+                    *waits_at.entry(site).or_default() += p.dur_s;
+                }
+                continue;
+            }
         }
         let Facts { site, in_torch, timed, caller, .. } = facts;
         // Inside a wait `--instrument` timed, where the run has its marks: the measured account
@@ -499,7 +561,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .and_then(|s| site_text(&run.stacks, s));
         let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
         let at = site.map(|f| f.site());
-        let label = if launching {
+        let label = if matches!(cause, Cause::ReadBack(_)) {
+            format!(
+                "the main thread launching small ops and reading each back{}",
+                at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
+            )
+        } else if launching {
             format!("the main thread launching the GPU's work{}", at.map(|a| format!(" at {a}")).unwrap_or_default())
         } else {
             label(state, domain, recompile, at.as_deref())
@@ -541,7 +608,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let severity = severity(loop_share);
         // The thread's own time here, as the loop's own clock around the line reads it: what
         // of it the GPU worked through is no part of the cost.
-        let thread_share = (part.thread_s / loop_len).min(1.0);
+        // Its lines' waits on the GPU are its own time too (a tensor printed waits for the step).
+        let waits_s: f64 = part.sites.keys().filter_map(|s| waits_at.get(s)).sum();
+        let thread_share = ((part.thread_s + waits_s) / loop_len).min(1.0);
+        let waits = waits_s >= part.thread_s / 3.0;
         let mut f = Finding::new(id, severity, title)
             .with("thread_loop_share", round(thread_share, 3))
             .with("state", state.as_str())
@@ -556,7 +626,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 "the main thread spent {} of the loop here by its samples, {} of it while the GPU still worked ({}): only the {} the GPU idled would go with it",
                 crate::pct(thread_share),
                 crate::pct(thread_share - loop_share),
-                overlap_words(launching, domain),
+                overlap_words(launching, domain, waits),
                 crate::pct(loop_share)
             ));
         }
@@ -622,6 +692,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             drain.as_ref().map(|(d, explicit)| (d.as_str(), *explicit)),
             holder.as_deref(),
         );
+        if matches!(cause, Cause::ReadBack(_)) {
+            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
+            f.advice = vec![format!(
+                "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
+            )];
+        }
         // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix of
         // its own.
         if launching && optimizer >= 0.25 {

@@ -78,3 +78,44 @@ fn a_job_without_a_gpu_has_its_imports_as_start_up() {
     let own = metrics.cost.as_ref().and_then(|c| c.loop_share).unwrap();
     assert!((own - 0.5).abs() < 0.03, "{own} of the loop: {metrics:#?}");
 }
+
+/// A line that launches a small op and reads it back, once per parameter: its waits are for its
+/// own ops, the GPU idle between them, so they are its cost with its launches, one cause at the
+/// line with its own advice. A line that waits longer than it launches waits for real work.
+#[test]
+fn reading_back_each_small_op_is_one_cause_at_its_line() {
+    let with_waits = |launching: usize, waiting: usize| {
+        let mut r = run(10.0, &[(1, 20), (0, launching + waiting)]);
+        let mut st = (*r.stacks).clone();
+        st.frames.push(frame("/w/train.py", 45, "train", "norms = [p.grad.norm().item() for p in params]"));
+        st.frames.push(frame("/v/site-packages/torch/_tensor.py", 880, "norm", "return torch.norm(self, p, dim)"));
+        let n = st.frames.len() as u32;
+        st.stacks.push(vec![0, n - 2]);
+        st.stacks.push(vec![0, n - 2, n - 1]);
+        let (waits, launches) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+        for (i, s) in st.samples.iter_mut().filter(|s| s.stack == 0).enumerate() {
+            let launch = i % (launching + waiting) < launching;
+            s.stack = if launch { launches } else { waits };
+            s.kernel = match launch {
+                true => KernelState { state: 'R', syscall: None, wchan: None, across: false },
+                false => KernelState { state: 'S', syscall: Some(16), wchan: Some("nvidia".into()), across: false },
+            };
+            s.gil = if launch { Gil::Held } else { Gil::Free };
+        }
+        r.stacks = Arc::new(st);
+        crate::diagnose_with_ledger(&r).0
+    };
+    let findings = with_waits(44, 36);
+    let f = findings
+        .iter()
+        .find(|f| f.title.contains("reading each back"))
+        .unwrap_or_else(|| panic!("{:#?}", findings.iter().map(|f| &f.title).collect::<Vec<_>>()));
+    assert!(f.title.contains("reading each back at w/train.py:45 train"), "{}", f.title);
+    assert!(f.advice[0].contains("torch._foreach_norm"), "{:?}", f.advice);
+    // GPU-Util 10 % of the 80 s loop: 8 s of work, placed on the line's 64 s first; its rest idle.
+    let own = f.cost.as_ref().and_then(|c| c.loop_share).unwrap();
+    assert!((own - 0.7).abs() < 0.05, "{own} of the loop: {f:#?}");
+    // Waits twice the launching: the GPU works through them, and the line reads nothing back.
+    let long = with_waits(20, 60);
+    assert!(long.iter().all(|f| !f.title.contains("reading each back")), "{long:#?}");
+}
