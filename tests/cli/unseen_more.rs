@@ -78,7 +78,8 @@ fn pil_decoding_in_the_loop_is_one_cpu_op_at_its_line() {
 
 /// A loss and a row of logits printed each step: printing, not launching, its own time (the
 /// print waits for the step's GPU work) within 5 points of the loop's timing of it, and of that
-/// only what the GPU idled is its cost.
+/// only what the GPU idled is its cost. The GPU's queue drains at the print (a tensor's repr
+/// reads its values back in torch's own code), which the step's launching is told.
 #[test]
 fn a_tensor_printed_each_step_is_printing_with_its_wait_told_apart() {
     let (d, t) = of("print_tensor");
@@ -91,6 +92,14 @@ fn a_tensor_printed_each_step_is_printing_with_its_wait_told_apart() {
     let limits = first["limits"].to_string();
     assert!(limits.contains("wait for the GPU to finish its queue"), "{first:#}");
     assert!(advice(first).contains("a CUDA tensor printed"), "{first:#}");
+    // The step's launches after it are exposed by the print's drain: their finding says where.
+    let launching = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["title"].as_str().unwrap().contains("launching the GPU's work"));
+    let drains = launching.map(|f| f["evidence"]["gpu_drains_at"].to_string()).unwrap_or_default();
+    assert!(drains.contains("unseen_more.py:179 "), "{d:#}");
 }
 
 /// Every parameter's gradient norm read back with `.item()`: a line that launches a small op and

@@ -274,10 +274,13 @@ pub fn syncs(frame: &PyFrame) -> bool {
 }
 
 /// Whether a frame is one of torch's own calls that read a tensor back or synchronize, which the
-/// job's line called as such (`torch.cuda.synchronize()`, `.tolist()`, a tensor in an f-string).
+/// job's line called as such (`torch.cuda.synchronize()`, `.tolist()`, a tensor in an f-string,
+/// whose repr reads its values back in `torch/_tensor_str.py`).
 pub fn torch_sync(frame: &PyFrame) -> bool {
     (in_module(&frame.file, "torch/cuda/") && frame.function == "synchronize")
         || (in_module(&frame.file, "torch/_tensor.py") && matches!(frame.function.as_str(), "tolist" | "__format__"))
+        || (in_module(&frame.file, "torch/_tensor_str.py")
+            && frame.code.as_deref().is_some_and(|c| c.contains(".item()") || c.contains(".tolist()")))
 }
 
 /// Whether a frame is a wait of the threading module or a queue between threads.

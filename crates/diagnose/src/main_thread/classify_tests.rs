@@ -169,6 +169,17 @@ fn the_library_is_the_deepest_known_frame() {
         ),
     ];
     assert_eq!(domain(&repr.iter().collect::<Vec<_>>()), Some(Domain::Logging));
+    let values = frame(
+        "/v/site-packages/torch/_tensor_str.py",
+        "_vector_str",
+        "data = [_val_formatter(val) for val in self.tolist()]",
+    );
+    let bounds = frame(
+        "/v/site-packages/torch/_tensor_str.py",
+        "__init__",
+        "nonzero_finite_abs = tensor_totype(nonzero_finite_vals.abs())",
+    );
+    assert!(torch_sync(&values) && !torch_sync(&bounds), "the repr reads the values back at its `.tolist()`");
     let frames = [frame("/w/train.py", "main", "gc.collect()")];
     assert_eq!(domain(&frames.iter().collect::<Vec<_>>()), Some(Domain::Gc));
     let frames = [
