@@ -17,6 +17,8 @@ pub(super) struct Facts {
     pub caller: Option<u32>,
     /// The site's function, numbered.
     pub function: Option<u32>,
+    /// A wait on the GPU here drains its queue where the job can move it.
+    pub drains: bool,
 }
 
 /// What a part of the loop's idle time is: one cause, one finding.

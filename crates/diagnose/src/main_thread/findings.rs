@@ -169,7 +169,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 let next = functions.len() as u32;
                 *functions.entry((f.file.as_str(), f.function.as_str())).or_insert(next)
             });
-            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function }
+            // Only a line that syncs as written, or that calls torch's own read-back (a tensor
+            // formatted to print), is one the job can move (a `torch.save` copies to the host
+            // inside torch, and must).
+            let drains = site.and_then(|s| run.stacks.frames.get(s as usize)).is_some_and(super::classify::syncs)
+                || run.stacks.frames_of(stack).last().is_some_and(super::classify::torch_sync);
+            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function, drains }
         })
     };
     let mut parts: HashMap<Cause, Part> = HashMap::new();
@@ -262,14 +267,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Waiting on the device: the GPU works meanwhile. Where it waits tells where the GPU's
         // queue drains, so the idle time after it is the host's next work.
         if p.class.state == ThreadState::GpuSync && g.is_some() {
-            // Only a line that syncs as written, or that calls torch's own read-back (a tensor
-            // formatted to print), is one the job can move (a `torch.save` copies to the host
-            // inside torch, and must).
-            let leaf_syncs = || run.stacks.frames_of(p.stack).last().is_some_and(super::classify::torch_sync);
-            if let Some(site) = facts
-                .site
-                .filter(|s| run.stacks.frames.get(*s as usize).is_some_and(super::classify::syncs) || leaf_syncs())
-            {
+            if let Some(site) = facts.site.filter(|_| facts.drains) {
                 *drains.entry(site).or_default() += p.dur_s;
             }
             if !matches!(cause, Cause::ReadBack(_)) {
@@ -507,8 +505,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // A checkpoint copies the model to the host, which waits for the GPU whatever the loop
         // does before it: an earlier drain is no part of its fix.
         // Nor for a CPU op, which runs whether the queue drains or not.
-        let drain = drain_of(&part)
-            .filter(|_| domain != Some(Domain::Checkpoint) && (cpu_op.is_none() || top(&part.sites) != cpu_op));
+        let drain = drain_of(&part).filter(|_| domain != Some(Domain::Checkpoint) && cause != Cause::CpuOp);
         if let Some((d, _)) = drain.as_ref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
             f = f.with("gpu_drains_at", d.as_str());
         }
