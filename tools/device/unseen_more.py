@@ -17,7 +17,6 @@ Usage: python3 unseen_more.py SCENARIO SECONDS TRUTH
 With UNSEEN_WITHOUT=1 each runs without its culprit: the steps a second without it.
 """
 import io
-import json
 import os
 import random
 import subprocess
@@ -28,26 +27,13 @@ import time
 T0 = time.perf_counter()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from unseen_parts import part, write_truth  # noqa: E402
 
 scenario, seconds, truth_path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 WITHOUT = os.environ.get("UNSEEN_WITHOUT") == "1"
 dev = os.environ.get("UNSEEN_DEV", "cuda")
 # On a machine without a GPU (UNSEEN_DEV=cpu, to try the mechanisms), sizes shrink by S.
 S = 1 if dev == "cuda" else 8
-parts = {}
-
-
-class part:
-    """Adds the block's wall time to parts[name]."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __enter__(self):
-        self.t = time.perf_counter()
-
-    def __exit__(self, *a):
-        parts[self.name] = parts.get(self.name, 0.0) + time.perf_counter() - self.t
 
 
 def mlp(width, depth, norm=False):
@@ -337,7 +323,5 @@ def loader_30():
 
 
 steps, loop_s = globals()[scenario]()
-with open(truth_path, "a") as f:
-    f.write(json.dumps({"scenario": scenario, "wall_s": time.perf_counter() - T0, "loop_s": loop_s,
-                        "steps": steps, "parts": parts, "without": WITHOUT}) + "\n")
+write_truth(truth_path, scenario, T0, steps, loop_s, WITHOUT)
 os._exit(0)

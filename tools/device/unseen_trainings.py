@@ -33,24 +33,11 @@ import time
 
 T0 = time.perf_counter()
 import torch  # noqa: E402
+from unseen_parts import part, parts, write_truth  # noqa: E402
 
 scenario, seconds, truth_path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 WITHOUT = os.environ.get("UNSEEN_WITHOUT") == "1"
 dev = "cuda"
-parts = {}
-
-
-class part:
-    """Adds the block's wall time to parts[name]."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __enter__(self):
-        self.t = time.perf_counter()
-
-    def __exit__(self, *a):
-        parts[self.name] = parts.get(self.name, 0.0) + time.perf_counter() - self.t
 
 
 WORDS = [f"w{i}" for i in range(4000)]
@@ -360,7 +347,6 @@ def hf_trainer():
     return out.global_step, time.perf_counter() - t0
 
 
-
 def _mlp(width=4096, depth=6):
     layers = []
     for _ in range(depth):
@@ -493,6 +479,4 @@ def cpu_interp():
 
 
 steps, loop_s = globals()[scenario]()
-with open(truth_path, "a") as f:
-    f.write(json.dumps({"scenario": scenario, "wall_s": time.perf_counter() - T0, "loop_s": loop_s,
-                        "steps": steps, "parts": parts, "without": WITHOUT}) + "\n")
+write_truth(truth_path, scenario, T0, steps, loop_s, WITHOUT)
