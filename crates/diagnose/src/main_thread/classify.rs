@@ -531,9 +531,27 @@ pub fn own_code(file: &str) -> bool {
         || torch_source(file)
         || file.contains("/site-packages/")
         || file.contains("/dist-packages/")
+        || compiled_code(file)
         || file.starts_with('<')
         || file.contains("/lib/python3")
         || file.contains("/lib64/python3"))
+}
+
+/// Whether a file is code that `torch.compile` wrote: Inductor's output graphs and Triton's
+/// kernels, in their caches (`/tmp/torchinductor_USER/yz/c….py`, or wherever
+/// `TORCHINDUCTOR_CACHE_DIR` puts them: a two-letter folder and a 52-letter hash). The line that
+/// called the compiled model is the user's.
+pub(crate) fn compiled_code(file: &str) -> bool {
+    if file.contains("/torchinductor_") || file.contains("/.triton/") {
+        return true;
+    }
+    let mut parts = file.rsplit('/');
+    let (Some(name), Some(dir)) = (parts.next(), parts.next()) else { return false };
+    let hash = name.strip_suffix(".py").unwrap_or("");
+    dir.len() == 2
+        && hash.len() == 52
+        && hash.starts_with('c')
+        && hash.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 /// Whether a file is PyTorch's own, wherever it is installed: under a `torch/` directory, one of

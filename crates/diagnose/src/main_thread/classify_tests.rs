@@ -90,6 +90,19 @@ fn a_collective_is_a_wait_for_the_other_ranks() {
     assert!(own_code("/home/me/src/torch/train.py"), "a project's own directory named torch");
 }
 
+/// The graphs `torch.compile` writes run as Python files of their own; the line that called the
+/// compiled model is the user's (a CPU run of tools/device/unseen_four.py's compile_mlp named
+/// Inductor's `Runner.call` as its site).
+#[test]
+fn code_torch_compile_wrote_is_not_the_users_line() {
+    assert!(!own_code("/tmp/torchinductor_root/yz/cyzwutq36hbrjkrd6fx53pkdkcisovupghqi5xlptro6ttluebun.py"));
+    assert!(!own_code("/scratch/cache/yz/cyzwutq36hbrjkrd6fx53pkdkcisovupghqi5xlptro6ttluebun.py"));
+    assert!(!own_code("/home/me/.triton/cache/ab/triton_.py"));
+    assert!(own_code("/home/me/src/yz/cyzwutq36hbrjkrd6fx53pkdkcisovupghqi5xlptro6ttluebun_notes.py"));
+    assert!(own_code("/home/me/src/ab/compile.py"));
+    assert!(own_code("/home/me/src/ab/cyzwutq36hbrjkrd6fx53pkdkcisovupghqi5xlptro6ttluebuN.py"));
+}
+
 /// A virtual environment in a directory named torch (`/opt/torch/.venv`, as on a real GPU host)
 /// holds numpy too: only torch's own files are torch's, or numpy's sort reads as launching kernels.
 #[test]
