@@ -68,6 +68,9 @@ impl Cause {
             (ThreadState::Python | ThreadState::Native, Some(d)) => Cause::Library(d),
             // Saving writes what it serialized: one cause, whose advice covers the write.
             (ThreadState::Disk, Some(d @ (Domain::Checkpoint | Domain::Serialize))) => Cause::Library(d),
+            // numpy's or pandas' write waits on the disk as the job's own does, with one fix:
+            // a step's `np.save` and its log's fsync are one wait.
+            (ThreadState::Disk, Some(Domain::HostMath)) => Cause::State(state, None),
             _ => Cause::State(state, domain),
         }
     }

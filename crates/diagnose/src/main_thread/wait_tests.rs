@@ -119,3 +119,28 @@ fn reading_back_each_small_op_is_one_cause_at_its_line() {
     let long = with_waits(20, 60);
     assert!(long.iter().all(|f| !f.title.contains("reading each back")), "{long:#?}");
 }
+
+/// A step that saves an array with `np.save` and fsyncs its log waits on the disk in both: one
+/// cause whose seconds are both waits (a real loop's fsync'd log read 5.7 points short of its own
+/// timing while numpy's write stood apart).
+#[test]
+fn numpys_write_and_the_jobs_fsync_are_one_wait_on_the_disk() {
+    let mut r = run(40.0, &[(0, 40), (1, 30), (5, 30)]);
+    let mut st = (*r.stacks).clone();
+    // Stack 1 becomes `np.save(f, state)` blocked in a write: numpy's frame over the job's line.
+    st.frames.push(frame("/w/train.py", 72, "train", "np.save(f, state)"));
+    st.frames.push(frame("/v/site-packages/numpy/lib/format.py", 700, "write_array", "fp.write(array.tobytes('C'))"));
+    let n = st.frames.len() as u32;
+    st.stacks[1] = vec![0, n - 2, n - 1];
+    for s in st.samples.iter_mut().filter(|s| s.stack == 1 || s.stack == 5) {
+        s.kernel = KernelState { state: 'D', syscall: Some(1), wchan: None, across: false };
+        s.gil = Gil::Free;
+    }
+    r.stacks = Arc::new(st);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let disk: Vec<_> = findings.iter().filter(|f| f.id == FindingId::DiskWait).collect();
+    assert_eq!(disk.len(), 1, "{:?}", testing::ids(&findings));
+    let idle = 80.0 - ledger.seconds(AccountKind::GpuWork);
+    let secs = ledger.seconds(AccountKind::MainThread(crate::main_thread::ThreadState::Disk));
+    assert!((secs - idle).abs() < 0.5, "both writes are the idle time: {secs} of {idle}: {ledger:#?}");
+}
