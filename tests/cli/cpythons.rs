@@ -207,3 +207,60 @@ fn cpython_313_and_314_gpu_processes_are_read_by_the_node_scope() {
         eprintln!("{v}: the node scope read sleep {share:.3} against the job's {own:.3}");
     }
 }
+
+/// Each round compiles `f` again, alternately with its loop on line 3 and on line 4, runs it
+/// 15 ms, and drops it: the new code object, its line table and its name land where the last
+/// ones were freed, so only the code object's version (3.12+) or the table's bytes tell them
+/// apart. A stale table reads one variant's loop at the other's line.
+const CODE_REUSE: &str = r#"import json, sys, time
+A = "def f():\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.015: pass\n"
+B = "def f():\n\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.015: pass\n"
+t0 = time.perf_counter(); i = 0
+while time.perf_counter() - t0 < 4:
+    i += 1
+    ns = {}
+    exec(A if i % 2 else B, {"time": time}, ns)
+    ns["f"]()
+    del ns
+json.dump({"functions": i}, open(sys.argv[1], "w"))
+"#;
+
+#[test]
+fn cpython_313_and_314_tell_a_new_code_object_at_a_freed_ones_address() {
+    let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for root in roots() {
+        let v = version(&root);
+        let inside = Inside::new(&root, "reuse");
+        std::fs::write(inside.host("job.py"), CODE_REUSE).unwrap();
+        let scenario = inside.host("scenario.json");
+        std::fs::write(&scenario, r#"{"init_error": 9, "devices": []}"#).unwrap();
+        let rec = inside.host("r.db");
+        let mut cmd = gpulse(None);
+        cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario);
+        cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]);
+        cmd.arg(&rec).arg("--").arg("chroot").arg(&root).args([
+            "python3",
+            &inside.guest("job.py"),
+            &inside.guest("t.json"),
+        ]);
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 0, "{v}: {err}");
+        let (code, out, err) = run(gpulse(None).args(["export", "--format", "folded"]).arg(&rec));
+        assert_eq!(code, 0, "{v}: {err}");
+        // Samples of `f`, by the line of its innermost frame `f (<string>:L)`.
+        let mut at = [0u64; 2];
+        for line in out.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            match stack.rsplit(';').next().unwrap() {
+                "f (<string>:3)" => at[0] += n,
+                "f (<string>:4)" => at[1] += n,
+                _ => {}
+            }
+        }
+        // The two variants run alike: about half the loop's samples each.
+        let share = at[1] as f64 / (at[0] + at[1]).max(1) as f64;
+        assert!(at[0] + at[1] > 200 && (share - 0.5).abs() < 0.1, "{v}: lines 3 and 4 read {at:?}: {out}");
+        eprintln!("{v}: the loop read at line 3 {} and line 4 {} times", at[0], at[1]);
+    }
+}

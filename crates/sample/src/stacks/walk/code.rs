@@ -16,8 +16,9 @@ const MAX_TABLE: usize = 65536;
 /// the code objects of a stack) and compared with the cached ones, so that a code object freed
 /// and another allocated at its address is not taken for it. Pointers alone do not tell: a
 /// function compiled again lands where its predecessor's code, name and table were freed, so the
-/// strings' and table's bytes are compared too (`Code::raw`), and 3.12+ adds `co_version`, a
-/// number no two code objects of a process share.
+/// strings' and table's bytes are compared too (`Code::raw`). 3.12+ adds `co_version`, a number
+/// no two code objects of a process share (the interpreter's counter, given to each code object
+/// as it is made, until it wraps to 0): where it is set, the header alone tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Identity {
     ob_type: usize,
@@ -69,6 +70,13 @@ impl Code {
         let shim = filename.is_empty() || filename == "<shim>";
         let table = if shim { Vec::new() } else { bytes(pid, identity.linetable, &mut raw)? };
         Ok(Code { identity, filename, name, shim, table, raw, frame_ids: Vec::new() })
+    }
+
+    /// The cached objects each sample reads again to tell this code object from one made at its
+    /// address since: none where it has a version (3.12+), which no later code object shares.
+    pub(super) fn checked_raw(&self) -> impl Iterator<Item = &(usize, Vec<u8>)> {
+        let versioned = self.identity.version != 0;
+        self.raw.iter().filter(move |_| !versioned)
     }
 
     /// The line of the instruction at byte `lasti` from the code object's start (py-spy's

@@ -253,7 +253,7 @@ impl Walker {
         let mut spans = Vec::with_capacity(addrs.len());
         let mut total = 0;
         for addr in &addrs {
-            let cached: usize = self.codes.get(addr).map_or(0, |c| c.raw.iter().map(|r| r.1.len()).sum());
+            let cached: usize = self.codes.get(addr).map_or(0, |c| c.checked_raw().map(|r| r.1.len()).sum());
             spans.push((total, l.co_len + cached));
             total += l.co_len + cached;
         }
@@ -267,7 +267,7 @@ impl Walker {
                 parts.push((*addr, head));
                 rest = tail;
                 if let Some(c) = self.codes.get(addr) {
-                    for (at, bytes) in &c.raw {
+                    for (at, bytes) in c.checked_raw() {
                         let (piece, tail) = rest.split_at_mut(bytes.len());
                         parts.push((*at, piece));
                         rest = tail;
@@ -309,7 +309,7 @@ impl Walker {
         if let Some(c) = self.codes.get(&addr) {
             let mut at = l.co_len;
             let same = c.identity == id
-                && c.raw.iter().all(|(_, bytes)| {
+                && c.checked_raw().all(|(_, bytes)| {
                     let fresh = &read[at..at + bytes.len()];
                     at += bytes.len();
                     code::same(bytes, fresh)
