@@ -258,9 +258,10 @@ fn cpython_313_and_314_tell_a_new_code_object_at_a_freed_ones_address() {
                 _ => {}
             }
         }
-        // The two variants run alike: about half the loop's samples each.
+        // The two variants run alike: about half the loop's samples each (3.14 is read by py-spy,
+        // at a lower rate within the budget).
         let share = at[1] as f64 / (at[0] + at[1]).max(1) as f64;
-        assert!(at[0] + at[1] > 200 && (share - 0.5).abs() < 0.1, "{v}: lines 3 and 4 read {at:?}: {out}");
+        assert!(at[0] + at[1] > 100 && (share - 0.5).abs() < 0.1, "{v}: lines 3 and 4 read {at:?}: {out}");
         eprintln!("{v}: the loop read at line 3 {} and line 4 {} times", at[0], at[1]);
     }
 }
