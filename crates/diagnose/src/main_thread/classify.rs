@@ -397,6 +397,11 @@ pub(super) fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadSta
         // without it on a line that sleeps, the thread was woken and waits for a core, time the
         // loop's own clock counts as the sleep's.
         inferred(Sleep)
+    } else if k.state == 'R' && sample.gil == Gil::Free && leaf.is_some_and(thread_lock_frame) && !any(ipc_frame) {
+        // A lock's wait releases the GIL too: runnable without it on a line that waits on a lock
+        // (a future's result, a queue, `threading.Condition`), the thread was woken as the lock
+        // was let go and waits for a core, time the loop's own clock counts as the wait's.
+        inferred(Lock)
     } else if k.state == 'R' && matches!(sample.gil, Gil::Other { .. }) && !leaf.is_some_and(releases_the_gil) {
         // Ready to run Python while another thread holds the GIL: it runs once the holder lets
         // go (its clocks say how much of the time it waited for a core meanwhile).

@@ -58,8 +58,19 @@ fn each_mechanism_as_the_kernel_and_the_interpreter_show_it() {
     );
     let lock = [train.clone(), frame("/usr/lib/python3.11/threading.py", "acquire", "")];
     assert_eq!(state(&lock, sample('S', Some(202), None, Gil::Other { stack: 3 })), ThreadState::Lock);
-    let mine = [train, frame("/w/train.py", "step", "with self.lock.acquire():")];
+    let mine = [train.clone(), frame("/w/train.py", "step", "with self.lock.acquire():")];
     assert_eq!(state(&mine, sample('S', Some(202), None, Gil::Free)), ThreadState::Lock);
+    // Woken from a future's wait, runnable without the GIL: the wait's end, not Python (a thread
+    // pool scoring in Python read a fifth of its wait as the main thread's own Python); with
+    // another thread on the GIL, a wait for it.
+    let future = [
+        train,
+        frame("/usr/lib/python3.11/concurrent/futures/_base.py", "result", "self._condition.wait(timeout)"),
+        frame("/usr/lib/python3.11/threading.py", "wait", "waiter.acquire()"),
+    ];
+    assert_eq!(state(&future, sample('R', None, None, Gil::Free)), ThreadState::Lock);
+    assert_eq!(state(&future, sample('R', None, None, Gil::Other { stack: 3 })), ThreadState::GilWait);
+    assert_eq!(state(&future, sample('R', None, None, Gil::Held)), ThreadState::Python);
 }
 
 /// Inside a collective the rank waits for its peers, whatever the backend does meanwhile:
