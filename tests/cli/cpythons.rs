@@ -209,9 +209,9 @@ fn cpython_313_and_314_gpu_processes_are_read_by_the_node_scope() {
 }
 
 /// Each round compiles `f` again, alternately with its loop on line 3 and on line 4, runs it
-/// 15 ms, and drops it: the new code object, its line table and its name land where the last
-/// ones were freed, so only the code object's version (3.12+) or the table's bytes tell them
-/// apart. A stale table reads one variant's loop at the other's line.
+/// 15 ms, and drops it: each new code object lands where the last was freed, and a cache that
+/// kept the last one's line table would read one variant's loop at the other's line. (The
+/// tables themselves move between two addresses here; `walk/code.rs` tests the version alone.)
 const CODE_REUSE: &str = r#"import json, sys, time
 A = "def f():\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.015: pass\n"
 B = "def f():\n\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.015: pass\n"

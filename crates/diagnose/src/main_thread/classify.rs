@@ -3,6 +3,8 @@
 //! calls). No threshold here: each rule is what the kernel or the interpreter shows for one
 //! mechanism.
 
+pub(crate) use super::own::torch_source;
+pub use super::own::{own_code, timed_by_gpulse};
 use gpulse_model::{Gil, PyFrame, Stacks, ThreadSample};
 use serde::Serialize;
 
@@ -293,6 +295,13 @@ fn thread_lock_frame(f: &PyFrame) -> bool {
         || f.code.as_deref().is_some_and(|c| c.contains(".acquire(") || c.contains(".wait("))
 }
 
+/// Whether a frame's line acquires a thread lock: `threading`'s `waiter.acquire()` under a
+/// `Condition`, an `Event`, a queue and a future, `lock.acquire(block, timeout)` under a `join`,
+/// or the job's own.
+fn acquires_a_lock(f: &PyFrame) -> bool {
+    f.code.as_deref().is_some_and(|c| c.contains(".acquire("))
+}
+
 /// Calls that make the storage keep what was written.
 const SYNC_CALLS: [&str; 2] = ["fsync(", "fdatasync("];
 /// Calls that write a file.
@@ -397,10 +406,11 @@ pub(super) fn state_of(frames: &[&PyFrame], sample: &ThreadSample) -> (ThreadSta
         // without it on a line that sleeps, the thread was woken and waits for a core, time the
         // loop's own clock counts as the sleep's.
         inferred(Sleep)
-    } else if k.state == 'R' && sample.gil == Gil::Free && leaf.is_some_and(thread_lock_frame) && !any(ipc_frame) {
-        // A lock's wait releases the GIL too: runnable without it on a line that waits on a lock
-        // (a future's result, a queue, `threading.Condition`), the thread was woken as the lock
-        // was let go and waits for a core, time the loop's own clock counts as the wait's.
+    } else if k.state == 'R' && sample.gil == Gil::Free && leaf.is_some_and(acquires_a_lock) && !any(ipc_frame) {
+        // A lock's acquire releases the GIL too: runnable without it on a line that does nothing
+        // else (a future's result, a queue and a `Condition` all end in one), the thread was
+        // woken as the lock was let go and waits for a core, time the loop's own clock counts as
+        // the wait's.
         inferred(Lock)
     } else if k.state == 'R' && matches!(sample.gil, Gil::Other { .. }) && !leaf.is_some_and(releases_the_gil) {
         // Ready to run Python while another thread holds the GIL: it runs once the holder lets
@@ -504,89 +514,6 @@ fn releases_the_gil(f: &PyFrame) -> bool {
 /// Whether the frame's line calls a sleep (`time.sleep(…)`, `asyncio.sleep(…)`).
 fn sleeps(f: &PyFrame) -> bool {
     f.code.as_deref().is_some_and(|c| c.contains("sleep("))
-}
-
-/// The modules of gpulse's own Python package, as `--instrument` puts them on the job's path
-/// or the wheel installs them.
-const GPULSE_MODULES: [&str; 7] =
-    ["__init__.py", "_events.py", "_instrument.py", "_load.py", "lightning.py", "huggingface.py", "sitecustomize.py"];
-
-/// Whether a frame is gpulse's own instrumentation: never the user's line.
-pub fn gpulse_frame(file: &str) -> bool {
-    let Some((dir, name)) = file.rsplit_once('/') else { return false };
-    let parent = dir.rsplit('/').next().unwrap_or("");
-    // The bootstrap's `sitecustomize.py` sits beside the package, in gpulse's private directory.
-    (parent == "gpulse" && GPULSE_MODULES.contains(&name))
-        || (name == "sitecustomize.py" && dir.contains("/gpulse-") && parent == "python")
-}
-
-/// Whether a frame is `--instrument`'s wrapper around a wait it times: a DataLoader's
-/// `__next__`, a save, a copy. What runs under it is in a measured account already.
-pub fn timed_by_gpulse(f: &PyFrame) -> bool {
-    // Python 3.11 and later name a nested function by its qualified name.
-    let name = f.function.rsplit('.').next().unwrap_or("");
-    f.file.ends_with("/gpulse/_instrument.py") && matches!(name, "__next__" | "copy" | "save")
-}
-
-/// Whether a file is the job's own code rather than the interpreter's, a package's or gpulse's.
-pub fn own_code(file: &str) -> bool {
-    // PyTorch from a source checkout (`pip install -e`) lies outside site-packages; it is still
-    // the library, not the job's line.
-    !(gpulse_frame(file)
-        || torch_source(file)
-        || file.contains("/site-packages/")
-        || file.contains("/dist-packages/")
-        || compiled_code(file)
-        || file.starts_with('<')
-        || file.contains("/lib/python3")
-        || file.contains("/lib64/python3"))
-}
-
-/// Whether a file is code that `torch.compile` wrote: Inductor's output graphs and Triton's
-/// kernels, in their caches (`/tmp/torchinductor_USER/yz/c….py`, or wherever
-/// `TORCHINDUCTOR_CACHE_DIR` puts them: a two-letter folder and a 52-letter hash). The line that
-/// called the compiled model is the user's.
-pub(crate) fn compiled_code(file: &str) -> bool {
-    if file.contains("/torchinductor_") || file.contains("/.triton/") {
-        return true;
-    }
-    let mut parts = file.rsplit('/');
-    let (Some(name), Some(dir)) = (parts.next(), parts.next()) else { return false };
-    let hash = name.strip_suffix(".py").unwrap_or("");
-    dir.len() == 2
-        && hash.len() == 52
-        && hash.starts_with('c')
-        && hash.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-}
-
-/// Whether a file is PyTorch's own, wherever it is installed: under a `torch/` directory, one of
-/// its subpackages or top-level modules (a project's own `torch/train.py` is not).
-pub(crate) fn torch_source(file: &str) -> bool {
-    const TOP: [&str; 22] = [
-        "_",
-        "nn/",
-        "utils/",
-        "optim/",
-        "cuda/",
-        "distributed/",
-        "autograd/",
-        "multiprocessing/",
-        "fx/",
-        "amp/",
-        "backends/",
-        "jit/",
-        "onnx/",
-        "export/",
-        "compiler/",
-        "ao/",
-        "profiler/",
-        "serialization.py",
-        "functional.py",
-        "__init__.py",
-        "overrides.py",
-        "storage.py",
-    ];
-    file.match_indices("/torch/").any(|(i, m)| TOP.iter().any(|t| file[i + m.len()..].starts_with(t)))
 }
 
 /// The frame a sample is charged to: the innermost of the job's own code (the line to change),

@@ -18,6 +18,7 @@ mod findings;
 mod idle;
 mod live;
 mod loader;
+mod own;
 pub mod startup;
 
 pub use live::Totals;

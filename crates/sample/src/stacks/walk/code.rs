@@ -17,8 +17,8 @@ const MAX_TABLE: usize = 65536;
 /// and another allocated at its address is not taken for it. Pointers alone do not tell: a
 /// function compiled again lands where its predecessor's code, name and table were freed, so the
 /// strings' and table's bytes are compared too (`Code::raw`). 3.12+ adds `co_version`, a number
-/// no two code objects of a process share (the interpreter's counter, given to each code object
-/// as it is made, until it wraps to 0): where it is set, the header alone tells.
+/// no two code objects of an interpreter share (its counter, given to each code object as it is
+/// made, until it wraps to 0): where it is set, the header alone tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Identity {
     ob_type: usize,
@@ -221,6 +221,35 @@ fn signed_varint(i: &mut usize, table: &[u8]) -> Option<isize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A code object made at a freed one's address, with its name and table where theirs were:
+    /// on 3.12+ the version alone tells it, and the bytes are not read again; where the counter
+    /// wrapped to 0 (and on 3.11, which has none) they are.
+    #[test]
+    fn a_version_tells_a_code_object_from_one_made_at_its_address() {
+        let l = Layout::of(3, 12).expect("3.12");
+        let at = l.co_version.expect("3.12 has co_version");
+        let header = |version: u32| {
+            let mut h = vec![0u8; l.co_len];
+            h[at..at + 4].copy_from_slice(&version.to_ne_bytes());
+            h
+        };
+        let (old, new) = (Identity::of(&header(7), &l), Identity::of(&header(8), &l));
+        assert_ne!(old, new, "only the version differs");
+        let code = |identity| Code {
+            identity,
+            filename: "train.py".into(),
+            name: "step".into(),
+            shim: false,
+            table: Vec::new(),
+            raw: vec![(0x1000, vec![1, 2, 3])],
+            frame_ids: Vec::new(),
+        };
+        assert_eq!(code(old).checked_raw().count(), 0);
+        assert_eq!(code(Identity::of(&header(0), &l)).checked_raw().count(), 1, "a wrapped counter");
+        let l311 = Layout::of(3, 11).expect("3.11");
+        assert_eq!(code(Identity::of(&vec![0u8; l311.co_len], &l311)).checked_raw().count(), 1, "3.11");
+    }
 
     #[test]
     fn the_line_follows_the_location_table() {
