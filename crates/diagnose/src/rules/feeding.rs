@@ -62,9 +62,42 @@ pub(crate) fn loader_settings(run: &Run) -> Option<LoaderSettings> {
     })
 }
 
-/// [`INPUT_ADVICE`] less what the loop's DataLoader already does, by its settings.
+/// What the recording shows of the DataLoader's settings without `--instrument`: its workers
+/// (processes of the tree), and whether it pins memory, from where the main thread waits for a
+/// batch. A pinning loader's batches come from its pin-memory thread through a `queue.Queue`;
+/// without one, straight from the workers through `multiprocessing`'s queue.
+fn seen_settings(run: &Run) -> Option<LoaderSettings> {
+    let workers = run.stacks.processes.iter().filter(|p| p.role == gpulse_model::ProcessRole::Worker).count();
+    let workers = workers.max(run.worker_count);
+    let st = &run.stacks;
+    let mut pin_memory = None;
+    for stack in &st.stacks {
+        let frames: Vec<&gpulse_model::PyFrame> = stack.iter().filter_map(|i| st.frames.get(*i as usize)).collect();
+        let Some(at) = frames
+            .iter()
+            .position(|f| f.file.ends_with("torch/utils/data/dataloader.py") && f.function.ends_with("_try_get_data"))
+        else {
+            continue;
+        };
+        match frames.get(at + 1).map(|f| f.file.as_str()) {
+            Some(f) if f.ends_with("multiprocessing/queues.py") => pin_memory = pin_memory.or(Some(false)),
+            Some(f) if f.ends_with("/queue.py") => pin_memory = Some(true),
+            _ => {}
+        }
+    }
+    (workers > 0 || pin_memory.is_some()).then(|| LoaderSettings {
+        num_workers: (workers > 0).then_some(workers as u64),
+        pin_memory,
+        ..LoaderSettings::default()
+    })
+}
+
+/// [`INPUT_ADVICE`] less what the loop's DataLoader already does, by its settings: as
+/// `--instrument` heard them, else as the recording shows them.
 pub(crate) fn input_advice(run: &Run) -> Vec<String> {
-    let Some(s) = loader_settings(run) else { return INPUT_ADVICE.iter().map(|a| (*a).to_owned()).collect() };
+    let Some(s) = loader_settings(run).or_else(|| seen_settings(run)) else {
+        return INPUT_ADVICE.iter().map(|a| (*a).to_owned()).collect();
+    };
     let mut out = Vec::new();
     match s.pin_memory {
         Some(true) => {}
@@ -91,7 +124,7 @@ pub(crate) fn input_advice(run: &Run) -> Vec<String> {
 /// by the settings `--instrument` heard: never `persistent_workers=True` to a loader that keeps
 /// its workers.
 pub(crate) fn workers_wait_advice(run: &Run) -> String {
-    let s = loader_settings(run).unwrap_or_default();
+    let s = loader_settings(run).or_else(|| seen_settings(run)).unwrap_or_default();
     let mut parts = vec![match s.num_workers {
         Some(n) if n > 0 => format!("more workers than its {n} (num_workers)"),
         _ => "more workers (num_workers)".to_owned(),
@@ -270,6 +303,38 @@ mod tests {
             !advice.iter().any(|a| a.contains("prefetch_factor") || a.contains("persistent_workers")),
             "{advice:?}"
         );
+    }
+
+    /// Without `--instrument`, what the recording shows: a loop waiting in the pin-memory
+    /// thread's `queue.Queue` pins memory already (no advice to), one waiting in the workers'
+    /// `multiprocessing` queue does not.
+    #[test]
+    fn input_advice_reads_pinning_from_where_the_loop_waits() {
+        let wait_in = |queue_file: &str| {
+            let mut r = Run::default();
+            let mut st = gpulse_model::Stacks::default();
+            let f = |file: &str, function: &str| gpulse_model::PyFrame {
+                file: file.into(),
+                line: 1,
+                function: function.into(),
+                code: None,
+            };
+            st.frames = vec![
+                f("/w/train.py", "main"),
+                f("/v/site-packages/torch/utils/data/dataloader.py", "_MultiProcessingDataLoaderIter._try_get_data"),
+                f(queue_file, "get"),
+            ];
+            st.stacks = vec![vec![0, 1, 2]];
+            r.stacks = std::sync::Arc::new(st);
+            r.worker_count = 3;
+            input_advice(&r)
+        };
+        let pinned = wait_in("/usr/lib/python3.12/queue.py");
+        assert!(!pinned.iter().any(|a| a.contains("pin_memory")), "{pinned:?}");
+        assert!(pinned.iter().any(|a| a.contains("persistent_workers=True")), "not seen, still advised: {pinned:?}");
+        let unpinned = wait_in("/usr/lib/python3.12/multiprocessing/queues.py");
+        assert!(unpinned[0].starts_with("pin_memory=True"), "{unpinned:?}");
+        assert!(workers_wait_advice(&Run { worker_count: 3, ..Run::default() }).contains("more workers than its 3"));
     }
 
     /// Waiting on the workers: more of them, and of the rest only what the loader does not do.
