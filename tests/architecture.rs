@@ -331,6 +331,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "account_kind.rs",
             "main_thread/classify.rs",
             "main_thread/classifier.rs",
+            "main_thread/own.rs",
         ],
     ),
     ("the threads' samples", &["main_thread/mod.rs", "main_thread/clocks.rs", "main_thread/live.rs"]),
