@@ -144,3 +144,26 @@ fn numpys_write_and_the_jobs_fsync_are_one_wait_on_the_disk() {
     let secs = ledger.seconds(AccountKind::MainThread(crate::main_thread::ThreadState::Disk));
     assert!((secs - idle).abs() < 0.5, "both writes are the idle time: {secs} of {idle}: {ledger:#?}");
 }
+
+/// Without a GPU, a line that reads a tensor back (`.item()`) reads a CPU tensor: the job's own
+/// time in its function, never a wait on the GPU.
+#[test]
+fn a_job_without_a_gpu_waits_on_no_gpu() {
+    let mut r = testing::run(Vec::new());
+    r.host_cpu = (0..=100).map(|t| (f64::from(t), 50.0)).collect();
+    let mut st = stacks();
+    // Stack 0 (`total += loss.item()`, state R) half of each second, numpy the other half, both
+    // in `train`.
+    for sec in 10..90 {
+        for i in 0..100 {
+            st.samples.push(sample(sec as f64 + i as f64 / 100.0, if i < 50 { 0 } else { 1 }));
+        }
+    }
+    r.stacks = Arc::new(st);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let sync = ledger.seconds(AccountKind::MainThread(crate::main_thread::ThreadState::GpuSync));
+    assert_eq!(sync, 0.0, "{ledger:#?}");
+    assert!(findings.iter().all(|f| !f.title.contains("waiting for the GPU")), "{findings:#?}");
+    let python = ledger.seconds(AccountKind::MainThread(crate::main_thread::ThreadState::Python));
+    assert!(python >= 0.95 * ledger.wall_s, "the job's time is `train`'s: {ledger:#?}");
+}
