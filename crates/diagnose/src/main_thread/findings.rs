@@ -211,9 +211,6 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 // Blocked on a line of native code while the process's other threads work: the
                 // op waits for its intra-op pool, part of the op.
                 (_, ThreadState::Other) if cpu_op_line(f.site) => ThreadState::Native,
-                // Without a GPU, `.item()` or `.cpu()` reads a CPU tensor: the job's own call on
-                // the CPU, no wait on a device.
-                (_, ThreadState::GpuSync) if g.is_none() => ThreadState::Python,
                 (_, state) => state,
             };
             // A CPU op's line is the op, whole: torch's and PIL's frames under it alike, never

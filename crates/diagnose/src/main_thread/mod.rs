@@ -71,6 +71,9 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
     let mut votes = NativeVotes::of(st.process(pid));
     mine.iter().for_each(|s| votes.add(s));
+    // Without a GPU, `.item()` or `.cpu()` reads a CPU tensor: the job's own call on the CPU,
+    // no wait on a device, in the split and the thread's states alike.
+    let no_gpu = crate::run::primary(run).is_none();
     let pts = mine
         .iter()
         .enumerate()
@@ -82,6 +85,9 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
             };
             let mut class = classifier.classify(st, s);
             votes.refine(s, &mut class);
+            if no_gpu && class.state == ThreadState::GpuSync {
+                class.state = ThreadState::Python;
+            }
             Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }
         })
         .collect();
