@@ -64,8 +64,9 @@ impl Drop for Inside {
     }
 }
 
-/// Runs `script` in the chroot under `gpulse run` and returns (its truth, the diagnosis).
-fn diagnose(root: &Path, name: &str, script: &str) -> (serde_json::Value, serde_json::Value) {
+/// Runs `script` in the chroot under `gpulse run`, its first argument the truth file `t.json`;
+/// returns the folder (removed when dropped) and the recording.
+fn record(root: &Path, name: &str, script: &str) -> (Inside, PathBuf) {
     let inside = Inside::new(root, name);
     std::fs::write(inside.host("job.py"), script).unwrap();
     let scenario = inside.host("scenario.json");
@@ -77,6 +78,12 @@ fn diagnose(root: &Path, name: &str, script: &str) -> (serde_json::Value, serde_
     cmd.arg(&rec).arg("--").arg("chroot").arg(root).args(["python3", &inside.guest("job.py"), &inside.guest("t.json")]);
     let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 0, "{err}");
+    (inside, rec)
+}
+
+/// Runs `script` in the chroot under `gpulse run` and returns (its truth, the diagnosis).
+fn diagnose(root: &Path, name: &str, script: &str) -> (serde_json::Value, serde_json::Value) {
+    let (inside, rec) = record(root, name, script);
     let t = serde_json::from_str(&std::fs::read_to_string(inside.host("t.json")).unwrap()).unwrap();
     let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(&rec));
     assert_eq!(code, 0, "{err}");
@@ -230,21 +237,7 @@ fn cpython_313_and_314_tell_a_new_code_object_at_a_freed_ones_address() {
     let _one = super::thread_clocks::ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for root in roots() {
         let v = version(&root);
-        let inside = Inside::new(&root, "reuse");
-        std::fs::write(inside.host("job.py"), CODE_REUSE).unwrap();
-        let scenario = inside.host("scenario.json");
-        std::fs::write(&scenario, r#"{"init_error": 9, "devices": []}"#).unwrap();
-        let rec = inside.host("r.db");
-        let mut cmd = gpulse(None);
-        cmd.env("GPULSE_FAKE_NVML_SCENARIO", &scenario);
-        cmd.args(["run", "--status", "off", "--no-report", "--interval", "200ms", "--stacks-hz", "100", "-o"]);
-        cmd.arg(&rec).arg("--").arg("chroot").arg(&root).args([
-            "python3",
-            &inside.guest("job.py"),
-            &inside.guest("t.json"),
-        ]);
-        let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 0, "{v}: {err}");
+        let (_inside, rec) = record(&root, "reuse", CODE_REUSE);
         let (code, out, err) = run(gpulse(None).args(["export", "--format", "folded"]).arg(&rec));
         assert_eq!(code, 0, "{v}: {err}");
         // Samples of `f`, by the line of its innermost frame `f (<string>:L)`.
