@@ -26,7 +26,8 @@ import time
 T0 = time.perf_counter()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from unseen_parts import part, parts, write_truth  # noqa: E402
+import unseen_parts  # noqa: E402
+from unseen_parts import part, parts, train, write_truth  # noqa: E402
 
 scenario, seconds, truth_path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 WITHOUT = os.environ.get("UNSEEN_WITHOUT") == "1"
@@ -35,33 +36,16 @@ dev = os.environ.get("UNSEEN_DEV", "cuda")
 S = 1 if dev == "cuda" else 8
 
 
-def mlp(width, depth):
-    layers = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
-    return torch.nn.Sequential(*layers).to(dev)
+def mlp(width, depth, norm=False):
+    return unseen_parts.mlp(dev, width, depth, norm)
 
 
 def cnn(classes=10):
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 128, 3, padding=1, stride=2),
-        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, classes)).to(dev)
-
-
-def train(model, opt, x, y):
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return loss
+    return unseen_parts.cnn(dev, classes)
 
 
 def loop(body):
-    steps, t_loop = 0, time.perf_counter()
-    while time.perf_counter() - t_loop < seconds:
-        body(steps)
-        steps += 1
-    return steps, time.perf_counter() - t_loop
+    return unseen_parts.loop(body, seconds)
 
 
 def amp_healthy():
