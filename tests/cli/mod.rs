@@ -44,5 +44,6 @@ mod thread_clocks;
 mod top;
 mod typed_words;
 mod unseen;
+mod unseen_four;
 mod unseen_more;
 mod web_config;

@@ -62,9 +62,9 @@ fn ids(d: &serde_json::Value) -> Vec<String> {
 }
 
 /// A numpy ranking metric on every step's predictions, over three lines of one function (one
-/// with a numpy frame, two without): one cause, told as numpy with metric advice, not as torch's
-/// launches (the venv under `/opt/torch` is no part of torch). The job's process, its GPU idle
-/// while its main thread computes, is not told to free its memory.
+/// with a numpy frame, two without): one cause, told as numpy with a metric's fix among its
+/// advice, not as torch's launches (the venv under `/opt/torch` is no part of torch). The job's
+/// process, its GPU idle while its main thread computes, is not told to free its memory.
 #[test]
 fn a_numpy_metric_is_one_cause_told_as_numpy() {
     let d = diagnose("metrics");
@@ -72,7 +72,7 @@ fn a_numpy_metric_is_one_cause_told_as_numpy() {
     assert_eq!(first["evidence"]["domain"], "host_math", "{first:#}");
     assert!(first["evidence"]["site"].as_str().unwrap().ends_with(" ranking_metric"), "{first:#}");
     let a = advice(first);
-    assert!(a.contains("metrics on the GPU") && !a.contains("torch's ops") && !a.contains("launching the GPU"), "{a}");
+    assert!(a.contains("metric on the GPU") && !a.contains("torch's ops") && !a.contains("launching the GPU"), "{a}");
     let at_metric = d["findings"]
         .as_array()
         .unwrap()

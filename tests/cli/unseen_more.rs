@@ -3,7 +3,7 @@
 //! parts: the first finding, its mechanism and advice, and its share of the loop against the
 //! loop's own timing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::support::{fixture, gpulse, run};
 
@@ -13,10 +13,14 @@ fn dir() -> PathBuf {
 
 /// The diagnosis of scenario `name`, and the loop's own timing of it.
 fn of(name: &str) -> (serde_json::Value, serde_json::Value) {
-    let (code, out, err) =
-        run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir().join(format!("{name}.db"))));
+    scenario(&dir(), name)
+}
+
+/// The diagnosis of scenario `name` of the set in `dir`, and the loop's own timing of it.
+pub(super) fn scenario(dir: &Path, name: &str) -> (serde_json::Value, serde_json::Value) {
+    let (code, out, err) = run(gpulse(None).args(["diagnose", "--format", "json"]).arg(dir.join(format!("{name}.db"))));
     assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(dir().join("truth.jsonl")).unwrap();
+    let text = std::fs::read_to_string(dir.join("truth.jsonl")).unwrap();
     let truth = text
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -26,17 +30,17 @@ fn of(name: &str) -> (serde_json::Value, serde_json::Value) {
 }
 
 /// Part `part`'s share of the loop by the loop's own clock.
-fn own(truth: &serde_json::Value, part: &str) -> f64 {
+pub(super) fn own(truth: &serde_json::Value, part: &str) -> f64 {
     truth["parts"][part].as_f64().unwrap() / truth["loop_s"].as_f64().unwrap()
 }
 
-fn advice(f: &serde_json::Value) -> String {
+pub(super) fn advice(f: &serde_json::Value) -> String {
     f["advice"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect::<Vec<_>>().join(" | ")
 }
 
 /// The first finding: its id, at its line, its cost within 5 points of `share` of the loop, and
 /// the one number in its title and the headline.
-fn leads<'a>(d: &'a serde_json::Value, id: &str, line: &str, share: f64) -> &'a serde_json::Value {
+pub(super) fn leads<'a>(d: &'a serde_json::Value, id: &str, line: &str, share: f64) -> &'a serde_json::Value {
     let first = &d["findings"][0];
     assert_eq!(first["id"], id, "{d:#}");
     assert!(first["evidence"]["site"].as_str().unwrap().contains(line), "{first:#}");

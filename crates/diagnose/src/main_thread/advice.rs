@@ -45,9 +45,12 @@ pub(super) fn advice(
             "TORCH_LOGS=recompiles names the guard that fails each time".into(),
         ],
         (ThreadState::Python, Some(Domain::Optimizer)) => OPTIMIZER_ADVICE.iter().map(|a| (*a).to_owned()).collect(),
-        (ThreadState::Python | ThreadState::Native, Some(Domain::HostMath)) => vec![format!(
-            "compute the metrics on the GPU (torch ops, torchmetrics), or less often: every N steps{at}"
-        )],
+        // numpy on the main thread: preparing the batch or scoring it, the same CPU work in
+        // the step, with a fix for each.
+        (ThreadState::Python | ThreadState::Native, Some(Domain::HostMath)) => vec![
+            format!("numpy{at} runs on the main thread, in the step, while the GPU waits: where it prepares the batch (augmentation, features), move it into the Dataset's __getitem__ or a collate_fn, so the DataLoader's workers (num_workers > 0) run it ahead of the step, or do it on the GPU as torch ops (torch.fft, torchvision.transforms.v2 on CUDA tensors)"),
+            "where it scores the step's output, compute the metric on the GPU (torch ops, torchmetrics), or every N steps".to_owned(),
+        ],
         (ThreadState::Python | ThreadState::Native, Some(Domain::Tokenize)) => vec![
             "tokenize in the DataLoader's workers, or ahead of time (datasets.map(tokenize, batched=True)), with a fast tokenizer".into(),
         ],

@@ -19,6 +19,8 @@ pub(super) struct Facts {
     pub function: Option<u32>,
     /// A wait on the GPU here drains its queue where the job can move it.
     pub drains: bool,
+    /// Another library's function that the site calls.
+    pub call: Option<u32>,
 }
 
 /// What a part of the loop's idle time is: one cause, one finding.
@@ -33,6 +35,10 @@ pub(super) enum Cause {
     /// The one line of native code that the process's other threads work for: a CPU op on CPU
     /// tensors, its torch, PIL and Python frames alike.
     CpuOp,
+    /// A line that calls another library's function which launches GPU work of its own
+    /// (transformers' `generate`, a metric's `update`) and runs no backward pass or optimizer
+    /// step: its own cause, apart from the step's launching in the same function.
+    Call(u32),
     /// A line that launches small ops and reads each result back as written (`.item()` per
     /// parameter): its waits on the GPU wait for its own ops, the GPU idle between them.
     ReadBack(u32),

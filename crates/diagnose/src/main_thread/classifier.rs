@@ -72,6 +72,8 @@ pub(crate) struct Place {
     pub caller: Option<u32>,
     /// Whether any of its frames is PyTorch's own Python.
     pub in_torch: bool,
+    /// [`call_frame`] of the site.
+    pub call: Option<u32>,
 }
 
 type Seen = (Option<Option<Domain>>, Vec<(gpulse_model::KernelState, std::mem::Discriminant<Gil>, Class)>);
@@ -99,6 +101,7 @@ impl Classifier {
                 site,
                 caller: caller_frame(stacks, stack, site),
                 in_torch: stacks.frames_of(stack).any(|f| torch_source(&f.file)),
+                call: call_frame(stacks, stack, site),
             }
         })
     }
@@ -121,4 +124,20 @@ fn caller_frame(st: &Stacks, stack: u32, site: Option<u32>) -> Option<u32> {
         .find(|id| st.frames.get(**id as usize).is_some_and(|f| own_code(&f.file)))
         .or(outer.last())
         .copied()
+}
+
+/// The function of another library that the site calls (transformers' `generate`, a metric's
+/// `update`), past torch's and the standard library's decorators around it: what runs under the
+/// job's line is that library's, not torch's forward, backward or optimizer step.
+fn call_frame(st: &Stacks, stack: u32, site: Option<u32>) -> Option<u32> {
+    let ids = st.stacks.get(stack as usize)?;
+    let at = ids.iter().rposition(|id| Some(*id) == site)?;
+    let wrapper = |f: &PyFrame| {
+        f.file.ends_with("/torch/utils/_contextlib.py")
+            || f.file.ends_with("/functools.py")
+            || f.file.ends_with("/contextlib.py")
+    };
+    let id = *ids[at + 1..].iter().find(|id| st.frames.get(**id as usize).is_some_and(|f| !wrapper(f)))?;
+    let f = st.frames.get(id as usize)?;
+    (!own_code(&f.file) && !torch_source(&f.file)).then_some(id)
 }

@@ -183,6 +183,18 @@ fn checkpoint(file: &str) -> bool {
         || in_module(file, "torch/distributed/checkpoint/")
 }
 
+/// Whether a frame runs what `torch.compile` built rather than builds it: the generated graph,
+/// the kernels' launchers, and the wrappers around a call of the compiled model.
+fn compiled_runtime(f: &PyFrame) -> bool {
+    let p = f.file.as_str();
+    super::own::compiled_code(p)
+        || in_module(p, "torch/_inductor/runtime/")
+        || in_module(p, "torch/_inductor/output_code.py")
+        || in_module(p, "torch/_dynamo/eval_frame.py")
+        || in_module(p, "torch/_dynamo/external_utils.py")
+        || (in_module(p, "torch/_inductor/utils.py") && f.function.starts_with("align_inputs_from_check_idxs"))
+}
+
 /// The frames' library, innermost first: the deepest frame in a known library names it.
 pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     // An import runs the imported module's code: whatever library that is, the time is the
@@ -190,9 +202,19 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     if frames.iter().any(|f| f.file.starts_with("<frozen importlib")) {
         return Some(Domain::Import);
     }
+    // Under what `torch.compile` built (its graph, its kernels' launchers, the wrappers that call
+    // them) the compiled model runs: launching, as its forward would, not compiling.
+    let mut compiled = false;
     for f in frames.iter().rev() {
         let p = f.file.as_str();
+        if compiled_runtime(f) {
+            compiled = true;
+            continue;
+        }
         let d = if in_module(p, "torch/_dynamo/") || in_module(p, "torch/_inductor/") {
+            if compiled {
+                continue;
+            }
             Domain::Compile
         } else if in_module(p, "torch/optim/") {
             Domain::Optimizer
@@ -227,8 +249,13 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
                 true => Domain::Checkpoint,
                 false => Domain::Serialize,
             }
-        } else if p.ends_with("/subprocess.py") {
-            Domain::Subprocess
+        } else if p.ends_with("/subprocess.py") || in_module(p, "concurrent/futures/process.py") {
+            // Compiling starts and waits for its workers: the compile's time.
+            match frames.iter().any(|f| in_module(&f.file, "torch/_inductor/") || in_module(&f.file, "torch/_dynamo/"))
+            {
+                true if !compiled => Domain::Compile,
+                _ => Domain::Subprocess,
+            }
         } else if in_module(p, "multiprocessing/pool.py") {
             Domain::Pool
         } else if in_module(p, "torch/distributed/distributed_c10d.py")

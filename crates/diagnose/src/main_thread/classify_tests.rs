@@ -246,6 +246,49 @@ fn the_library_is_the_deepest_known_frame() {
     assert!(!syncs(&frames[0]), "items() is no .item()");
 }
 
+/// `torch.compile` tracing, lowering, or waiting for its compile workers is compiling; the model
+/// it built, run through Dynamo's wrapper, the generated graph and the kernels' launchers, is
+/// not (it launches, as an uncompiled forward does).
+#[test]
+fn compiling_is_not_running_what_was_compiled() {
+    let call = frame("/w/train.py", "train", "out = model(x)");
+    let entry = frame("/v/site-packages/torch/_dynamo/eval_frame.py", "_fn", "return fn(*args, **kwargs)");
+    let of = |more: &[PyFrame]| {
+        let frames: Vec<PyFrame> = [call.clone(), entry.clone()].into_iter().chain(more.iter().cloned()).collect();
+        domain(&frames.iter().collect::<Vec<_>>())
+    };
+    let trace = frame("/v/site-packages/torch/_dynamo/symbolic_convert.py", "step", "self.dispatch_table[inst.opcode]");
+    assert_eq!(of(&[trace]), Some(Domain::Compile));
+    let workers = [
+        frame("/v/site-packages/torch/_inductor/codecache.py", "get_system", "out = subprocess.check_output(cmd)"),
+        frame("/usr/lib/python3.12/subprocess.py", "_try_wait", "(pid, sts) = os.waitpid(self.pid, wait_flags)"),
+    ];
+    assert_eq!(of(&workers), Some(Domain::Compile), "a compile's child process is the compile's");
+    let graph = frame("/tmp/torchinductor_root/yz/cyzwutq36hbrjkrd6fx53pkdkcisovupghqi5xlptro6ttluebun.py", "call", "");
+    let launch =
+        frame("/v/site-packages/torch/_inductor/runtime/triton_heuristics.py", "run", "return launcher(*args)");
+    let wrapper = frame(
+        "/v/site-packages/torch/_inductor/utils.py",
+        "align_inputs_from_check_idxs.<locals>.run",
+        "return model(inputs)",
+    );
+    assert_eq!(of(&[wrapper.clone(), graph.clone(), launch]), None);
+    assert_eq!(of(&[wrapper.clone(), graph]), None);
+    assert_eq!(of(&[wrapper]), None);
+    assert_eq!(of(&[]), None, "inside the compiled model's C call");
+    // The compiled backward, on the engine's thread under `loss.backward()`, is the backward.
+    let backward = [
+        frame("/w/train.py", "train", "loss.backward()"),
+        frame("/v/site-packages/torch/autograd/graph.py", "_engine_run_backward", "return Variable._execution_engine"),
+        frame("/v/site-packages/torch/_dynamo/external_utils.py", "inner", "return fn(*args, **kwargs)"),
+    ];
+    assert_eq!(domain(&backward.iter().collect::<Vec<_>>()), Some(Domain::Backward));
+    // A subprocess the job starts itself stays its own.
+    let smi =
+        [call.clone(), frame("/usr/lib/python3.12/subprocess.py", "run", "stdout, stderr = process.communicate()")];
+    assert_eq!(domain(&smi.iter().collect::<Vec<_>>()), Some(Domain::Subprocess));
+}
+
 /// A transform's `.numpy()` inside the DataLoader's fetch works on the host's tensors: the
 /// thread runs, it does not wait for the GPU. The same call on the job's own line is a sync.
 #[test]

@@ -71,6 +71,8 @@ struct Part {
     functions: HashMap<(String, String), f64>,
     /// The frame that called the site's function.
     callers: HashMap<u32, f64>,
+    /// Another library's function that the site calls.
+    calls: HashMap<u32, f64>,
     holders: HashMap<u32, f64>,
 }
 
@@ -174,11 +176,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             // inside torch, and must).
             let drains = site.and_then(|s| run.stacks.frames.get(s as usize)).is_some_and(super::classify::syncs)
                 || run.stacks.frames_of(stack).last().is_some_and(super::classify::torch_sync);
-            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function, drains }
+            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function, drains, call: place.call }
         })
     };
     let mut parts: HashMap<Cause, Part> = HashMap::new();
     let mut drains: HashMap<u32, f64> = HashMap::new();
+    // The drains through `torch.cuda.synchronize()`, however the line names it (`sync()` bound
+    // to it): an explicit synchronize, not an `.item()`.
+    let mut explicit: std::collections::HashSet<u32> = std::collections::HashSet::new();
     // Per line, the main thread's waits on the GPU there: its own time, not the GPU's idle time.
     let mut waits_at: HashMap<u32, f64> = HashMap::new();
     let window: Vec<&super::Point> =
@@ -186,7 +191,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // Per line, its native and its Python time: a line whose samples are mostly native code is
     // native whole.
     let mut lines: HashMap<u32, [f64; 2]> = HashMap::new();
+    // The lines under which a backward pass or an optimizer step runs: the step's own, whatever
+    // library they go through (accelerate's `backward`, a trainer's `train`).
+    let mut steps: std::collections::HashSet<u32> = std::collections::HashSet::new();
     for p in &window {
+        if let (Some(site), Some(Domain::Backward | Domain::Optimizer)) = (facts(p.stack).site, p.class.domain) {
+            steps.insert(site);
+        }
         if let (Some(site), ThreadState::Python | ThreadState::Native) = (facts(p.stack).site, p.class.state) {
             lines.entry(site).or_default()[usize::from(p.class.state == ThreadState::Native)] += p.dur_s;
         }
@@ -217,6 +228,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             // launching (the function's launches and its other lines are other causes).
             let cause = match Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)) {
                 Cause::Cpu { .. } if cpu_op_line(f.site) => Cause::CpuOp,
+                Cause::Cpu { launching: true, .. } if f.call.is_some() => match f.site {
+                    Some(site) if !steps.contains(&site) => Cause::Call(site),
+                    _ => Cause::Cpu { function: f.function, launching: true, native: false },
+                },
                 cause => cause,
             };
             (f, state, cause)
@@ -227,7 +242,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         Some(g) => {
             let tiers = Tier::with_drains(window.iter().zip(&keyed).map(|(p, k)| {
                 let tier = match (p.class.state, k.2) {
-                    (_, Cause::ReadBack(_)) => Tier::Launch,
+                    (_, Cause::ReadBack(_) | Cause::Call(_)) => Tier::Launch,
                     // Waiting on the GPU, or on a collective whose kernel the GPU runs meanwhile.
                     (ThreadState::GpuSync | ThreadState::PeerWait, _) => Tier::Sync,
                     // A line of native code while the process's other threads work is a CPU op.
@@ -255,7 +270,18 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             window.iter().zip(&keyed).map(|(p, k)| crate::run::loop_key(&run.stacks, p.stack, k.0.site)).collect();
         let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&keys, i)].t_s);
         // The loop's window began at its training's entry where the polls found the GPU later.
-        crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo)
+        let entry = crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo);
+        // `torch.compile` builds the first step, forward and backward, before its optimizer
+        // step: compiling and importing until then is start-up, paid once, not the loop's.
+        let first_step = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
+        let built = first_step.and_then(|i| {
+            window[..i]
+                .iter()
+                .rev()
+                .find(|p| matches!(p.class.domain, Some(Domain::Compile | Domain::Import)))
+                .map(|p| p.t_s + p.dur_s)
+        });
+        built.map_or(entry, |b| entry.max(b))
     };
     let mut before = 0.0;
     for ((p, idle), (facts, state, cause)) in window.into_iter().zip(idle).zip(keyed) {
@@ -269,6 +295,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if p.class.state == ThreadState::GpuSync && g.is_some() {
             if let Some(site) = facts.site.filter(|_| facts.drains) {
                 *drains.entry(site).or_default() += p.dur_s;
+                let leaf = run.stacks.frames_of(p.stack).last();
+                if leaf.is_some_and(|f| f.function == "synchronize" && super::classify::torch_sync(f)) {
+                    explicit.insert(site);
+                }
             }
             if !matches!(cause, Cause::ReadBack(_)) {
                 if let Some(site) = facts.site {
@@ -302,6 +332,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         if let Some(c) = caller {
             *part.callers.entry(c).or_default() += w;
+        }
+        if let Some(c) = facts.call {
+            *part.calls.entry(c).or_default() += w;
         }
         if let Some(h) = p.gil_stack {
             *part.holders.entry(h).or_default() += w;
@@ -371,13 +404,18 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             })
             .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(s, _)| *s);
-        let f = frame(own.or_else(|| top(&drains))?)?;
+        let at = own.or_else(|| top(&drains))?;
+        let f = frame(at)?;
         // An explicit synchronize is not an `.item()`: the advice differs.
-        Some((f.site(), f.code.as_deref().is_some_and(|c| c.contains("synchronize("))))
+        Some((f.site(), explicit.contains(&at) || f.code.as_deref().is_some_and(|c| c.contains("synchronize("))))
     };
     let mut ordered: Vec<(Cause, Part)> = parts.into_iter().collect();
     ordered.sort_by(|a, b| b.1.weight.total_cmp(&a.1.weight).then(a.0.cmp(&b.0)));
     let gpu = g.map(|g| g.gpu);
+    // Draining the queue costs at most the GPU's work that could have overlapped the host's:
+    // where all of it is below a finding's bar, so is the drain's fix.
+    let gpu_work_s: f64 = ledger.accounts.iter().filter(|a| a.account == AccountKind::GpuWork).map(|a| a.seconds).sum();
+    let overlap_matters = gpu_work_s >= MATERIAL * end;
     for (cause, part) in ordered {
         let (state, domain) = part.mode();
         // A held wait is the holder's: what the main thread was in when it came to it is no
@@ -388,15 +426,23 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // Native code inside torch's own ops may be CPU work on CPU tensors (`F.interpolate`
         // on an image): launching is said where torch's Python leads, or in its backward pass
         // or optimizer step, which run where the parameters are.
+        // A library's call under torch's frames, on a job that uses the GPU, launches (a call
+        // on CPU tensors whose intra-op pool works is a CPU op, keyed apart before).
         let launching = g.is_some()
-            && matches!(cause, Cause::Cpu { launching: true, .. })
-            && (state == ThreadState::Python || matches!(domain, Some(Domain::Backward | Domain::Optimizer)));
+            && match cause {
+                Cause::Call(_) => true,
+                Cause::Cpu { launching: true, .. } => {
+                    state == ThreadState::Python || matches!(domain, Some(Domain::Backward | Domain::Optimizer))
+                }
+                _ => false,
+            };
         let phases = launching.then(|| part.phases()).flatten();
         let optimizer = part.modes.iter().filter(|m| m.0.1 == Some(Domain::Optimizer)).map(|m| m.1).sum::<f64>()
             / part.weight.max(1e-12);
         let domain = if launching { None } else { domain };
-        let seconds = total_s * part.weight / weight;
-        let share = seconds / end.max(1e-9);
+        let mut seconds = total_s * part.weight / weight;
+        // Its lines' waits on the GPU are its own time too (a tensor printed waits for the step).
+        let waits_s: f64 = part.sites.keys().filter_map(|s| waits_at.get(s)).sum();
         let site = top(&part.sites).and_then(|f| run.stacks.frames.get(f as usize));
         // A wait on a lock names the thread that ran Python meanwhile where one did for a
         // fifth of it or more.
@@ -406,7 +452,23 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .and_then(|s| site_text(&run.stacks, s));
         let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
         let at = site.map(|f| f.site());
-        let label = if matches!(cause, Cause::ReadBack(_)) {
+        // The library function a line calls, by name and package: "GenerationMixin.generate
+        // (transformers)".
+        let call = matches!(cause, Cause::Call(_))
+            .then(|| top(&part.calls).and_then(|c| run.stacks.frames.get(c as usize)))
+            .flatten()
+            .map(|f| match super::own::package(&f.file) {
+                Some(p) => format!("{} ({p})", f.function),
+                None => f.function.clone(),
+            });
+        let label = if let Some(c) = &call {
+            let what = if launching {
+                "the main thread launching the GPU's work".to_owned()
+            } else {
+                label(state, domain, recompile, None)
+            };
+            format!("{what} in {c}{}", at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default())
+        } else if matches!(cause, Cause::ReadBack(_)) {
             format!(
                 "the main thread launching small ops and reading each back{}",
                 at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
@@ -423,6 +485,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         } else {
             format!("the job's loop time, split by {samples} samples of the main thread (PID {pid}); no GPU was read")
         };
+        // A library's call runs GPU work of its own (`generate` samples token after token): the
+        // GPU's time under it goes with it, out of the step's GPU work, so its cost is the time
+        // the loop's own clock around it reads.
+        let own_gpu_s =
+            if call.is_some() { call_gpu_work(&mut ledger, part.thread_s + waits_s - seconds, end) } else { 0.0 };
+        seconds += own_gpu_s;
+        let share = seconds / end.max(1e-9);
         let id = state.finding();
         let material = share >= MATERIAL;
         let account = Account {
@@ -442,7 +511,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         let loop_share = cost.loop_share.unwrap_or(0.0);
 
-        let waits = if g.is_some() { " while the GPU waits" } else { "" };
+        let waits = match g {
+            _ if own_gpu_s > 0.0 => ", its GPU work included",
+            Some(_) => " while the GPU waits",
+            None => "",
+        };
         let code = site.and_then(|f| f.code.as_deref()).map(|c| format!(" (`{c}`)")).unwrap_or_default();
         let mut title = format!("{}{code}{waits}: {{wall}} of the wall time", upper(&label));
         match (state, holder.as_deref()) {
@@ -454,7 +527,6 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // The thread's own time here, as the loop's own clock around the line reads it: what
         // of it the GPU worked through is no part of the cost.
         // Its lines' waits on the GPU are its own time too (a tensor printed waits for the step).
-        let waits_s: f64 = part.sites.keys().filter_map(|s| waits_at.get(s)).sum();
         let thread_share = ((part.thread_s + waits_s) / loop_len).min(1.0);
         let waits = waits_s >= part.thread_s / 3.0;
         let mut f = Finding::new(id, severity, title)
@@ -466,7 +538,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .of_pid(pid)
             .priced(cost)
             .inferred();
-        if thread_share - loop_share >= THREAD_BEYOND_COST {
+        if own_gpu_s > 0.0 {
+            f.limits.push(format!(
+                "{:.1} s of it is the GPU running the call's own work, moved from the loop's GPU time; work queued before the call and finished under it is counted with it too",
+                own_gpu_s
+            ));
+        } else if thread_share - loop_share >= THREAD_BEYOND_COST {
             f.limits.push(format!(
                 "the main thread spent {} of the loop here by its samples, {} of it while the GPU still worked ({}): only the {} the GPU idled would go with it",
                 crate::pct(thread_share),
@@ -502,10 +579,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(h) = &holder {
             f = f.with("gil_holder_site", h.as_str());
         }
+        if let Some(c) = &call {
+            f = f.with("call", c.as_str());
+        }
         // A checkpoint copies the model to the host, which waits for the GPU whatever the loop
         // does before it: an earlier drain is no part of its fix.
         // Nor for a CPU op, which runs whether the queue drains or not.
-        let drain = drain_of(&part).filter(|_| domain != Some(Domain::Checkpoint) && cause != Cause::CpuOp);
+        let drain =
+            drain_of(&part).filter(|_| overlap_matters && domain != Some(Domain::Checkpoint) && cause != Cause::CpuOp);
         if let Some((d, _)) = drain.as_ref().filter(|_| matches!(state, ThreadState::Python | ThreadState::Native)) {
             f = f.with("gpu_drains_at", d.as_str());
         }
@@ -542,6 +623,28 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
             )];
         }
+        // A thread pool whose threads run Python: they take turns on the GIL, so the pool adds
+        // waiting, not speed, and no lock is held too long.
+        let pool_threads = state == ThreadState::Lock
+            && holder.is_some()
+            && top(&part.holders)
+                .is_some_and(|h| run.stacks.frames_of(h).any(|f| f.file.ends_with("/concurrent/futures/thread.py")));
+        if pool_threads {
+            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
+            let h = holder.as_deref().unwrap_or_default();
+            f.advice = vec![format!(
+                "the main thread waits for a thread pool{at} whose threads run Python at {h}: Python runs one thread at a time under the GIL, so the pool only queues it; compute it with torch ops on the GPU, or in processes (a ProcessPoolExecutor, submitted a step ahead and collected a step later)"
+            )];
+        }
+        if let (Some(c), true) = (&call, g.is_some()) {
+            let at = site.map(|f| format!(" at {}", f.site())).unwrap_or_default();
+            f.advice = vec![
+                format!(
+                    "the loop calls {c}{at}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call"
+                ),
+                "its launches are the host's work: torch.compile(mode=\"reduce-overhead\") or CUDA graphs over what it runs cut them".to_owned(),
+            ];
+        }
         // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix of
         // its own.
         if launching && optimizer >= 0.25 {
@@ -564,4 +667,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         out.push(f);
     }
     ledger
+}
+
+/// Moves up to `seconds` (none where it is not positive) from the loop's GPU work to a cause
+/// whose GPU work it is, and says how much moved.
+fn call_gpu_work(ledger: &mut Ledger, seconds: f64, wall_s: f64) -> f64 {
+    let Some(a) = ledger.accounts.iter_mut().find(|a| a.account == AccountKind::GpuWork) else { return 0.0 };
+    let moved = seconds.clamp(0.0, a.seconds);
+    a.seconds = round(a.seconds - moved, 3);
+    a.share = round(a.seconds / wall_s.max(1e-9), 4);
+    moved
 }

@@ -60,8 +60,20 @@ pub(crate) fn points(run: &Run, pid: u32) -> std::sync::Arc<Vec<Point>> {
 
 fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
-    let mine: Vec<&gpulse_model::ThreadSample> =
+    let mut mine: Vec<&gpulse_model::ThreadSample> =
         crate::run::samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
+    // A stack read with no frame, between reads with frames, is a read that failed (the thread
+    // ran Python before and after it): no evidence of a state, so the samples around it share
+    // its time, as they would a gap. Deep, fast-changing stacks fail most (`generate` under a
+    // loop), and counting each as a frameless state took their time from them.
+    let framed = |s: &&gpulse_model::ThreadSample| st.stacks.get(s.stack as usize).is_some_and(|f| !f.is_empty());
+    if let (Some(a), Some(b)) = (mine.iter().position(framed), mine.iter().rposition(framed)) {
+        let mut i = 0;
+        mine.retain(|s| {
+            i += 1;
+            !(a < i - 1 && i - 1 < b) || framed(s)
+        });
+    }
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
     let times: Vec<f64> = mine.iter().map(|s| t(s.t_us)).collect();
     let (mut weights, capped) = weights(&times);
@@ -86,6 +98,15 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
             let mut class = classifier.classify(st, s);
             votes.refine(s, &mut class);
             if no_gpu && class.state == ThreadState::GpuSync {
+                class.state = ThreadState::Python;
+            }
+            // Waiting in `loss.backward()` while the thread on the GIL runs the backward itself (a
+            // compiled backward, a hook, on the autograd engine's thread): the step's backward,
+            // as any wait for the engine is, not another thread's Python in the way.
+            if let (ThreadState::GilWait, Some(Domain::Backward), Some(h)) = (class.state, class.domain, gil_stack)
+                && (matches!(classifier.domain(st, h), Some(Domain::Backward | Domain::Compile))
+                    || st.frames_of(h).any(|f| f.file.contains("/torch/_functorch/_aot_autograd/")))
+            {
                 class.state = ThreadState::Python;
             }
             Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }

@@ -43,7 +43,7 @@ pub fn own_code(file: &str) -> bool {
 /// `c` and 51 letters of a base-32 hash (`a-z`, `2-7`) in a folder named by the hash's 2nd and
 /// 3rd, in `/tmp/torchinductor_USER` or wherever `TORCHINDUCTOR_CACHE_DIR` puts them. The line
 /// that called the compiled model is the user's.
-fn compiled_code(file: &str) -> bool {
+pub(crate) fn compiled_code(file: &str) -> bool {
     let mut parts = file.rsplit('/');
     let (Some(name), Some(dir)) = (parts.next(), parts.next()) else { return false };
     let Some(hash) = name.strip_suffix(".py") else { return false };
@@ -81,4 +81,12 @@ pub(crate) fn torch_source(file: &str) -> bool {
         "storage.py",
     ];
     file.match_indices("/torch/").any(|(i, m)| TOP.iter().any(|t| file[i + m.len()..].starts_with(t)))
+}
+
+/// The installed package a file belongs to: the folder (or module) under `site-packages` or
+/// `dist-packages`.
+pub(crate) fn package(file: &str) -> Option<&str> {
+    let (_, rest) = file.split_once("/site-packages/").or_else(|| file.split_once("/dist-packages/"))?;
+    let top = rest.split('/').next()?;
+    Some(top.strip_suffix(".py").unwrap_or(top)).filter(|t| !t.is_empty())
 }

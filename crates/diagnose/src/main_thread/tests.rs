@@ -116,7 +116,10 @@ fn the_host_side_time_is_split_by_what_the_main_thread_did() {
     assert_eq!(python.evidence["called_from"], "w/train.py:80 main");
     let (f, l) = (python.evidence["function_share"].as_f64().unwrap(), python.evidence["line_share"].as_f64().unwrap());
     assert!(f >= l && (l - python.wall_share().unwrap()).abs() < 0.01, "{f} {l}: {python:?}");
-    assert!(python.advice[0].contains("metrics on the GPU"), "{:?}", python.advice);
+    // numpy in the step: moved to the DataLoader's workers where it prepares the batch, to the
+    // GPU where it scores it.
+    assert!(python.advice[0].contains("the DataLoader's workers"), "{:?}", python.advice);
+    assert!(python.advice[1].contains("metric on the GPU"), "{:?}", python.advice);
     assert!(python.advice.iter().any(|a| a.contains(".item() every N steps")), "{:?}", python.advice);
     // The same drain at an explicit synchronize: no `.item()` to take out, the synchronize is.
     let mut r = run(40.0, &[(0, 40), (1, 30), (2, 30)]);
@@ -260,7 +263,13 @@ fn a_recompile_is_one_mechanism_whatever_the_thread_waits_on() {
         "result",
         "self._condition.wait(timeout)",
     ));
-    st.stacks.push(vec![0, n]);
+    st.frames.push(frame(
+        "/v/site-packages/torch/_dynamo/symbolic_convert.py",
+        900,
+        "InstructionTranslator.step",
+        "self.dispatch_table[inst.opcode](self, inst)",
+    ));
+    st.stacks.push(vec![0, n, n + 3]);
     st.stacks.push(vec![0, n, n + 1, n + 2]);
     let (tracing, waiting) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
     for (i, s) in st.samples.iter_mut().enumerate() {

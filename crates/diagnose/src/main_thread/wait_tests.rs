@@ -167,3 +167,41 @@ fn a_job_without_a_gpu_waits_on_no_gpu() {
     let python = ledger.seconds(AccountKind::MainThread(crate::main_thread::ThreadState::Python));
     assert!(python >= 0.95 * ledger.wall_s, "the job's time is `train`'s: {ledger:#?}");
 }
+
+/// Blocked in `loss.backward()` with another thread on the GIL: where that thread runs the
+/// backward itself (a compiled backward on the autograd engine's thread), the wait is the step's
+/// launching; where it runs the job's own Python, it is GIL contention.
+#[test]
+fn a_backward_wait_is_the_backwards_own_where_its_engine_holds_the_gil() {
+    let with_holder = |file: &str, function: &str| {
+        let mut r = run(20.0, &[(0, 20), (1, 80)]);
+        let mut st = (*r.stacks).clone();
+        st.frames.push(frame("/w/train.py", 36, "train", "loss.backward()"));
+        st.frames.push(frame("/v/site-packages/torch/autograd/graph.py", 869, "_engine_run_backward", ""));
+        st.frames.push(frame(file, 10, function, ""));
+        let n = st.frames.len() as u32;
+        st.stacks.push(vec![0, n - 3, n - 2]);
+        st.stacks.push(vec![n - 1]);
+        let (waiting, holder) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+        for s in st.samples.iter_mut().filter(|s| s.stack == 1) {
+            s.stack = waiting;
+            s.kernel =
+                KernelState { state: 'S', syscall: Some(202), wchan: Some("futex_wait_queue".into()), across: false };
+            s.gil = Gil::Other { stack: holder };
+        }
+        r.stacks = Arc::new(st);
+        crate::diagnose_with_ledger(&r)
+    };
+    let (findings, ledger) =
+        with_holder("/v/site-packages/torch/_functorch/_aot_autograd/runtime_wrappers.py", "backward");
+    assert!(!findings.iter().any(|f| f.id == FindingId::GilContention), "{findings:#?}");
+    let engine = findings.iter().find(|f| f.id == FindingId::HostPython).expect("launching");
+    assert!(engine.title.contains("launching the GPU's work at w/train.py:36"), "{}", engine.title);
+    assert_eq!(ledger.seconds(AccountKind::MainThread(super::ThreadState::GilWait)), 0.0);
+    // Under the compiled backward the engine runs Python through torch's autograd Function.
+    let (findings, _) = with_holder("/v/site-packages/torch/autograd/function.py", "apply");
+    assert!(!findings.iter().any(|f| f.id == FindingId::GilContention), "{findings:#?}");
+    let (findings, _) = with_holder("/w/producer.py", "produce");
+    let gil = findings.iter().find(|f| f.id == FindingId::GilContention).expect("gil_contention");
+    assert!(gil.title.contains("another thread holds the GIL at w/producer.py:10 produce"), "{}", gil.title);
+}
