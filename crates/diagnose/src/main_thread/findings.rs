@@ -461,7 +461,17 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 Some(p) => format!("{} ({p})", f.function),
                 None => f.function.clone(),
             });
-        let label = if let Some(c) = &call {
+        // Without a GPU, torch's ops under the step's own lines (its forward, backward and
+        // optimizer) are the training itself on the CPU: a fact to move, not time to win back.
+        let cpu_step = g.is_none()
+            && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp)
+            && part.sites.keys().any(|s| steps.contains(s));
+        let label = if cpu_step {
+            format!(
+                "the step's torch ops running on the CPU{}",
+                at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
+            )
+        } else if let Some(c) = &call {
             let what = if launching {
                 "the main thread launching the GPU's work".to_owned()
             } else {
@@ -523,7 +533,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             (ThreadState::Lock, Some(h)) => title.push_str(&format!("; meanwhile another thread ran Python at {h}")),
             _ => {}
         }
-        let severity = severity(loop_share);
+        let severity = if cpu_step { Severity::Info } else { severity(loop_share) };
         // The thread's own time here, as the loop's own clock around the line reads it: what
         // of it the GPU worked through is no part of the cost.
         // Its lines' waits on the GPU are its own time too (a tensor printed waits for the step).
@@ -622,6 +632,22 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             f.advice = vec![format!(
                 "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
             )];
+        }
+        if g.is_none() && !cpu_step && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp) {
+            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
+            f.advice = vec![format!(
+                "torch's ops{at} run on the CPU beside the step's forward, backward and optimizer (no GPU was used): run them every N steps or on less data, or on a GPU with the model"
+            )];
+        }
+        if cpu_step {
+            f.advice = vec![if run.gpus.is_empty() {
+                "no GPU was read (no NVIDIA driver answered): the step is the CPU's work; torch.set_num_threads(cores) and a larger batch use more of it, and on a machine with a GPU, model.to(\"cuda\") and each batch's .to(\"cuda\", non_blocking=True) move it there".to_owned()
+            } else {
+                format!(
+                    "the job used none of the machine's {} GPU(s): move the model to one (model.to(\"cuda\")) and each batch with it (x.to(\"cuda\", non_blocking=True))",
+                    run.gpus.len()
+                )
+            }];
         }
         // A thread pool whose threads run Python: they take turns on the GIL, so the pool adds
         // waiting, not speed, and no lock is held too long.

@@ -77,6 +77,18 @@ fn a_job_without_a_gpu_has_its_imports_as_start_up() {
     let metrics = findings.iter().find(|f| f.all_evidence()["domain"] == "host_math").expect("the metrics");
     let own = metrics.cost.as_ref().and_then(|c| c.loop_share).unwrap();
     assert!((own - 0.5).abs() < 0.03, "{own} of the loop: {metrics:#?}");
+    // The backward pass is the training itself on the CPU: said as a fact with the way to a GPU,
+    // neither a fault nor time to win back, and never the headline's promise.
+    let step = findings.iter().find(|f| f.all_evidence()["site"] == "w/train.py:36 train").expect("the step");
+    assert_eq!(step.severity, crate::Severity::Info, "{step:#?}");
+    assert!(step.title.starts_with("The step's torch ops running on the CPU"), "{}", step.title);
+    assert!(
+        step.advice[0].contains("model.to(\"cuda\")") && !step.advice[0].contains("DataLoader"),
+        "{:?}",
+        step.advice
+    );
+    let summary = crate::summary(&findings).unwrap_or_default();
+    assert!(summary.contains("numpy") && !summary.contains("torch ops"), "{summary}");
 }
 
 /// A line that launches a small op and reads it back, once per parameter: its waits are for its
