@@ -21,6 +21,8 @@ pub(super) struct Facts {
     pub drains: bool,
     /// Another library's function that the site calls.
     pub call: Option<u32>,
+    /// Inside a backward pass's entry or an optimizer step: the training step's own line.
+    pub step: bool,
 }
 
 /// What a part of the loop's idle time is: one cause, one finding.

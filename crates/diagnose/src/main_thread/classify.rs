@@ -183,12 +183,23 @@ fn checkpoint(file: &str) -> bool {
         || in_module(file, "torch/distributed/checkpoint/")
 }
 
+/// Whether a frame is where a backward pass begins: `Tensor.backward`, `torch.autograd.backward`
+/// or the engine's entry (not any autograd frame: a custom `autograd.Function` runs in forwards).
+pub(super) fn backward_entry(f: &PyFrame) -> bool {
+    (in_module(&f.file, "torch/autograd/graph.py") && f.function == "_engine_run_backward")
+        || (in_module(&f.file, "torch/autograd/__init__.py") && f.function == "backward")
+        || (in_module(&f.file, "torch/_tensor.py") && f.function.ends_with("backward"))
+}
+
 /// Whether a frame runs what `torch.compile` built rather than builds it: the generated graph,
-/// the kernels' launchers, and the wrappers around a call of the compiled model.
+/// the kernels' launchers, CUDA graphs' replays, and the wrappers around a call of the compiled
+/// model. A kernel's first compile and autotuning, under the launchers' own module, build.
 fn compiled_runtime(f: &PyFrame) -> bool {
     let p = f.file.as_str();
+    let builds = ["precompile", "autotune", "benchmark", "compile"].iter().any(|w| f.function.contains(w));
     super::own::compiled_code(p)
-        || in_module(p, "torch/_inductor/runtime/")
+        || (in_module(p, "torch/_inductor/runtime/") && !builds)
+        || (in_module(p, "torch/_inductor/cudagraph_trees.py") && !f.function.contains("record"))
         || in_module(p, "torch/_inductor/output_code.py")
         || in_module(p, "torch/_dynamo/eval_frame.py")
         || in_module(p, "torch/_dynamo/external_utils.py")
@@ -251,11 +262,10 @@ pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
             }
         } else if p.ends_with("/subprocess.py") || in_module(p, "concurrent/futures/process.py") {
             // Compiling starts and waits for its workers: the compile's time.
-            match frames.iter().any(|f| in_module(&f.file, "torch/_inductor/") || in_module(&f.file, "torch/_dynamo/"))
-            {
-                true if !compiled => Domain::Compile,
-                _ => Domain::Subprocess,
-            }
+            let compiling = |f: &PyFrame| {
+                (in_module(&f.file, "torch/_inductor/") || in_module(&f.file, "torch/_dynamo/")) && !compiled_runtime(f)
+            };
+            if frames.iter().any(|f| compiling(f)) { Domain::Compile } else { Domain::Subprocess }
         } else if in_module(p, "multiprocessing/pool.py") {
             Domain::Pool
         } else if in_module(p, "torch/distributed/distributed_c10d.py")

@@ -176,7 +176,21 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             // inside torch, and must).
             let drains = site.and_then(|s| run.stacks.frames.get(s as usize)).is_some_and(super::classify::syncs)
                 || run.stacks.frames_of(stack).last().is_some_and(super::classify::torch_sync);
-            Facts { site, in_torch: place.in_torch, timed, caller: place.caller, function, drains, call: place.call }
+            // A backward pass's entry (not any autograd frame: a custom `autograd.Function` runs
+            // in a forward too) or an optimizer step: a line of the training step.
+            let step = run.stacks.frames_of(stack).any(super::classify::backward_entry)
+                || shared.lock().unwrap_or_else(|e| e.into_inner()).domain(&run.stacks, stack)
+                    == Some(Domain::Optimizer);
+            Facts {
+                site,
+                in_torch: place.in_torch,
+                timed,
+                caller: place.caller,
+                function,
+                drains,
+                call: place.call,
+                step,
+            }
         })
     };
     let mut parts: HashMap<Cause, Part> = HashMap::new();
@@ -195,7 +209,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // library they go through (accelerate's `backward`, a trainer's `train`).
     let mut steps: std::collections::HashSet<u32> = std::collections::HashSet::new();
     for p in &window {
-        if let (Some(site), Some(Domain::Backward | Domain::Optimizer)) = (facts(p.stack).site, p.class.domain) {
+        let f = facts(p.stack);
+        if let (Some(site), true) = (f.site, f.step) {
             steps.insert(site);
         }
         if let (Some(site), ThreadState::Python | ThreadState::Native) = (facts(p.stack).site, p.class.state) {
@@ -228,10 +243,13 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             // launching (the function's launches and its other lines are other causes).
             let cause = match Cause::of(state, p.class.domain, f.function, f.in_torch, native_line(f.site)) {
                 Cause::Cpu { .. } if cpu_op_line(f.site) => Cause::CpuOp,
-                Cause::Cpu { launching: true, .. } if f.call.is_some() => match f.site {
-                    Some(site) if !steps.contains(&site) => Cause::Call(site),
-                    _ => Cause::Cpu { function: f.function, launching: true, native: false },
-                },
+                // Told apart from the step only where the step was seen, on a GPU.
+                Cause::Cpu { launching: true, .. } if f.call.is_some() && g.is_some() && !steps.is_empty() => {
+                    match f.site {
+                        Some(site) if !steps.contains(&site) => Cause::Call(site),
+                        _ => Cause::Cpu { function: f.function, launching: true, native: false },
+                    }
+                }
                 cause => cause,
             };
             (f, state, cause)
@@ -383,7 +401,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 share: round(seconds / end.max(1e-9), 4),
                 basis: Basis::Inferred,
                 evidence: format!(
-                    "the main thread's samples (PID {pid}) {from} to its first backward pass, optimizer step or wait on the GPU, at {first_work_s:.1} s"
+                    "the main thread's samples (PID {pid}) {from} to its first backward pass, optimizer step or wait on the GPU, or to the end of torch.compile's build of the first step, at {first_work_s:.1} s"
                 ),
                 finding: None,
                 finding_gpu: None,
@@ -465,7 +483,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // optimizer) are the training itself on the CPU: a fact to move, not time to win back.
         let cpu_step = g.is_none()
             && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp)
-            && part.sites.keys().any(|s| steps.contains(s));
+            && (steps.is_empty() || part.sites.keys().any(|s| steps.contains(s)));
         let label = if cpu_step {
             format!(
                 "the step's torch ops running on the CPU{}",
@@ -488,7 +506,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         } else {
             label(state, domain, recompile, at.as_deref())
         };
-        let how = if g.is_some() {
+        let how = if call.is_some() && g.is_some() {
+            format!(
+                "the GPU's idle time inside the loop while the main thread was in the call, split by {samples} samples of the main thread (PID {pid}), and the GPU's work under the call, from the loop's GPU work"
+            )
+        } else if g.is_some() {
             format!(
                 "the GPU's idle time inside the loop, split by {samples} samples of the main thread (PID {pid}), each weighed by the GPU's idle time in its poll (its work placed first where the thread waited on it, then where it launched)"
             )
@@ -498,8 +520,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         // A library's call runs GPU work of its own (`generate` samples token after token): the
         // GPU's time under it goes with it, out of the step's GPU work, so its cost is the time
         // the loop's own clock around it reads.
-        let own_gpu_s =
-            if call.is_some() { call_gpu_work(&mut ledger, part.thread_s + waits_s - seconds, end) } else { 0.0 };
+        let own_gpu_s = match call {
+            // Its samples' time the GPU worked, in the ledger's seconds as its idle time is.
+            Some(_) => call_gpu_work(&mut ledger, (part.thread_s + waits_s - part.weight) * total_s / weight, end),
+            None => 0.0,
+        };
         seconds += own_gpu_s;
         let share = seconds / end.max(1e-9);
         let id = state.finding();
@@ -699,7 +724,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
 /// whose GPU work it is, and says how much moved.
 fn call_gpu_work(ledger: &mut Ledger, seconds: f64, wall_s: f64) -> f64 {
     let Some(a) = ledger.accounts.iter_mut().find(|a| a.account == AccountKind::GpuWork) else { return 0.0 };
-    let moved = seconds.clamp(0.0, a.seconds);
+    let moved = seconds.max(0.0).min(a.seconds.max(0.0));
     a.seconds = round(a.seconds - moved, 3);
     a.share = round(a.seconds / wall_s.max(1e-9), 4);
     moved

@@ -60,24 +60,30 @@ pub(crate) fn points(run: &Run, pid: u32) -> std::sync::Arc<Vec<Point>> {
 
 fn points_of(run: &Run, pid: u32) -> Vec<Point> {
     let st = &run.stacks;
-    let mut mine: Vec<&gpulse_model::ThreadSample> =
+    let all: Vec<&gpulse_model::ThreadSample> =
         crate::run::samples_of(run, pid).iter().map(|i| &st.samples[*i as usize]).collect();
-    // A stack read with no frame, between reads with frames, is a read that failed (the thread
-    // ran Python before and after it): no evidence of a state, so the samples around it share
-    // its time, as they would a gap. Deep, fast-changing stacks fail most (`generate` under a
-    // loop), and counting each as a frameless state took their time from them.
-    let framed = |s: &&gpulse_model::ThreadSample| st.stacks.get(s.stack as usize).is_some_and(|f| !f.is_empty());
-    if let (Some(a), Some(b)) = (mine.iter().position(framed), mine.iter().rposition(framed)) {
-        let mut i = 0;
-        mine.retain(|s| {
-            i += 1;
-            !(a < i - 1 && i - 1 < b) || framed(s)
-        });
-    }
     let t = |us: i64| us.saturating_sub(run.start_us) as f64 / 1e6;
-    let times: Vec<f64> = mine.iter().map(|s| t(s.t_us)).collect();
-    let (mut weights, capped) = weights(&times);
-    witnessed_pauses(&mine, &times, &capped, &mut weights);
+    let times: Vec<f64> = all.iter().map(|s| t(s.t_us)).collect();
+    let (mut all_weights, capped) = weights(&times);
+    witnessed_pauses(&all, &times, &capped, &mut all_weights);
+    // A stack read with no frame, between reads with frames, is a read that failed (the thread
+    // ran Python before and after it): no evidence of a state, so its time goes to the sample
+    // before it. Deep, fast-changing stacks fail most (`generate` under a loop), and counting
+    // each as a frameless state took their time from them.
+    let framed = |s: &gpulse_model::ThreadSample| st.stacks.get(s.stack as usize).is_some_and(|f| !f.is_empty());
+    let span = all.iter().position(|s| framed(s)).zip(all.iter().rposition(|s| framed(s)));
+    let mut mine = Vec::with_capacity(all.len());
+    let mut weights: Vec<f64> = Vec::with_capacity(all.len());
+    for (i, s) in all.iter().enumerate() {
+        let failed = span.is_some_and(|(a, b)| a < i && i < b) && !framed(s);
+        match weights.last_mut() {
+            Some(w) if failed => *w += all_weights[i],
+            _ => {
+                mine.push(*s);
+                weights.push(all_weights[i]);
+            }
+        }
+    }
     // Stacks are the run's, not a process's: one classifier serves every process.
     let shared = classifier::shared(run);
     let mut classifier = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,8 +107,8 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
                 class.state = ThreadState::Python;
             }
             // Waiting in `loss.backward()` while the thread on the GIL runs the backward itself (a
-            // compiled backward, a hook, on the autograd engine's thread): the step's backward,
-            // as any wait for the engine is, not another thread's Python in the way.
+            // compiled backward on the autograd engine's thread): the step's backward, as any
+            // wait for the engine is, not another thread's Python in the way.
             if let (ThreadState::GilWait, Some(Domain::Backward), Some(h)) = (class.state, class.domain, gil_stack)
                 && (matches!(classifier.domain(st, h), Some(Domain::Backward | Domain::Compile))
                     || st.frames_of(h).any(|f| f.file.contains("/torch/_functorch/_aot_autograd/")))
