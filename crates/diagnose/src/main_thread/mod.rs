@@ -458,6 +458,8 @@ pub(crate) use findings::{severity, split};
 pub(crate) use loader::loader_site;
 
 #[cfg(test)]
+mod call_tests;
+#[cfg(test)]
 mod clocks_tests;
 #[cfg(test)]
 mod tests;

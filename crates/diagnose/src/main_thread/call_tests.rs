@@ -1,0 +1,104 @@
+//! A library's call in the loop (`generate`) against the step's own launching, and a failed
+//! stack read between two good ones.
+
+use std::sync::Arc;
+
+use gpulse_model::{Gil, KernelState};
+
+use super::tests::{frame, run};
+use crate::{AccountKind, FindingId};
+
+/// GPU-Util 20 %: 40 samples a second launch the step's forward and backward in `train`, 60 run
+/// transformers' `generate` from the same function, all in torch's Python. With the step's
+/// backward seen, `generate` is its own cause, named by its function and package, its GPU work
+/// moved out of the loop's; without a backward entry seen, nothing tells the step apart, and
+/// the function stays one cause.
+#[test]
+fn a_library_call_is_its_own_cause_only_beside_a_step() {
+    let with_backward = |backward: bool| {
+        let mut r = run(20.0, &[(3, 40), (1, 60)]);
+        let mut st = (*r.stacks).clone();
+        st.frames.push(frame("/w/train.py", 37, "train", "loss.backward()"));
+        st.frames.push(frame(
+            "/v/site-packages/torch/autograd/graph.py",
+            869,
+            "_engine_run_backward",
+            "return Variable._execution_engine.run_backward(",
+        ));
+        st.frames.push(frame("/w/train.py", 50, "train", "out = model.generate(prompt, max_new_tokens=16)"));
+        st.frames.push(frame(
+            "/v/site-packages/torch/utils/_contextlib.py",
+            120,
+            "decorate_context",
+            "return func(*args)",
+        ));
+        st.frames.push(frame(
+            "/v/site-packages/transformers/generation/utils.py",
+            2400,
+            "GenerationMixin.generate",
+            "",
+        ));
+        st.frames.push(frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", ""));
+        let n = st.frames.len() as u32;
+        st.stacks.push(vec![0, n - 6, n - 5]);
+        st.stacks.push(vec![0, n - 4, n - 3, n - 2, n - 1]);
+        let (step, generate) = (st.stacks.len() as u32 - 2, st.stacks.len() as u32 - 1);
+        for (i, s) in st.samples.iter_mut().enumerate() {
+            s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
+            s.gil = Gil::Held;
+            s.stack = match (s.stack, backward && i % 2 == 0) {
+                (3, true) => step,
+                (3, false) => 3,
+                _ => generate,
+            };
+        }
+        r.stacks = Arc::new(st);
+        crate::diagnose_with_ledger(&r)
+    };
+    let (findings, ledger) = with_backward(true);
+    let call = findings.iter().find(|f| f.evidence.contains_key("call")).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!(call.evidence["call"], "GenerationMixin.generate (transformers)");
+    assert!(call.title.contains("in GenerationMixin.generate (transformers) at w/train.py:50"), "{}", call.title);
+    assert!(call.advice[0].contains("every N steps"), "{:?}", call.advice);
+    // Its GPU work is its own: the ledger still sums to the wall time, and the call's share is
+    // its samples' whole time, 60 % of the loop, not only what the GPU idled.
+    let sum: f64 = ledger.accounts.iter().map(|a| a.seconds).sum();
+    assert!((sum - ledger.wall_s).abs() < 0.05, "{ledger:#?}");
+    let share = call.cost.as_ref().and_then(|c| c.loop_share).unwrap();
+    assert!((share - 0.6).abs() < 0.05, "{share}: {call:#?}");
+    let launching = findings.iter().find(|f| f.id == FindingId::HostPython && !f.evidence.contains_key("call"));
+    assert!(launching.is_some_and(|f| f.title.contains("launching the GPU's work at w/train.py:")), "{findings:#?}");
+    let (findings, ledger) = with_backward(false);
+    assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
+    assert!(ledger.seconds(AccountKind::GpuWork) > 0.0, "{ledger:#?}");
+}
+
+/// A read with no frame between two reads with frames is a failed read: its time goes to the
+/// sample before it, and no frameless account is booked.
+#[test]
+fn a_failed_stack_read_gives_its_time_to_the_sample_before_it() {
+    let mut r = run(20.0, &[(1, 50), (2, 50)]);
+    let mut st = (*r.stacks).clone();
+    st.stacks.push(Vec::new());
+    let empty = st.stacks.len() as u32 - 1;
+    // Every fifth numpy sample fails to read.
+    let mut k = 0;
+    for s in st.samples.iter_mut().filter(|s| s.stack == 1) {
+        k += 1;
+        if k % 5 == 0 {
+            s.stack = empty;
+        }
+    }
+    r.stacks = Arc::new(st);
+    let (findings, ledger) = crate::diagnose_with_ledger(&r);
+    let numpy = findings.iter().find(|f| f.all_evidence()["domain"] == "host_math").expect("numpy");
+    let share = numpy.cost.as_ref().and_then(|c| c.loop_share).unwrap();
+    let sleep = ledger.seconds(AccountKind::MainThread(super::ThreadState::Sleep));
+    let numpy_s = numpy.cost.as_ref().and_then(|c| c.seconds).unwrap();
+    assert!((numpy_s - sleep).abs() < 0.05 * (numpy_s + sleep), "numpy {numpy_s} s, sleep {sleep} s: {ledger:#?}");
+    assert!(share > 0.0, "{numpy:#?}");
+    assert!(
+        ledger.accounts.iter().all(|a| a.label.contains(" at ") || !a.label.starts_with("the main thread")),
+        "{ledger:#?}"
+    );
+}
