@@ -213,7 +213,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let (Some(site), true) = (f.site, f.step) {
             steps.insert(site);
         }
-        if let (Some(site), ThreadState::Python | ThreadState::Native) = (facts(p.stack).site, p.class.state) {
+        if let (Some(site), ThreadState::Python | ThreadState::Native) = (f.site, p.class.state) {
             lines.entry(site).or_default()[usize::from(p.class.state == ThreadState::Native)] += p.dur_s;
         }
     }
@@ -470,6 +470,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             .and_then(|s| site_text(&run.stacks, s));
         let recompile = domain == Some(Domain::Compile) && loop_s.is_some();
         let at = site.map(|f| f.site());
+        let at_site = at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default();
         // The library function a line calls, by name and package: "GenerationMixin.generate
         // (transformers)".
         let call = matches!(cause, Cause::Call(_))
@@ -481,28 +482,21 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             });
         // Without a GPU, torch's ops under the step's own lines (its forward, backward and
         // optimizer) are the training itself on the CPU: a fact to move, not time to win back.
-        let cpu_step = g.is_none()
-            && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp)
-            && (steps.is_empty() || part.sites.keys().any(|s| steps.contains(s)));
+        let cpu_torch = g.is_none() && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp);
+        let cpu_step = cpu_torch && (steps.is_empty() || part.sites.keys().any(|s| steps.contains(s)));
         let label = if cpu_step {
-            format!(
-                "the step's torch ops running on the CPU{}",
-                at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
-            )
+            format!("the step's torch ops running on the CPU{at_site}")
         } else if let Some(c) = &call {
             let what = if launching {
                 "the main thread launching the GPU's work".to_owned()
             } else {
                 label(state, domain, recompile, None)
             };
-            format!("{what} in {c}{}", at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default())
+            format!("{what} in {c}{at_site}")
         } else if matches!(cause, Cause::ReadBack(_)) {
-            format!(
-                "the main thread launching small ops and reading each back{}",
-                at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default()
-            )
+            format!("the main thread launching small ops and reading each back{at_site}")
         } else if launching {
-            format!("the main thread launching the GPU's work{}", at.map(|a| format!(" at {a}")).unwrap_or_default())
+            format!("the main thread launching the GPU's work{at_site}")
         } else {
             label(state, domain, recompile, at.as_deref())
         };
@@ -658,13 +652,12 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
             )];
         }
-        if g.is_none() && !cpu_step && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp) {
+        if cpu_torch && !cpu_step {
             let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
             f.advice = vec![format!(
                 "torch's ops{at} run on the CPU beside the step's forward, backward and optimizer (no GPU was used): run them every N steps or on less data, or on a GPU with the model"
             )];
-        }
-        if cpu_step {
+        } else if cpu_step {
             f.advice = vec![if run.gpus.is_empty() {
                 "no GPU was read (no NVIDIA driver answered): the step is the CPU's work; torch.set_num_threads(cores) and a larger batch use more of it, and on a machine with a GPU, model.to(\"cuda\") and each batch's .to(\"cuda\", non_blocking=True) move it there".to_owned()
             } else {
@@ -688,10 +681,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             )];
         }
         if let (Some(c), true) = (&call, g.is_some()) {
-            let at = site.map(|f| format!(" at {}", f.site())).unwrap_or_default();
             f.advice = vec![
                 format!(
-                    "the loop calls {c}{at}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call"
+                    "the loop calls {c}{at_site}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call"
                 ),
                 "its launches are the host's work: torch.compile(mode=\"reduce-overhead\") or CUDA graphs over what it runs cut them".to_owned(),
             ];
