@@ -4,6 +4,7 @@
 use super::AccountKind::{self as K};
 use super::book::Book;
 use super::busy::busy_seconds;
+use crate::main_thread::startup::labelled;
 use crate::run::bulk_writes_gpu_idle;
 use crate::run::loop_copies;
 use crate::run::{merged, minus, total};
@@ -97,20 +98,15 @@ pub(super) fn startup(book: &mut Book, run: &Run, at: &Loop, first: f64) {
         true => (Basis::Measured, "before the loop's first step mark"),
         false => (Basis::Inferred, "before the GPU's first busy stretch"),
     };
-    // Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
-    // for an active window has the whole series as one).
-    let context_s = match at.marked {
-        true => crate::run::context_before(run, first),
-        false => crate::run::first_context_s(run),
-    };
-    match context_s.filter(|c| *c > 0.0 && *c <= first) {
+    match crate::run::startup_context_s(run, first, at.marked) {
         Some(c) => {
-            let label = "start-up before the CUDA context (imports, data set-up)";
-            book.claim(K::StartupBeforeCuda, label, basis, evidence, vec![[0.0, c]]);
-            book.claim(K::StartupToFirstStep, super::TO_FIRST_STEP, basis, evidence, vec![[c, first]]);
+            let label = labelled(run, "start-up before the CUDA context (imports, data set-up)", [0.0, c]);
+            book.claim(K::StartupBeforeCuda, &label, basis, evidence, vec![[0.0, c]]);
+            let label = labelled(run, super::TO_FIRST_STEP, [c, first]);
+            book.claim(K::StartupToFirstStep, &label, basis, evidence, vec![[c, first]]);
         }
         None => {
-            book.claim(K::Startup, "start-up", basis, evidence, vec![[0.0, first]]);
+            book.claim(K::Startup, &labelled(run, "start-up", [0.0, first]), basis, evidence, vec![[0.0, first]]);
         }
     }
 }

@@ -389,14 +389,21 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             Some(_) => (AccountKind::StartupToFirstStep, crate::ledger::TO_FIRST_STEP, "from the CUDA context"),
             None => (AccountKind::Startup, "start-up", "from its start"),
         };
+        // What the main thread did, over the start-up as it now reaches.
+        let from_s = match g {
+            Some(_) => crate::run::startup_context_s(run, lo, marked).unwrap_or(0.0),
+            None => 0.0,
+        };
+        let label = super::startup::labelled(run, label, [from_s, first_work_s]);
         match ledger.accounts.iter_mut().find(|a| a.account == kind) {
             Some(a) => {
                 a.seconds = round(a.seconds + seconds, 3);
                 a.share = round(a.seconds / end.max(1e-9), 4);
+                a.label = label;
             }
             None => ledger.accounts.push(Account {
                 account: kind,
-                label: label.to_owned(),
+                label,
                 seconds: round(seconds, 3),
                 share: round(seconds / end.max(1e-9), 4),
                 basis: Basis::Inferred,

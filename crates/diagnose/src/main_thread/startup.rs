@@ -134,13 +134,80 @@ pub struct StartupPart {
     /// Its most sampled line of the job's own code (the line that called into the library).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
+    /// For imports, the module most sampled as imported there (`torch._dynamo`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+}
+
+impl StartupPart {
+    /// What the main thread was doing, in words: "importing torch._dynamo" where one module
+    /// was most of the imports.
+    pub fn doing(&self) -> String {
+        match &self.module {
+            Some(m) => format!("importing {m}"),
+            None => self.activity.words().to_owned(),
+        }
+    }
+}
+
+/// The module an import stack is importing: the outermost module body run by the import
+/// system, named from its file (`…/site-packages/torch/_dynamo/__init__.py` is `torch._dynamo`).
+fn imported(frames: &[&PyFrame]) -> Option<String> {
+    let at = frames.iter().position(|f| f.file.starts_with("<frozen importlib"))?;
+    let body = frames[at..].iter().find(|f| f.function == "<module>" && !f.file.starts_with('<'))?;
+    Some(module_name(&body.file))
+}
+
+/// A module's dotted name from its file: the path below `site-packages`, `dist-packages` or
+/// the standard library's `pythonX.Y`, else the file's own name.
+fn module_name(file: &str) -> String {
+    let below = ["/site-packages/", "/dist-packages/"]
+        .iter()
+        .find_map(|d| file.rfind(d).map(|i| &file[i + d.len()..]))
+        .or_else(|| {
+            let i = file.rfind("/python3.")?;
+            file[i + 1..].split_once('/').map(|(_, rest)| rest)
+        })
+        .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file));
+    let path = below.strip_suffix(".py").unwrap_or(below);
+    let path = path.strip_suffix("/__init__").unwrap_or(path);
+    path.replace('/', ".")
 }
 
 /// The main thread's start-up, `[0, end_s]`, by activity, largest first; empty where fewer than
 /// [`MIN_SAMPLES`] samples cover it.
 pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
+    split_within(run, [f64::NEG_INFINITY, end_s])
+}
+
+/// A start-up account's label with what the main thread did in `window_s`: each activity of a
+/// fifth of it or more, with its share and line ("…: importing modules 92% at train.py:3
+/// <module>"); `base` alone where too few samples cover it.
+pub(crate) fn labelled(run: &Run, base: &str, window_s: [f64; 2]) -> String {
+    let parts = split_within(run, window_s);
+    let named: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i == 0 || p.share >= NAMED_SHARE)
+        .take(2)
+        .map(|(_, p)| {
+            let at = p.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
+            format!("{} {:.0}%{at}", p.doing(), 100.0 * p.share)
+        })
+        .collect();
+    match named.is_empty() {
+        true => base.to_owned(),
+        false => format!("{}: {}", base.split(" (").next().unwrap_or(base), named.join("; ")),
+    }
+}
+
+/// An activity of less than this share of a start-up is not named in its account's label.
+const NAMED_SHARE: f64 = 0.2;
+
+/// The main thread's samples in `window_s` (from its start, through its end) by activity.
+fn split_within(run: &Run, [from_s, to_s]: [f64; 2]) -> Vec<StartupPart> {
     let Some(pid) = main_pid(run) else { return Vec::new() };
-    let pts: Vec<_> = points(run, pid).iter().copied().filter(|p| p.t_s <= end_s).collect();
+    let pts: Vec<_> = points(run, pid).iter().copied().filter(|p| p.t_s >= from_s && p.t_s <= to_s).collect();
     if pts.iter().filter(|p| !p.split).count() < MIN_SAMPLES {
         return Vec::new();
     }
@@ -148,23 +215,30 @@ pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
     for p in &pts {
         *by_stack.entry(p.stack).or_default() += p.dur_s;
     }
-    let mut by: HashMap<Activity, (f64, HashMap<String, f64>)> = HashMap::new();
+    type Tally = (f64, HashMap<String, f64>, HashMap<String, f64>);
+    let mut by: HashMap<Activity, Tally> = HashMap::new();
     for (stack, secs) in by_stack {
         let frames: Vec<&PyFrame> = run.stacks.frames_of(stack).collect();
-        let e = by.entry(activity(&frames)).or_default();
+        let a = activity(&frames);
+        let e = by.entry(a).or_default();
         e.0 += secs;
         if let Some(site) = site_text(&run.stacks, stack) {
             *e.1.entry(site).or_default() += secs;
         }
+        if let Some(m) = Some(a).filter(|a| *a == Activity::Imports).and_then(|_| imported(&frames)) {
+            *e.2.entry(m).or_default() += secs;
+        }
     }
     let total: f64 = by.values().map(|v| v.0).sum::<f64>().max(1e-9);
+    let most = |m: HashMap<String, f64>| m.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
     let mut out: Vec<StartupPart> = by
         .into_iter()
-        .map(|(activity, (secs, sites))| StartupPart {
+        .map(|(activity, (secs, sites, modules))| StartupPart {
             activity,
             seconds: round(secs, 2),
             share: round(secs / total, 3),
-            site: sites.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0))).map(|s| s.0),
+            site: most(sites).map(|s| s.0),
+            module: most(modules).map(|m| m.0),
         })
         .collect();
     out.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.activity.cmp(&b.activity)));
@@ -200,5 +274,47 @@ mod tests {
         assert_eq!(activity(&[&train, &to, &lazy]), Activity::CudaContext);
         assert_eq!(activity(&[&train, &to]), Activity::BuildModel);
         assert_eq!(activity(&[&train]), Activity::OwnCode);
+    }
+
+    #[test]
+    fn a_module_is_named_from_its_file() {
+        let sp = "/venv/lib/python3.12/site-packages";
+        assert_eq!(module_name(&format!("{sp}/torch/_dynamo/__init__.py")), "torch._dynamo");
+        assert_eq!(
+            module_name(&format!("{sp}/transformers/models/gpt2/modeling_gpt2.py")),
+            "transformers.models.gpt2.modeling_gpt2"
+        );
+        assert_eq!(module_name("/usr/lib/python3.12/dist-packages/numpy/__init__.py"), "numpy");
+        assert_eq!(module_name("/usr/lib/python3.12/json/decoder.py"), "json.decoder");
+        assert_eq!(module_name("/w/helpers.py"), "helpers");
+    }
+
+    /// Seven seconds of `import torch._dynamo` under the job's line, then two of its own code:
+    /// the account names the module, its line and each part's share, and the ledger prints it.
+    #[test]
+    fn a_start_up_account_names_what_the_main_thread_did() {
+        use super::super::tests::{run, sample};
+        let mut r = run(90.0, &[(0, 100)]);
+        let st = std::sync::Arc::make_mut(&mut r.stacks);
+        st.frames.push(frame("<frozen importlib._bootstrap>", "_find_and_load"));
+        st.frames.push(frame("/v/site-packages/torch/_dynamo/__init__.py", "<module>"));
+        st.frames.push(frame("/v/site-packages/torch/_dynamo/convert_frame.py", "<module>"));
+        let (importlib, dynamo, convert) =
+            (st.frames.len() as u32 - 3, st.frames.len() as u32 - 2, st.frames.len() as u32 - 1);
+        st.stacks.push(vec![0, importlib, dynamo, importlib, convert]);
+        let importing = st.stacks.len() as u32 - 1;
+        let mut early: Vec<_> =
+            (100..1000).map(|i| sample(f64::from(i) / 100.0, if i < 800 { importing } else { 1 })).collect();
+        for s in &mut early {
+            s.kernel.state = 'R';
+        }
+        early.append(&mut st.samples);
+        st.samples = early;
+        let label = labelled(&r, "start-up", [0.0, 10.0]);
+        assert!(label.starts_with("start-up: importing torch._dynamo 78% at "), "{label}");
+        assert!(label.contains("train.py:80 main; running the job's own code 22% at w/train.py:52 train"), "{label}");
+        assert_eq!(labelled(&r, "start-up (imports)", [90.0, 100.0]), "start-up (imports)", "no samples, no split");
+        let ledger = crate::ledger::ledger(&r, &[]);
+        assert!(ledger.accounts.iter().any(|a| a.label == label), "{ledger:#?}");
     }
 }

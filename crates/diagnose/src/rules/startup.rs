@@ -36,7 +36,7 @@ pub fn findings(run: &Run) -> Vec<Finding> {
     .costs(share, "time_before_first_step: seconds to the first step's end over the whole run");
     if let Some(top) = parts.first() {
         let at = top.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
-        f.title += &format!("; mostly {} ({:.0}%{at})", top.activity.words(), 100.0 * top.share);
+        f.title += &format!("; mostly {} ({:.0}%{at})", top.doing(), 100.0 * top.share);
         f = f.with("startup_split", serde_json::to_value(&parts).unwrap_or_default());
         if let Some(c) = context {
             f = f

@@ -91,6 +91,17 @@ pub(crate) fn context_before(run: &Run, first_step_s: f64) -> Option<f64> {
     first_context_s(run).filter(|c| *c <= first_step_s + LISTING_LAG_S).map(|c| c.min(first_step_s))
 }
 
+/// Where start-up before a loop that began at `first_s` splits: the job's CUDA context, inside
+/// it. Without marks, the loop cannot have begun before the job's CUDA context (a GPU too idle
+/// for an active window has the whole series as one).
+pub(crate) fn startup_context_s(run: &Run, first_s: f64, marked: bool) -> Option<f64> {
+    let context_s = match marked {
+        true => context_before(run, first_s),
+        false => first_context_s(run),
+    };
+    context_s.filter(|c| *c > 0.0 && *c <= first_s)
+}
+
 /// How late the process list can name a new process: two of its one-second reads.
 const LISTING_LAG_S: f64 = 2.0;
 

@@ -11,8 +11,8 @@ use gpulse_model::RunData;
 
 pub use build::RunBuilder;
 pub(crate) use facts::{
-    MIN_ACTIVE_S, bulk_writes_gpu_idle, context_before, end_s, first_context_s, has_a_job, loop_copies, loop_window,
-    mean, primary, stdev,
+    MIN_ACTIVE_S, bulk_writes_gpu_idle, context_before, end_s, has_a_job, loop_copies, loop_window, mean, primary,
+    startup_context_s, stdev,
 };
 pub use memo::Memo;
 pub(crate) use spans::{Spans, covers, merged, minus, total};
