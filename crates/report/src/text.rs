@@ -108,13 +108,16 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
             (_, Some(r)) => format!("rank {} main thread", r.rank),
             (_, None) => "main thread".to_owned(),
         };
-        let slow =
-            p.slow_start.map(|w| format!("; the first {:.0} s at {:.0} Hz", w.seconds, w.rate_hz)).unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "{role} of PID {} ({} samples over {:.1} s at {:.0} Hz{slow}):",
-            p.pid, p.samples, p.span_s, p.rate_hz
-        );
+        // A slow first stretch (a start-up's imports, each new code object read once) is said
+        // with the rate after it, rather than one mean rate that was never the sampler's.
+        let rates = match p.slow_start.filter(|w| w.seconds < p.span_s) {
+            Some(w) => {
+                let after_hz = (p.samples as f64 - w.rate_hz * w.seconds).max(0.0) / (p.span_s - w.seconds);
+                format!(": the first {:.0} s at {:.0} Hz, then {after_hz:.0} Hz", w.seconds, w.rate_hz)
+            }
+            None => format!(" at {:.0} Hz", p.rate_hz),
+        };
+        let _ = writeln!(s, "{role} of PID {} ({} samples over {:.1} s{rates}):", p.pid, p.samples, p.span_s);
         for st in p.states.iter().filter(|st| st.share >= 0.005) {
             let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");
             let words = gpulse_diagnose::main_thread::ThreadState::words(st.state);
@@ -458,6 +461,32 @@ mod printable_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A slow first stretch is said with the rate after it; a steady one with its one rate.
+    #[test]
+    fn a_slow_start_is_said_with_the_rate_after_it() {
+        use gpulse_diagnose::main_thread::{Profile, SlowStart};
+        let p = |slow_start| Profile {
+            pid: 725,
+            role: gpulse_model::ProcessRole::Main,
+            rank: None,
+            samples: 674,
+            rate_hz: 26.96,
+            span_s: 25.0,
+            slow_start,
+            states: Vec::new(),
+            while_gpu_idle: None,
+            refused: None,
+        };
+        let slow = main_thread_text(&[p(Some(SlowStart { seconds: 14.0, rate_hz: 9.0 }))]);
+        // 674 samples less 14 s at 9 Hz over the 11 s after: 50 Hz.
+        assert!(
+            slow.starts_with("main thread of PID 725 (674 samples over 25.0 s: the first 14 s at 9 Hz, then 50 Hz):"),
+            "{slow}"
+        );
+        let steady = main_thread_text(&[p(None)]);
+        assert!(steady.starts_with("main thread of PID 725 (674 samples over 25.0 s at 27 Hz):"), "{steady}");
+    }
 
     fn with_steps(window_s: [f64; 2], count: usize) -> gpulse_diagnose::Run {
         let steps = gpulse_diagnose::Steps {
