@@ -119,14 +119,20 @@ pub fn main_thread_text(profiles: &[gpulse_diagnose::main_thread::Profile]) -> S
         };
         let _ = writeln!(s, "{role} of PID {} ({} samples over {:.1} s{rates}):", p.pid, p.samples, p.span_s);
         for st in p.states.iter().filter(|st| st.share >= 0.005) {
-            let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");
+            let site = st.sites.first().map_or(String::new(), |x| match &x.doing {
+                Some(d) => format!("{} ({d})", x.site),
+                None => x.site.clone(),
+            });
             let words = gpulse_diagnose::main_thread::ThreadState::words(st.state);
             let _ = writeln!(s, "  {:>8.1} s {:>4.0}%  {words:<36} {site}", st.seconds, 100.0 * st.share);
         }
         if let Some(idle) = &p.while_gpu_idle {
             let _ = writeln!(s, "  while its GPU {} waited ({:.1} s idle):", idle.gpu, idle.idle_s);
             for st in idle.states.iter().filter(|st| st.share >= 0.005) {
-                let site = st.sites.first().map(|x| x.site.as_str()).unwrap_or("");
+                let site = st.sites.first().map_or(String::new(), |x| match &x.doing {
+                    Some(d) => format!("{} ({d})", x.site),
+                    None => x.site.clone(),
+                });
                 let words = gpulse_diagnose::main_thread::ThreadState::words(st.state);
                 let _ = writeln!(s, "  {:>8.1} s {:>4.0}%  {words:<36} {site}", st.seconds, 100.0 * st.share);
             }

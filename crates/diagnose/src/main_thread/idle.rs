@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Point, StateShare, ThreadState, state_shares};
+use super::{Domain, Point, StateShare, ThreadState, state_shares};
 use crate::{GpuSeries, Run, round};
 
 /// A GPU's idle time while one process held it, split by that process's main thread's states.
@@ -143,8 +143,10 @@ fn in_order_where(busy: f64, lens: &[f64; 4], run_busy: &[f64; 4]) -> [f64; 4] {
 pub(super) fn while_idle(run: &Run, pid: u32, pts: &[Point]) -> Option<IdleSplit> {
     let held = |g: &GpuSeries| g.processes.iter().filter(|l| l.iter().any(|p| p.pid == pid)).count();
     let g = run.gpus.iter().filter(|g| held(g) > 0).max_by_key(|g| (held(g), std::cmp::Reverse(g.gpu)))?;
-    let weighted: Vec<(ThreadState, u32, f64)> =
-        pts.iter().filter_map(|x| Some((x.class.state, x.stack, x.dur_s * idle_share(g, x.t_s)?))).collect();
+    let weighted: Vec<(ThreadState, u32, f64, Option<Domain>)> = pts
+        .iter()
+        .filter_map(|x| Some((x.class.state, x.stack, x.dur_s * idle_share(g, x.t_s)?, x.class.domain)))
+        .collect();
     let idle_s: f64 = weighted.iter().map(|w| w.2).sum();
     (idle_s >= 0.05).then(|| IdleSplit {
         gpu: g.gpu,

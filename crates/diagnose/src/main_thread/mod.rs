@@ -284,6 +284,11 @@ pub struct SiteShare {
     /// `path/file.py:LINE function`.
     pub site: String,
     pub share: f64,
+    /// What most of its time was, where the state alone does not say: "importing
+    /// torch._dynamo", "compiling with torch.compile" (a line running Python for seconds at start-up
+    /// is mostly the import system or the compiler, not the job's own Python).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doing: Option<String>,
 }
 
 /// A state's share of a process's sampled time, and where it was spent.
@@ -361,27 +366,39 @@ pub struct Profile {
 /// largest first; a state left no time (a wait for a core of microseconds) is not one.
 pub(crate) fn state_shares(
     st: &Stacks,
-    weighted: impl Iterator<Item = (ThreadState, u32, f64)>,
+    weighted: impl Iterator<Item = (ThreadState, u32, f64, Option<Domain>)>,
     total: f64,
 ) -> Vec<StateShare> {
     // By stack first: a site's text is made once per stack, not once per sample.
-    let mut by_stack: HashMap<(ThreadState, u32), f64> = HashMap::new();
-    for (state, stack, secs) in weighted {
-        *by_stack.entry((state, stack)).or_default() += secs;
+    let mut by_stack: HashMap<(ThreadState, u32, Option<Domain>), f64> = HashMap::new();
+    for (state, stack, secs, domain) in weighted {
+        *by_stack.entry((state, stack, domain)).or_default() += secs;
     }
-    let mut by: HashMap<ThreadState, (f64, HashMap<String, f64>)> = HashMap::new();
-    for ((state, stack), secs) in by_stack {
+    type Sites = HashMap<String, (f64, HashMap<String, f64>)>;
+    let mut by: HashMap<ThreadState, (f64, Sites)> = HashMap::new();
+    for ((state, stack, domain), secs) in by_stack {
         let e = by.entry(state).or_default();
         e.0 += secs;
         if let Some(site) = site_text(st, stack) {
-            *e.1.entry(site).or_default() += secs;
+            let site = e.1.entry(site).or_default();
+            site.0 += secs;
+            if let Some(doing) = doing(st, stack, domain) {
+                *site.1.entry(doing).or_default() += secs;
+            }
         }
     }
     let mut states: Vec<StateShare> = by
         .into_iter()
         .map(|(state, (secs, sites))| {
-            let mut sites: Vec<SiteShare> =
-                sites.into_iter().map(|(site, s)| SiteShare { site, share: round(s / total.max(1e-9), 3) }).collect();
+            let mut sites: Vec<SiteShare> = sites
+                .into_iter()
+                .map(|(site, (s, doings))| SiteShare {
+                    site,
+                    share: round(s / total.max(1e-9), 3),
+                    // Named where it was most of the site's time.
+                    doing: doings.into_iter().filter(|d| 2.0 * d.1 > s).max_by(|a, b| a.1.total_cmp(&b.1)).map(|d| d.0),
+                })
+                .collect();
             sites.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.site.cmp(&b.site)));
             sites.truncate(5);
             StateShare { state, share: round(secs / total.max(1e-9), 3), seconds: round(secs, 2), sites }
@@ -390,6 +407,21 @@ pub(crate) fn state_shares(
     states.retain(|s| s.seconds > 0.0);
     states.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.state.cmp(&b.state)));
     states
+}
+
+/// What a stack of `domain` was doing where its thread state does not say: an import (with the
+/// module imported) or a compile.
+fn doing(st: &Stacks, stack: u32, domain: Option<Domain>) -> Option<String> {
+    match domain? {
+        Domain::Import => {
+            let frames: Vec<&gpulse_model::PyFrame> = st.frames_of(stack).collect();
+            Some(
+                startup::imported(&frames).map_or_else(|| "importing modules".to_owned(), |m| format!("importing {m}")),
+            )
+        }
+        Domain::Compile => Some("compiling with torch.compile".to_owned()),
+        _ => None,
+    }
 }
 
 /// A site for people: the job's own line, and where it led when that is elsewhere.
@@ -412,7 +444,7 @@ pub fn profiles(run: &Run) -> Vec<Profile> {
         .map(|p| {
             let pts = points(run, p.pid);
             let total: f64 = pts.iter().map(|x| x.dur_s).sum();
-            let states = state_shares(st, pts.iter().map(|x| (x.class.state, x.stack, x.dur_s)), total);
+            let states = state_shares(st, pts.iter().map(|x| (x.class.state, x.stack, x.dur_s, x.class.domain)), total);
             let times: Vec<f64> = pts.iter().filter(|x| !x.split).map(|x| x.t_s).collect();
             let samples = times.len();
             let span = times.last().zip(times.first()).map_or(0.0, |(l, f)| l - f);

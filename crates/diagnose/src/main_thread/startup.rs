@@ -152,7 +152,7 @@ impl StartupPart {
 
 /// The module an import stack is importing: the outermost module body run by the import
 /// system, named from its file (`…/site-packages/torch/_dynamo/__init__.py` is `torch._dynamo`).
-fn imported(frames: &[&PyFrame]) -> Option<String> {
+pub(super) fn imported(frames: &[&PyFrame]) -> Option<String> {
     let at = frames.iter().position(|f| f.file.starts_with("<frozen importlib"))?;
     let body = frames[at..].iter().find(|f| f.function == "<module>" && !f.file.starts_with('<'))?;
     Some(module_name(&body.file))
@@ -316,5 +316,11 @@ mod tests {
         assert_eq!(labelled(&r, "start-up (imports)", [90.0, 100.0]), "start-up (imports)", "no samples, no split");
         let ledger = crate::ledger::ledger(&r, &[]);
         assert!(ledger.accounts.iter().any(|a| a.label == label), "{ledger:#?}");
+        // The profile's line says what its time was: the import, not the job's own Python.
+        let profile = &super::super::profiles(&r)[0];
+        let sites: Vec<_> = profile.states.iter().flat_map(|s| &s.sites).collect();
+        let at = |line: &str| sites.iter().find(|s| s.site.contains(line)).unwrap_or_else(|| panic!("{sites:#?}"));
+        assert_eq!(at("train.py:80 ").doing.as_deref(), Some("importing torch._dynamo"), "{sites:#?}");
+        assert_eq!(at("train.py:52 ").doing, None, "{sites:#?}");
     }
 }
