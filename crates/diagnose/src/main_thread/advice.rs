@@ -28,8 +28,91 @@ pub(super) const OPTIMIZER_ADVICE: [&str; 2] = [
     "keep the parameters and the optimizer's state on the GPU",
 ];
 
+/// What a cause's advice is made from: its mechanism, and what else the run said of it.
+pub(super) struct Situation<'a> {
+    pub state: ThreadState,
+    pub domain: Option<Domain>,
+    pub recompile: bool,
+    pub on_gpu: bool,
+    /// Torch's own Python leads its samples: the line launches the GPU's work.
+    pub launches: bool,
+    /// A CPU op with the other threads busy: the cores they kept.
+    pub cpu_cores: Option<f64>,
+    pub site: Option<&'a gpulse_model::PyFrame>,
+    /// Where the GPU's queue drains, and whether by an explicit synchronize.
+    pub drain: Option<(&'a str, bool)>,
+    /// The GIL's or the lock's holder's site.
+    pub holder: Option<&'a str>,
+    /// Values read back one small op at a time.
+    pub read_back: bool,
+    /// Torch's ops on the CPU (no GPU used), and whether they are the step's own.
+    pub cpu_torch: bool,
+    pub cpu_step: bool,
+    /// The GPUs read; none where no driver answered.
+    pub gpus: usize,
+    /// Waiting for a thread pool whose threads run Python.
+    pub pool_threads: bool,
+    /// Another package's function the line calls, and " at SITE".
+    pub call: Option<&'a str>,
+    pub at_site: &'a str,
+    /// A quarter or more of the launching is the optimizer's.
+    pub optimizer: bool,
+    /// Running Python on a saturated host without the thread's clocks to tell the wait apart.
+    pub saturated_python: bool,
+    /// Waiting for the DataLoader: its settings' advice, and its workers' slowest line's.
+    pub loader_wait: Option<String>,
+    pub workers: Option<String>,
+}
+
+/// What to do: the mechanism's advice, where a more particular one does not replace it, then what
+/// the run adds to it.
+pub(super) fn advise(s: &Situation) -> Vec<String> {
+    let at = s.site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
+    let mut out = if let (Some(c), true) = (s.call, s.on_gpu) {
+        vec![
+            format!(
+                "the loop calls {c}{}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call",
+                s.at_site
+            ),
+            "its launches are the host's work: torch.compile(mode=\"reduce-overhead\") or CUDA graphs over what it runs cut them".to_owned(),
+        ]
+    } else if s.pool_threads {
+        vec![format!(
+            "the main thread waits for a thread pool{at} whose threads run Python at {}: Python runs one thread at a time under the GIL, so the pool only queues it; compute it with torch ops on the GPU, or in processes (a ProcessPoolExecutor, submitted a step ahead and collected a step later)",
+            s.holder.unwrap_or_default()
+        )]
+    } else if s.cpu_torch && !s.cpu_step {
+        vec![format!(
+            "torch's ops{at} run on the CPU beside the step's forward, backward and optimizer (no GPU was used): run them every N steps or on less data, or on a GPU with the model"
+        )]
+    } else if s.cpu_step {
+        vec![match s.gpus {
+            0 => "no GPU was read (no NVIDIA driver answered): the step is the CPU's work; torch.set_num_threads(cores) and a larger batch use more of it, and on a machine with a GPU, model.to(\"cuda\") and each batch's .to(\"cuda\", non_blocking=True) move it there".to_owned(),
+            n => format!(
+                "the job used none of the machine's {n} GPU(s): move the model to one (model.to(\"cuda\")) and each batch with it (x.to(\"cuda\", non_blocking=True))"
+            ),
+        }]
+    } else if s.read_back {
+        vec![format!(
+            "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
+        )]
+    } else {
+        advice((s.state, s.domain), s.recompile, (s.on_gpu, s.launches, s.cpu_cores), s.site, s.drain, s.holder)
+    };
+    if s.optimizer {
+        out.insert(1, OPTIMIZER_ADVICE[0].to_owned());
+    }
+    if s.saturated_python {
+        out.push(
+            "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
+        );
+    }
+    out.splice(0..0, s.workers.iter().chain(&s.loader_wait).cloned());
+    out
+}
+
 /// What to do, for the mechanism the samples name.
-pub(super) fn advice(
+fn advice(
     (state, domain): (ThreadState, Option<Domain>),
     recompile: bool,
     (on_gpu, launches, cpu_cores): (bool, bool, Option<f64>),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::advice::{OPTIMIZER_ADVICE, advice, label, upper};
+use super::advice::{Situation, advise, label, upper};
 use super::cause::{
     Cause, Facts, HOLDER_SHARE, THREAD_BEYOND_COST, other_threads_cores, overlap_words, read_back_lines,
 };
@@ -645,75 +645,43 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         if let Some(c) = cpu_cores {
             f = f.with("other_threads_cores", round(c, 2));
         }
-        f.advice = advice(
-            (state, domain),
-            recompile,
-            (g.is_some(), launches, cpu_cores),
-            site,
-            drain.as_ref().map(|(d, explicit)| (d.as_str(), *explicit)),
-            holder.as_deref(),
-        );
-        if matches!(cause, Cause::ReadBack(_)) {
-            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
-            f.advice = vec![format!(
-                "each value read back{at} waits for the GPU, one small op at a time: compute them on the GPU into one tensor (torch.stack, torch._foreach_norm) and read it back once, every N steps"
-            )];
-        }
-        if cpu_torch && !cpu_step {
-            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
-            f.advice = vec![format!(
-                "torch's ops{at} run on the CPU beside the step's forward, backward and optimizer (no GPU was used): run them every N steps or on less data, or on a GPU with the model"
-            )];
-        } else if cpu_step {
-            f.advice = vec![if run.gpus.is_empty() {
-                "no GPU was read (no NVIDIA driver answered): the step is the CPU's work; torch.set_num_threads(cores) and a larger batch use more of it, and on a machine with a GPU, model.to(\"cuda\") and each batch's .to(\"cuda\", non_blocking=True) move it there".to_owned()
-            } else {
-                format!(
-                    "the job used none of the machine's {} GPU(s): move the model to one (model.to(\"cuda\")) and each batch with it (x.to(\"cuda\", non_blocking=True))",
-                    run.gpus.len()
-                )
-            }];
-        }
         // A thread pool whose threads run Python: they take turns on the GIL, so the pool adds
         // waiting, not speed, and no lock is held too long.
         let pool_threads = state == ThreadState::Lock
             && holder.is_some()
             && top(&part.holders)
                 .is_some_and(|h| run.stacks.frames_of(h).any(|f| f.file.ends_with("/concurrent/futures/thread.py")));
-        if pool_threads {
-            let at = site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
-            let h = holder.as_deref().unwrap_or_default();
-            f.advice = vec![format!(
-                "the main thread waits for a thread pool{at} whose threads run Python at {h}: Python runs one thread at a time under the GIL, so the pool only queues it; compute it with torch ops on the GPU, or in processes (a ProcessPoolExecutor, submitted a step ahead and collected a step later)"
-            )];
-        }
-        if let (Some(c), true) = (&call, g.is_some()) {
-            f.advice = vec![
-                format!(
-                    "the loop calls {c}{at_site}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call"
-                ),
-                "its launches are the host's work: torch.compile(mode=\"reduce-overhead\") or CUDA graphs over what it runs cut them".to_owned(),
-            ];
-        }
-        // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix of
-        // its own.
-        if launching && optimizer >= 0.25 {
-            f.advice.insert(1, OPTIMIZER_ADVICE[0].to_owned());
-        }
         // The kernel's state R is running or ready to run: on a saturated host, part of the time
         // "running" was a wait for a core, unless the thread's clocks told the two apart.
-        if saturated && state == ThreadState::Python && !clocked {
+        let saturated_python = saturated && state == ThreadState::Python && !clocked;
+        if saturated_python {
             f.limits.push("the host's CPU was saturated (host_saturated): the kernel shows a thread waiting for a core as running, so part of this time is that wait".to_owned());
-            f.advice.push(
-                "free cores for the job (host_saturated): the same Python runs faster on a core of its own".to_owned(),
-            );
         }
-        if state == ThreadState::Ipc && domain == Some(Domain::DataLoader) {
-            f.advice.insert(0, crate::rules::workers_wait_advice(run));
-        }
-        if let Some(w) = workers {
-            f.advice.insert(0, w.advice());
-        }
+        let loader_wait = state == ThreadState::Ipc && domain == Some(Domain::DataLoader);
+        f.advice = advise(&Situation {
+            state,
+            domain,
+            recompile,
+            on_gpu: g.is_some(),
+            launches,
+            cpu_cores,
+            site,
+            drain: drain.as_ref().map(|(d, explicit)| (d.as_str(), *explicit)),
+            holder: holder.as_deref(),
+            read_back: matches!(cause, Cause::ReadBack(_)),
+            cpu_torch,
+            cpu_step,
+            gpus: run.gpus.len(),
+            pool_threads,
+            call: call.as_deref(),
+            at_site: &at_site,
+            // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix
+            // of its own.
+            optimizer: launching && optimizer >= 0.25,
+            saturated_python,
+            loader_wait: loader_wait.then(|| crate::rules::workers_wait_advice(run)),
+            workers: workers.map(|w| w.advice()),
+        });
         out.push(f);
     }
     ledger
