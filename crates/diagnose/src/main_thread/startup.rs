@@ -181,8 +181,9 @@ pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
 }
 
 /// A start-up account's label with what the main thread did in `window_s`: each activity of a
-/// fifth of it or more, with its share and line ("…: importing modules 92% at train.py:3
-/// <module>"); `base` alone where too few samples cover it.
+/// fifth of it or more, largest first, with its line ("…: importing torch at train.py:3
+/// <module>"); `base` alone where too few samples cover it. No shares: the label names a
+/// `/metrics` series, which a share changing with each live diagnosis would multiply.
 pub(crate) fn labelled(run: &Run, base: &str, window_s: [f64; 2]) -> String {
     let parts = split_within(run, window_s);
     let named: Vec<String> = parts
@@ -192,7 +193,7 @@ pub(crate) fn labelled(run: &Run, base: &str, window_s: [f64; 2]) -> String {
         .take(2)
         .map(|(_, p)| {
             let at = p.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
-            format!("{} {:.0}%{at}", p.doing(), 100.0 * p.share)
+            format!("{}{at}", p.doing())
         })
         .collect();
     match named.is_empty() {
@@ -311,8 +312,8 @@ mod tests {
         early.append(&mut st.samples);
         st.samples = early;
         let label = labelled(&r, "start-up", [0.0, 10.0]);
-        assert!(label.starts_with("start-up: importing torch._dynamo 78% at "), "{label}");
-        assert!(label.contains("train.py:80 main; running the job's own code 22% at w/train.py:52 train"), "{label}");
+        assert!(label.starts_with("start-up: importing torch._dynamo at "), "{label}");
+        assert!(label.contains("train.py:80 main; running the job's own code at w/train.py:52 train"), "{label}");
         assert_eq!(labelled(&r, "start-up (imports)", [90.0, 100.0]), "start-up (imports)", "no samples, no split");
         let ledger = crate::ledger::ledger(&r, &[]);
         assert!(ledger.accounts.iter().any(|a| a.label == label), "{ledger:#?}");
