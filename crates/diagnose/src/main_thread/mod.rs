@@ -301,6 +301,9 @@ pub struct StateShare {
     pub sites: Vec<SiteShare>,
 }
 
+/// Seconds at the steady rate that end a slow first stretch.
+const HELD_S: usize = 3;
+
 /// A first stretch of a process's samples at a lower rate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SlowStart {
@@ -308,9 +311,10 @@ pub struct SlowStart {
     pub rate_hz: f64,
 }
 
-/// The first stretch of whole seconds, two or more, whose sample counts stay under half the
-/// run's steady rate (its upper quartile of seconds: a start-up read slowly for half the run
-/// holds the median down) and under half the median of the seconds after it; `times_s` in order.
+/// The first stretch of whole seconds, two or more, before the sampler first holds at least half
+/// the run's steady rate (its upper quartile of seconds: a start-up read slowly for half the run
+/// holds the median down) for three seconds running, where the stretch's own rate is under half
+/// the steady one (a start-up's bursts of a fast second do not end it); `times_s` in order.
 fn slow_start(times_s: &[f64]) -> Option<SlowStart> {
     let (first, last) = (*times_s.first()?, *times_s.last()?);
     let seconds = (last - first).floor() as usize;
@@ -326,11 +330,9 @@ fn slow_start(times_s: &[f64]) -> Option<SlowStart> {
     let mut sorted = per.clone();
     sorted.sort_unstable();
     let steady = sorted[sorted.len() * 3 / 4];
-    let slow = per.iter().position(|n| 2 * n >= steady)?;
-    let mut after = per[slow..].to_vec();
-    after.sort_unstable();
-    let median = after[after.len() / 2];
-    (slow >= 2 && per[..slow].iter().all(|n| 2 * n < median)).then(|| SlowStart {
+    let slow = per.windows(HELD_S).position(|w| w.iter().all(|n| 2 * n >= steady))?;
+    let before: usize = per[..slow].iter().sum();
+    (slow >= 2 && 2 * before < steady * slow).then(|| SlowStart {
         seconds: slow as f64,
         rate_hz: round(per[..slow].iter().sum::<usize>() as f64 / slow as f64, 1),
     })
@@ -528,5 +530,17 @@ mod slow_start_tests {
         let s = slow_start(&t).expect("a slow start");
         assert_eq!(s.seconds, 14.0, "{s:?}");
         assert!((s.rate_hz - 8.7).abs() < 0.1, "{s:?}");
+        // Another H100 run's: fast seconds among the slow ones (a burst between imports), then
+        // the steady rate, then a second slow stretch later, which is not the start.
+        let per =
+            [6, 26, 17, 8, 10, 11, 28, 49, 50, 50, 16, 7, 8, 12, 8, 8, 29, 50, 50, 48, 50, 50, 50, 50, 49, 49, 50, 28];
+        let t: Vec<f64> = per
+            .iter()
+            .enumerate()
+            .flat_map(|(s, n)| (0..*n).map(move |i| s as f64 + f64::from(i) / f64::from(*n)))
+            .collect();
+        let s = slow_start(&t).expect("a slow start");
+        assert_eq!(s.seconds, 6.0, "{s:?}");
+        assert!((s.rate_hz - 13.0).abs() < 0.1, "{s:?}");
     }
 }
