@@ -1,4 +1,5 @@
-//! What one sample's time is charged to: its cause, read from its state, library and line.
+//! What one sample's time is charged to: its cause, read from its state, library and line; and
+//! what each cause gathers of the samples charged to it (`Part`).
 
 use std::collections::HashMap;
 
@@ -173,3 +174,73 @@ pub(super) fn overlap_words(launching: bool, domain: Option<Domain>, waits: bool
 
 /// Half a core: more than a pin-memory thread or a logger takes.
 const OTHER_THREADS_CORES: f64 = 0.5;
+
+/// What one cause took of the idle time.
+#[derive(Default)]
+pub(super) struct Part {
+    pub(super) weight: f64,
+    /// The samples' own time, the GPU idle or not.
+    pub(super) thread_s: f64,
+    /// Of `weight`, each (state, library): the largest names the cause.
+    pub(super) modes: HashMap<(ThreadState, Option<Domain>), f64>,
+    /// Of `weight`, the samples inside torch's own Python (a module's forward, say).
+    pub(super) in_torch: f64,
+    pub(super) samples: usize,
+    pub(super) sites: HashMap<u32, f64>,
+    /// (file, function) of each site: a cause is a function, its lines' time added up.
+    pub(super) functions: HashMap<(String, String), f64>,
+    /// The frame that called the site's function.
+    pub(super) callers: HashMap<u32, f64>,
+    /// Another library's function that the site calls.
+    pub(super) calls: HashMap<u32, f64>,
+    pub(super) holders: HashMap<u32, f64>,
+}
+
+impl Part {
+    /// The state and library that took most of the part.
+    pub(super) fn mode(&self) -> (ThreadState, Option<Domain>) {
+        self.modes
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(m, _)| *m)
+            .unwrap_or((ThreadState::Other, None))
+    }
+
+    /// Where launching went, by torch's phase: "backward 55%, forward and the rest 30%, optimizer 15%".
+    pub(super) fn phases(&self) -> Option<String> {
+        self.mix(|_, d| match d {
+            Some(Domain::Backward) => "backward",
+            Some(Domain::Optimizer) => "optimizer",
+            _ => "forward and the rest",
+        })
+    }
+
+    /// Where the part holds more than one state, each one's share of it: "native 77%, python 23%".
+    pub(super) fn states(&self) -> Option<String> {
+        self.mix(|s, _| s.as_str())
+    }
+
+    /// The part's weight by `name` of each (state, library), largest first, where it has two
+    /// names or more.
+    fn mix(&self, name: impl Fn(ThreadState, Option<Domain>) -> &'static str) -> Option<String> {
+        let mut by: Vec<(&str, f64)> = Vec::new();
+        for (&(s, d), w) in &self.modes {
+            let n = name(s, d);
+            match by.iter_mut().find(|b| b.0 == n) {
+                Some(b) => b.1 += w,
+                None => by.push((n, *w)),
+            }
+        }
+        if by.len() < 2 {
+            return None;
+        }
+        by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        let total = self.weight.max(1e-12);
+        Some(by.iter().map(|(n, w)| format!("{n} {}", crate::pct(w / total))).collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// The most weighed key of a map.
+pub(super) fn top(map: &HashMap<u32, f64>) -> Option<u32> {
+    map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
+}

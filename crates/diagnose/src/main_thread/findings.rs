@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::advice::{Situation, advise, label, upper};
 use super::cause::{
-    Cause, Facts, HOLDER_SHARE, THREAD_BEYOND_COST, other_threads_cores, overlap_words, read_back_lines,
+    Cause, Facts, HOLDER_SHARE, Part, THREAD_BEYOND_COST, other_threads_cores, overlap_words, read_back_lines, top,
 };
 use super::idle::{Tier, idle_weights};
 use super::loader::workers_site;
@@ -53,76 +53,6 @@ impl ThreadState {
             ThreadState::PeerWait => FindingId::PeerWait,
         }
     }
-}
-
-/// What one cause took of the idle time.
-#[derive(Default)]
-struct Part {
-    weight: f64,
-    /// The samples' own time, the GPU idle or not.
-    thread_s: f64,
-    /// Of `weight`, each (state, library): the largest names the cause.
-    modes: HashMap<(ThreadState, Option<Domain>), f64>,
-    /// Of `weight`, the samples inside torch's own Python (a module's forward, say).
-    in_torch: f64,
-    samples: usize,
-    sites: HashMap<u32, f64>,
-    /// (file, function) of each site: a cause is a function, its lines' time added up.
-    functions: HashMap<(String, String), f64>,
-    /// The frame that called the site's function.
-    callers: HashMap<u32, f64>,
-    /// Another library's function that the site calls.
-    calls: HashMap<u32, f64>,
-    holders: HashMap<u32, f64>,
-}
-
-impl Part {
-    /// The state and library that took most of the part.
-    fn mode(&self) -> (ThreadState, Option<Domain>) {
-        self.modes
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(m, _)| *m)
-            .unwrap_or((ThreadState::Other, None))
-    }
-
-    /// Where launching went, by torch's phase: "backward 55%, forward and the rest 30%, optimizer 15%".
-    fn phases(&self) -> Option<String> {
-        self.mix(|_, d| match d {
-            Some(Domain::Backward) => "backward",
-            Some(Domain::Optimizer) => "optimizer",
-            _ => "forward and the rest",
-        })
-    }
-
-    /// Where the part holds more than one state, each one's share of it: "native 77%, python 23%".
-    fn states(&self) -> Option<String> {
-        self.mix(|s, _| s.as_str())
-    }
-
-    /// The part's weight by `name` of each (state, library), largest first, where it has two
-    /// names or more.
-    fn mix(&self, name: impl Fn(ThreadState, Option<Domain>) -> &'static str) -> Option<String> {
-        let mut by: Vec<(&str, f64)> = Vec::new();
-        for (&(s, d), w) in &self.modes {
-            let n = name(s, d);
-            match by.iter_mut().find(|b| b.0 == n) {
-                Some(b) => b.1 += w,
-                None => by.push((n, *w)),
-            }
-        }
-        if by.len() < 2 {
-            return None;
-        }
-        by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-        let total = self.weight.max(1e-12);
-        Some(by.iter().map(|(n, w)| format!("{n} {}", crate::pct(w / total))).collect::<Vec<_>>().join(", "))
-    }
-}
-
-/// The most weighed key of a map.
-fn top(map: &HashMap<u32, f64>) -> Option<u32> {
-    map.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
 }
 
 /// Splits the loop's host-side, inferred data-wait, saturated-host and unexplained idle time by
@@ -274,33 +204,8 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
         None => vec![Some(1.0); window.len()],
     };
-    // An unmarked loop begins at the job's CUDA context, but training begins at its first
-    // backward pass, optimizer step or wait on the GPU: what the main thread did before that
-    // (building the optimizer, importing what it imports) is start-up, not the loop's.
-    let first_work_s = if marked {
-        lo
-    } else {
-        let first = window.iter().position(|p| {
-            p.class.state == ThreadState::GpuSync
-                || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
-        });
-        let keys: Vec<_> =
-            window.iter().zip(&keyed).map(|(p, k)| crate::run::loop_key(&run.stacks, p.stack, k.0.site)).collect();
-        let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&keys, i)].t_s);
-        // The loop's window began at its training's entry where the polls found the GPU later.
-        let entry = crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo);
-        // `torch.compile` builds the first step, forward and backward, before its optimizer
-        // step: compiling and importing until then is start-up, paid once, not the loop's.
-        let first_step = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
-        let built = first_step.and_then(|i| {
-            window[..i]
-                .iter()
-                .rev()
-                .find(|p| matches!(p.class.domain, Some(Domain::Compile | Domain::Import)))
-                .map(|p| p.t_s + p.dur_s)
-        });
-        built.map_or(entry, |b| entry.max(b))
-    };
+    let sites: Vec<Option<u32>> = keyed.iter().map(|k| k.0.site).collect();
+    let first_work_s = super::startup::training_begins_s(run, &window, &sites, lo, marked);
     let mut before = 0.0;
     for ((p, idle), (facts, state, cause)) in window.into_iter().zip(idle).zip(keyed) {
         let Some(idle) = idle else { continue };
@@ -384,36 +289,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     ledger.accounts.retain(|a| !splittable(a));
     if before > 0.0 {
         let seconds = total_s * before / weight;
-        // Without a GPU there is no CUDA context to split start-up at: it is one account.
-        let (kind, label, from) = match g {
-            Some(_) => (AccountKind::StartupToFirstStep, crate::ledger::TO_FIRST_STEP, "from the CUDA context"),
-            None => (AccountKind::Startup, "start-up", "from its start"),
-        };
-        // What the main thread did, over the start-up as it now reaches.
-        let from_s = match g {
-            Some(_) => crate::run::startup_context_s(run, lo, marked).unwrap_or(0.0),
-            None => 0.0,
-        };
-        let label = super::startup::labelled(run, label, [from_s, first_work_s]);
-        match ledger.accounts.iter_mut().find(|a| a.account == kind) {
-            Some(a) => {
-                a.seconds = round(a.seconds + seconds, 3);
-                a.share = round(a.seconds / end.max(1e-9), 4);
-                a.label = label;
-            }
-            None => ledger.accounts.push(Account {
-                account: kind,
-                label,
-                seconds: round(seconds, 3),
-                share: round(seconds / end.max(1e-9), 4),
-                basis: Basis::Inferred,
-                evidence: format!(
-                    "the main thread's samples (PID {pid}) {from} to its first backward pass, optimizer step or wait on the GPU, or to the end of torch.compile's build of the first step, at {first_work_s:.1} s"
-                ),
-                finding: None,
-                finding_gpu: None,
-            }),
-        }
+        super::startup::book(run, &mut ledger, pid, seconds, [lo, first_work_s], marked);
     }
     // The loop as booked: what came before its first work is start-up.
     let loop_len = (hi - first_work_s.max(lo)).max(1e-9);
