@@ -169,7 +169,16 @@ fn module_name(file: &str) -> String {
             let i = file.rfind("/python3.")?;
             file[i + 1..].split_once('/').map(|(_, rest)| rest)
         })
-        .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file));
+        // Elsewhere (the job's own package), its file's name, or its folder's for a package's
+        // `__init__.py`.
+        .unwrap_or_else(|| {
+            let mut parts = file.rsplit('/');
+            let name = parts.next().unwrap_or(file);
+            match (name, parts.next()) {
+                ("__init__.py", Some(folder)) if !folder.is_empty() => folder,
+                _ => name,
+            }
+        });
     let path = below.strip_suffix(".py").unwrap_or(below);
     let path = path.strip_suffix("/__init__").unwrap_or(path);
     path.replace('/', ".")
@@ -181,8 +190,8 @@ pub(crate) fn split(run: &Run, end_s: f64) -> Vec<StartupPart> {
     split_within(run, [f64::NEG_INFINITY, end_s])
 }
 
-/// A start-up account's label with what the main thread did in `window_s`: each activity of a
-/// fifth of it or more, largest first, with its line ("…: importing torch at train.py:3
+/// A start-up account's label with what the main thread did in `window_s`: its largest activity
+/// and every other of a fifth of it or more, largest first, each with its line ("…: importing torch at train.py:3
 /// <module>"); `base` alone where too few samples cover it. No shares: the label names a
 /// `/metrics` series, which a share changing with each live diagnosis would multiply.
 pub(crate) fn labelled(run: &Run, base: &str, window_s: [f64; 2]) -> String {
@@ -191,7 +200,6 @@ pub(crate) fn labelled(run: &Run, base: &str, window_s: [f64; 2]) -> String {
         .iter()
         .enumerate()
         .filter(|(i, p)| *i == 0 || p.share >= NAMED_SHARE)
-        .take(2)
         .map(|(_, p)| {
             let at = p.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
             format!("{}{at}", p.doing())
@@ -240,7 +248,8 @@ fn split_within(run: &Run, [from_s, to_s]: [f64; 2]) -> Vec<StartupPart> {
             seconds: round(secs, 2),
             share: round(secs / total, 3),
             site: most(sites).map(|s| s.0),
-            module: most(modules).map(|m| m.0),
+            // Named only where one module was most of the imports' time.
+            module: most(modules).filter(|m| 2.0 * m.1 > secs).map(|m| m.0),
         })
         .collect();
     out.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.activity.cmp(&b.activity)));
@@ -356,10 +365,11 @@ mod tests {
         assert_eq!(module_name("/usr/lib/python3.12/dist-packages/numpy/__init__.py"), "numpy");
         assert_eq!(module_name("/usr/lib/python3.12/json/decoder.py"), "json.decoder");
         assert_eq!(module_name("/w/helpers.py"), "helpers");
+        assert_eq!(module_name("/w/mypkg/__init__.py"), "mypkg", "the job's own package, by its folder");
     }
 
     /// Seven seconds of `import torch._dynamo` under the job's line, then two of its own code:
-    /// the account names the module, its line and each part's share, and the ledger prints it.
+    /// the account names the module, its line and the second activity, and the ledger prints it.
     #[test]
     fn a_start_up_account_names_what_the_main_thread_did() {
         use super::super::tests::{run, sample};
