@@ -334,7 +334,10 @@ const FLOORS: &[(&str, &[&str])] = &[
             "main_thread/own.rs",
         ],
     ),
-    ("the threads' samples", &["main_thread/mod.rs", "main_thread/clocks.rs", "main_thread/live.rs"]),
+    (
+        "the threads' samples",
+        &["main_thread/mod.rs", "main_thread/clocks.rs", "main_thread/live.rs", "main_thread/startup.rs"],
+    ),
     ("the ledger", &["ledger/"]),
     ("the rules", &["rules/", "main_thread/", "ranks.rs", "roofline.rs", "energy.rs", "forecast.rs"]),
     ("the diagnosis", &["analysis.rs", "compare.rs", "rolling.rs", "lib.rs"]),

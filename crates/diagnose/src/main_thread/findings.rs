@@ -205,7 +205,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         None => vec![Some(1.0); window.len()],
     };
     let sites: Vec<Option<u32>> = keyed.iter().map(|k| k.0.site).collect();
-    let first_work_s = super::startup::training_begins_s(run, &window, &sites, lo, marked);
+    let first_work_s = super::begin::training_begins_s(run, &window, &sites, lo, marked);
     let mut before = 0.0;
     for ((p, idle), (facts, state, cause)) in window.into_iter().zip(idle).zip(keyed) {
         let Some(idle) = idle else { continue };
@@ -289,7 +289,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     ledger.accounts.retain(|a| !splittable(a));
     if before > 0.0 {
         let seconds = total_s * before / weight;
-        super::startup::book(run, &mut ledger, pid, seconds, [lo, first_work_s], marked);
+        super::begin::book(run, &mut ledger, pid, seconds, [lo, first_work_s], marked);
     }
     // The loop as booked: what came before its first work is start-up.
     let loop_len = (hi - first_work_s.max(lo)).max(1e-9);

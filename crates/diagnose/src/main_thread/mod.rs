@@ -10,6 +10,7 @@
 //! it takes no idle time: it says where the GPU's queue drains.
 
 mod advice;
+mod begin;
 mod cause;
 pub(crate) mod classifier;
 pub(crate) mod classify;

@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use gpulse_model::PyFrame;
 use serde::Serialize;
 
-use super::{Domain, Point, ThreadState, points, site_text};
-use crate::ledger::{Account, AccountKind, Ledger};
+use super::{points, site_text};
 use crate::run::main_pid;
-use crate::{Basis, Run, round};
+use crate::{Run, round};
 
 gpulse_base::words! {
     /// What the main thread was doing during start-up.
@@ -135,7 +134,8 @@ pub struct StartupPart {
     /// Its most sampled line of the job's own code (the line that called into the library).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
-    /// For imports, the module most sampled as imported there (`torch._dynamo`).
+    /// For imports, the module its line imported (`torch._dynamo`), where one module or package
+    /// was most of that line's time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
 }
@@ -225,102 +225,56 @@ fn split_within(run: &Run, [from_s, to_s]: [f64; 2]) -> Vec<StartupPart> {
     for p in &pts {
         *by_stack.entry(p.stack).or_default() += p.dur_s;
     }
-    type Tally = (f64, HashMap<String, f64>, HashMap<String, f64>);
-    let mut by: HashMap<Activity, Tally> = HashMap::new();
+    // Per activity its seconds, and per site its seconds and the modules imported there.
+    type Site = (f64, HashMap<String, f64>);
+    let mut by: HashMap<Activity, (f64, HashMap<Option<String>, Site>)> = HashMap::new();
     for (stack, secs) in by_stack {
         let frames: Vec<&PyFrame> = run.stacks.frames_of(stack).collect();
         let a = activity(&frames);
         let e = by.entry(a).or_default();
         e.0 += secs;
-        if let Some(site) = site_text(&run.stacks, stack) {
-            *e.1.entry(site).or_default() += secs;
-        }
+        let site = e.1.entry(site_text(&run.stacks, stack)).or_default();
+        site.0 += secs;
         if let Some(m) = Some(a).filter(|a| *a == Activity::Imports).and_then(|_| imported(&frames)) {
-            *e.2.entry(m).or_default() += secs;
+            *site.1.entry(m).or_default() += secs;
         }
     }
     let total: f64 = by.values().map(|v| v.0).sum::<f64>().max(1e-9);
-    let most = |m: HashMap<String, f64>| m.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
     let mut out: Vec<StartupPart> = by
         .into_iter()
-        .map(|(activity, (secs, sites, modules))| StartupPart {
-            activity,
-            seconds: round(secs, 2),
-            share: round(secs / total, 3),
-            site: most(sites).map(|s| s.0),
-            // Named only where one module was most of the imports' time.
-            module: most(modules).filter(|m| 2.0 * m.1 > secs).map(|m| m.0),
+        .map(|(activity, (secs, sites))| {
+            // The most sampled line, and what it imported: "importing torchvision at train.py:9"
+            // beside "import torch" two lines up.
+            let top = sites
+                .into_iter()
+                .filter_map(|(site, v)| Some((site?, v)))
+                .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then_with(|| b.0.cmp(&a.0)));
+            let (site, module) = match top {
+                Some((site, (s, modules))) => (Some(site), imported_most(modules, s)),
+                None => (None, None),
+            };
+            StartupPart { activity, seconds: round(secs, 2), share: round(secs / total, 3), site, module }
         })
         .collect();
     out.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.activity.cmp(&b.activity)));
     out
 }
 
-/// An unmarked loop begins at the job's CUDA context, but training begins at its first
-/// backward pass, optimizer step or wait on the GPU: what the main thread did before that
-/// (building the optimizer, importing what it imports) is start-up, not the loop's.
-/// `window` is the loop's samples in order, `sites` each one's site, `lo` the loop window's start.
-pub(super) fn training_begins_s(run: &Run, window: &[&Point], sites: &[Option<u32>], lo: f64, marked: bool) -> f64 {
-    if marked {
-        return lo;
-    }
-    let first = window.iter().position(|p| {
-        p.class.state == ThreadState::GpuSync || matches!(p.class.domain, Some(Domain::Backward | Domain::Optimizer))
-    });
-    let keys: Vec<_> =
-        window.iter().zip(sites).map(|(p, site)| crate::run::loop_key(&run.stacks, p.stack, *site)).collect();
-    let entry = first.map_or(lo, |i| window[crate::run::loop_entry(&keys, i)].t_s);
-    // The loop's window began at its training's entry where the polls found the GPU later.
-    let entry = crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo);
-    // `torch.compile` builds the first step, forward and backward, before its optimizer
-    // step: compiling and importing until then is start-up, paid once, not the loop's.
-    let first_step = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
-    let built = first_step.and_then(|i| {
-        window[..i]
-            .iter()
-            .rev()
-            .find(|p| matches!(p.class.domain, Some(Domain::Compile | Domain::Import)))
-            .map(|p| p.t_s + p.dur_s)
-    });
-    built.map_or(entry, |b| entry.max(b))
-}
-
-/// Books the main thread's `seconds` of idle time before training began (`lo` to `first_work_s`)
-/// as start-up: onto the account from the CUDA context to the first step (a run without a GPU
-/// has one start-up account), labelled by what the thread did over the start-up as it now reaches.
-pub(super) fn book(run: &Run, ledger: &mut Ledger, pid: u32, seconds: f64, [lo, first_work_s]: [f64; 2], marked: bool) {
-    let end = ledger.wall_s;
-    let g = crate::run::primary(run);
-    // Without a GPU there is no CUDA context to split start-up at: it is one account.
-    let (kind, label, from) = match g {
-        Some(_) => (AccountKind::StartupToFirstStep, crate::ledger::TO_FIRST_STEP, "from the CUDA context"),
-        None => (AccountKind::Startup, "start-up", "from its start"),
+/// The module that was most of `secs` of imports (`torch._dynamo`), else the package whose
+/// modules together were (`transformers`, its models' configurations one after another), else
+/// none.
+fn imported_most(modules: HashMap<String, f64>, secs: f64) -> Option<String> {
+    let most = |m: HashMap<String, f64>| {
+        m.into_iter()
+            .filter(|m| 2.0 * m.1 > secs)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+            .map(|m| m.0)
     };
-    // What the main thread did, over the start-up as it now reaches.
-    let from_s = match g {
-        Some(_) => crate::run::startup_context_s(run, lo, marked).unwrap_or(0.0),
-        None => 0.0,
-    };
-    let label = labelled(run, label, [from_s, first_work_s]);
-    match ledger.accounts.iter_mut().find(|a| a.account == kind) {
-        Some(a) => {
-            a.seconds = round(a.seconds + seconds, 3);
-            a.share = round(a.seconds / end.max(1e-9), 4);
-            a.label = label;
-        }
-        None => ledger.accounts.push(Account {
-            account: kind,
-            label,
-            seconds: round(seconds, 3),
-            share: round(seconds / end.max(1e-9), 4),
-            basis: Basis::Inferred,
-            evidence: format!(
-                "the main thread's samples (PID {pid}) {from} to its first backward pass, optimizer step or wait on the GPU, or to the end of torch.compile's build of the first step, at {first_work_s:.1} s"
-            ),
-            finding: None,
-            finding_gpu: None,
-        }),
+    let mut packages: HashMap<String, f64> = HashMap::new();
+    for (m, s) in &modules {
+        *packages.entry(m.split('.').next().unwrap_or(m).to_owned()).or_default() += s;
     }
+    most(modules).or_else(|| most(packages))
 }
 
 /// Fewer samples than this say too little of a start-up to split it.
@@ -352,6 +306,19 @@ mod tests {
         assert_eq!(activity(&[&train, &to, &lazy]), Activity::CudaContext);
         assert_eq!(activity(&[&train, &to]), Activity::BuildModel);
         assert_eq!(activity(&[&train]), Activity::OwnCode);
+    }
+
+    #[test]
+    fn the_module_named_is_most_of_the_imports_else_its_package() {
+        let m = |v: &[(&str, f64)]| v.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect::<HashMap<_, _>>();
+        assert_eq!(imported_most(m(&[("torch._dynamo", 6.0), ("torch", 1.0)]), 7.0).as_deref(), Some("torch._dynamo"));
+        let configs = m(&[
+            ("transformers.models.bert.configuration_bert", 3.0),
+            ("transformers.models.auto", 3.0),
+            ("numpy", 1.0),
+        ]);
+        assert_eq!(imported_most(configs, 7.0).as_deref(), Some("transformers"));
+        assert_eq!(imported_most(m(&[("torch", 3.0), ("numpy", 3.0), ("PIL", 3.0)]), 9.0), None, "no majority");
     }
 
     #[test]
