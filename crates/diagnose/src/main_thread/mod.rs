@@ -518,29 +518,27 @@ mod slow_start_tests {
         assert_eq!(slow_start(&steady), None);
     }
 
+    /// Sample times with `per[s]` samples spread evenly over each second `s`.
+    fn spread(per: &[u32]) -> Vec<f64> {
+        per.iter()
+            .enumerate()
+            .flat_map(|(s, n)| (0..*n).map(move |i| s as f64 + f64::from(i) / f64::from(*n)))
+            .collect()
+    }
+
     /// A real start-up's shape (an H100 run's per-second counts): 13 s at 4–12 Hz while torch and
     /// the compiler's modules were imported, then 12 s at 46 Hz. The slow half is said whole.
     #[test]
     fn a_slow_start_of_half_the_run_is_said() {
         let per = [11, 12, 5, 6, 8, 10, 7, 8, 7, 9, 9, 4, 8, 18, 35, 44, 44, 47, 46, 49, 47, 47, 49, 47, 46, 1];
-        let t: Vec<f64> = per
-            .iter()
-            .enumerate()
-            .flat_map(|(s, n)| (0..*n).map(move |i| s as f64 + f64::from(i) / f64::from(*n)))
-            .collect();
-        let s = slow_start(&t).expect("a slow start");
+        let s = slow_start(&spread(&per)).expect("a slow start");
         assert_eq!(s.seconds, 14.0, "{s:?}");
         assert!((s.rate_hz - 8.7).abs() < 0.1, "{s:?}");
         // Another H100 run's: fast seconds among the slow ones (a burst between imports), then
         // the steady rate, then a second slow stretch later, which is not the start.
         let per =
             [6, 26, 17, 8, 10, 11, 28, 49, 50, 50, 16, 7, 8, 12, 8, 8, 29, 50, 50, 48, 50, 50, 50, 50, 49, 49, 50, 28];
-        let t: Vec<f64> = per
-            .iter()
-            .enumerate()
-            .flat_map(|(s, n)| (0..*n).map(move |i| s as f64 + f64::from(i) / f64::from(*n)))
-            .collect();
-        let s = slow_start(&t).expect("a slow start");
+        let s = slow_start(&spread(&per)).expect("a slow start");
         assert_eq!(s.seconds, 6.0, "{s:?}");
         assert!((s.rate_hz - 13.0).abs() < 0.1, "{s:?}");
     }

@@ -83,10 +83,15 @@ pub(crate) fn torch_source(file: &str) -> bool {
     file.match_indices("/torch/").any(|(i, m)| TOP.iter().any(|t| file[i + m.len()..].starts_with(t)))
 }
 
+/// The path of an installed file below `site-packages` or `dist-packages`
+/// (`torch/_dynamo/__init__.py`).
+pub(crate) fn installed(file: &str) -> Option<&str> {
+    file.split_once("/site-packages/").or_else(|| file.split_once("/dist-packages/")).map(|(_, rest)| rest)
+}
+
 /// The installed package a file belongs to: the folder (or module) under `site-packages` or
 /// `dist-packages`.
 pub(crate) fn package(file: &str) -> Option<&str> {
-    let (_, rest) = file.split_once("/site-packages/").or_else(|| file.split_once("/dist-packages/"))?;
-    let top = rest.split('/').next()?;
+    let top = installed(file)?.split('/').next()?;
     Some(top.strip_suffix(".py").unwrap_or(top)).filter(|t| !t.is_empty())
 }

@@ -162,9 +162,7 @@ pub(super) fn imported(frames: &[&PyFrame]) -> Option<String> {
 /// A module's dotted name from its file: the path below `site-packages`, `dist-packages` or
 /// the standard library's `pythonX.Y`, else the file's own name.
 fn module_name(file: &str) -> String {
-    let below = ["/site-packages/", "/dist-packages/"]
-        .iter()
-        .find_map(|d| file.rfind(d).map(|i| &file[i + d.len()..]))
+    let below = super::own::installed(file)
         .or_else(|| {
             let i = file.rfind("/python3.")?;
             file[i + 1..].split_once('/').map(|(_, rest)| rest)
