@@ -44,6 +44,7 @@ mod thread_clocks;
 mod top;
 mod typed_words;
 mod unseen;
+mod unseen_five;
 mod unseen_four;
 mod unseen_more;
 mod web_config;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the always-on paths cost on the real driver, side by side under a light GPU load (a small
 # matmul loop): % of one core over the same 40 s for nvidia-smi and gpulse loops and recorders,
-# one-shot medians of 15 interleaved runs, and GPULSE_PROFILE=1 tables of 20 s recordings and of
-# one status. Finishes in about 75 s. Usage: OUT=dir tools/device/measure_cost.sh [gpulse] [seconds]
+# (with and without the Python main threads' stacks), one-shot medians of 15 interleaved runs,
+# and GPULSE_PROFILE=1 tables (wall and CPU time of each part) of 20 s recordings and of one status. Finishes in about 75 s. Usage: OUT=dir tools/device/measure_cost.sh [gpulse] [seconds]
 set -u
 G=${1:-carry/gpulse}; S=${2:-40}; o=${OUT:-/tmp/measure_cost}; mkdir -p "$o"
 F15=timestamp,index,name,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current
@@ -36,6 +36,8 @@ start "nvidia-smi --query-gpu=<15> -l 1" nvidia-smi --query-gpu=$F15 --format=cs
 start "gpulse query <15> -l 1" "$G" query --query-gpu=$F15 --format=csv -l 1
 start "gpulse record --interval 1s" "$G" record --interval 1s -o "$tmp/r1s.db"
 start "gpulse record --interval 100ms" "$G" record --interval 100ms -o "$tmp/r100ms.db"
+start "gpulse record --interval 1s --no-stacks" "$G" record --interval 1s --no-stacks -o "$tmp/n1s.db"
+start "gpulse record --interval 100ms --no-stacks" "$G" record --interval 100ms --no-stacks -o "$tmp/n100ms.db"
 start "nvidia-smi --query-gpu=<15> -lms 100" nvidia-smi --query-gpu=$F15 --format=csv -lms 100
 start "gpulse query <15> -lms 100" "$G" query --query-gpu=$F15 --format=csv -lms 100
 # The profiles, beside them: 20 s of recording at each interval.

@@ -116,7 +116,7 @@ impl Pipeline {
 
     fn poll_inner(&mut self, poll: Poll) {
         self.polls += 1;
-        let started = profile::enabled().then(std::time::Instant::now);
+        let started = profile::start();
         let mut xids = xid_events(&poll);
         xids.extend(self.nvlink_events(&poll));
         self.write(|w| {
@@ -133,7 +133,7 @@ impl Pipeline {
             xids.iter().for_each(|e| live.push_event(e));
         }
         if let Some(t) = started.filter(|_| self.recording.is_some()) {
-            profile::add("sqlite write poll", t.elapsed());
+            t.finish("sqlite write poll");
         }
         let mut findings = Vec::new();
         if let Some(live) = self.rolling.as_mut() {

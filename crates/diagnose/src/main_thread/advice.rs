@@ -54,6 +54,8 @@ pub(super) struct Situation<'a> {
     pub pool_threads: bool,
     /// Another package's function the line calls, and " at SITE".
     pub call: Option<&'a str>,
+    /// The call is the job's own function beside the training step (an `evaluate()`).
+    pub own_call: bool,
     pub at_site: &'a str,
     /// A quarter or more of the launching is the optimizer's.
     pub optimizer: bool,
@@ -68,7 +70,17 @@ pub(super) struct Situation<'a> {
 /// the run adds to it.
 pub(super) fn advise(s: &Situation) -> Vec<String> {
     let at = s.site.map(|f| format!(" ({})", f.site())).unwrap_or_default();
-    let mut out = if let (Some(c), true) = (s.call, s.on_gpu) {
+    let mut out = if let (Some(c), true, true) = (s.call, s.on_gpu, s.own_call) {
+        vec![
+            format!(
+                "the loop calls {c}{} beside its training step, and it runs GPU work of its own and waits for it: call it every N steps, or on fewer batches",
+                s.at_site
+            ),
+            format!(
+                "inside {c}, keep its results on the GPU (correct += (pred == y).sum()) and read them back once after its last batch, under torch.inference_mode(), rather than with an .item() per batch"
+            ),
+        ]
+    } else if let (Some(c), true) = (s.call, s.on_gpu) {
         vec![
             format!(
                 "the loop calls {c}{}, which launches GPU work of its own one op after another while the GPU waits: call it every N steps, on fewer items, or on more items per call",

@@ -22,8 +22,14 @@ pub(super) fn training_begins_s(run: &Run, window: &[&Point], sites: &[Option<u3
     // The loop's window began at its training's entry where the polls found the GPU later.
     let entry = crate::run::training_s(run).map_or(entry, |[t, _]| entry.min(t)).max(lo);
     // `torch.compile` builds the first step, forward and backward, before its optimizer
-    // step: compiling and importing until then is start-up, paid once, not the loop's.
-    let first_step = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
+    // step: compiling and importing until then is start-up, paid once, not the loop's. The
+    // first step has ended at its optimizer step, or where the thread leaves its first backward
+    // pass (an optimizer step between two samples is not seen; a loop that recompiles every
+    // step compiles its next forward straight after).
+    let backward = |p: &&Point| super::classify::step_backward(run.stacks.frames_of(p.stack));
+    let optimizer = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
+    let left_backward = window.windows(2).position(|w| backward(&w[0]) && !backward(&w[1])).map(|i| i + 1);
+    let first_step = optimizer.into_iter().chain(left_backward).min();
     let built = first_step.and_then(|i| {
         window[..i]
             .iter()

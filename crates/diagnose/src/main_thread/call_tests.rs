@@ -102,3 +102,67 @@ fn a_failed_stack_read_gives_its_time_to_the_sample_before_it() {
         "{ledger:#?}"
     );
 }
+
+/// GPU-Util 40 %: a loop's body calls `train_step()`, whose line runs the backward pass (40
+/// samples a second), and `evaluate()`, whose lines launch a forward (30) and read an accuracy
+/// back with `.item()` (30). `evaluate()` is a call of its own beside the step, its GPU work and
+/// its waits included: 60 % of the loop at the body's line that calls it. Where the same forward
+/// is a helper called from the function that runs the backward, it is the step's own.
+#[test]
+fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
+    let with = |beside: bool| {
+        let mut r = run(40.0, &[(3, 100)]);
+        let mut st = (*r.stacks).clone();
+        let base = st.frames.len() as u32;
+        let caller = if beside {
+            ("body", "acc = evaluate(model, batches)")
+        } else {
+            ("train_step", "acc = evaluate(model, batches)")
+        };
+        st.frames.extend([
+            frame("/w/train.py", 90, "main", "body(step)"),
+            frame("/w/train.py", 70, "body", "train_step(x, y)"),
+            frame("/w/train.py", 50, "train_step", "loss.backward()"),
+            frame("/v/site-packages/torch/autograd/graph.py", 869, "_engine_run_backward", "return run_backward("),
+            frame("/w/train.py", 72, caller.0, caller.1),
+            frame("/w/train.py", 60, "evaluate", "out = model(x)"),
+            frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args)"),
+            frame("/w/train.py", 62, "evaluate", "correct += (out.argmax(1) == y).sum().item()"),
+        ]);
+        let f = |i: u32| base + i;
+        let step = vec![f(0), f(1), f(2), f(3)];
+        let eval_at: Vec<u32> = if beside { vec![f(0), f(4)] } else { vec![f(0), f(1), f(4)] };
+        let launch: Vec<u32> = eval_at.iter().copied().chain([f(5), f(6)]).collect();
+        let sync: Vec<u32> = eval_at.iter().copied().chain([f(7)]).collect();
+        let n = st.stacks.len() as u32;
+        st.stacks.extend([step, launch, sync]);
+        for (i, s) in st.samples.iter_mut().enumerate() {
+            let (stack, state) = match i % 100 {
+                0..40 => (n, Gil::Held),
+                40..70 => (n + 1, Gil::Held),
+                _ => (n + 2, Gil::Free),
+            };
+            s.stack = stack;
+            s.gil = state;
+            s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
+        }
+        r.stacks = Arc::new(st);
+        crate::diagnose_with_ledger(&r)
+    };
+    let (findings, ledger) = with(true);
+    let call = findings.iter().find(|f| f.evidence.contains_key("call")).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!(call.evidence["call"], "evaluate()");
+    assert!(call.title.contains("in evaluate(), beside the training step at w/train.py:72 body"), "{}", call.title);
+    assert!(
+        call.advice[0].contains("every N steps") && call.advice[1].contains("read them back once"),
+        "{:?}",
+        call.advice
+    );
+    assert!(call.title.contains("its GPU work included"), "{}", call.title);
+    let share = call.cost.as_ref().and_then(|c| c.loop_share).unwrap();
+    assert!((share - 0.6).abs() < 0.05, "{share}: {call:#?}");
+    let sum: f64 = ledger.accounts.iter().map(|a| a.seconds).sum();
+    assert!((sum - ledger.wall_s).abs() < 0.05, "{ledger:#?}");
+    let (findings, _) = with(false);
+    assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
+}

@@ -191,6 +191,26 @@ pub(super) fn backward_entry(f: &PyFrame) -> bool {
         || (in_module(&f.file, "torch/_tensor.py") && f.function.ends_with("backward"))
 }
 
+/// Whether a frame drives a `torch.compile` build: Dynamo's frame conversion or Inductor's
+/// `compile_fx`, through which every build passes (a backward's too).
+fn compile_driver(f: &PyFrame) -> bool {
+    in_module(&f.file, "torch/_dynamo/convert_frame.py") || in_module(&f.file, "torch/_inductor/compile_fx.py")
+}
+
+/// Whether a stack runs a step's backward pass: a backward entry that no build drives (AOT
+/// autograd traces the backward through the same entry while it compiles a forward).
+pub(super) fn step_backward<'a>(frames: impl IntoIterator<Item = &'a PyFrame>) -> bool {
+    for f in frames {
+        if compile_driver(f) {
+            return false;
+        }
+        if backward_entry(f) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether a frame runs what `torch.compile` built rather than builds it: the generated graph,
 /// the kernels' launchers, CUDA graphs' replays, and the wrappers around a call of the compiled
 /// model. A kernel's first compile and autotuning, under the launchers' own module, build.
@@ -209,9 +229,11 @@ fn compiled_runtime(f: &PyFrame) -> bool {
 /// The frames' library, innermost first: the deepest frame in a known library names it.
 pub fn domain(frames: &[&PyFrame]) -> Option<Domain> {
     // An import runs the imported module's code: whatever library that is, the time is the
-    // import's.
-    if frames.iter().any(|f| f.file.starts_with("<frozen importlib")) {
-        return Some(Domain::Import);
+    // import's. One that `torch.compile` makes while it builds (its backends load lazily) is
+    // the compile's: every build passes through Dynamo's frame conversion or Inductor's
+    // `compile_fx` (a backward's, on the autograd engine's call).
+    if let Some(i) = frames.iter().position(|f| f.file.starts_with("<frozen importlib")) {
+        return Some(if frames[..i].iter().any(|f| compile_driver(f)) { Domain::Compile } else { Domain::Import });
     }
     // Under what `torch.compile` built (its graph, its kernels' launchers, the wrappers that call
     // them) the compiled model runs: launching, as its forward would, not compiling.

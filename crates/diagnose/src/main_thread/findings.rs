@@ -138,13 +138,20 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // The lines under which a backward pass or an optimizer step runs: the step's own, whatever
     // library they go through (accelerate's `backward`, a trainer's `train`).
     let mut steps: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    let mut phases = super::phase::Phases::default();
     for p in &window {
         let f = facts(p.stack);
         if let (Some(site), true) = (f.site, f.step) {
             steps.insert(site);
+            phases.step(&run.stacks, p.stack, f.site);
         }
         if let (Some(site), ThreadState::Python | ThreadState::Native) = (f.site, p.class.state) {
             lines.entry(site).or_default()[usize::from(p.class.state == ThreadState::Native)] += p.dur_s;
+        }
+    }
+    if g.is_some() {
+        for p in &window {
+            phases.count(&run.stacks, p.stack, p.class.state == ThreadState::GpuSync);
         }
     }
     let native_line = |site: Option<u32>| site.and_then(|s| lines.get(&s)).is_some_and(|[py, nat]| nat > py);
@@ -161,7 +168,14 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     let keyed: Vec<(Facts, ThreadState, Cause)> = window
         .iter()
         .map(|p| {
-            let f = facts(p.stack);
+            let mut f = facts(p.stack);
+            // Inside a call of the job's own function beside the step (an `evaluate()`), every
+            // line of it is the call's, as a library's call is.
+            let phase = g.and_then(|_| phases.of(&run.stacks, p.stack));
+            if let Some((line, callee)) = phase {
+                f.site = Some(line);
+                f.call = Some(callee);
+            }
             let state = match (p.class.domain, p.class.state) {
                 (Some(Domain::Compile), _) if loop_s.is_some() => ThreadState::Python,
                 // Blocked on a line of native code while the process's other threads work: the
@@ -181,6 +195,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                     }
                 }
                 cause => cause,
+            };
+            let cause = match (cause, phase) {
+                (Cause::Cpu { .. } | Cause::CpuOp | Cause::Call(_), Some((line, _))) => Cause::Call(line),
+                (cause, _) => cause,
             };
             (f, state, cause)
         })
@@ -356,19 +374,24 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         let at_site = at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default();
         // The library function a line calls, by name and package: "GenerationMixin.generate
         // (transformers)".
-        let call = matches!(cause, Cause::Call(_))
+        let call_frame = matches!(cause, Cause::Call(_))
             .then(|| top(&part.calls).and_then(|c| run.stacks.frames.get(c as usize)))
-            .flatten()
-            .map(|f| match super::own::package(&f.file) {
-                Some(p) => format!("{} ({p})", f.function),
-                None => f.function.clone(),
-            });
+            .flatten();
+        // The job's own function beside the step (an `evaluate()`), not another library's.
+        let own_call = call_frame.is_some_and(|f| super::own::own_code(&f.file));
+        let call = call_frame.map(|f| match super::own::package(&f.file) {
+            _ if own_call => format!("{}()", f.function),
+            Some(p) => format!("{} ({p})", f.function),
+            None => f.function.clone(),
+        });
         // Without a GPU, torch's ops under the step's own lines (its forward, backward and
         // optimizer) are the training itself on the CPU: a fact to move, not time to win back.
         let cpu_torch = g.is_none() && matches!(cause, Cause::Cpu { launching: true, .. } | Cause::CpuOp);
         let cpu_step = cpu_torch && (steps.is_empty() || part.sites.keys().any(|s| steps.contains(s)));
         let label = if cpu_step {
             format!("the step's torch ops running on the CPU{at_site}")
+        } else if let (Some(c), true) = (&call, own_call) {
+            format!("the main thread in {c}, beside the training step{at_site}")
         } else if let Some(c) = &call {
             let what = if launching {
                 "the main thread launching the GPU's work".to_owned()
@@ -550,6 +573,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             gpus: run.gpus.len(),
             pool_threads,
             call: call.as_deref(),
+            own_call,
             at_site: &at_site,
             // A quarter of the launching in the optimizer: stepping it in a few kernels is a fix
             // of its own.

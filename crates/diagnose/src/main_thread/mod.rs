@@ -20,6 +20,7 @@ mod idle;
 mod live;
 mod loader;
 mod own;
+mod phase;
 pub mod startup;
 
 pub use live::Totals;
@@ -110,16 +111,46 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
             // Waiting in `loss.backward()` while the thread on the GIL runs the backward itself (a
             // compiled backward on the autograd engine's thread): the step's backward, as any
             // wait for the engine is, not another thread's Python in the way.
-            if let (ThreadState::GilWait, Some(Domain::Backward), Some(h)) = (class.state, class.domain, gil_stack)
-                && (matches!(classifier.domain(st, h), Some(Domain::Backward | Domain::Compile))
-                    || st.frames_of(h).any(|f| f.file.contains("/torch/_functorch/_aot_autograd/")))
-            {
-                class.state = ThreadState::Python;
+            // Where that thread compiles (a backward that `torch.compile` builds at its first
+            // call), the wait is the compile's.
+            if let (ThreadState::GilWait, Some(Domain::Backward), Some(h)) = (class.state, class.domain, gil_stack) {
+                let holder = classifier.domain(st, h);
+                if matches!(holder, Some(Domain::Backward | Domain::Compile))
+                    || st.frames_of(h).any(|f| f.file.contains("/torch/_functorch/_aot_autograd/"))
+                {
+                    class.state = ThreadState::Python;
+                }
+                if holder == Some(Domain::Compile) {
+                    class.domain = Some(Domain::Compile);
+                }
             }
             Point { t_s: t(s.t_us), dur_s: next, stack: s.stack, gil_stack, class, split: false }
         })
         .collect();
-    clocks::apply(&mine, pts, &mut clocks::Across::default())
+    clocks::apply(&mine, compiled_backwards(pts), &mut clocks::Across::default())
+}
+
+/// A backward being compiled is one call: the samples around one whose GIL holder compiled, at
+/// the same line with no other sample between, wait for the same compile, whether the compiling
+/// thread held the GIL when they were read or ran its C++ (LLVM, `ptxas`) without it.
+fn compiled_backwards(mut pts: Vec<Point>) -> Vec<Point> {
+    let mut start = 0;
+    while start < pts.len() {
+        let in_backward = |p: &Point| matches!(p.class.domain, Some(Domain::Backward | Domain::Compile));
+        let mut end = start + 1;
+        while end < pts.len() && pts[end].stack == pts[start].stack && in_backward(&pts[end]) {
+            end += 1;
+        }
+        let run = &mut pts[start..end];
+        if run.iter().all(in_backward) && run.iter().any(|p| p.class.domain == Some(Domain::Compile)) {
+            for p in run.iter_mut() {
+                p.class.domain = Some(Domain::Compile);
+                p.class.state = ThreadState::Python;
+            }
+        }
+        start = end;
+    }
+    pts
 }
 
 /// The time each sample at `t_s` stands for. Not the gap after it: the sampler's next read

@@ -1,16 +1,12 @@
 //! NVML's calls in the profile (`crate::profile`), each under `nvml <call>`.
 
 use std::sync::OnceLock;
-use std::time::Instant;
 
 /// Runs `f`, and counts its time under `nvml <what>` when profiling is on.
 pub(super) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    if !crate::profile::enabled() {
-        return f();
-    }
-    let start = Instant::now();
+    let Some(s) = crate::profile::start() else { return f() };
     let v = f();
-    crate::profile::add(&format!("nvml {what}"), start.elapsed());
+    s.finish(&format!("nvml {what}"));
     v
 }
 

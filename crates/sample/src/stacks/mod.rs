@@ -205,6 +205,7 @@ impl Sampling {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let before = pacing::thread_cpu();
+            let start = crate::profile::start();
             let looked = now >= self.discovery_at;
             if looked {
                 self.discover(now);
@@ -218,6 +219,9 @@ impl Sampling {
                 if !guarded(|| t.open(now, looked, walk, out)) {
                     t.broke(now);
                 }
+            }
+            if let Some(s) = start.filter(|_| looked) {
+                s.finish("stacks: discovery and opening");
             }
             self.overhead_since += pacing::thread_cpu() - before;
             self.sample_due();
@@ -281,7 +285,8 @@ impl Sampling {
             let before = pacing::thread_cpu();
             let (t, interner, out) = (&mut self.targets[i], &mut self.interner, &mut self.out);
             let mut outcome = Outcome::Skipped;
-            if !guarded(|| outcome = t.sample(interner, self.options.workers, out)) {
+            let workers = self.options.workers;
+            if !crate::profile::timed("stacks: one sample", || guarded(|| outcome = t.sample(interner, workers, out))) {
                 t.broke(now);
             }
             let cost = (pacing::thread_cpu() - before).as_secs_f64();

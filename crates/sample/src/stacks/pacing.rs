@@ -4,18 +4,7 @@
 
 use std::time::Duration;
 
-/// The calling thread's CPU time so far: what one round of sampling cost, not counting the
-/// time the kernel spent elsewhere.
-pub(super) fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into `ts`, a live local; the clock id is a
-    // constant every Linux since 2.6.12 knows, and a failure is told by its return value.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
-}
+pub(super) use crate::profile::thread_cpu;
 
 /// xorshift64*: a cheap stream of numbers, good enough that no phase is preferred.
 #[derive(Debug, Clone)]
