@@ -26,6 +26,12 @@ fn an_evaluation_beside_the_step_is_named_by_its_function() {
     let a = advice(first);
     assert!(a.contains("every N steps") && a.contains("read them back once"), "{a}");
     assert!(!a.contains("CUDA graphs") && !a.contains("gradient accumulation"), "{a}");
+    // Called from the loop that calls the body, not from its own line.
+    assert_eq!(first["evidence"]["called_from"], "device/unseen_parts.py:60 loop", "{first:#}");
+    // The evaluation's `.item()` drains its own work: no other finding is told to move it.
+    for f in d["findings"].as_array().unwrap().iter().skip(1) {
+        assert!(!advice(f).contains("queue drains at device/unseen_five.py:80"), "{f:#}");
+    }
 }
 
 /// An MLP under `torch.compile` whose batch grows every 4 steps with automatic dynamic shapes

@@ -172,9 +172,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             // Inside a call of the job's own function beside the step (an `evaluate()`), every
             // line of it is the call's, as a library's call is.
             let phase = g.and_then(|_| phases.of(&run.stacks, p.stack));
-            if let Some((line, callee)) = phase {
-                f.site = Some(line);
-                f.call = Some(callee);
+            if let Some(c) = phase {
+                f.site = Some(c.line);
+                f.call = Some(c.callee);
+                f.caller = c.caller;
             }
             let state = match (p.class.domain, p.class.state) {
                 (Some(Domain::Compile), _) if loop_s.is_some() => ThreadState::Python,
@@ -197,7 +198,7 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
                 cause => cause,
             };
             let cause = match (cause, phase) {
-                (Cause::Cpu { .. } | Cause::CpuOp | Cause::Call(_), Some((line, _))) => Cause::Call(line),
+                (Cause::Cpu { .. } | Cause::CpuOp | Cause::Call(_), Some(c)) => Cause::Call(c.line),
                 (cause, _) => cause,
             };
             (f, state, cause)
@@ -323,7 +324,10 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             })
             .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(s, _)| *s);
-        let at = own.or_else(|| top(&drains))?;
+        // A phase's waits drain its own work (an evaluation's accuracy), not the step's.
+        let elsewhere: HashMap<u32, f64> =
+            drains.iter().filter(|(s, _)| !phases.is_call(**s)).map(|(s, w)| (*s, *w)).collect();
+        let at = own.or_else(|| top(&elsewhere))?;
         let f = frame(at)?;
         // An explicit synchronize is not an `.item()`: the advice differs.
         Some((f.site(), explicit.contains(&at) || f.code.as_deref().is_some_and(|c| c.contains("synchronize("))))

@@ -20,12 +20,21 @@ use super::own::own_code;
 /// queues work the step's own sync drains, and stays with the step.
 const MIN_WAIT_SHARE: f64 = 0.1;
 
+/// Where a phase is: the job's line that calls it, the first frame it calls in the job's code, and
+/// the job's frame that called the line's function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Call {
+    pub line: u32,
+    pub callee: u32,
+    pub caller: Option<u32>,
+}
+
 /// The step's path, and the phases found on other stacks.
 #[derive(Debug, Default)]
 pub(super) struct Phases {
     path: HashSet<u32>,
     step_functions: HashSet<(String, String)>,
-    calls: HashMap<u32, Option<(u32, u32)>>,
+    calls: HashMap<u32, Option<Call>>,
     /// Per call line: all its samples, and those waiting on the GPU.
     seen: HashMap<u32, [usize; 2]>,
 }
@@ -44,9 +53,9 @@ impl Phases {
         }
     }
 
-    /// The call line that takes `stack` off the step's path, and the first frame it calls in the
-    /// job's code; `None` on the step's path, or where no step was seen.
-    pub(super) fn call(&mut self, stacks: &Stacks, stack: u32) -> Option<(u32, u32)> {
+    /// The call line that takes `stack` off the step's path; `None` on the step's path, or where
+    /// no step was seen.
+    pub(super) fn call(&mut self, stacks: &Stacks, stack: u32) -> Option<Call> {
         if self.path.is_empty() {
             return None;
         }
@@ -60,25 +69,30 @@ impl Phases {
                 .collect();
             let at = own.iter().position(|id| !path.contains(id))?;
             let (line, callee) = (own[at], *own.get(at + 1)?);
+            let caller = at.checked_sub(1).map(|i| own[i]);
             let f = stacks.frames.get(line as usize)?;
-            (!functions.contains(&(f.file.clone(), f.function.clone()))).then_some((line, callee))
+            (!functions.contains(&(f.file.clone(), f.function.clone()))).then_some(Call { line, callee, caller })
         })
     }
 
     /// Counts one sample of `stack`, waiting on the GPU or not.
     pub(super) fn count(&mut self, stacks: &Stacks, stack: u32, waits: bool) {
-        if let Some((line, _)) = self.call(stacks, stack) {
-            let n = self.seen.entry(line).or_default();
+        if let Some(c) = self.call(stacks, stack) {
+            let n = self.seen.entry(c.line).or_default();
             n[0] += 1;
             n[1] += usize::from(waits);
         }
     }
 
-    /// The phase `stack` is in, where its call waits on the GPU for its own work: the call line
-    /// and the job's function it calls.
-    pub(super) fn of(&mut self, stacks: &Stacks, stack: u32) -> Option<(u32, u32)> {
-        let (line, callee) = self.call(stacks, stack)?;
-        let [all, waits] = *self.seen.get(&line)?;
-        (waits as f64 >= MIN_WAIT_SHARE * all as f64 && waits > 0).then_some((line, callee))
+    /// The phase `stack` is in, where its call waits on the GPU for its own work.
+    pub(super) fn of(&mut self, stacks: &Stacks, stack: u32) -> Option<Call> {
+        let c = self.call(stacks, stack)?;
+        let [all, waits] = *self.seen.get(&c.line)?;
+        (waits as f64 >= MIN_WAIT_SHARE * all as f64 && waits > 0).then_some(c)
+    }
+
+    /// Whether `line` calls a phase: a wait there drains the phase's own work.
+    pub(super) fn is_call(&self, line: u32) -> bool {
+        self.seen.get(&line).is_some_and(|[all, waits]| *waits > 0 && *waits as f64 >= MIN_WAIT_SHARE * *all as f64)
     }
 }
