@@ -107,10 +107,11 @@ fn a_failed_stack_read_gives_its_time_to_the_sample_before_it() {
 /// samples a second), and `evaluate()`, whose lines launch a forward (30) and read an accuracy
 /// back with `.item()` (30). `evaluate()` is a call of its own beside the step, its GPU work and
 /// its waits included: 60 % of the loop at the body's line that calls it. Where the same forward
-/// is a helper called from the function that runs the backward, it is the step's own.
+/// is a helper called from the function that runs the backward, it is the step's own; where the
+/// function launches nothing and only reads back, it waits for the step's work.
 #[test]
 fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
-    let with = |beside: bool| {
+    let with = |beside: bool, launches: bool| {
         let mut r = run(40.0, &[(3, 100)]);
         let mut st = (*r.stacks).clone();
         let base = st.frames.len() as u32;
@@ -128,11 +129,15 @@ fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
             frame("/w/train.py", 60, "evaluate", "out = model(x)"),
             frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args)"),
             frame("/w/train.py", 62, "evaluate", "correct += (out.argmax(1) == y).sum().item()"),
+            frame("/w/train.py", 61, "evaluate", "line = format(correct)"),
         ]);
         let f = |i: u32| base + i;
         let step = vec![f(0), f(1), f(2), f(3)];
         let eval_at: Vec<u32> = if beside { vec![f(0), f(4)] } else { vec![f(0), f(1), f(4)] };
-        let launch: Vec<u32> = eval_at.iter().copied().chain([f(5), f(6)]).collect();
+        let launch: Vec<u32> = match launches {
+            true => eval_at.iter().copied().chain([f(5), f(6)]).collect(),
+            false => eval_at.iter().copied().chain([f(8)]).collect(),
+        };
         let sync: Vec<u32> = eval_at.iter().copied().chain([f(7)]).collect();
         let n = st.stacks.len() as u32;
         st.stacks.extend([step, launch, sync]);
@@ -149,7 +154,7 @@ fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
         r.stacks = Arc::new(st);
         crate::diagnose_with_ledger(&r)
     };
-    let (findings, ledger) = with(true);
+    let (findings, ledger) = with(true, true);
     let call = findings.iter().find(|f| f.evidence.contains_key("call")).unwrap_or_else(|| panic!("{findings:#?}"));
     assert_eq!(call.evidence["call"], "evaluate()");
     assert!(call.title.contains("in evaluate(), beside the training step at w/train.py:72 body"), "{}", call.title);
@@ -163,6 +168,10 @@ fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
     assert!((share - 0.6).abs() < 0.05, "{share}: {call:#?}");
     let sum: f64 = ledger.accounts.iter().map(|a| a.seconds).sum();
     assert!((sum - ledger.wall_s).abs() < 0.05, "{ledger:#?}");
-    let (findings, _) = with(false);
+    let (findings, _) = with(false, true);
+    assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
+    // A function that launches nothing and reads a value back (a logger's `.item()`) waits for
+    // the step's own work: no call of its own.
+    let (findings, _) = with(true, false);
     assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
 }

@@ -150,8 +150,11 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
         }
     }
     if g.is_some() {
-        for p in &window {
-            phases.count(&run.stacks, p.stack, p.class.state == ThreadState::GpuSync);
+        // Each sample once: the thread's clocks split some into a part waiting for a core.
+        for p in window.iter().filter(|p| !p.split) {
+            let launches =
+                facts(p.stack).in_torch && matches!(p.class.state, ThreadState::Python | ThreadState::Native);
+            phases.count(&run.stacks, p.stack, p.class.state == ThreadState::GpuSync, launches);
         }
     }
     let native_line = |site: Option<u32>| site.and_then(|s| lines.get(&s)).is_some_and(|[py, nat]| nat > py);

@@ -19,6 +19,10 @@ use super::own::own_code;
 /// (an accuracy's `.item()`) runs its GPU work apart from the step's; one that never waits only
 /// queues work the step's own sync drains, and stays with the step.
 const MIN_WAIT_SHARE: f64 = 0.1;
+/// The share that must launch GPU work of its own (in torch's code): a function that only reads
+/// a value back (a logger's `loss.item()`) waits for the step's work, and is no phase. Low: an
+/// evaluation of large batches launches for a few samples and waits for the rest.
+const MIN_LAUNCH_SHARE: f64 = 0.05;
 
 /// Where a phase is: the job's line that calls it, the first frame it calls in the job's code, and
 /// the job's frame that called the line's function.
@@ -35,8 +39,8 @@ pub(super) struct Phases {
     path: HashSet<u32>,
     step_functions: HashSet<(String, String)>,
     calls: HashMap<u32, Option<Call>>,
-    /// Per call line: all its samples, and those waiting on the GPU.
-    seen: HashMap<u32, [usize; 2]>,
+    /// Per call line: all its samples, those waiting on the GPU, and those launching.
+    seen: HashMap<u32, [usize; 3]>,
 }
 
 impl Phases {
@@ -75,24 +79,26 @@ impl Phases {
         })
     }
 
-    /// Counts one sample of `stack`, waiting on the GPU or not.
-    pub(super) fn count(&mut self, stacks: &Stacks, stack: u32, waits: bool) {
+    /// Counts one sample of `stack`: waiting on the GPU, launching its work, or neither.
+    pub(super) fn count(&mut self, stacks: &Stacks, stack: u32, waits: bool, launches: bool) {
         if let Some(c) = self.call(stacks, stack) {
             let n = self.seen.entry(c.line).or_default();
             n[0] += 1;
             n[1] += usize::from(waits);
+            n[2] += usize::from(launches && !waits);
         }
     }
 
     /// The phase `stack` is in, where its call waits on the GPU for its own work.
     pub(super) fn of(&mut self, stacks: &Stacks, stack: u32) -> Option<Call> {
         let c = self.call(stacks, stack)?;
-        let [all, waits] = *self.seen.get(&c.line)?;
-        (waits as f64 >= MIN_WAIT_SHARE * all as f64 && waits > 0).then_some(c)
+        self.is_call(c.line).then_some(c)
     }
 
     /// Whether `line` calls a phase: a wait there drains the phase's own work.
     pub(super) fn is_call(&self, line: u32) -> bool {
-        self.seen.get(&line).is_some_and(|[all, waits]| *waits > 0 && *waits as f64 >= MIN_WAIT_SHARE * *all as f64)
+        self.seen.get(&line).is_some_and(|&[all, waits, launches]| {
+            waits > 0 && waits as f64 >= MIN_WAIT_SHARE * all as f64 && launches as f64 >= MIN_LAUNCH_SHARE * all as f64
+        })
     }
 }
