@@ -175,3 +175,39 @@ fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
     let (findings, _) = with(true, false);
     assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
 }
+
+/// A library's loop (Lightning's) calls the job's `training_step`, whose forward goes through the
+/// job's own model and reads a routing decision back, and runs the backward from its own frames:
+/// the backward's stack holds none of `training_step`'s lines, yet the forward is the step's own,
+/// not a phase beside it.
+#[test]
+fn a_training_step_a_library_calls_is_no_phase() {
+    let mut r = run(40.0, &[(3, 100)]);
+    let mut st = (*r.stacks).clone();
+    let base = st.frames.len() as u32;
+    st.frames.extend([
+        frame("/w/train.py", 90, "<module>", "trainer.fit(model)"),
+        frame("/v/site-packages/lightning/pytorch/loops/fit_loop.py", 200, "run", "self.advance()"),
+        frame("/v/site-packages/torch/autograd/graph.py", 869, "_engine_run_backward", "return run_backward("),
+        frame("/w/train.py", 40, "training_step", "out = self.net(x)"),
+        frame("/w/model.py", 12, "Router.forward", "experts = idx.tolist()"),
+        frame("/v/site-packages/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args)"),
+        frame("/w/model.py", 10, "Router.forward", "idx = self.gate(x).argmax(-1)"),
+    ]);
+    let f = |i: u32| base + i;
+    let n = st.stacks.len() as u32;
+    st.stacks.extend([vec![f(0), f(1), f(2)], vec![f(0), f(1), f(3), f(6), f(5)], vec![f(0), f(1), f(3), f(4)]]);
+    for (i, s) in st.samples.iter_mut().enumerate() {
+        let (stack, gil) = match i % 100 {
+            0..40 => (n, Gil::Held),
+            40..70 => (n + 1, Gil::Held),
+            _ => (n + 2, Gil::Free),
+        };
+        s.stack = stack;
+        s.gil = gil;
+        s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
+    }
+    r.stacks = Arc::new(st);
+    let (findings, _) = crate::diagnose_with_ledger(&r);
+    assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");
+}

@@ -4,10 +4,11 @@
 //!
 //! The step's path is every frame of the job's own code on a stack that runs a backward pass or
 //! an optimizer step. A sample leaves that path at its first own frame not on it. Where that
-//! frame calls further into the job's code, and its function holds none of the step's own lines
-//! (the body calls `train()` and `evaluate()`; it does not run the backward itself), the call is
-//! a phase of its own: a forward helper called from the function that runs the backward stays
-//! the step's.
+//! frame calls further into the job's code, and its function is on the step's path but holds
+//! none of the step's own lines (the body calls `train()` and `evaluate()`; it does not run the
+//! backward itself), the call is a phase of its own. A forward helper called from the function
+//! that runs the backward stays the step's, and so does a `training_step` that a library's loop
+//! calls apart from the backward it runs itself (its function is on no step stack).
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,6 +38,7 @@ pub(super) struct Call {
 #[derive(Debug, Default)]
 pub(super) struct Phases {
     path: HashSet<u32>,
+    path_functions: HashSet<(String, String)>,
     step_functions: HashSet<(String, String)>,
     calls: HashMap<u32, Option<Call>>,
     /// Per call line: all its samples, those waiting on the GPU, and those launching.
@@ -48,8 +50,9 @@ impl Phases {
     pub(super) fn step(&mut self, stacks: &Stacks, stack: u32, site: Option<u32>) {
         let Some(ids) = stacks.stacks.get(stack as usize) else { return };
         for &id in ids {
-            if stacks.frames.get(id as usize).is_some_and(|f| own_code(&f.file)) {
+            if let Some(f) = stacks.frames.get(id as usize).filter(|f| own_code(&f.file)) {
                 self.path.insert(id);
+                self.path_functions.insert((f.file.clone(), f.function.clone()));
             }
         }
         if let Some(f) = site.and_then(|s| stacks.frames.get(s as usize)) {
@@ -63,7 +66,7 @@ impl Phases {
         if self.path.is_empty() {
             return None;
         }
-        let (path, functions) = (&self.path, &self.step_functions);
+        let (path, on_path, functions) = (&self.path, &self.path_functions, &self.step_functions);
         *self.calls.entry(stack).or_insert_with(|| {
             let ids = stacks.stacks.get(stack as usize)?;
             let own: Vec<u32> = ids
@@ -75,7 +78,8 @@ impl Phases {
             let (line, callee) = (own[at], *own.get(at + 1)?);
             let caller = at.checked_sub(1).map(|i| own[i]);
             let f = stacks.frames.get(line as usize)?;
-            (!functions.contains(&(f.file.clone(), f.function.clone()))).then_some(Call { line, callee, caller })
+            let function = (f.file.clone(), f.function.clone());
+            (on_path.contains(&function) && !functions.contains(&function)).then_some(Call { line, callee, caller })
         })
     }
 
