@@ -26,9 +26,12 @@ pub(super) fn training_begins_s(run: &Run, window: &[&Point], sites: &[Option<u3
     // first step has ended at its optimizer step, or where the thread leaves its first backward
     // pass (an optimizer step between two samples is not seen; a loop that recompiles every
     // step compiles its next forward straight after).
-    let backward = |p: &&Point| super::classify::step_backward(run.stacks.frames_of(p.stack));
+    let mut seen: std::collections::HashMap<u32, bool> = std::collections::HashMap::new();
+    let mut backward = |p: &Point| {
+        *seen.entry(p.stack).or_insert_with(|| super::classify::step_backward(run.stacks.frames_of(p.stack)))
+    };
     let optimizer = window.iter().position(|p| p.class.domain == Some(Domain::Optimizer));
-    let left_backward = window.windows(2).position(|w| backward(&w[0]) && !backward(&w[1])).map(|i| i + 1);
+    let left_backward = window.windows(2).position(|w| backward(w[0]) && !backward(w[1])).map(|i| i + 1);
     let first_step = optimizer.into_iter().chain(left_backward).min();
     let built = first_step.and_then(|i| {
         window[..i]

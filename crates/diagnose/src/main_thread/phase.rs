@@ -40,6 +40,8 @@ pub(super) struct Phases {
     path: HashSet<u32>,
     path_functions: HashSet<(String, String)>,
     step_functions: HashSet<(String, String)>,
+    /// The step's stacks already walked: each once, however many samples it has.
+    walked: HashSet<u32>,
     calls: HashMap<u32, Option<Call>>,
     /// Per call line: all its samples, those waiting on the GPU, and those launching.
     seen: HashMap<u32, [usize; 3]>,
@@ -48,6 +50,9 @@ pub(super) struct Phases {
 impl Phases {
     /// Adds one of the step's stacks, whose line in the job's code is `site`.
     pub(super) fn step(&mut self, stacks: &Stacks, stack: u32, site: Option<u32>) {
+        if !self.walked.insert(stack) {
+            return;
+        }
         let Some(ids) = stacks.stacks.get(stack as usize) else { return };
         for &id in ids {
             if let Some(f) = stacks.frames.get(id as usize).filter(|f| own_code(&f.file)) {
