@@ -2,7 +2,8 @@
 # What the always-on paths cost on the real driver, side by side under a light GPU load (a small
 # matmul loop): % of one core over the same 40 s for nvidia-smi and gpulse loops and recorders,
 # (with and without the Python main threads' stacks), one-shot medians of 15 interleaved runs,
-# and GPULSE_PROFILE=1 tables (wall and CPU time of each part) of 20 s recordings and of one status. Finishes in about 75 s. Usage: OUT=dir tools/device/measure_cost.sh [gpulse] [seconds]
+# and GPULSE_PROFILE=1 tables (wall and CPU time of each part) of 20 s recordings and of one
+# status. Finishes in about 75 s. Usage: OUT=dir tools/device/measure_cost.sh [gpulse] [seconds]
 set -u
 G=${1:-carry/gpulse}; S=${2:-40}; o=${OUT:-/tmp/measure_cost}; mkdir -p "$o"
 F15=timestamp,index,name,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active,pcie.link.gen.current
