@@ -103,6 +103,23 @@ fn a_failed_stack_read_gives_its_time_to_the_sample_before_it() {
     );
 }
 
+/// Adds three stacks and gives each second's 100 running samples to them: 40 to the step's
+/// backward and 30 to a launch, both holding the GIL, and 30 to a read-back without it.
+fn mix_step_launch_sync(st: &mut gpulse_model::Stacks, [step, launch, sync]: [Vec<u32>; 3]) {
+    let n = st.stacks.len() as u32;
+    st.stacks.extend([step, launch, sync]);
+    for (i, s) in st.samples.iter_mut().enumerate() {
+        let (stack, gil) = match i % 100 {
+            0..40 => (n, Gil::Held),
+            40..70 => (n + 1, Gil::Held),
+            _ => (n + 2, Gil::Free),
+        };
+        s.stack = stack;
+        s.gil = gil;
+        s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
+    }
+}
+
 /// GPU-Util 40 %: a loop's body calls `train_step()`, whose line runs the backward pass (40
 /// samples a second), and `evaluate()`, whose lines launch a forward (30) and read an accuracy
 /// back with `.item()` (30). `evaluate()` is a call of its own beside the step, its GPU work and
@@ -139,18 +156,7 @@ fn the_jobs_own_function_beside_the_step_is_a_call_of_its_own() {
             false => eval_at.iter().copied().chain([f(8)]).collect(),
         };
         let sync: Vec<u32> = eval_at.iter().copied().chain([f(7)]).collect();
-        let n = st.stacks.len() as u32;
-        st.stacks.extend([step, launch, sync]);
-        for (i, s) in st.samples.iter_mut().enumerate() {
-            let (stack, state) = match i % 100 {
-                0..40 => (n, Gil::Held),
-                40..70 => (n + 1, Gil::Held),
-                _ => (n + 2, Gil::Free),
-            };
-            s.stack = stack;
-            s.gil = state;
-            s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
-        }
+        mix_step_launch_sync(&mut st, [step, launch, sync]);
         r.stacks = Arc::new(st);
         crate::diagnose_with_ledger(&r)
     };
@@ -195,18 +201,10 @@ fn a_training_step_a_library_calls_is_no_phase() {
         frame("/w/model.py", 10, "Router.forward", "idx = self.gate(x).argmax(-1)"),
     ]);
     let f = |i: u32| base + i;
-    let n = st.stacks.len() as u32;
-    st.stacks.extend([vec![f(0), f(1), f(2)], vec![f(0), f(1), f(3), f(6), f(5)], vec![f(0), f(1), f(3), f(4)]]);
-    for (i, s) in st.samples.iter_mut().enumerate() {
-        let (stack, gil) = match i % 100 {
-            0..40 => (n, Gil::Held),
-            40..70 => (n + 1, Gil::Held),
-            _ => (n + 2, Gil::Free),
-        };
-        s.stack = stack;
-        s.gil = gil;
-        s.kernel = KernelState { state: 'R', syscall: None, wchan: None, across: false };
-    }
+    mix_step_launch_sync(
+        &mut st,
+        [vec![f(0), f(1), f(2)], vec![f(0), f(1), f(3), f(6), f(5)], vec![f(0), f(1), f(3), f(4)]],
+    );
     r.stacks = Arc::new(st);
     let (findings, _) = crate::diagnose_with_ledger(&r);
     assert!(!findings.iter().any(|f| f.evidence.contains_key("call")), "{findings:#?}");

@@ -318,6 +318,9 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
     // Where the GPU's queue drains for a cause: in the cause's own function where it waits on
     // the GPU there (a `.item()` after each small op drains it each time, whatever the loop's
     // own sync at its end), else where the main thread waited on it most.
+    // A phase's waits drain its own work (an evaluation's accuracy), not the step's.
+    let elsewhere: HashMap<u32, f64> =
+        drains.iter().filter(|(s, _)| !phases.is_call(**s)).map(|(s, w)| (*s, *w)).collect();
     let drain_of = |part: &Part| -> Option<(String, bool)> {
         let frame = |s: u32| run.stacks.frames.get(s as usize);
         let own = drains
@@ -327,9 +330,6 @@ pub(crate) fn split(run: &Run, mut ledger: Ledger, out: &mut Vec<Finding>) -> Le
             })
             .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(s, _)| *s);
-        // A phase's waits drain its own work (an evaluation's accuracy), not the step's.
-        let elsewhere: HashMap<u32, f64> =
-            drains.iter().filter(|(s, _)| !phases.is_call(**s)).map(|(s, w)| (*s, *w)).collect();
         let at = own.or_else(|| top(&elsewhere))?;
         let f = frame(at)?;
         // An explicit synchronize is not an `.item()`: the advice differs.

@@ -134,21 +134,14 @@ fn points_of(run: &Run, pid: u32) -> Vec<Point> {
 /// the same line with no other sample between, wait for the same compile, whether the compiling
 /// thread held the GIL when they were read or ran its C++ (LLVM, `ptxas`) without it.
 fn compiled_backwards(mut pts: Vec<Point>) -> Vec<Point> {
-    let mut start = 0;
-    while start < pts.len() {
-        let in_backward = |p: &Point| matches!(p.class.domain, Some(Domain::Backward | Domain::Compile));
-        let mut end = start + 1;
-        while end < pts.len() && pts[end].stack == pts[start].stack && in_backward(&pts[end]) {
-            end += 1;
-        }
-        let run = &mut pts[start..end];
+    let in_backward = |p: &Point| matches!(p.class.domain, Some(Domain::Backward | Domain::Compile));
+    for run in pts.chunk_by_mut(|a, b| a.stack == b.stack && in_backward(b)) {
         if run.iter().all(in_backward) && run.iter().any(|p| p.class.domain == Some(Domain::Compile)) {
-            for p in run.iter_mut() {
+            for p in run {
                 p.class.domain = Some(Domain::Compile);
                 p.class.state = ThreadState::Python;
             }
         }
-        start = end;
     }
     pts
 }

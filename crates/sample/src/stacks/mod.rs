@@ -204,7 +204,7 @@ impl Sampling {
     fn run(mut self) {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            let before = pacing::thread_cpu();
+            let before = crate::profile::thread_cpu();
             let start = crate::profile::start();
             let looked = now >= self.discovery_at;
             if looked {
@@ -223,7 +223,7 @@ impl Sampling {
             if let Some(s) = start.filter(|_| looked) {
                 s.finish("stacks: discovery and opening");
             }
-            self.overhead_since += pacing::thread_cpu() - before;
+            self.overhead_since += crate::profile::thread_cpu() - before;
             self.sample_due();
             self.hand_over();
             let next = self.targets.iter().filter_map(Target::wake_at).min();
@@ -282,14 +282,14 @@ impl Sampling {
             if !self.targets[i].is_sampling() || self.targets[i].next_at > now {
                 continue;
             }
-            let before = pacing::thread_cpu();
+            let before = crate::profile::thread_cpu();
             let (t, interner, out) = (&mut self.targets[i], &mut self.interner, &mut self.out);
             let mut outcome = Outcome::Skipped;
             let workers = self.options.workers;
             if !crate::profile::timed("stacks: one sample", || guarded(|| outcome = t.sample(interner, workers, out))) {
                 t.broke(now);
             }
-            let cost = (pacing::thread_cpu() - before).as_secs_f64();
+            let cost = (crate::profile::thread_cpu() - before).as_secs_f64();
             let period = self.period(&self.targets[i]).mul_f64(stretch).min(pacing::SLOWEST);
             let t = &mut self.targets[i];
             match outcome {
